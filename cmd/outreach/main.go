@@ -1,0 +1,295 @@
+// Command outreach runs the Outreach MCP service and its operator commands.
+//
+//	outreach serve                 start the MCP server (embedded store by default)
+//	outreach indexes               apply the index list and exit
+//	outreach keys create|list|revoke
+//	outreach verify                check the change-log invariants over the whole store
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"outreach/audit"
+	"outreach/embedded"
+	"outreach/repo"
+	"outreach/server"
+	"outreach/server/version"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "outreach:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: outreach <command> [flags]
+
+commands:
+  serve      start the MCP server at {addr}/mcp
+  indexes    apply the index list and exit
+  keys       create | list | revoke agent keys
+  verify     check that every record matches its change-log entry
+  version    print the version
+
+Every command reads the same configuration:
+  --data DIR       embedded store directory (OUTREACH_DATA, default ./data)
+  MONGODB_URI      use this MongoDB instead of the embedded store
+  OUTREACH_DB      database name (default outreach)
+  OUTREACH_WRITE_MODE  force "ordered" or "transaction" (default: chosen by the server's abilities)
+`
+
+type config struct {
+	data, addr, mongoListen, uri, db, writeMode string
+}
+
+func (c *config) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.data, "data", env("OUTREACH_DATA", "./data"), "embedded store directory")
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	cfg := config{uri: os.Getenv("MONGODB_URI"), db: env("OUTREACH_DB", "outreach"), writeMode: os.Getenv("OUTREACH_WRITE_MODE")}
+	log := zerolog.New(stderr).With().Timestamp().Logger()
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.flags(fs)
+	switch args[0] {
+	case "serve":
+		fs.StringVar(&cfg.addr, "addr", env("OUTREACH_ADDR", "127.0.0.1:8080"), "listen address")
+		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also expose the embedded store's MongoDB wire endpoint here (for mongosh)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return serve(ctx, cfg, stdout, log)
+	case "indexes", "verify":
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		store, closeStore, err := open(ctx, cfg, false, log)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		if args[0] == "indexes" {
+			fmt.Fprintf(stdout, "indexes applied (write mode %s)\n", store.Capabilities().WriteMode)
+			return nil
+		}
+		v, err := store.Verify(ctx)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		for _, x := range v {
+			enc.Encode(x)
+		}
+		if len(v) > 0 {
+			return fmt.Errorf("%d invariant violations", len(v))
+		}
+		fmt.Fprintln(stdout, "ok: every record matches its change entry")
+		return nil
+	case "keys":
+		return keys(ctx, cfg, args[1:], stdout, stderr, log)
+	case "version":
+		fmt.Fprintln(stdout, version.Version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// open connects to the configured store. Without MONGODB_URI it uses the
+// embedded store on cfg.data: through the socket of a server running there,
+// or by starting it in this process (and, when serving, exposing the socket).
+func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*repo.Store, func(), error) {
+	opts := repo.Options{WriteMode: cfg.writeMode, Logger: log}
+	uri := cfg.uri
+	var es *embedded.Store
+	if uri == "" && !serving {
+		uri = embedded.SocketURI(cfg.data)
+	}
+	if uri == "" {
+		var err error
+		es, err = embedded.Start(ctx, embedded.Options{Dir: cfg.data, TCP: cfg.mongoListen, Socket: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		uri = es.URI
+		opts.Exclusive = true // only this process can have the embedded files open
+		log.Info().Str("data", cfg.data).Str("mongo_listen", cfg.mongoListen).Msg("embedded store started")
+	}
+	store, err := repo.Open(ctx, uri, cfg.db, opts)
+	if err != nil {
+		if es != nil {
+			es.Close()
+		}
+		return nil, nil, err
+	}
+	return store, func() {
+		store.Close(context.Background())
+		if es != nil {
+			es.Close()
+		}
+	}, nil
+}
+
+func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger) error {
+	store, closeStore, err := open(ctx, cfg, true, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	key, err := store.Bootstrap(audit.WithActor(ctx, repo.SystemActor("bootstrap")))
+	if err != nil {
+		return fmt.Errorf("first admin key: %w", err)
+	}
+	base := "http://" + ln.Addr().String()
+	if key != "" {
+		printFirstKey(stdout, base, key)
+	}
+	go store.RunRecovery(ctx, 10*time.Second)
+	srv := &http.Server{Handler: server.New(store, log), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info().Str("url", base+"/mcp").Str("version", version.Version).Msg("serving MCP")
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info().Msg("shutting down: finishing calls in flight")
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close() // open event streams do not end by themselves
+	}
+	return nil
+}
+
+func printFirstKey(w io.Writer, base, key string) {
+	fmt.Fprintf(w, `
+First start on an empty store: an admin key was created. It is shown only this once.
+
+    %s
+
+Try it:
+
+    curl -s %s/mcp -H 'Authorization: Bearer %s' \
+      -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+      -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'
+
+MCP client configuration (e.g. .mcp.json):
+
+    {"mcpServers": {"outreach": {"type": "http", "url": "%s/mcp", "headers": {"Authorization": "Bearer %s"}}}}
+
+`, key, base, key, base, key)
+}
+
+func keys(ctx context.Context, cfg config, args []string, stdout, stderr io.Writer, log zerolog.Logger) error {
+	if len(args) == 0 {
+		return errors.New("usage: outreach keys create|list|revoke")
+	}
+	fs := flag.NewFlagSet("keys "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.flags(fs)
+	name := fs.String("name", "", "name of the key (create)")
+	email := fs.String("user-email", "", "owner's email; the user is created if new (create, list)")
+	agentType := fs.String("agent-type", "other", "claude_cowork, claude_code, openclaw or other (create)")
+	scopes := fs.String("scopes", "read,write", "comma-separated: read, write, admin (create)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	store, closeStore, err := open(ctx, cfg, false, zerolog.Nop())
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	ctx = audit.WithActor(ctx, repo.SystemActor("keys "+args[0]))
+	switch args[0] {
+	case "create":
+		user, err := keyOwner(ctx, store, *email)
+		if err != nil {
+			return err
+		}
+		_, key, err := store.CreateKey(ctx, repo.NewKeyInput{UserID: user.ID, Name: *name, AgentType: *agentType, Scopes: strings.Split(*scopes, ",")})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, key)
+		return nil
+	case "list":
+		userID := ""
+		if *email != "" {
+			u, err := store.UserByEmail(ctx, *email)
+			if err != nil {
+				return err
+			}
+			userID = u.ID
+		}
+		ks, err := store.ListKeys(ctx, userID)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		for _, k := range ks {
+			enc.Encode(k)
+		}
+		return nil
+	case "revoke":
+		if fs.NArg() != 1 {
+			return errors.New("usage: outreach keys revoke ID")
+		}
+		k, err := store.RevokeKey(ctx, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "revoked %s (%s)\n", k.ID, k.Name)
+		return nil
+	}
+	return fmt.Errorf("unknown keys command %q: use create, list or revoke", args[0])
+}
+
+// keyOwner finds the user of email, creating it when new; without email, the first admin.
+func keyOwner(ctx context.Context, store *repo.Store, email string) (*repo.User, error) {
+	if email == "" {
+		email = "admin@localhost"
+	}
+	u, err := store.UserByEmail(ctx, email)
+	if repo.ErrorCode(err) == repo.CodeNotFound {
+		return store.CreateUser(ctx, strings.Split(email, "@")[0], email, "")
+	}
+	return u, err
+}

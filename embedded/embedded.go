@@ -1,0 +1,122 @@
+// Package embedded runs the default store inside the process: FerretDB with
+// its SQLite backend, speaking the MongoDB wire protocol, so the rest of the
+// service talks to it through the official driver exactly as it talks to
+// MongoDB.
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+)
+
+// SocketName is the Unix socket, inside the data directory, on which a running
+// server exposes its embedded store. Other commands on the same data directory
+// (`outreach keys …`) connect through it instead of opening the files a second
+// time.
+const SocketName = "mongod.sock"
+
+// Store is a running embedded store.
+type Store struct {
+	// URI is the MongoDB connection string of the store.
+	URI  string
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// Options configure Start.
+type Options struct {
+	// Dir holds the SQLite files; empty means in memory (tests).
+	Dir string
+	// TCP, when set, also exposes the wire endpoint on this address for mongosh.
+	TCP string
+	// Socket exposes the store on Dir/SocketName for sibling commands.
+	Socket bool
+}
+
+// Start starts FerretDB on opts.Dir and returns once it accepts connections.
+func Start(ctx context.Context, opts Options) (*Store, error) {
+	sqliteURL := "file:/?mode=memory"
+	var unlock *os.File
+	listener := ferretdb.ListenerConfig{TCP: opts.TCP}
+	if opts.Dir != "" {
+		abs, err := filepath.Abs(opts.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		if err := os.MkdirAll(abs, 0o700); err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		sqliteURL = (&url.URL{Scheme: "file", Path: abs + "/"}).String()
+		lock, err := os.OpenFile(filepath.Join(abs, "LOCK"), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("data directory %s is in use by another outreach process; stop it or point --data elsewhere", abs)
+		}
+		unlock = lock
+		if opts.Socket {
+			sock := filepath.Join(abs, SocketName)
+			_ = os.Remove(sock) // a stale socket of a process that died; the lock below guards a live one
+			listener.Unix = sock
+		}
+	}
+	if listener.TCP == "" && listener.Unix == "" {
+		listener.TCP = "127.0.0.1:0"
+	}
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener:  listener,
+		Handler:   "sqlite",
+		SQLiteURL: sqliteURL,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		if unlock != nil {
+			unlock.Close()
+		}
+		return nil, fmt.Errorf("start embedded store: %w", err)
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Store{URI: f.MongoDBURI(), stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		if unlock != nil {
+			defer unlock.Close()
+		}
+		_ = f.Run(runCtx)
+	}()
+	return s, nil
+}
+
+// Close stops the store and waits until its files are closed.
+func (s *Store) Close() {
+	s.stop()
+	<-s.done
+}
+
+// SocketURI returns the connection string of a store exposed by a running
+// server on dir, or "" when none answers there.
+func SocketURI(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	sock := filepath.Join(abs, SocketName)
+	conn, err := net.DialTimeout("unix", sock, time.Second)
+	if err != nil {
+		return ""
+	}
+	conn.Close()
+	return "mongodb://" + url.PathEscape(sock) + "/"
+}

@@ -1,0 +1,74 @@
+// Package indexes is the one declarative list of the service's indexes,
+// applied at every start and by `outreach indexes`. Applying it twice changes
+// nothing.
+package indexes
+
+import (
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Index is one index of one collection.
+type Index struct {
+	Collection string
+	Name       string
+	Keys       bson.D
+	Unique     bool
+	// Text marks a text index, built only where the server supports text search.
+	Text bool
+}
+
+// List is every index of the service.
+var List = []Index{
+	{Collection: "change_log", Name: "seq", Keys: bson.D{{Key: "seq", Value: 1}}, Unique: true},
+	{Collection: "change_log", Name: "record", Keys: bson.D{{Key: "record_id", Value: 1}, {Key: "seq", Value: -1}}},
+	{Collection: "change_log", Name: "session", Keys: bson.D{{Key: "session_id", Value: 1}, {Key: "seq", Value: -1}}},
+	{Collection: "change_log", Name: "state_at", Keys: bson.D{{Key: "state", Value: 1}, {Key: "at", Value: 1}}},
+	{Collection: "change_log", Name: "reverts", Keys: bson.D{{Key: "reverts", Value: 1}}},
+	{Collection: "agent_keys", Name: "hash", Keys: bson.D{{Key: "key_hash", Value: 1}}, Unique: true},
+	{Collection: "agent_keys", Name: "user", Keys: bson.D{{Key: "user_id", Value: 1}}},
+	{Collection: "users", Name: "email", Keys: bson.D{{Key: "email", Value: 1}}, Unique: true},
+	{Collection: "notes", Name: "occurred", Keys: bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "notes", Name: "contact_links", Keys: bson.D{{Key: "links.contact_id", Value: 1}}},
+	{Collection: "notes", Name: "outlet_links", Keys: bson.D{{Key: "links.outlet_id", Value: 1}}},
+	{Collection: "notes", Name: "opportunity_links", Keys: bson.D{{Key: "links.opportunity_id", Value: 1}}},
+	{Collection: "notes", Name: "channel_links", Keys: bson.D{{Key: "links.channel_id", Value: 1}}},
+	{Collection: "notes", Name: "link_ids", Keys: bson.D{{Key: "links.id", Value: 1}}},
+	{Collection: "notes", Name: "text", Keys: bson.D{{Key: "title", Value: "text"}, {Key: "content", Value: "text"}}, Text: true},
+	{Collection: "email_threads", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
+	{Collection: "email_threads", Name: "opportunities", Keys: bson.D{{Key: "opportunity_links.opportunity_id", Value: 1}}},
+	{Collection: "email_threads", Name: "last_message", Keys: bson.D{{Key: "last_message_at", Value: -1}}},
+	{Collection: "coverage", Name: "published", Keys: bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "coverage", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
+	{Collection: "coverage", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},
+	{Collection: "coverage", Name: "opportunity", Keys: bson.D{{Key: "opportunity_id", Value: 1}}},
+	{Collection: "contacts", Name: "email", Keys: bson.D{{Key: "email_lower", Value: 1}}},
+	{Collection: "contacts", Name: "affiliation_outlets", Keys: bson.D{{Key: "affiliations.outlet_id", Value: 1}}},
+	{Collection: "channels", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},
+	{Collection: "opportunities", Name: "campaign", Keys: bson.D{{Key: "campaign_id", Value: 1}}},
+	{Collection: "opportunities", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},
+	{Collection: "opportunities", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
+	{Collection: "media", Name: "coverage", Keys: bson.D{{Key: "coverage_id", Value: 1}}},
+}
+
+// Apply creates every index of List in db; text indexes only when text is true.
+func Apply(ctx context.Context, db *mongo.Database, text bool) error {
+	for _, ix := range List {
+		if ix.Text && !text {
+			continue
+		}
+		opts := options.Index().SetName(ix.Name)
+		if ix.Unique {
+			opts.SetUnique(true)
+		}
+		_, err := db.Collection(ix.Collection).Indexes().CreateOne(ctx, mongo.IndexModel{Keys: ix.Keys, Options: opts})
+		if err != nil {
+			return fmt.Errorf("index %s.%s: %w", ix.Collection, ix.Name, err)
+		}
+	}
+	return nil
+}

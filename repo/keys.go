@@ -1,0 +1,317 @@
+package repo
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"hash/crc32"
+	"math/big"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/audit"
+)
+
+// KeyPrefix starts every agent key.
+const KeyPrefix = "outreach_"
+
+const (
+	keySecretLen   = 32
+	keyChecksumLen = 6
+	base62         = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+)
+
+// Scopes of agent keys.
+const (
+	ScopeRead  = "read"
+	ScopeWrite = "write"
+	ScopeAdmin = "admin"
+)
+
+// AgentTypes are the agent types a key may name.
+var AgentTypes = []string{"claude_cowork", "claude_code", "openclaw", "other"}
+
+// User is a team member: owner of agent keys and subscriptions.
+type User struct {
+	Meta        `bson:",inline"`
+	Name        string `bson:"name" json:"name"`
+	Email       string `bson:"email" json:"email"`
+	SlackUserID string `bson:"slack_user_id,omitempty" json:"slack_user_id,omitempty"`
+}
+
+// AgentKey is a stored key: never the key itself, only its hash.
+type AgentKey struct {
+	Meta          `bson:",inline"`
+	UserID        string     `bson:"user_id" json:"user_id"`
+	Name          string     `bson:"name" json:"name"`
+	AgentID       string     `bson:"agent_id" json:"agent_id"`
+	AgentType     string     `bson:"agent_type" json:"agent_type"`
+	Scopes        []string   `bson:"scopes" json:"scopes"`
+	KeyHash       string     `bson:"key_hash" json:"-"`
+	DisplayPrefix string     `bson:"display_prefix" json:"display_prefix"`
+	ExpiresAt     *time.Time `bson:"expires_at" json:"expires_at"`
+	RevokedAt     *time.Time `bson:"revoked_at" json:"revoked_at"`
+	LastUsedAt    *time.Time `bson:"-" json:"last_used_at"`
+}
+
+// NewKey returns a fresh key: prefix, 32 random base62 characters and a
+// 6-character checksum of them.
+func NewKey() string {
+	var b strings.Builder
+	b.WriteString(KeyPrefix)
+	secret := make([]byte, keySecretLen)
+	for i := range secret {
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(base62))))
+		if err != nil {
+			panic(err) // crypto/rand never fails on Linux
+		}
+		secret[i] = base62[n.Int64()]
+	}
+	b.Write(secret)
+	b.WriteString(checksum(string(secret)))
+	return b.String()
+}
+
+func checksum(secret string) string {
+	n := uint64(crc32.ChecksumIEEE([]byte(secret)))
+	out := make([]byte, keyChecksumLen)
+	for i := keyChecksumLen - 1; i >= 0; i-- {
+		out[i] = base62[n%62]
+		n /= 62
+	}
+	return string(out)
+}
+
+// WellFormedKey reports why key cannot be a key of this service, without a
+// lookup: wrong prefix, length, alphabet or checksum. Empty means well formed.
+func WellFormedKey(key string) string {
+	if !strings.HasPrefix(key, KeyPrefix) {
+		return "the key does not start with " + KeyPrefix
+	}
+	body := key[len(KeyPrefix):]
+	if len(body) < 30+keyChecksumLen {
+		return "the key is too short"
+	}
+	for _, c := range body {
+		if !strings.ContainsRune(base62, c) {
+			return "the key has a character outside [0-9A-Za-z]"
+		}
+	}
+	secret, sum := body[:len(body)-keyChecksumLen], body[len(body)-keyChecksumLen:]
+	if checksum(secret) != sum {
+		return "the key's checksum does not match (mistyped or truncated)"
+	}
+	return ""
+}
+
+func hashKey(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:])
+}
+
+// ErrBadKey is wrapped by every authentication failure.
+var ErrBadKey = errors.New("invalid key")
+
+// Authenticate returns the active key that key is, and records its use.
+func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error) {
+	if why := WellFormedKey(key); why != "" {
+		return nil, errors.Join(ErrBadKey, errors.New(why))
+	}
+	var k AgentKey
+	err := s.coll(collKeys).FindOne(ctx, bson.M{"key_hash": hashKey(key)}).Decode(&k)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, errors.Join(ErrBadKey, errors.New("unknown key"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := now()
+	switch {
+	case k.RevokedAt != nil:
+		return nil, errors.Join(ErrBadKey, errors.New("the key was revoked"))
+	case k.ArchivedAt != nil:
+		return nil, errors.Join(ErrBadKey, errors.New("the key was archived"))
+	case k.ExpiresAt != nil && !t.Before(*k.ExpiresAt):
+		return nil, errors.Join(ErrBadKey, errors.New("the key has expired"))
+	}
+	s.noteKeyUse(ctx, k.ID, t)
+	return &k, nil
+}
+
+// keyUseInterval throttles last_used_at writes.
+const keyUseInterval = time.Minute
+
+func (s *Store) noteKeyUse(ctx context.Context, keyID string, t time.Time) {
+	s.keyUseMu.Lock()
+	last, ok := s.keyUse[keyID]
+	if ok && t.Sub(last) < keyUseInterval {
+		s.keyUseMu.Unlock()
+		return
+	}
+	if s.keyUse == nil {
+		s.keyUse = map[string]time.Time{}
+	}
+	s.keyUse[keyID] = t
+	s.keyUseMu.Unlock()
+	if err := s.touchKeyUsage(ctx, keyID, t); err != nil {
+		s.log.Warn().Err(err).Str("key_id", keyID).Msg("record key use")
+	}
+}
+
+// NewKeyInput describes a key to create.
+type NewKeyInput struct {
+	UserID    string
+	Name      string
+	AgentType string
+	Scopes    []string
+	ExpiresAt *time.Time
+}
+
+// CreateKey creates a key and returns it with the key itself, shown this once.
+func (s *Store) CreateKey(ctx context.Context, in NewKeyInput) (*AgentKey, string, error) {
+	if strings.TrimSpace(in.Name) == "" {
+		return nil, "", Invalid("name", "must not be empty")
+	}
+	if in.AgentType == "" {
+		in.AgentType = "other"
+	}
+	if !slices.Contains(AgentTypes, in.AgentType) {
+		return nil, "", Invalid("agent_type", "%q is not one of %s", in.AgentType, strings.Join(AgentTypes, ", "))
+	}
+	if len(in.Scopes) == 0 {
+		in.Scopes = []string{ScopeRead, ScopeWrite}
+	}
+	for _, sc := range in.Scopes {
+		if !slices.Contains([]string{ScopeRead, ScopeWrite, ScopeAdmin}, sc) {
+			return nil, "", Invalid("scopes", "%q is not one of read, write, admin", sc)
+		}
+	}
+	slices.Sort(in.Scopes)
+	in.Scopes = slices.Compact(in.Scopes)
+	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
+		return nil, "", Invalid("expires_at", "must be in the future")
+	}
+	if err := s.mustExist(ctx, collUsers, "user_id", in.UserID); err != nil {
+		return nil, "", err
+	}
+	key := NewKey()
+	id := uuid.NewString()
+	k := &AgentKey{Meta: Meta{ID: id}, UserID: in.UserID, Name: strings.TrimSpace(in.Name), AgentID: id, AgentType: in.AgentType,
+		Scopes: in.Scopes, KeyHash: hashKey(key), DisplayPrefix: key[:len(KeyPrefix)+6] + "…", ExpiresAt: in.ExpiresAt}
+	if err := insert(ctx, s, collKeys, k); err != nil {
+		return nil, "", err
+	}
+	return k, key, nil
+}
+
+// ListKeys lists the keys of userID (all keys when empty), newest first.
+func (s *Store) ListKeys(ctx context.Context, userID string) ([]AgentKey, error) {
+	filter := bson.M{}
+	if userID != "" {
+		filter["user_id"] = userID
+	}
+	cur, err := s.coll(collKeys).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}))
+	if err != nil {
+		return nil, err
+	}
+	keys := []AgentKey{}
+	if err := cur.All(ctx, &keys); err != nil {
+		return nil, err
+	}
+	for i := range keys {
+		var u struct {
+			LastUsedAt time.Time `bson:"last_used_at"`
+		}
+		if err := s.coll(collKeyUsage).FindOne(ctx, bson.M{"_id": keys[i].ID}).Decode(&u); err == nil {
+			keys[i].LastUsedAt = &u.LastUsedAt
+		}
+	}
+	return keys, nil
+}
+
+// RevokeKey revokes a key; it fails on its very next request.
+func (s *Store) RevokeKey(ctx context.Context, id string) (*AgentKey, error) {
+	return modify(ctx, s, collKeys, id, audit.ActionUpdate, func(k *AgentKey) error {
+		if k.RevokedAt != nil {
+			return Errorf(CodeFailedPrecondition, "agent key %s was already revoked at %s", id, k.RevokedAt.Format(time.RFC3339))
+		}
+		t := now()
+		k.RevokedAt = &t
+		return nil
+	})
+}
+
+// CreateUser adds a team member; emails are unique (case-insensitive).
+func (s *Store) CreateUser(ctx context.Context, name, email, slackUserID string) (*User, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	if strings.TrimSpace(name) == "" {
+		return nil, Invalid("name", "must not be empty")
+	}
+	if !strings.Contains(email, "@") {
+		return nil, Invalid("email", "%q is not an email address", email)
+	}
+	if existing, err := s.UserByEmail(ctx, email); err == nil {
+		return nil, &Error{Code: CodeConflict, Field: "email", Message: "a user with email " + email + " already exists: " + existing.ID}
+	}
+	u := &User{Name: strings.TrimSpace(name), Email: email, SlackUserID: slackUserID}
+	if err := insert(ctx, s, collUsers, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// UserByEmail finds a team member by email.
+func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
+	var u User
+	err := s.coll(collUsers).FindOne(ctx, bson.M{"email": strings.ToLower(strings.TrimSpace(email))}).Decode(&u)
+	if err != nil {
+		return nil, driverErr(err, "user", email)
+	}
+	return &u, nil
+}
+
+// User returns a team member.
+func (s *Store) User(ctx context.Context, id string) (*User, error) {
+	return find[*User](ctx, s, collUsers, id)
+}
+
+// ListUsers lists team members by name.
+func (s *Store) ListUsers(ctx context.Context) ([]User, error) {
+	cur, err := s.coll(collUsers).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, err
+	}
+	users := []User{}
+	return users, cur.All(ctx, &users)
+}
+
+// Bootstrap creates the first admin user and key on an empty store and
+// returns the key; on a store that has any key it returns "".
+func (s *Store) Bootstrap(ctx context.Context) (string, error) {
+	n, err := s.coll(collKeys).CountDocuments(ctx, bson.M{})
+	if err != nil || n > 0 {
+		return "", err
+	}
+	u, err := s.UserByEmail(ctx, "admin@localhost")
+	if err != nil {
+		if u, err = s.CreateUser(ctx, "Admin", "admin@localhost", ""); err != nil {
+			return "", err
+		}
+	}
+	_, key, err := s.CreateKey(ctx, NewKeyInput{UserID: u.ID, Name: "first admin key", AgentType: "other", Scopes: []string{ScopeRead, ScopeWrite, ScopeAdmin}})
+	return key, err
+}
+
+// SystemActor attributes work the service does by itself or for an operator
+// at the command line.
+func SystemActor(tool string) audit.Actor {
+	return audit.Actor{UserID: "system", AgentID: "outreach", SessionID: "system-" + uuid.NewString(), Tool: tool}
+}

@@ -1,0 +1,226 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"outreach/audit"
+)
+
+// Meta is what every stored record carries. Version and LastChange tie the
+// record to the change entry that produced its state (see write.go).
+type Meta struct {
+	ID         string     `bson:"_id" json:"id"`
+	CreatedAt  time.Time  `bson:"created_at" json:"created_at"`
+	UpdatedAt  time.Time  `bson:"updated_at" json:"updated_at"`
+	ArchivedAt *time.Time `bson:"archived_at" json:"archived_at"`
+	Version    int64      `bson:"version" json:"-"`
+	LastChange string     `bson:"last_change" json:"-"`
+	LockedBy   string     `bson:"locked_by,omitempty" json:"-"`
+}
+
+func (m *Meta) meta() *Meta { return m }
+
+// Archived reports whether the record is archived.
+func (m *Meta) Archived() bool { return m.ArchivedAt != nil }
+
+type record interface{ meta() *Meta }
+
+// now is the service's clock, truncated to what BSON dates keep.
+func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// toM returns rec's stored state without bookkeeping fields.
+func toM(rec any) (bson.M, error) {
+	raw, err := bson.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	var m bson.M
+	if err := bson.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	return strip(m), nil
+}
+
+// kind names a collection's records in messages.
+var kinds = map[string]string{
+	collOutlets: "outlet", collContacts: "contact", collChannels: "channel", collCampaigns: "campaign",
+	collOpportunities: "opportunity", collCoverage: "coverage", collMedia: "media", collNotes: "note",
+	collEmails: "email thread", collUsers: "user", collKeys: "agent key",
+}
+
+// insert creates rec in coll through the write path.
+func insert[P interface {
+	*T
+	record
+}, T any](ctx context.Context, s *Store, coll string, rec P) error {
+	m := rec.meta()
+	if m.ID == "" {
+		m.ID = uuid.NewString()
+	}
+	t := now()
+	m.CreatedAt, m.UpdatedAt, m.ArchivedAt = t, t, nil
+	after, err := toM(rec)
+	if err != nil {
+		return err
+	}
+	entries, err := s.write(ctx, mutation{coll: coll, id: m.ID, action: audit.ActionCreate, after: after})
+	if err != nil {
+		return err
+	}
+	m.Version, m.LastChange = 1, entries[0].ID
+	return nil
+}
+
+// find returns the record id of coll, or a not_found error naming its kind.
+func find[P interface {
+	*T
+	record
+}, T any](ctx context.Context, s *Store, coll, id string) (P, error) {
+	if err := checkID(id); err != nil {
+		return nil, NotFound(kinds[coll], id)
+	}
+	rec := P(new(T))
+	err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(rec)
+	if err != nil {
+		return nil, driverErr(err, kinds[coll], id)
+	}
+	return rec, nil
+}
+
+// modify reads record id of coll, lets fn change it, and writes it through
+// the write path guarded by the version it read. A lost race is retried on
+// the fresh state (fn runs again), so concurrent updates never lose a write.
+// fn returning an error writes nothing. An update that changes nothing writes
+// nothing either.
+func modify[P interface {
+	*T
+	record
+}, T any](ctx context.Context, s *Store, coll, id, action string, fn func(P) error) (P, error) {
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		var raw bson.M
+		if err := checkID(id); err != nil {
+			return nil, NotFound(kinds[coll], id)
+		}
+		if err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(&raw); err != nil {
+			return nil, driverErr(err, kinds[coll], id)
+		}
+		rec := P(new(T))
+		if err := decodeM(raw, rec); err != nil {
+			return nil, err
+		}
+		if err := fn(rec); err != nil {
+			return nil, err
+		}
+		before := strip(raw)
+		after, err := toM(rec)
+		if err != nil {
+			return nil, err
+		}
+		delete(after, "updated_at")
+		cmp := strip(before)
+		delete(cmp, "updated_at")
+		if sameState(cmp, after) {
+			return rec, nil
+		}
+		m := rec.meta()
+		m.UpdatedAt = now()
+		after["updated_at"] = m.UpdatedAt
+		entries, err := s.write(ctx, mutation{coll: coll, id: id, action: action, before: before, after: after, version: m.Version})
+		if isConflict(err) && errors.Is(err, ErrConflict) && attempt < attempts {
+			time.Sleep(time.Duration(attempt*attempt) * 2 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		m.Version, m.LastChange = m.Version+1, entries[0].ID
+		return rec, nil
+	}
+}
+
+func decodeM(m bson.M, into any) error {
+	raw, err := bson.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return bson.Unmarshal(raw, into)
+}
+
+// archive sets archived_at of a record; archiving an archived record is an error.
+func archive[P interface {
+	*T
+	record
+}, T any](ctx context.Context, s *Store, coll, id string, check func(P) error) (P, error) {
+	return modify(ctx, s, coll, id, audit.ActionArchive, func(rec P) error {
+		m := rec.meta()
+		if m.ArchivedAt != nil {
+			return Errorf(CodeFailedPrecondition, "%s %s is already archived (since %s); restore it first", kinds[coll], id, m.ArchivedAt.Format(time.RFC3339))
+		}
+		if check != nil {
+			if err := check(rec); err != nil {
+				return err
+			}
+		}
+		t := now()
+		m.ArchivedAt = &t
+		return nil
+	})
+}
+
+// restore clears archived_at; restoring an active record is an error.
+func restore[P interface {
+	*T
+	record
+}, T any](ctx context.Context, s *Store, coll, id string) (P, error) {
+	return modify(ctx, s, coll, id, audit.ActionRestore, func(rec P) error {
+		m := rec.meta()
+		if m.ArchivedAt == nil {
+			return Errorf(CodeFailedPrecondition, "%s %s is not archived", kinds[coll], id)
+		}
+		m.ArchivedAt = nil
+		return nil
+	})
+}
+
+// mustExist checks that each id names an active record of coll; field names
+// the argument in the error.
+func (s *Store) mustExist(ctx context.Context, coll, field string, ids ...string) error {
+	for _, id := range ids {
+		if err := checkID(id); err != nil {
+			return Invalid(field, "%q is not a UUID", id)
+		}
+		var m Meta
+		err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(&m)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return NotFoundField(field, kinds[coll], id)
+		}
+		if err != nil {
+			return driverErr(err, kinds[coll], id)
+		}
+		if m.ArchivedAt != nil {
+			return &Error{Code: CodeNotFound, Field: field, Message: fmt.Sprintf("%s: %s %s is archived; restore it first", field, kinds[coll], id)}
+		}
+	}
+	return nil
+}
+
+// checkID reports whether id is a UUID in its canonical form.
+func checkID(id string) error {
+	u, err := uuid.Parse(id)
+	if err != nil || u.String() != id {
+		return errors.New("not a canonical UUID")
+	}
+	return nil
+}
+
+// isZero reports whether v is its type's zero value.
+func isZero(v any) bool { return v == nil || reflect.ValueOf(v).IsZero() }

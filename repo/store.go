@@ -1,0 +1,201 @@
+// Package repo owns the stored documents, their queries and the single write
+// path. Every mutation of every collection goes through Store.write (write.go),
+// which records the change in change_log in the same atomic unit; no other
+// file of the service calls a driver write.
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/indexes"
+)
+
+// Write modes, chosen once at start.
+const (
+	// ModeTransaction writes a change and its entry in one multi-document
+	// transaction (a replica set or a sharded cluster).
+	ModeTransaction = "transaction"
+	// ModeOrdered writes them in a fixed order that recovery completes or
+	// voids after a crash (a server without transactions).
+	ModeOrdered = "ordered"
+)
+
+// Collections. The names are what an analyst sees in mongosh.
+const (
+	collOutlets       = "outlets"
+	collContacts      = "contacts"
+	collChannels      = "channels"
+	collCampaigns     = "campaigns"
+	collOpportunities = "opportunities"
+	collCoverage      = "coverage"
+	collMedia         = "media"
+	collNotes         = "notes"
+	collEmails        = "email_threads"
+	collUsers         = "users"
+	collKeys          = "agent_keys"
+	collKeyUsage      = "key_usage"
+	collChangeLog     = "change_log"
+	collCounters      = "counters"
+	collPlans         = "plans"
+)
+
+// Capabilities are what the connected server can do, detected at start.
+type Capabilities struct {
+	Transactions bool   `json:"transactions"`
+	UnionWith    bool   `json:"union_with"`
+	TextSearch   bool   `json:"text_search"`
+	WriteMode    string `json:"write_mode"`
+	Server       string `json:"server"`
+}
+
+// Options configure Open.
+type Options struct {
+	// WriteMode forces a mode ("ordered" or "transaction"); empty chooses by capability.
+	WriteMode string
+	// Lease is how long a pending change may be in flight before recovery
+	// voids it. Zero means 30s.
+	Lease time.Duration
+	// Exclusive says no other process writes to this store (the embedded
+	// store, whose files one process holds): recovery at start may then void
+	// every pending write at once instead of waiting for leases.
+	Exclusive bool
+	// Logger receives start-up and recovery messages.
+	Logger zerolog.Logger
+}
+
+// Store is the service's handle on the database.
+type Store struct {
+	client *mongo.Client
+	db     *mongo.Database
+	caps   Capabilities
+	lease  time.Duration
+	log    zerolog.Logger
+	// hook, when set by a test, runs after each step of the write protocol; an
+	// error from it stops the protocol there as a crash would.
+	hook func(point string) error
+
+	keyUseMu sync.Mutex
+	keyUse   map[string]time.Time
+}
+
+// Open connects to uri, applies the index list, detects capabilities, picks
+// the write mode and recovers any write a crash left half-done.
+func Open(ctx context.Context, uri, database string, opts Options) (*Store, error) {
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetTimeout(30 * time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	s := &Store{client: client, db: client.Database(database), lease: opts.Lease, log: opts.Logger}
+	if s.lease == 0 {
+		s.lease = 30 * time.Second
+	}
+	if err := client.Ping(ctx, nil); err != nil {
+		client.Disconnect(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("ping %s: %w", redactURI(uri), err)
+	}
+	if err := s.detect(ctx); err != nil {
+		client.Disconnect(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	switch opts.WriteMode {
+	case "":
+	case ModeOrdered:
+		s.caps.WriteMode = ModeOrdered
+	case ModeTransaction:
+		if !s.caps.Transactions {
+			client.Disconnect(context.WithoutCancel(ctx))
+			return nil, errors.New("write mode transaction asked for, but the server has no multi-document transactions (it is not a replica set)")
+		}
+		s.caps.WriteMode = ModeTransaction
+	default:
+		client.Disconnect(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("unknown write mode %q: use ordered or transaction", opts.WriteMode)
+	}
+	if err := indexes.Apply(ctx, s.db, s.caps.TextSearch); err != nil {
+		client.Disconnect(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if s.caps.TextSearch {
+		s.caps.TextSearch = s.probeText(ctx)
+	}
+	s.log.Info().Str("write_mode", s.caps.WriteMode).Bool("transactions", s.caps.Transactions).
+		Bool("union_with", s.caps.UnionWith).Bool("text_search", s.caps.TextSearch).
+		Str("server", s.caps.Server).Msg("store ready")
+	if _, err := s.Recover(ctx, opts.Exclusive); err != nil {
+		client.Disconnect(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("recover: %w", err)
+	}
+	return s, nil
+}
+
+// Close disconnects.
+func (s *Store) Close(ctx context.Context) error { return s.client.Disconnect(ctx) }
+
+// Capabilities reports what was detected at start and the write mode chosen.
+func (s *Store) Capabilities() Capabilities { return s.caps }
+
+// Ping checks that the store answers.
+func (s *Store) Ping(ctx context.Context) error { return s.client.Ping(ctx, nil) }
+
+func (s *Store) coll(name string) *mongo.Collection { return s.db.Collection(name) }
+
+func (s *Store) detect(ctx context.Context) error {
+	var hello bson.M
+	if err := s.db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	_, replSet := hello["setName"]
+	s.caps.Transactions = replSet || hello["msg"] == "isdbgrid"
+	var build bson.M
+	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&build); err == nil {
+		s.caps.Server = fmt.Sprint(build["version"])
+		if _, ok := build["ferretdb"]; ok || strings.Contains(fmt.Sprint(build), "ferretdb") {
+			s.caps.Server = "FerretDB " + s.caps.Server
+		} else {
+			s.caps.Server = "MongoDB " + s.caps.Server
+		}
+	}
+	cur, err := s.coll(collCounters).Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$limit", Value: 1}},
+		{{Key: "$unionWith", Value: bson.D{{Key: "coll", Value: collCounters}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$limit", Value: 1}}}}}}},
+	})
+	if err == nil {
+		s.caps.UnionWith = cur.Err() == nil
+		cur.Close(ctx)
+	}
+	// Text search is decided by whether the text index can be built (indexes.Apply) and then probed.
+	s.caps.TextSearch = s.caps.Transactions || !strings.HasPrefix(s.caps.Server, "FerretDB")
+	s.caps.WriteMode = ModeOrdered
+	if s.caps.Transactions {
+		s.caps.WriteMode = ModeTransaction
+	}
+	return nil
+}
+
+func (s *Store) probeText(ctx context.Context) bool {
+	cur, err := s.coll(collNotes).Find(ctx, bson.M{"$text": bson.M{"$search": "probe"}}, options.Find().SetLimit(1))
+	if err != nil {
+		return false
+	}
+	defer cur.Close(ctx)
+	return cur.Err() == nil
+}
+
+func redactURI(uri string) string {
+	if i := strings.Index(uri, "@"); i >= 0 {
+		if j := strings.Index(uri, "://"); j >= 0 && j < i {
+			return uri[:j+3] + "…" + uri[i:]
+		}
+	}
+	return uri
+}

@@ -1,0 +1,138 @@
+package repo
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/audit"
+)
+
+// recordCollections are the collections written through the write path.
+var recordCollections = []string{collOutlets, collContacts, collChannels, collCampaigns, collOpportunities,
+	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys}
+
+// Violation is one broken invariant.
+type Violation struct {
+	Collection string `json:"collection"`
+	RecordID   string `json:"record_id"`
+	Problem    string `json:"problem"`
+}
+
+// Verify checks the invariants of the write path over the whole store:
+// every record equals the after state of the applied entry its last_change
+// names, at that entry's version; seq is unique and increasing over applied
+// entries; no record is locked by a plan that is not in progress; no entry is
+// pending past its lease. The tests and `outreach verify` share it.
+func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
+	var out []Violation
+	for _, coll := range recordCollections {
+		cur, err := s.coll(coll).Find(ctx, bson.M{})
+		if err != nil {
+			return nil, err
+		}
+		var recs []bson.M
+		if err := cur.All(ctx, &recs); err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			id := fmt.Sprint(rec["_id"])
+			bad := func(format string, args ...any) {
+				out = append(out, Violation{coll, id, fmt.Sprintf(format, args...)})
+			}
+			lc, _ := rec[fieldLastChange].(string)
+			if lc == "" {
+				bad("no last_change")
+				continue
+			}
+			var e audit.Entry
+			if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"_id": lc}).Decode(&e); err != nil {
+				bad("last_change %s: %v", lc, err)
+				continue
+			}
+			if e.State != audit.StateApplied {
+				bad("last_change %s is %s", lc, e.State)
+			}
+			if e.RecordID != id || e.Collection != coll {
+				bad("last_change %s is of %s/%s", lc, e.Collection, e.RecordID)
+			}
+			if v, _ := rec[fieldVersion].(int64); v != e.VersionAfter {
+				bad("version %v, entry says %d", rec[fieldVersion], e.VersionAfter)
+			}
+			if !sameState(redact(coll, strip(rec)), e.After) {
+				bad("differs from the after state of %s", lc)
+			}
+			if lb, ok := rec[fieldLockedBy].(string); ok {
+				var p plan
+				if err := s.coll(collPlans).FindOne(ctx, bson.M{"_id": lb}).Decode(&p); err != nil || (p.State != planLocking && p.State != planLocked) {
+					bad("locked by plan %s that is not in progress", lb)
+				}
+			}
+		}
+	}
+	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}).
+		SetProjection(bson.M{"seq": 1, "state": 1, "at": 1}))
+	if err != nil {
+		return nil, err
+	}
+	var entries []audit.Entry
+	if err := cur.All(ctx, &entries); err != nil {
+		return nil, err
+	}
+	var last int64
+	for _, e := range entries {
+		if e.Seq <= last {
+			out = append(out, Violation{collChangeLog, e.ID, fmt.Sprintf("seq %d does not increase (after %d)", e.Seq, last)})
+		}
+		last = e.Seq
+		if e.State == audit.StatePending && time.Since(e.At) > s.lease {
+			out = append(out, Violation{collChangeLog, e.ID, "pending past its lease"})
+		}
+	}
+	return out, nil
+}
+
+// strip returns doc without its bookkeeping fields.
+func strip(doc bson.M) bson.M {
+	out := make(bson.M, len(doc))
+	for k, v := range doc {
+		switch k {
+		case fieldVersion, fieldLastChange, fieldLockedBy:
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// sameState compares two stored states through their BSON encoding, so that
+// types read back from different documents compare alike.
+func sameState(a, b bson.M) bool {
+	na, err1 := normalize(a)
+	nb, err2 := normalize(b)
+	return err1 == nil && err2 == nil && reflect.DeepEqual(na, nb)
+}
+
+func normalize(doc bson.M) (any, error) {
+	raw, err := bson.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	var v map[string]any
+	if err := bson.UnmarshalExtJSON(mustExtJSON(raw), false, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func mustExtJSON(raw bson.Raw) []byte {
+	b, err := bson.MarshalExtJSON(raw, true, false)
+	if err != nil {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,407 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/audit"
+)
+
+// This file is the single write path: the only place in the service that
+// calls a driver write. A test fails if any other non-test file does.
+
+// Bookkeeping fields every stored record carries; they are not part of a
+// change's before/after.
+const (
+	fieldVersion    = "version"
+	fieldLastChange = "last_change"
+	fieldLockedBy   = "locked_by"
+)
+
+// redacted lists, per collection, fields whose values never enter change_log.
+var redacted = map[string][]string{collKeys: {"key_hash"}}
+
+// groupTxLimit is the largest group written as one transaction; larger groups
+// take the plan protocol on every server, to stay inside the transaction
+// time limit.
+const groupTxLimit = 500
+
+// mutation is one record change handed to the write path.
+type mutation struct {
+	coll   string
+	id     string
+	action string
+	// before is the stored state (nil for a create), after the complete new
+	// state; neither holds bookkeeping fields.
+	before bson.M
+	after  bson.M
+	// version is the version of before (0 for a create).
+	version int64
+	// reverts names the change a rollback undoes.
+	reverts string
+	// irreversible marks an action that left the system (a message sent).
+	irreversible bool
+}
+
+// errCrashed is returned when a test hook stops the protocol as a crash would.
+var errCrashed = errors.New("simulated crash")
+
+func (s *Store) at(point string) error {
+	if s.hook == nil {
+		return nil
+	}
+	if err := s.hook(point); err != nil {
+		return fmt.Errorf("%w at %s: %v", errCrashed, point, err)
+	}
+	return nil
+}
+
+// write applies muts as one unit and returns their change entries, in order.
+// One mutation, or a group, is all or nothing on both write modes.
+func (s *Store) write(ctx context.Context, muts ...mutation) ([]audit.Entry, error) {
+	actor, ok := audit.ActorFrom(ctx)
+	if !ok || actor.UserID == "" || actor.AgentID == "" || actor.SessionID == "" {
+		return nil, errors.New("write without a complete actor (user, agent, session)")
+	}
+	if len(muts) == 0 {
+		return nil, nil
+	}
+	planID := ""
+	if len(muts) > 1 {
+		planID = uuid.NewString()
+	}
+	entries := make([]audit.Entry, len(muts))
+	for i, m := range muts {
+		entries[i] = newEntry(actor, m, planID)
+	}
+	switch {
+	case s.caps.WriteMode == ModeTransaction && len(muts) <= groupTxLimit:
+		return entries, s.writeTx(ctx, muts, entries)
+	case len(muts) == 1:
+		return entries, s.writeOrdered(ctx, muts[0], &entries[0])
+	default:
+		return entries, s.writePlan(ctx, planID, muts, entries)
+	}
+}
+
+func newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
+	return audit.Entry{
+		ID:           uuid.NewString(),
+		Collection:   m.coll,
+		RecordID:     m.id,
+		Action:       m.action,
+		Before:       redact(m.coll, m.before),
+		After:        redact(m.coll, m.after),
+		UserID:       actor.UserID,
+		AgentID:      actor.AgentID,
+		SessionID:    actor.SessionID,
+		Tool:         actor.Tool,
+		Reverts:      m.reverts,
+		Reversible:   !m.irreversible,
+		VersionAfter: m.version + 1,
+		PlanID:       planID,
+	}
+}
+
+func redact(coll string, doc bson.M) bson.M {
+	fields := redacted[coll]
+	if doc == nil || len(fields) == 0 {
+		return doc
+	}
+	out := make(bson.M, len(doc))
+	for k, v := range doc {
+		out[k] = v
+	}
+	for _, f := range fields {
+		if _, ok := out[f]; ok {
+			out[f] = "[redacted]"
+		}
+	}
+	return out
+}
+
+// writeTx writes the entries and records in one transaction. The callback
+// may run more than once, so it only does database work and never swallows
+// an error.
+func (s *Store) writeTx(ctx context.Context, muts []mutation, entries []audit.Entry) error {
+	sess, err := s.client.StartSession()
+	if err != nil {
+		return fmt.Errorf("start session: %w", err)
+	}
+	defer sess.EndSession(context.WithoutCancel(ctx))
+	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
+		for i := range muts {
+			seq, err := s.nextSeq(ctx)
+			if err != nil {
+				return nil, err
+			}
+			e := entries[i]
+			e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StateApplied
+			if _, err := s.coll(collChangeLog).InsertOne(ctx, e); err != nil {
+				return nil, err
+			}
+			if err := s.writeRecord(ctx, muts[i], e.ID, ""); err != nil {
+				return nil, err
+			}
+			entries[i] = e
+		}
+		return nil, nil
+	})
+	return err
+}
+
+// writeOrdered is the protocol for a server without transactions: entry
+// pending, record guarded by its version, entry applied. Recovery completes
+// an entry whose record write landed and voids one whose write did not.
+func (s *Store) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) error {
+	seq, err := s.nextSeq(ctx)
+	if err != nil {
+		return err
+	}
+	e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StatePending
+	if _, err := s.coll(collChangeLog).InsertOne(ctx, e); err != nil {
+		return driverErr(err, "change", e.ID)
+	}
+	if err := s.at("entry"); err != nil {
+		return err
+	}
+	// Past half the lease, recovery may be about to void this entry: give up
+	// rather than race it.
+	if time.Since(e.At) > s.lease/2 {
+		s.setEntryState(ctx, e.ID, audit.StateAborted)
+		return &Error{Code: CodeUnavailable, Message: "the store is too slow to complete the write; nothing was changed, try again", Retryable: true}
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.lease/3)
+	err = s.writeRecord(wctx, m, e.ID, "")
+	cancel()
+	if err != nil {
+		if isConflict(err) {
+			s.setEntryState(ctx, e.ID, audit.StateAborted)
+		}
+		return err
+	}
+	if err := s.at("record"); err != nil {
+		return err
+	}
+	if err := s.setEntryState(ctx, e.ID, audit.StateApplied); err != nil {
+		return err
+	}
+	e.State = audit.StateApplied
+	return s.at("applied")
+}
+
+func isConflict(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeConflict
+}
+
+// writeRecord writes m's new state, guarded by the version it was read at, and
+// by the lock: only the plan holding it (planID) may write a locked record.
+func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID string) error {
+	doc := make(bson.M, len(m.after)+3)
+	for k, v := range m.after {
+		doc[k] = v
+	}
+	doc["_id"] = m.id
+	doc[fieldVersion] = m.version + 1
+	doc[fieldLastChange] = entryID
+	if m.before == nil {
+		_, err := s.coll(m.coll).InsertOne(ctx, doc)
+		if mongo.IsDuplicateKeyError(err) {
+			return &Error{Code: CodeConflict, Message: fmt.Sprintf("a record with id %s already exists in %s", m.id, m.coll)}
+		}
+		return err
+	}
+	filter := bson.M{"_id": m.id, fieldVersion: m.version, fieldLockedBy: bson.M{"$exists": false}}
+	if planID != "" {
+		filter[fieldLockedBy] = planID
+	}
+	res, err := s.coll(m.coll).ReplaceOne(ctx, filter, doc)
+	if err != nil {
+		return err
+	}
+	if res.MatchedCount == 0 {
+		return ErrConflict
+	}
+	return nil
+}
+
+func (s *Store) setEntryState(ctx context.Context, id, state string) error {
+	_, err := s.coll(collChangeLog).UpdateOne(context.WithoutCancel(ctx), bson.M{"_id": id, "state": audit.StatePending},
+		bson.M{"$set": bson.M{"state": state}})
+	return err
+}
+
+// nextSeq takes the next change sequence number from the counter document.
+func (s *Store) nextSeq(ctx context.Context) (int64, error) {
+	var c struct {
+		Seq int64 `bson:"seq"`
+	}
+	err := s.coll(collCounters).FindOneAndUpdate(ctx, bson.M{"_id": collChangeLog},
+		bson.M{"$inc": bson.M{"seq": int64(1)}},
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&c)
+	if err != nil {
+		return 0, fmt.Errorf("next seq: %w", err)
+	}
+	return c.Seq, nil
+}
+
+// plan is a group of mutations written without a transaction. It is
+// persisted before any record is touched, so recovery can finish or void it.
+type plan struct {
+	ID    string     `bson:"_id"`
+	State string     `bson:"state"` // locking, locked, applied, aborted
+	At    time.Time  `bson:"at"`
+	Steps []planStep `bson:"steps"`
+}
+
+type planStep struct {
+	Entry audit.Entry `bson:"entry"`
+	Coll  string      `bson:"coll"`
+	ID    string      `bson:"record_id"`
+	// Version is the version the step expects; the new state is Entry.After,
+	// with redacted fields kept as stored (they never change in a group).
+	Version int64 `bson:"version"`
+}
+
+const (
+	planLocking = "locking"
+	planLocked  = "locked"
+	planApplied = "applied"
+	planAborted = "aborted"
+)
+
+// writePlan: persist the plan, lock every record at its expected version,
+// mark the plan locked (from here on recovery rolls it forward), apply each
+// step as a single ordered write carrying the plan id, mark it applied.
+func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, entries []audit.Entry) error {
+	p := plan{ID: planID, State: planLocking, At: time.Now().UTC()}
+	for i, m := range muts {
+		if m.before == nil {
+			return errors.New("a group may only change existing records")
+		}
+		p.Steps = append(p.Steps, planStep{Entry: entries[i], Coll: m.coll, ID: m.id, Version: m.version})
+	}
+	if _, err := s.coll(collPlans).InsertOne(ctx, p); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	if err := s.at("plan"); err != nil {
+		return err
+	}
+	for _, st := range p.Steps {
+		res, err := s.coll(st.Coll).UpdateOne(ctx,
+			bson.M{"_id": st.ID, fieldVersion: st.Version, fieldLockedBy: bson.M{"$exists": false}},
+			bson.M{"$set": bson.M{fieldLockedBy: planID}})
+		if err == nil && res.MatchedCount == 0 {
+			err = ErrConflict
+		}
+		if err != nil {
+			if rerr := s.abortPlan(context.WithoutCancel(ctx), planID); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			return err
+		}
+		if err := s.at("lock"); err != nil {
+			return err
+		}
+	}
+	if err := s.setPlanState(ctx, planID, planLocked); err != nil {
+		return err
+	}
+	if err := s.at("locked"); err != nil {
+		return err
+	}
+	if err := s.rollForward(ctx, p); err != nil {
+		return err
+	}
+	for i := range entries {
+		entries[i].State = audit.StateApplied
+	}
+	return nil
+}
+
+// rollForward applies every step of a locked plan that has not landed yet.
+// It is idempotent: run by the writer, and again by recovery after a crash.
+func (s *Store) rollForward(ctx context.Context, p plan) error {
+	for i := range p.Steps {
+		st := &p.Steps[i]
+		var cur bson.M
+		if err := s.coll(st.Coll).FindOne(ctx, bson.M{"_id": st.ID}).Decode(&cur); err != nil {
+			return fmt.Errorf("plan %s step %s: %w", p.ID, st.ID, err)
+		}
+		if cur[fieldLastChange] != st.Entry.ID {
+			if cur[fieldLockedBy] != p.ID {
+				return fmt.Errorf("plan %s lost its lock on %s/%s", p.ID, st.Coll, st.ID)
+			}
+			e := st.Entry
+			if e.Seq == 0 {
+				seq, err := s.nextSeq(ctx)
+				if err != nil {
+					return err
+				}
+				e.Seq = seq
+			}
+			e.At, e.State = time.Now().UTC(), audit.StatePending
+			if _, err := s.coll(collChangeLog).InsertOne(ctx, e); err != nil && !mongo.IsDuplicateKeyError(err) {
+				return err
+			}
+			if err := s.at("step-entry"); err != nil {
+				return err
+			}
+			after := make(bson.M, len(e.After))
+			for k, v := range e.After {
+				after[k] = v
+			}
+			for _, f := range redacted[st.Coll] {
+				after[f] = cur[f]
+			}
+			if err := s.writeRecord(ctx, mutation{coll: st.Coll, id: st.ID, before: e.Before, after: after, version: st.Version}, e.ID, p.ID); err != nil {
+				return err
+			}
+			if err := s.at("step-record"); err != nil {
+				return err
+			}
+		}
+		if err := s.setEntryState(ctx, st.Entry.ID, audit.StateApplied); err != nil {
+			return err
+		}
+	}
+	return s.setPlanState(ctx, p.ID, planApplied)
+}
+
+func (s *Store) abortPlan(ctx context.Context, planID string) error {
+	if _, err := s.coll(collPlans).UpdateOne(ctx, bson.M{"_id": planID}, bson.M{"$set": bson.M{"state": planAborted}}); err != nil {
+		return err
+	}
+	var p plan
+	if err := s.coll(collPlans).FindOne(ctx, bson.M{"_id": planID}).Decode(&p); err != nil {
+		return err
+	}
+	for _, st := range p.Steps {
+		if _, err := s.coll(st.Coll).UpdateOne(ctx, bson.M{"_id": st.ID, fieldLockedBy: planID},
+			bson.M{"$unset": bson.M{fieldLockedBy: ""}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) setPlanState(ctx context.Context, id, state string) error {
+	_, err := s.coll(collPlans).UpdateOne(ctx, bson.M{"_id": id}, bson.M{"$set": bson.M{"state": state}})
+	return err
+}
+
+// touchKeyUsage records when a key was last used. Usage is telemetry, not a
+// change of the key: it lives in its own collection and has no change entry.
+func (s *Store) touchKeyUsage(ctx context.Context, keyID string, at time.Time) error {
+	_, err := s.coll(collKeyUsage).UpdateOne(ctx, bson.M{"_id": keyID},
+		bson.M{"$set": bson.M{"last_used_at": at}}, options.UpdateOne().SetUpsert(true))
+	return err
+}

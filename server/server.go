@@ -1,0 +1,96 @@
+// Package server is the HTTP edge: MCP over Streamable HTTP at /mcp behind
+// bearer-key authentication, cross-origin protection and a body limit, and
+// /healthz.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"outreach/audit"
+	"outreach/repo"
+	"outreach/server/version"
+	"outreach/tools"
+)
+
+// MaxBody is the largest request body /mcp accepts (413 above it). It leaves
+// room for upload_media's 512 KiB inline files in base64.
+const MaxBody = 2 << 20
+
+// Instructions are sent to clients at initialize.
+const Instructions = `Outreach tracks a PR team's media pipeline: outlets, contacts, channels, campaigns, opportunities, coverage, media, notes, emails. Nothing is ever hard-deleted: archive_X/restore_X. Every change is in the change log (get_change_log) and can be rolled back (rollback_change, rollback_session). Errors are JSON {"error": {code, message, field, retryable}}.`
+
+// New returns the service's HTTP handler.
+func New(store *repo.Store, log zerolog.Logger) http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "outreach", Version: version.Version}, &mcp.ServerOptions{Instructions: Instructions})
+	tools.Register(srv, tools.All(store))
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, SessionTimeout: 30 * time.Minute})
+	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		k, err := store.Authenticate(ctx, token)
+		if errors.Is(err, repo.ErrBadKey) {
+			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, errors.Unwrap(err))
+		}
+		if err != nil {
+			log.Error().Err(err).Msg("authenticate")
+			return nil, errors.New("the key could not be checked; try again")
+		}
+		info := &auth.TokenInfo{Scopes: k.Scopes, UserID: k.ID, Extra: map[string]any{tools.ActorKey: audit.Actor{
+			UserID: k.UserID, AgentID: k.AgentID, KeyID: k.ID, KeyName: k.Name, AgentType: k.AgentType, Scopes: k.Scopes,
+		}}}
+		if k.ExpiresAt != nil {
+			info.Expiration = *k.ExpiresAt
+		}
+		return info, nil
+	}
+	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(challenge(withLogger(protected, log))))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := store.Ping(ctx); err != nil {
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+func withLogger(next http.Handler, log zerolog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(log.WithContext(r.Context())))
+	})
+}
+
+// challenge adds the WWW-Authenticate header RFC 6750 asks of every 401.
+func challenge(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&challenger{ResponseWriter: w}, r)
+	})
+}
+
+type challenger struct{ http.ResponseWriter }
+
+func (c *challenger) WriteHeader(code int) {
+	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
+		c.Header().Set("WWW-Authenticate", `Bearer realm="outreach", error="invalid_token"`)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *challenger) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *challenger) Unwrap() http.ResponseWriter { return c.ResponseWriter }

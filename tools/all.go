@@ -1,0 +1,15 @@
+package tools
+
+import (
+	"slices"
+
+	"outreach/repo"
+)
+
+// All is every tool of the service, in the order tools/list shows them.
+func All(s *repo.Store) []Tool {
+	return slices.Concat(
+		Audit(s),
+		Keys(s),
+	)
+}

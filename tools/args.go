@@ -1,0 +1,82 @@
+package tools
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"outreach/repo"
+)
+
+// checkUUID refuses anything but a canonical UUID in field.
+func checkUUID(field, id string) error {
+	u, err := uuid.Parse(id)
+	if err != nil || u.String() != strings.ToLower(id) || len(id) != 36 {
+		return repo.Invalid(field, "%q is not a UUID (expected the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", id)
+	}
+	return nil
+}
+
+// checkUUIDs checks every element of a UUID array.
+func checkUUIDs(field string, ids []string) error {
+	for i, id := range ids {
+		if err := checkUUID(fmt.Sprintf("%s[%d]", field, i), id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkEnum refuses a value outside allowed, listing them.
+func checkEnum(field, v string, allowed []string) error {
+	if !slices.Contains(allowed, v) {
+		return repo.Invalid(field, "%q is not allowed; use one of: %s", v, strings.Join(allowed, ", "))
+	}
+	return nil
+}
+
+// parseTime reads an ISO-8601 datetime or a bare YYYY-MM-DD date (midnight
+// UTC). With endOfDay, a bare date means the last instant of that day, so an
+// `until` date includes the whole day.
+func parseTime(field, s string, endOfDay bool) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if d, err := time.Parse(time.DateOnly, s); err == nil {
+		if endOfDay {
+			return d.Add(24*time.Hour - time.Millisecond), nil
+		}
+		return d, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC().Truncate(time.Millisecond), nil
+		}
+	}
+	return time.Time{}, repo.Invalid(field, "%q is not a date; use YYYY-MM-DD or an ISO datetime such as 2026-03-01T14:30:00Z", s)
+}
+
+// Paging defaults and limits shared by every list.
+const (
+	defaultLimit = 50
+	maxLimit     = 200
+)
+
+// page checks limit and offset and applies the defaults.
+func page(limit, offset *int, def int) (int, int, error) {
+	l, o := def, 0
+	if limit != nil {
+		l = *limit
+		if l < 1 || l > maxLimit {
+			return 0, 0, repo.Invalid("limit", "%d is out of range; use 1 to %d", l, maxLimit)
+		}
+	}
+	if offset != nil {
+		o = *offset
+		if o < 0 {
+			return 0, 0, repo.Invalid("offset", "%d is negative; use 0 or more", o)
+		}
+	}
+	return l, o, nil
+}

@@ -1,0 +1,301 @@
+// Package tools defines the service's MCP tools: one file per group, each
+// tool plain data (name, description, annotations, input schema) plus a
+// handler, and one list (All) that registers everything.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"outreach/audit"
+	"outreach/repo"
+)
+
+// Kinds of tools; each fixes the annotations and the scope a key needs.
+type kind int
+
+const (
+	read   kind = iota // reads only
+	create             // adds records, changes none
+	change             // changes or archives records
+	admin              // manages keys and users
+	send               // acts outside the service
+)
+
+// Tool is one MCP tool.
+type Tool struct {
+	Def   mcp.Tool
+	Scope string
+	// Handle runs the tool on its raw JSON arguments.
+	Handle func(ctx context.Context, args json.RawMessage) (any, error)
+}
+
+// newTool builds a tool whose arguments decode strictly into In. Its input
+// schema is inferred from In: `json` names, `jsonschema` descriptions, an
+// `enum:"a,b"` tag for allowed values; fields without omitempty are required.
+func newTool[In any](name, description string, k kind, h func(context.Context, *In) (any, error)) Tool {
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: %v", name, err))
+	}
+	addEnums(schema, reflect.TypeFor[In]())
+	t := true
+	f := false
+	ann := &mcp.ToolAnnotations{OpenWorldHint: &f}
+	scope := repo.ScopeWrite
+	switch k {
+	case read:
+		ann.ReadOnlyHint = true
+		ann.IdempotentHint = true
+		scope = repo.ScopeRead
+	case create:
+		ann.DestructiveHint = &f
+	case change:
+		ann.DestructiveHint = &t
+	case admin:
+		ann.DestructiveHint = &t
+		scope = repo.ScopeAdmin
+	case send:
+		ann.DestructiveHint = &f
+		ann.OpenWorldHint = &t
+	}
+	required := requiredFields(reflect.TypeFor[In]())
+	return Tool{
+		Def:   mcp.Tool{Name: name, Description: description, InputSchema: schema, Annotations: ann},
+		Scope: scope,
+		Handle: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			in := new(In)
+			if err := decode(raw, in, required); err != nil {
+				return nil, err
+			}
+			return h(ctx, in)
+		},
+	}
+}
+
+func addEnums(s *jsonschema.Schema, t reflect.Type) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := jsonName(f)
+		if name == "" || s.Properties[name] == nil {
+			continue
+		}
+		if e := f.Tag.Get("enum"); e != "" {
+			p := s.Properties[name]
+			if p.Items != nil {
+				p = p.Items
+			}
+			for _, v := range strings.Split(e, ",") {
+				p.Enum = append(p.Enum, v)
+			}
+		}
+	}
+}
+
+func jsonName(f reflect.StructField) string {
+	tag := f.Tag.Get("json")
+	name, _, _ := strings.Cut(tag, ",")
+	if name == "-" || !f.IsExported() {
+		return ""
+	}
+	if name == "" {
+		return f.Name
+	}
+	return name
+}
+
+func requiredFields(t reflect.Type) []string {
+	var req []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := jsonName(f)
+		if name != "" && !strings.Contains(f.Tag.Get("json"), "omitempty") {
+			req = append(req, name)
+		}
+	}
+	return req
+}
+
+// decode reads raw into in: unknown names are refused, each field must have
+// its JSON type, and required fields must be present and not null.
+func decode(raw json.RawMessage, in any, required []string) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return &repo.Error{Code: repo.CodeInvalid, Message: "arguments must be a JSON object"}
+	}
+	allowed := allowedNames(reflect.TypeOf(in).Elem())
+	var unknown []string
+	for k := range fields {
+		if !slices.Contains(allowed, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return repo.Invalid(unknown[0], "unknown argument; this tool takes: %s", strings.Join(allowed, ", "))
+	}
+	for _, r := range required {
+		if v, ok := fields[r]; !ok || string(v) == "null" {
+			return repo.Invalid(r, "is required")
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(in); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				field = "arguments"
+			}
+			return repo.Invalid(field, "must be %s, not a JSON %s", jsonType(te.Type), te.Value)
+		}
+		var pe *time.ParseError
+		if errors.As(err, &pe) {
+			return &repo.Error{Code: repo.CodeInvalid, Message: err.Error()}
+		}
+		var ie *repo.Error
+		if errors.As(err, &ie) {
+			return ie
+		}
+		return &repo.Error{Code: repo.CodeInvalid, Message: "arguments could not be read: " + err.Error()}
+	}
+	return nil
+}
+
+func allowedNames(t reflect.Type) []string {
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		if n := jsonName(t.Field(i)); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean (true or false)"
+	case reflect.Int, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice:
+		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(jsonType(t.Elem()), "a "), "an ") + "s"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a " + t.Kind().String()
+}
+
+// Register adds tools to server; every call is authorised by scope,
+// attributed, logged once and answered with a JSON text result.
+func Register(server *mcp.Server, tools []Tool) {
+	for _, t := range tools {
+		def := t.Def
+		server.AddTool(&def, handler(t))
+	}
+}
+
+// SessionHeader lets a client name its own agent session.
+const SessionHeader = "X-Agent-Session-Id"
+
+type progressKey struct{}
+
+// Progress reports progress of a long call to a client that asked for it.
+func Progress(ctx context.Context, done, total int, msg string) {
+	if f, ok := ctx.Value(progressKey{}).(func(int, int, string)); ok {
+		f(done, total, msg)
+	}
+}
+
+func handler(t Tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
+		log := zerolog.Ctx(ctx)
+		actor, err := callActor(req)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		actor.Tool = t.Def.Name
+		ctx = audit.WithActor(ctx, actor)
+		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+			ctx = context.WithValue(ctx, progressKey{}, func(done, total int, msg string) {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(done), Total: float64(total), Message: msg})
+			})
+		}
+		var out any
+		if !slices.Contains(actor.Scopes, t.Scope) && !slices.Contains(actor.Scopes, repo.ScopeAdmin) {
+			err = &repo.Error{Code: repo.CodePermissionDenied, Message: fmt.Sprintf("%s needs a key with the %s scope; this key has: %s", t.Def.Name, t.Scope, strings.Join(actor.Scopes, ", "))}
+		} else {
+			out, err = t.Handle(ctx, req.Params.Arguments)
+		}
+		code := repo.ErrorCode(err)
+		ev := log.Info()
+		if code == repo.CodeInternal {
+			ev = log.Error().Err(err)
+		}
+		ev.Str("tool", t.Def.Name).Str("user_id", actor.UserID).Str("agent_id", actor.AgentID).
+			Str("session_id", actor.SessionID).Int64("duration_ms", time.Since(start).Milliseconds()).
+			Str("error_code", code).Msg("call")
+		if err != nil {
+			return errorResult(err), nil
+		}
+		text, err := json.Marshal(out)
+		if err != nil {
+			log.Error().Err(err).Str("tool", t.Def.Name).Msg("encode result")
+			return errorResult(err), nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, nil
+	}
+}
+
+func errorResult(err error) *mcp.CallToolResult {
+	text, _ := json.Marshal(map[string]any{"error": repo.AsError(err)})
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}
+}
+
+// ActorKey is where the HTTP layer leaves the authenticated actor in the token's Extra.
+const ActorKey = "actor"
+
+func callActor(req *mcp.CallToolRequest) (audit.Actor, error) {
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return audit.Actor{}, &repo.Error{Code: repo.CodePermissionDenied, Message: "no authenticated key on this call"}
+	}
+	actor, ok := req.Extra.TokenInfo.Extra[ActorKey].(audit.Actor)
+	if !ok {
+		return audit.Actor{}, &repo.Error{Code: repo.CodePermissionDenied, Message: "no authenticated key on this call"}
+	}
+	if sid := strings.TrimSpace(req.Extra.Header.Get(SessionHeader)); sid != "" {
+		if len(sid) > 128 || strings.ContainsFunc(sid, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+			return audit.Actor{}, repo.Invalid(SessionHeader, "must be 1 to 128 visible ASCII characters")
+		}
+		actor.SessionID = sid
+	} else if req.Session != nil && req.Session.ID() != "" {
+		actor.SessionID = req.Session.ID()
+	} else {
+		actor.SessionID = "key-" + actor.KeyID
+	}
+	return actor, nil
+}
