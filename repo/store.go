@@ -91,7 +91,8 @@ type Store struct {
 // Open connects to uri, applies the index list, detects capabilities, picks
 // the write mode and recovers any write a crash left half-done.
 func Open(ctx context.Context, uri, database string, opts Options) (*Store, error) {
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetTimeout(30 * time.Second))
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetTimeout(30 * time.Second).
+		SetBSONOptions(&options.BSONOptions{DefaultDocumentM: true}))
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

@@ -80,3 +80,8 @@ func page(limit, offset *int, def int) (int, int, error) {
 	}
 	return l, o, nil
 }
+
+// envelope is the shape of every list result.
+func envelope[T any](noun string, p repo.Page[T], limit, offset int) map[string]any {
+	return map[string]any{"total": p.Total, "showing": len(p.Items), "limit": limit, "offset": offset, noun: p.Items}
+}

@@ -11,7 +11,61 @@ import (
 // Audit is the Audit group: change history and rollback, and whoami.
 func Audit(s *repo.Store) []Tool {
 	type noIn struct{}
+	type logIn struct {
+		RecordID   string `json:"record_id,omitempty" jsonschema:"only changes of this record (UUID)"`
+		Collection string `json:"collection,omitempty" jsonschema:"only changes of this collection, e.g. notes, outlets, contacts"`
+		Action     string `json:"action,omitempty" enum:"create,update,archive,restore,link,unlink,rollback,send" jsonschema:"only changes of this action"`
+		AgentID    string `json:"agent_id,omitempty" jsonschema:"only changes made by this agent"`
+		SessionID  string `json:"session_id,omitempty" jsonschema:"only changes made in this agent session"`
+		UserID     string `json:"user_id,omitempty" jsonschema:"only changes made for this team member"`
+		Since      string `json:"since,omitempty" jsonschema:"only changes at or after this time (YYYY-MM-DD or ISO datetime)"`
+		Until      string `json:"until,omitempty" jsonschema:"only changes at or before this time; a bare date includes that whole day"`
+		Limit      *int   `json:"limit,omitempty" jsonschema:"maximum entries, 1 to 200; default 50"`
+		Offset     *int   `json:"offset,omitempty" jsonschema:"entries to skip; default 0"`
+	}
+	type changeIn struct {
+		ID string `json:"id" jsonschema:"the change entry's id (UUID)"`
+	}
 	return []Tool{
+		newTool("get_change_log", "The history of changes, newest first: each with the state before and after, who made it (user, agent, session), the tool, and for rollbacks the change it reverts.", read,
+			func(ctx context.Context, in *logIn) (any, error) {
+				limit, offset, err := page(in.Limit, in.Offset, defaultLimit)
+				if err != nil {
+					return nil, err
+				}
+				f := repo.ChangeFilter{RecordID: in.RecordID, Collection: in.Collection, Action: in.Action, AgentID: in.AgentID, SessionID: in.SessionID, UserID: in.UserID}
+				if in.Action != "" {
+					if err := checkEnum("action", in.Action, audit.Actions); err != nil {
+						return nil, err
+					}
+				}
+				if in.Since != "" {
+					t, err := parseTime("since", in.Since, false)
+					if err != nil {
+						return nil, err
+					}
+					f.Since = &t
+				}
+				if in.Until != "" {
+					t, err := parseTime("until", in.Until, true)
+					if err != nil {
+						return nil, err
+					}
+					f.Until = &t
+				}
+				p, err := s.ChangeLog(ctx, f, limit, offset)
+				if err != nil {
+					return nil, err
+				}
+				return envelope("changes", p, limit, offset), nil
+			}),
+		newTool("get_change", "One change entry: before, after, who, when, and for rollbacks the change it reverts.", read,
+			func(ctx context.Context, in *changeIn) (any, error) {
+				if err := checkUUID("id", in.ID); err != nil {
+					return nil, err
+				}
+				return s.Change(ctx, in.ID)
+			}),
 		newTool("whoami", "Who this call acts as: the user, the agent, the key (id, name, scopes) and the session every change is attributed to.", read,
 			func(ctx context.Context, _ *noIn) (any, error) {
 				a, _ := audit.ActorFrom(ctx)

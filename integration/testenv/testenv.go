@@ -1,0 +1,216 @@
+// Package testenv starts the service for tests the way it runs: a store (the
+// embedded one in memory by default, the MongoDB of MONGODB_URI when set),
+// the real HTTP handler on a loopback port, and MCP clients from the official
+// Go SDK speaking Streamable HTTP with a bearer key.
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"outreach/audit"
+	"outreach/embedded"
+	"outreach/repo"
+	"outreach/server"
+)
+
+// Env is a running service.
+type Env struct {
+	Store *repo.Store
+	URL   string // the /mcp endpoint
+	// AdminKey has every scope.
+	AdminKey string
+	// AdminUserID owns AdminKey.
+	AdminUserID string
+	t           testing.TB
+}
+
+// Options tune New.
+type Options struct {
+	// Lease overrides the store's write lease.
+	Lease time.Duration
+}
+
+// New starts a service for the test and stops it when the test ends.
+func New(t testing.TB) *Env {
+	t.Helper()
+	return NewWith(t, Options{})
+}
+
+// NewWith is New with options.
+func NewWith(t testing.TB, o Options) *Env {
+	t.Helper()
+	store := OpenStore(t, o)
+	ts := httptest.NewServer(server.New(store, zerolog.Nop()))
+	t.Cleanup(ts.Close)
+	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
+	key, err := store.Bootstrap(ctx)
+	if err != nil || key == "" {
+		t.Fatalf("bootstrap: %q %v", key, err)
+	}
+	u, err := store.UserByEmail(ctx, "admin@localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Env{Store: store, URL: ts.URL + "/mcp", AdminKey: key, AdminUserID: u.ID, t: t}
+}
+
+// OpenStore opens a fresh, empty store for the test: a new in-memory embedded
+// store, or a new database on MONGODB_URI. OUTREACH_WRITE_MODE forces a mode.
+func OpenStore(t testing.TB, o Options) *repo.Store {
+	t.Helper()
+	ctx := context.Background()
+	uri := os.Getenv("MONGODB_URI")
+	opts := repo.Options{WriteMode: os.Getenv("OUTREACH_WRITE_MODE"), Lease: o.Lease, Logger: zerolog.Nop()}
+	if uri == "" {
+		es, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(es.Close)
+		uri = es.URI
+		opts.Exclusive = true
+	}
+	db := "outreach_test_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	store, err := repo.Open(ctx, uri, db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if v, err := store.Verify(context.Background()); err != nil || len(v) > 0 {
+			t.Errorf("invariants after the test: %v %+v", err, v)
+		}
+		store.Close(context.Background())
+	})
+	return store
+}
+
+// Key creates a key for a new agent of the admin user with the given scopes.
+func (e *Env) Key(scopes ...string) string {
+	e.t.Helper()
+	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
+	_, key, err := e.Store.CreateKey(ctx, repo.NewKeyInput{UserID: e.AdminUserID, Name: "test " + strings.Join(scopes, "+"), Scopes: scopes})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return key
+}
+
+// Client is an MCP client session.
+type Client struct {
+	Session *mcp.ClientSession
+	t       testing.TB
+}
+
+// Client connects with key (and, when sessionID is set, X-Agent-Session-Id).
+func (e *Env) Client(key, sessionID string) *Client {
+	e.t.Helper()
+	hc := &http.Client{Transport: headers{key: key, session: sessionID}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "outreach-test", Version: "1"}, nil)
+	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.URL, HTTPClient: hc}, nil)
+	if err != nil {
+		e.t.Fatalf("connect: %v", err)
+	}
+	e.t.Cleanup(func() { s.Close() })
+	return &Client{Session: s, t: e.t}
+}
+
+// Admin is a client with the admin key.
+func (e *Env) Admin() *Client { return e.Client(e.AdminKey, "") }
+
+type headers struct{ key, session string }
+
+func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if h.key != "" {
+		r.Header.Set("Authorization", "Bearer "+h.key)
+	}
+	if h.session != "" {
+		r.Header.Set("X-Agent-Session-Id", h.session)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Error is a tool's error result.
+type Error struct {
+	Code      string          `json:"code"`
+	Message   string          `json:"message"`
+	Field     string          `json:"field"`
+	Retryable bool            `json:"retryable"`
+	Details   json.RawMessage `json:"details"`
+}
+
+// Call calls a tool and returns its JSON result or its error.
+func (c *Client) Call(tool string, args any) (json.RawMessage, *Error) {
+	c.t.Helper()
+	res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		c.t.Fatalf("%s: protocol error: %v", tool, err)
+	}
+	if len(res.Content) != 1 {
+		c.t.Fatalf("%s: %d content items, want 1", tool, len(res.Content))
+	}
+	text, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		c.t.Fatalf("%s: content is %T, want text", tool, res.Content[0])
+	}
+	if res.IsError {
+		var body struct{ Error Error }
+		if err := json.Unmarshal([]byte(text.Text), &body); err != nil || body.Error.Code == "" {
+			c.t.Fatalf("%s: error result is not the error model: %s", tool, text.Text)
+		}
+		return nil, &body.Error
+	}
+	return json.RawMessage(text.Text), nil
+}
+
+// Must calls a tool that must succeed and decodes its result into out (if not nil).
+func (c *Client) Must(tool string, args any, out any) json.RawMessage {
+	c.t.Helper()
+	raw, e := c.Call(tool, args)
+	if e != nil {
+		c.t.Fatalf("%s(%v): %s: %s", tool, args, e.Code, e.Message)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			c.t.Fatalf("%s: decode %s: %v", tool, raw, err)
+		}
+	}
+	return raw
+}
+
+// Fail calls a tool that must fail with code and returns the error.
+func (c *Client) Fail(tool string, args any, code string) *Error {
+	c.t.Helper()
+	raw, e := c.Call(tool, args)
+	if e == nil {
+		c.t.Fatalf("%s(%v) succeeded with %s; want %s", tool, args, raw, code)
+	}
+	if e.Code != code {
+		c.t.Fatalf("%s(%v): code %s (%s); want %s", tool, args, e.Code, e.Message, code)
+	}
+	return e
+}
+
+// ID decodes the "id" of a JSON record.
+func ID(t testing.TB, raw json.RawMessage) string {
+	t.Helper()
+	var r struct{ ID string }
+	if err := json.Unmarshal(raw, &r); err != nil || r.ID == "" {
+		t.Fatalf("no id in %s", raw)
+	}
+	return r.ID
+}
+
+// M is a shorthand for tool arguments.
+type M = map[string]any

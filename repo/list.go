@@ -1,0 +1,84 @@
+package repo
+
+import (
+	"context"
+	"regexp"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Page is one page of a list.
+type Page[T any] struct {
+	Total int64
+	Items []T
+}
+
+// listPage returns the records of coll matching filter in sort order, with a
+// total count. sort must end on a unique field (_id) so paging never skips or
+// repeats a record.
+func listPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
+	total, err := s.coll(coll).CountDocuments(ctx, filter)
+	if err != nil {
+		return Page[T]{}, driverErr(err, kinds[coll], "list")
+	}
+	cur, err := s.coll(coll).Find(ctx, filter, options.Find().SetSort(sort).SetSkip(int64(offset)).SetLimit(int64(limit)))
+	if err != nil {
+		return Page[T]{}, driverErr(err, kinds[coll], "list")
+	}
+	items := []T{}
+	if err := cur.All(ctx, &items); err != nil {
+		return Page[T]{}, driverErr(err, kinds[coll], "list")
+	}
+	return Page[T]{Total: total, Items: items}, nil
+}
+
+// literal matches text literally and case-insensitively: the query's
+// characters are never read as a pattern or an operator.
+func literal(text string) bson.M {
+	return bson.M{"$regex": regexp.QuoteMeta(text), "$options": "i"}
+}
+
+// anyField matches text literally in any of fields.
+func anyField(text string, fields ...string) bson.M {
+	or := bson.A{}
+	for _, f := range fields {
+		or = append(or, bson.M{f: literal(text)})
+	}
+	return bson.M{"$or": or}
+}
+
+// active is the filter of records that are not archived, unless includeArchived.
+func active(filter bson.M, includeArchived bool) bson.M {
+	if !includeArchived {
+		filter["archived_at"] = nil
+	}
+	return filter
+}
+
+// checkKeys refuses free-form object keys that MongoDB would read as an
+// operator or a path: a leading '$', a '.', or an empty key. Nested objects
+// are checked too.
+func checkKeys(field string, obj map[string]any) error {
+	for k, v := range obj {
+		if k == "" || strings.HasPrefix(k, "$") || strings.Contains(k, ".") {
+			return Invalid(field, "key %q is not allowed: keys may not be empty, start with '$' or contain '.'", k)
+		}
+		if m, ok := v.(map[string]any); ok {
+			if err := checkKeys(field+"."+k, m); err != nil {
+				return err
+			}
+		}
+		if a, ok := v.([]any); ok {
+			for _, x := range a {
+				if m, ok := x.(map[string]any); ok {
+					if err := checkKeys(field+"."+k, m); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
