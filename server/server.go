@@ -36,7 +36,14 @@ func New(store *repo.Store, log zerolog.Logger) http.Handler {
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		k, err := store.Authenticate(ctx, token)
 		if errors.Is(err, repo.ErrBadKey) {
-			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, errors.Unwrap(err))
+			// The reason is the last of the joined errors (errors.Unwrap gives nil for a join).
+			reason := err.Error()
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				if errs := j.Unwrap(); len(errs) > 0 {
+					reason = errs[len(errs)-1].Error()
+				}
+			}
+			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, reason)
 		}
 		if err != nil {
 			log.Error().Err(err).Msg("authenticate")
