@@ -25,6 +25,10 @@ type RecoveryReport struct {
 // of the embedded store, which only one process can open). A plan that had
 // taken all its locks is rolled forward; one that had not is released.
 func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
+	if s.serialWrites {
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+	}
 	var rep RecoveryReport
 	cutoff := time.Now().Add(-s.lease)
 	if all {

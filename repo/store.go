@@ -86,6 +86,13 @@ type Store struct {
 
 	keyUseMu sync.Mutex
 	keyUse   map[string]time.Time
+
+	// serialWrites is set on FerretDB, whose update and findAndModify read
+	// and then write without a lock: two guarded writes at one version can
+	// both match, and two $inc can return one number. writeMu then makes
+	// the write path's steps atomic among this process's writers.
+	serialWrites bool
+	writeMu      sync.Mutex
 }
 
 // Open connects to uri, applies the index list, detects capabilities, picks
@@ -174,6 +181,7 @@ func (s *Store) detect(ctx context.Context) error {
 		s.caps.UnionWith = cur.Err() == nil
 		cur.Close(ctx)
 	}
+	s.serialWrites = strings.HasPrefix(s.caps.Server, "FerretDB")
 	// Text search is decided by whether the text index can be built (indexes.Apply) and then probed.
 	s.caps.TextSearch = s.caps.Transactions || !strings.HasPrefix(s.caps.Server, "FerretDB")
 	s.caps.WriteMode = ModeOrdered

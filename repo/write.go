@@ -73,6 +73,10 @@ func (s *Store) write(ctx context.Context, muts ...mutation) ([]audit.Entry, err
 	if len(muts) == 0 {
 		return nil, nil
 	}
+	if s.serialWrites {
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+	}
 	planID := ""
 	if len(muts) > 1 {
 		planID = uuid.NewString()
