@@ -181,7 +181,8 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger
 		printFirstKey(stdout, base, key)
 	}
 	go store.RunRecovery(ctx, 10*time.Second)
-	srv := &http.Server{Handler: server.New(store, log), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
+	srv.Handler = server.EndStreamsOnShutdown(srv, server.New(store, log))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info().Str("url", base+"/mcp").Str("version", version.Version).Msg("serving MCP")
