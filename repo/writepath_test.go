@@ -1,0 +1,121 @@
+package repo
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// driverWrite matches a call of a driver method that changes stored data:
+// collection writes, drops, and GridFS uploads.
+var driverWrite = regexp.MustCompile(`\.(InsertOne|InsertMany|UpdateOne|UpdateMany|ReplaceOne|BulkWrite|DeleteOne|DeleteMany|FindOneAndUpdate|FindOneAndReplace|FindOneAndDelete|Drop|UploadFromStream|UploadFromStreamWithID|OpenUploadStream|OpenUploadStreamWithID)\(`)
+
+// writePathFile is the one file allowed to write (see write.go).
+const writePathFile = "repo/write.go"
+
+// driverWrites returns each line of src that calls a driver write, without
+// its line comment (a mention in a comment is not a call).
+func driverWrites(src string) []string {
+	var out []string
+	for _, line := range strings.Split(src, "\n") {
+		code := strings.TrimSpace(strings.SplitN(line, "//", 2)[0])
+		if driverWrite.MatchString(code) {
+			out = append(out, code)
+		}
+	}
+	return out
+}
+
+// TestOnlyTheWritePathWrites walks the module and fails if any non-test Go
+// file other than repo/write.go calls a driver write: every change must go
+// through Store.write, which records it in change_log, and nothing may
+// hard-delete.
+func TestOnlyTheWritePathWrites(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found above repo: %v", err)
+	}
+	var scanned int
+	var found []string
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch name := d.Name(); {
+			case path == root:
+			case name == "node_modules", name == "testdata", name == "vendor", strings.HasPrefix(name, "."), strings.HasPrefix(name, "_"):
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if rel == writePathFile {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		scanned++
+		for _, call := range driverWrites(string(src)) {
+			found = append(found, rel+": "+call)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scanned < 10 {
+		t.Fatalf("scanned only %d files under %s", scanned, root)
+	}
+	for _, f := range found {
+		t.Errorf("driver write outside %s (use the write path): %s", writePathFile, f)
+	}
+}
+
+// TestDriverWritesAreRecognised keeps the scanner honest: it must see the
+// write path's own calls and each kind of write, and not mere mentions.
+func TestDriverWritesAreRecognised(t *testing.T) {
+	src, err := os.ReadFile("write.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(driverWrites(string(src))); n < 5 {
+		t.Errorf("the scanner sees %d driver writes in write.go; it must see them all", n)
+	}
+	got := driverWrites(`package x
+	_, err := c.InsertMany(ctx, docs)
+	c.Database().Collection("x").DeleteMany(ctx, bson.M{})
+	err = db.Drop(ctx) // gone
+	bucket.UploadFromStreamWithID(ctx, id, name, r)
+	up, _ := bucket.OpenUploadStream(ctx, name)
+	res := coll.FindOneAndDelete(ctx, f)
+	// InsertOne and UpdateOne mentioned in a comment are not calls
+	s.write(ctx, m)
+	x.UpdateOneOf(y)
+`)
+	want := []string{
+		"_, err := c.InsertMany(ctx, docs)",
+		`c.Database().Collection("x").DeleteMany(ctx, bson.M{})`,
+		"err = db.Drop(ctx)",
+		"bucket.UploadFromStreamWithID(ctx, id, name, r)",
+		"up, _ := bucket.OpenUploadStream(ctx, name)",
+		"res := coll.FindOneAndDelete(ctx, f)",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("driver writes (-want +got):\n%s", diff)
+	}
+}
