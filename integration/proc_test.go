@@ -17,7 +17,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,7 +97,7 @@ var (
 func startServer(t *testing.T, data string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary(t), "serve", "--data", data, "--addr", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), storeEnv(data)...), env...)
 	s := &proc{t: t, cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
 	if err := cmd.Start(); err != nil {
@@ -165,6 +167,9 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary(t), args...)
+	if i := slices.Index(args, "--data"); i >= 0 && i+1 < len(args) {
+		cmd.Env = append(os.Environ(), storeEnv(args[i+1])...)
+	}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()
@@ -383,4 +388,11 @@ func dataDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// storeEnv names the database of the store on data: one per data directory,
+// so that on MONGODB_URI too each test starts on an empty store (with the
+// embedded store the directory alone would do).
+func storeEnv(data string) []string {
+	return []string{"OUTREACH_DB=" + strings.ReplaceAll(filepath.Base(data), "-", "_")}
 }
