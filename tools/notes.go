@@ -250,7 +250,7 @@ func Notes(s *repo.Store) []Tool {
 // record's kind and name.
 type noteResult struct {
 	*repo.Note
-	Links []linkResult  `json:"links"`
+	Links []linkResult    `json:"links"`
 	Added []repo.NoteLink `json:"added,omitempty"`
 }
 
