@@ -23,8 +23,9 @@ func requireNodeClients(t *testing.T) string {
 		t.Fatal(err)
 	}
 	_, errNode := exec.LookPath("node")
-	_, errMods := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json"))
-	if errNode == nil && errMods == nil {
+	_, errSDK := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json"))
+	_, errInspector := os.Stat(filepath.Join(dir, "node_modules", ".bin", "mcp-inspector"))
+	if errNode == nil && errSDK == nil && errInspector == nil {
 		return dir
 	}
 	msg := "the end-to-end MCP clients are not installed (node and integration/e2e/node_modules); run ./scripts/test.sh, or `npm ci` in integration/e2e"
@@ -132,5 +133,50 @@ func TestEndToEndTypeScriptSDK(t *testing.T) {
 	}
 	if got.BadKeyStatus != 401 || got.BadKeySDKCode != 401 || !strings.Contains(got.BadKeyError, "checksum") {
 		t.Errorf("bad key: status %d, SDK code %d, error %q; want 401 with the reason", got.BadKeyStatus, got.BadKeySDKCode, got.BadKeyError)
+	}
+}
+
+// TestInspectorCLI lists the tools and calls whoami with the MCP Inspector's
+// command line, as an analyst would to look at the service.
+func TestInspectorCLI(t *testing.T) {
+	dir := requireNodeClients(t)
+	srv := startServer(t, dataDir(t))
+	inspect := func(args ...string) []byte {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		base := []string{filepath.Join("node_modules", ".bin", "mcp-inspector"), "--cli", srv.URL, "--transport", "http",
+			"--header", "Authorization: Bearer " + srv.FirstKey}
+		cmd := exec.CommandContext(ctx, "node", append(base, args...)...)
+		cmd.Dir = dir
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("inspector %v: %v\n%s\n%s", args, err, out, stderr.String())
+		}
+		return out
+	}
+	var list struct {
+		Tools []struct {
+			Name        string         `json:"name"`
+			Description string         `json:"description"`
+			Annotations map[string]any `json:"annotations"`
+		} `json:"tools"`
+	}
+	if out := inspect("--method", "tools/list"); json.Unmarshal(out, &list) != nil || len(list.Tools) == 0 {
+		t.Fatalf("tools/list: %s", out)
+	}
+	for _, tl := range list.Tools {
+		if tl.Description == "" || tl.Annotations == nil {
+			t.Errorf("%s: description %q, annotations %v", tl.Name, tl.Description, tl.Annotations)
+		}
+	}
+	var call struct {
+		Content []struct{ Type, Text string } `json:"content"`
+	}
+	out := inspect("--method", "tools/call", "--tool-name", "whoami")
+	if err := json.Unmarshal(out, &call); err != nil || len(call.Content) != 1 || call.Content[0].Type != "text" || !strings.Contains(call.Content[0].Text, `"key_name":"first admin key"`) {
+		t.Errorf("whoami through the inspector: %s", out)
 	}
 }
