@@ -11,5 +11,8 @@ func All(s *repo.Store) []Tool {
 	return slices.Concat(
 		Audit(s),
 		Keys(s),
+		Outlets(s),
+		Contacts(s),
+		Channels(s),
 	)
 }
