@@ -1,12 +1,15 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
 )
@@ -445,5 +448,38 @@ func TestListContactsFilters(t *testing.T) {
 	c.Must("archive_outlet", M{"id": cast}, nil)
 	if l := list(t, c, "list_contacts", "contacts", M{"outlet_id": cast}); diff(l.names(), []string{"John Doe", "Li Wei"}) != "" {
 		t.Errorf("contacts of an archived outlet: %v", l.names())
+	}
+}
+
+// TestGetContactShowsOpportunities reads opportunities made directly in the
+// store (their tools belong to another group), archived ones marked.
+func TestGetContactShowsOpportunities(t *testing.T) {
+	env := testenv.New(t)
+	c := env.Admin()
+	ann := testenv.ID(t, c.Must("create_contact", M{"first_name": "Ann", "last_name": "Lee"}, nil))
+	bo := testenv.ID(t, c.Must("create_contact", M{"first_name": "Bo", "last_name": "Ng"}, nil))
+	ctx := audit.WithActor(context.Background(), repo.SystemActor("fixtures"))
+	opp := func(fields map[string]any) string {
+		id, err := env.Store.Fixture(ctx, "opportunities", fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // distinct created_at: the order below is the creation order
+		return id
+	}
+	o1 := opp(map[string]any{"title": "Launch exclusive", "stage": "pitched", "contact_ids": []string{ann, bo}, "priority": "high"})
+	opp(map[string]any{"title": "Bo only", "stage": "researching", "contact_ids": []string{bo}})
+	o3 := opp(map[string]any{"title": "Old idea", "stage": "lost", "contact_ids": []string{ann}, "archived_at": time.Now().UTC()})
+
+	var got struct {
+		Opportunities []map[string]any `json:"opportunities"`
+	}
+	c.Must("get_contact", M{"id": ann}, &got)
+	want := []map[string]any{
+		{"id": o3, "title": "Old idea", "stage": "lost", "archived": true},
+		{"id": o1, "title": "Launch exclusive", "stage": "pitched", "archived": false},
+	}
+	if diff := cmp.Diff(want, got.Opportunities); diff != "" {
+		t.Errorf("opportunities (-want +got):\n%s", diff)
 	}
 }

@@ -383,6 +383,7 @@ func TestArchiveOutletDoesNotCascade(t *testing.T) {
 	o := testenv.ID(t, c.Must("create_outlet", M{"name": "Ledger", "tier": 1}, nil))
 	ch := testenv.ID(t, c.Must("create_channel", M{"outlet_id": o, "type": "website", "name": "Site"}, nil))
 	ct := testenv.ID(t, c.Must("create_contact", M{"first_name": "Ann", "last_name": "Lee", "outlet_ids": []string{o}}, nil))
+	note := testenv.ID(t, c.Must("create_note", M{"title": "Met the editor", "outlet_ids": []string{o}}, nil))
 
 	var arch outlet
 	c.Must("archive_outlet", M{"id": o}, &arch)
@@ -402,7 +403,7 @@ func TestArchiveOutletDoesNotCascade(t *testing.T) {
 	if l := list(t, c, "list_contacts", "contacts", M{"outlet_id": o}); diff(l.ids(), []string{ct}) != "" {
 		t.Errorf("contacts of the archived outlet: %v", l.Items)
 	}
-	for _, id := range []string{ch, ct} {
+	for _, id := range []string{ch, ct, note} {
 		if cs := changesOf(t, c, id); len(cs) != 1 {
 			t.Errorf("record %s changed by the archive: %v", id, actions(cs))
 		}
@@ -429,6 +430,19 @@ func TestArchiveOutletDoesNotCascade(t *testing.T) {
 	c.Must("get_contact", M{"id": ct}, &ctd)
 	if len(ctd.Outlets) != 1 || ctd.Outlets[0].OutletID != o || ctd.Outlets[0].Name != "Ledger" || !ctd.Outlets[0].OutletArchived {
 		t.Errorf("get_contact after the outlet's archive: %+v", ctd)
+	}
+	var nd struct {
+		ArchivedAt *string `json:"archived_at"`
+		Links      []struct {
+			OutletID string `json:"outlet_id"`
+			Entity   struct {
+				Archived bool `json:"archived"`
+			} `json:"entity"`
+		}
+	}
+	c.Must("get_note", M{"id": note}, &nd)
+	if nd.ArchivedAt != nil || len(nd.Links) != 1 || nd.Links[0].OutletID != o || !nd.Links[0].Entity.Archived {
+		t.Errorf("get_note after the outlet's archive: %+v", nd)
 	}
 	var od outlet
 	c.Must("get_outlet", M{"id": o}, &od)
