@@ -48,6 +48,7 @@ var List = []Index{
 	{Collection: "coverage", Name: "opportunity", Keys: bson.D{{Key: "opportunity_id", Value: 1}}},
 	{Collection: "contacts", Name: "email", Keys: bson.D{{Key: "email_lower", Value: 1}}},
 	{Collection: "contacts", Name: "affiliation_outlets", Keys: bson.D{{Key: "affiliations.outlet_id", Value: 1}}},
+	{Collection: "contacts", Name: "affiliation_ids", Keys: bson.D{{Key: "affiliations.id", Value: 1}}},
 	{Collection: "channels", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},
 	{Collection: "opportunities", Name: "campaign", Keys: bson.D{{Key: "campaign_id", Value: 1}}},
 	{Collection: "opportunities", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},

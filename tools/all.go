@@ -12,5 +12,8 @@ func All(s *repo.Store) []Tool {
 		Notes(s),
 		Audit(s),
 		Keys(s),
+		Outlets(s),
+		Contacts(s),
+		Channels(s),
 	)
 }
