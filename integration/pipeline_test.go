@@ -19,7 +19,7 @@ import (
 func fixture(t *testing.T, env *testenv.Env, kind string, fields M) string {
 	t.Helper()
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-fixture"))
-	id, err := env.Store.InsertFixture(ctx, kind, fields)
+	id, err := env.Store.Fixture(ctx, kind+"s", fields)
 	if err != nil {
 		t.Fatalf("fixture %s: %v", kind, err)
 	}
@@ -242,6 +242,30 @@ func TestCampaignPipelineAndMetrics(t *testing.T) {
 	}
 	if detail.EmailThreads == nil || len(detail.EmailThreads) != 0 {
 		t.Errorf("email_threads = %v, want []", detail.EmailThreads)
+	}
+
+	// Coverage appears in the interaction log of its opportunity, outlet and
+	// contacts, summarised as "<type> - <sentiment> - <url>".
+	for _, scope := range []M{{"opportunity_id": o1}, {"outlet_id": d.outletA}, {"contact_id": d.contact1}} {
+		var il struct {
+			Entries []struct {
+				Type, ID, Title, Summary string
+				DetailType               string `json:"detail_type"`
+			}
+		}
+		c.Must("get_interaction_log", scope, &il)
+		found := false
+		for _, en := range il.Entries {
+			if en.ID == cv1 {
+				found = true
+				if en.Type != "coverage" || en.DetailType != "article" || en.Summary != "article - positive - https://planet.example/launch" {
+					t.Errorf("interaction log %v: %+v", scope, en)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("interaction log %v lacks coverage %s: %+v", scope, cv1, il.Entries)
+		}
 	}
 
 	// The change log has one entry per stage change, with before and after.
@@ -595,6 +619,23 @@ func TestStageChangeWithNote(t *testing.T) {
 	if note.After["title"] != "Stage changed to pitched" || note.After["content"] != "Sent the pitch to Lois by email." ||
 		note.After["type"] != "general" || link["opportunity_id"] != o || link["id"] == "" || note.After["occurred_at"] == nil {
 		t.Errorf("note = %v", note.After)
+	}
+	// The notes group reads it as any other note.
+	var got struct {
+		Title, Content, Type string
+		Links                []struct {
+			ID            string `json:"id"`
+			OpportunityID string `json:"opportunity_id"`
+		}
+	}
+	c.Must("get_note", M{"id": noteID}, &got)
+	if got.Title != "Stage changed to pitched" || got.Type != "general" || len(got.Links) != 1 || got.Links[0].OpportunityID != o {
+		t.Errorf("get_note = %+v", got)
+	}
+	var listed struct{ Total int }
+	c.Must("list_notes", M{"opportunity_id": o}, &listed)
+	if listed.Total != 1 {
+		t.Errorf("list_notes of the opportunity: %d, want 1", listed.Total)
 	}
 	// Without a note, no note is written.
 	c.Must("update_opportunity_stage", M{"id": o, "stage": "responded"}, &moved)

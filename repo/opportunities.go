@@ -414,27 +414,16 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 	return out, nil
 }
 
-// stageNote is the note update_opportunity_stage stores with a stage change.
-type stageNote struct {
-	Meta       `bson:",inline"`
-	Type       string     `bson:"type"`
-	Title      string     `bson:"title"`
-	Content    string     `bson:"content"`
-	OccurredAt time.Time  `bson:"occurred_at"`
-	Links      []noteLink `bson:"links"`
-}
-
-type noteLink struct {
-	ID            string `bson:"id"`
-	OpportunityID string `bson:"opportunity_id"`
-}
-
 // noteForStage returns the mutation creating the note that records a stage
-// change of opportunity oppID. It is the only place this group writes a
-// note, so the notes group can take it over by changing this function.
+// change of opportunity oppID: a general note titled "Stage changed to
+// <stage>", linked to the opportunity. It is the only place this group
+// writes a note; it is written in a group with the stage change, so it goes
+// through creation rather than CreateNote (the opportunity is known to
+// exist: it is changed in the same group).
 func noteForStage(oppID, stage, content string) (mutation, error) {
-	n := &stageNote{Type: "general", Title: "Stage changed to " + stage, Content: content, OccurredAt: now(),
-		Links: []noteLink{{ID: uuid.NewString(), OpportunityID: oppID}}}
+	t := now()
+	n := &Note{Type: NoteTypes[0], Title: "Stage changed to " + stage, Content: content, OccurredAt: t,
+		Links: []NoteLink{{ID: uuid.NewString(), OpportunityID: oppID, CreatedAt: t}}}
 	return creation(collNotes, n)
 }
 
