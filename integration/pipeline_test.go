@@ -306,6 +306,18 @@ func TestGeneralCampaign(t *testing.T) {
 	if o.CampaignID != general || o.Stage != "researching" || o.Priority != "medium" {
 		t.Errorf("defaults: %+v", o)
 	}
+	var detail struct {
+		Campaign     map[string]any
+		Outlet       map[string]any
+		Contacts     []map[string]any
+		Coverage     []map[string]any
+		EmailThreads []map[string]any `json:"email_threads"`
+	}
+	c.Must("get_opportunity", M{"id": o.ID}, &detail)
+	if detail.Campaign["name"] != "General" || detail.Outlet != nil || detail.Contacts == nil || len(detail.Contacts) != 0 ||
+		detail.Coverage == nil || detail.EmailThreads == nil {
+		t.Errorf("get_opportunity without links: %+v", detail)
+	}
 	c.Fail("archive_campaign", M{"id": general}, repo.CodeFailedPrecondition)
 	c.Fail("update_campaign", M{"id": general, "name": "Misc"}, repo.CodeFailedPrecondition)
 	c.Fail("create_campaign", M{"name": "general"}, repo.CodeConflict)

@@ -301,7 +301,7 @@ func (s *Store) CoverageDetail(ctx context.Context, id string) (*CoverageDetail,
 	if d.Campaign, err = s.trimmedOne(ctx, collCampaigns, c.CampaignID, trimCampaign); err != nil {
 		return nil, err
 	}
-	if d.Contacts, err = s.trimmed(ctx, collContacts, bson.M{"_id": bson.M{"$in": c.ContactIDs}}, nil, trimContact); err != nil {
+	if d.Contacts, err = s.trimmed(ctx, collContacts, byIDs(c.ContactIDs), nil, trimContact); err != nil {
 		return nil, err
 	}
 	if d.Media, err = s.trimmed(ctx, collMedia, bson.M{"coverage_id": id, "archived_at": nil}, newestFirst, trimMedia); err != nil {

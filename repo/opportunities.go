@@ -533,7 +533,7 @@ func (s *Store) OpportunityDetail(ctx context.Context, id string) (*OpportunityD
 	if d.Channel, err = s.trimmedOne(ctx, collChannels, o.ChannelID, trimChannel); err != nil {
 		return nil, err
 	}
-	if d.Contacts, err = s.trimmed(ctx, collContacts, bson.M{"_id": bson.M{"$in": o.ContactIDs}}, nil, trimContact); err != nil {
+	if d.Contacts, err = s.trimmed(ctx, collContacts, byIDs(o.ContactIDs), nil, trimContact); err != nil {
 		return nil, err
 	}
 	if d.Coverage, err = s.trimmed(ctx, collCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
@@ -607,4 +607,12 @@ func trim(doc bson.M) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// byIDs is the filter of the records with the given ids; never a null $in.
+func byIDs(ids []string) bson.M {
+	if ids == nil {
+		ids = []string{}
+	}
+	return bson.M{"_id": bson.M{"$in": ids}}
 }
