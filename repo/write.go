@@ -271,6 +271,10 @@ type planStep struct {
 	Version int64 `bson:"version"`
 }
 
+// creates reports whether the step creates its record: a create has no
+// before state, takes no lock, and is an insert on roll-forward.
+func (st planStep) creates() bool { return st.Version == 0 && st.Entry.Before == nil }
+
 const (
 	planLocking = "locking"
 	planLocked  = "locked"
@@ -284,8 +288,10 @@ const (
 func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, entries []audit.Entry) error {
 	p := plan{ID: planID, State: planLocking, At: time.Now().UTC()}
 	for i, m := range muts {
-		if m.before == nil {
-			return errors.New("a group may only change existing records")
+		// A create needs no lock (nobody else knows its fresh id) but its
+		// redacted fields could not be restored from the plan on roll-forward.
+		if m.before == nil && len(redacted[m.coll]) > 0 {
+			return fmt.Errorf("a group may not create a record of %s", m.coll)
 		}
 		p.Steps = append(p.Steps, planStep{Entry: entries[i], Coll: m.coll, ID: m.id, Version: m.version})
 	}
@@ -296,6 +302,9 @@ func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, e
 		return err
 	}
 	for _, st := range p.Steps {
+		if st.creates() {
+			continue
+		}
 		res, err := s.coll(st.Coll).UpdateOne(ctx,
 			bson.M{"_id": st.ID, fieldVersion: st.Version, fieldLockedBy: bson.M{"$exists": false}},
 			bson.M{"$set": bson.M{fieldLockedBy: planID}})
@@ -333,11 +342,18 @@ func (s *Store) rollForward(ctx context.Context, p plan) error {
 	for i := range p.Steps {
 		st := &p.Steps[i]
 		var cur bson.M
-		if err := s.coll(st.Coll).FindOne(ctx, bson.M{"_id": st.ID}).Decode(&cur); err != nil {
+		err := s.coll(st.Coll).FindOne(ctx, bson.M{"_id": st.ID}).Decode(&cur)
+		if errors.Is(err, mongo.ErrNoDocuments) && st.creates() {
+			err = nil // the create has not landed yet
+		}
+		if err != nil {
 			return fmt.Errorf("plan %s step %s: %w", p.ID, st.ID, err)
 		}
 		if cur[fieldLastChange] != st.Entry.ID {
-			if cur[fieldLockedBy] != p.ID {
+			if st.creates() && cur != nil {
+				return fmt.Errorf("plan %s: %s/%s exists but was not created by the plan", p.ID, st.Coll, st.ID)
+			}
+			if !st.creates() && cur[fieldLockedBy] != p.ID {
 				return fmt.Errorf("plan %s lost its lock on %s/%s", p.ID, st.Coll, st.ID)
 			}
 			e := st.Entry

@@ -168,6 +168,9 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger
 		return err
 	}
 	defer closeStore()
+	if err := store.Seed(ctx); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err

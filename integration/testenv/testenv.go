@@ -58,6 +58,9 @@ func NewWith(t testing.TB, o Options) *Env {
 	if err != nil || key == "" {
 		t.Fatalf("bootstrap: %q %v", key, err)
 	}
+	if err := store.Seed(ctx); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
 	u, err := store.UserByEmail(ctx, "admin@localhost")
 	if err != nil {
 		t.Fatal(err)
