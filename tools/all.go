@@ -11,5 +11,6 @@ func All(s *repo.Store) []Tool {
 	return slices.Concat(
 		Audit(s),
 		Keys(s),
+		Media(s),
 	)
 }
