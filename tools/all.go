@@ -18,5 +18,6 @@ func All(s *repo.Store) []Tool {
 		Notes(s),
 		Audit(s),
 		Keys(s),
+		Media(s),
 	)
 }
