@@ -26,7 +26,7 @@ type interactionLog struct {
 	} `json:"entries"`
 }
 
-func day(d int, h int) time.Time { return time.Date(2026, 4, d, h, 0, 0, 0, time.UTC) }
+func logDay(d int, h int) time.Time { return time.Date(2026, 4, d, h, 0, 0, 0, time.UTC) }
 
 // logWorld holds records of every source of the log around two contacts, an
 // outlet and an opportunity.
@@ -57,32 +57,32 @@ func seedLog(t *testing.T, env *testenv.Env) logWorld {
 		c.Must("create_note", args, &n)
 		w.ids[name] = n.ID
 	}
-	note("n-contact", M{"type": "meeting", "title": "Coffee", "content": "\n  First line here  \nsecond", "occurred_at": day(1, 9).Format(time.RFC3339), "contact_ids": []string{w.contact}})
-	note("n-both", M{"type": "phone_call", "title": "Call", "content": "About the launch", "occurred_at": day(3, 9).Format(time.RFC3339), "contact_ids": []string{w.contact}, "opportunity_ids": []string{w.opportunity}})
-	note("n-outlet", M{"type": "research", "title": "Outlet research", "occurred_at": day(5, 9).Format(time.RFC3339), "outlet_ids": []string{w.outlet}})
-	note("n-archived", M{"title": "Gone", "occurred_at": day(6, 9).Format(time.RFC3339), "contact_ids": []string{w.contact}})
+	note("n-contact", M{"type": "meeting", "title": "Coffee", "content": "\n  First line here  \nsecond", "occurred_at": logDay(1, 9).Format(time.RFC3339), "contact_ids": []string{w.contact}})
+	note("n-both", M{"type": "phone_call", "title": "Call", "content": "About the launch", "occurred_at": logDay(3, 9).Format(time.RFC3339), "contact_ids": []string{w.contact}, "opportunity_ids": []string{w.opportunity}})
+	note("n-outlet", M{"type": "research", "title": "Outlet research", "occurred_at": logDay(5, 9).Format(time.RFC3339), "outlet_ids": []string{w.outlet}})
+	note("n-archived", M{"title": "Gone", "occurred_at": logDay(6, 9).Format(time.RFC3339), "contact_ids": []string{w.contact}})
 	c.Must("archive_note", M{"id": w.ids["n-archived"]}, nil)
 
-	w.ids["c-contact"] = mk("coverage", map[string]any{"title": "Launch story", "url": "https://planet.example/launch", "published_at": day(4, 12),
+	w.ids["c-contact"] = mk("coverage", map[string]any{"title": "Launch story", "url": "https://planet.example/launch", "published_at": logDay(4, 12),
 		"type": "article", "sentiment": "positive", "contact_ids": []string{w.contact}, "outlet_id": w.outlet, "opportunity_id": w.opportunity})
-	w.ids["c-other"] = mk("coverage", map[string]any{"title": "Other story", "published_at": day(2, 12), "type": "segment",
+	w.ids["c-other"] = mk("coverage", map[string]any{"title": "Other story", "published_at": logDay(2, 12), "type": "segment",
 		"contact_ids": []string{w.contact2}, "outlet_id": w.otherOutlet})
-	mk("coverage", map[string]any{"title": "Archived story", "published_at": day(2, 13), "type": "article", "contact_ids": []string{w.contact}, "archived_at": day(7, 0)})
+	mk("coverage", map[string]any{"title": "Archived story", "published_at": logDay(2, 13), "type": "article", "contact_ids": []string{w.contact}, "archived_at": logDay(7, 0)})
 
 	msg := func(name, subject, body string, at time.Time, contacts ...string) map[string]any {
 		w.ids[name] = mk("outlets", map[string]any{"name": "id source"}) // any fresh UUID
 		return map[string]any{"id": w.ids[name], "message_id": "<" + name + "@mail>", "from": "a@example.com", "to": []string{"b@example.com"},
 			"subject": subject, "date": at, "body_text": body, "contact_ids": contacts}
 	}
-	mk("email_threads", map[string]any{"subject": "Launch", "contact_ids": []string{w.contact}, "last_message_at": day(2, 15),
-		"opportunity_links": []map[string]any{{"id": "l1", "opportunity_id": w.opportunity, "linked_at": day(2, 0)}},
+	mk("email_threads", map[string]any{"subject": "Launch", "contact_ids": []string{w.contact}, "last_message_at": logDay(2, 15),
+		"opportunity_links": []map[string]any{{"id": "l1", "opportunity_id": w.opportunity, "linked_at": logDay(2, 0)}},
 		"messages": []map[string]any{
-			msg("e-1", "Launch", "Hi Lois,\nhere is the kit", day(2, 10), w.contact),
-			msg("e-2", "Re: Launch", "Thanks!", day(2, 15), w.contact),
+			msg("e-1", "Launch", "Hi Lois,\nhere is the kit", logDay(2, 10), w.contact),
+			msg("e-2", "Re: Launch", "Thanks!", logDay(2, 15), w.contact),
 		}})
-	mk("email_threads", map[string]any{"subject": "Hello Jimmy", "contact_ids": []string{w.contact2}, "last_message_at": day(3, 15),
-		"opportunity_links": []map[string]any{{"id": "l2", "opportunity_id": w.otherOpp, "linked_at": day(2, 0)}},
-		"messages": []map[string]any{msg("e-3", "Hello Jimmy", "  \n\nplain", day(3, 15), w.contact2)}})
+	mk("email_threads", map[string]any{"subject": "Hello Jimmy", "contact_ids": []string{w.contact2}, "last_message_at": logDay(3, 15),
+		"opportunity_links": []map[string]any{{"id": "l2", "opportunity_id": w.otherOpp, "linked_at": logDay(2, 0)}},
+		"messages": []map[string]any{msg("e-3", "Hello Jimmy", "  \n\nplain", logDay(3, 15), w.contact2)}})
 	return w
 }
 
@@ -121,7 +121,7 @@ func TestInteractionLog(t *testing.T) {
 		{"contact and opportunity", M{"contact_id": w.contact, "opportunity_id": w.opportunity}, []string{"c-contact", "n-both", "e-2", "e-1"}},
 		{"contact and outlet", M{"contact_id": w.contact, "outlet_id": w.outlet}, []string{"c-contact", "e-2", "e-1"}},
 		{"contact2 and outlet", M{"contact_id": w.contact2, "outlet_id": w.outlet}, []string{}},
-		{"since is inclusive", M{"contact_id": w.contact, "since": day(2, 15).Format(time.RFC3339)}, []string{"c-contact", "n-both", "e-2"}},
+		{"since is inclusive", M{"contact_id": w.contact, "since": logDay(2, 15).Format(time.RFC3339)}, []string{"c-contact", "n-both", "e-2"}},
 		{"bare until includes the whole day", M{"contact_id": w.contact, "until": "2026-04-02"}, []string{"e-2", "e-1", "n-contact"}},
 		{"since and until dates", M{"contact_id": w.contact, "since": "2026-04-02", "until": "2026-04-03"}, []string{"n-both", "e-2", "e-1"}},
 		{"limit", M{"contact_id": w.contact, "limit": 2}, []string{"c-contact", "n-both"}},
@@ -187,11 +187,11 @@ func TestInteractionLogDefaultsToFifty(t *testing.T) {
 	e := fixtures(t, env)
 	c := env.Admin()
 	for i := 0; i < 55; i++ {
-		c.Must("create_note", M{"occurred_at": day(1, 0).Add(time.Duration(i) * time.Minute).Format(time.RFC3339), "contact_ids": []string{e.contact}}, nil)
+		c.Must("create_note", M{"occurred_at": logDay(1, 0).Add(time.Duration(i) * time.Minute).Format(time.RFC3339), "contact_ids": []string{e.contact}}, nil)
 	}
 	var l interactionLog
 	c.Must("get_interaction_log", M{"contact_id": e.contact}, &l)
-	if l.TotalEntries != 55 || l.Showing != 50 || !l.Entries[0].Date.Equal(day(1, 0).Add(54*time.Minute)) {
+	if l.TotalEntries != 55 || l.Showing != 50 || !l.Entries[0].Date.Equal(logDay(1, 0).Add(54*time.Minute)) {
 		t.Errorf("total %d showing %d first %v", l.TotalEntries, l.Showing, l.Entries[0].Date)
 	}
 }

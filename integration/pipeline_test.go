@@ -583,14 +583,14 @@ func TestOpportunityUpdatesAndLinks(t *testing.T) {
 		t.Errorf("after reopen: lost_reason %q history %+v", o.LostReason, o.StageHistory)
 	}
 	// An update that changes nothing writes nothing.
-	before := changeCount(t, c, o.ID)
+	before := recordChangeCount(t, c, o.ID)
 	c.Must("update_opportunity", M{"id": o.ID, "title": "Links"}, nil)
-	if after := changeCount(t, c, o.ID); after != before {
+	if after := recordChangeCount(t, c, o.ID); after != before {
 		t.Errorf("no-op update wrote %d changes", after-before)
 	}
 }
 
-func changeCount(t *testing.T, c *testenv.Client, recordID string) int {
+func recordChangeCount(t *testing.T, c *testenv.Client, recordID string) int {
 	t.Helper()
 	var l struct{ Total int }
 	c.Must("get_change_log", M{"record_id": recordID}, &l)
@@ -936,7 +936,6 @@ func TestCoverage(t *testing.T) {
 	c.Fail("get_coverage", M{"id": missing}, repo.CodeNotFound)
 }
 
-func ptr[T any](v T) *T { return &v }
 
 // TestPipelineToolsNeedWriteScope checks the annotations' scopes in practice.
 func TestPipelineToolsNeedWriteScope(t *testing.T) {
