@@ -3,10 +3,15 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
 	"outreach/integration/testenv"
@@ -193,5 +198,72 @@ func TestInteractionLogDefaultsToFifty(t *testing.T) {
 	c.Must("get_interaction_log", M{"contact_id": e.contact}, &l)
 	if l.TotalEntries != 55 || l.Showing != 50 || !l.Entries[0].Date.Equal(logDay(1, 0).Add(54*time.Minute)) {
 		t.Errorf("total %d showing %d first %v", l.TotalEntries, l.Showing, l.Entries[0].Date)
+	}
+}
+
+var updateGolden = flag.Bool("update", false, "rewrite golden files")
+
+// TestInteractionPipelineGolden pins the shape of the $unionWith pipeline
+// that MongoDB runs (the embedded store cannot run it).
+func TestInteractionPipelineGolden(t *testing.T) {
+	env := testenv.New(t)
+	since, until := logDay(1, 0), logDay(30, 0)
+	p, err := env.Store.InteractionPipeline(context.Background(), repo.InteractionQuery{
+		ContactID: "11111111-1111-4111-8111-111111111111", OpportunityID: "22222222-2222-4222-8222-222222222222",
+		OutletID: "33333333-3333-4333-8333-333333333333", Since: &since, Until: &until, Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := bson.MarshalExtJSON(bson.M{"pipeline": p}, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.MarshalIndent(v, "", "  ")
+	path := filepath.Join("testdata", "interaction_pipeline.golden.json")
+	if *updateGolden {
+		os.WriteFile(path, append(got, '\n'), 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(strings.TrimSpace(string(want)), string(got)); diff != "" {
+		t.Errorf("pipeline (-golden +now); if intended: go test ./integration -run Golden -update\n%s", diff)
+	}
+}
+
+// TestInteractionBuildersAgree runs both builders on the same fixtures where
+// the server has $unionWith (MongoDB through MONGODB_URI or testcontainers).
+func TestInteractionBuildersAgree(t *testing.T) {
+	env := testenv.New(t)
+	if !env.Store.Capabilities().UnionWith {
+		t.Skip("this server has no $unionWith (the embedded store): the pipeline builder is compared where MongoDB runs")
+	}
+	w := seedLog(t, env)
+	ctx := context.Background()
+	since, until := logDay(2, 0), logDay(3, 23)
+	for _, q := range []repo.InteractionQuery{
+		{ContactID: w.contact}, {ContactID: w.contact2}, {OpportunityID: w.opportunity}, {OutletID: w.outlet},
+		{OutletID: w.otherOutlet}, {ContactID: w.contact, OutletID: w.outlet}, {ContactID: w.contact, Since: &since, Until: &until},
+		{ContactID: w.contact, Limit: 2},
+	} {
+		if q.Limit == 0 {
+			q.Limit = 50
+		}
+		a, err := env.Store.InteractionLog(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := env.Store.InteractionLogMerged(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(b, a); diff != "" {
+			t.Errorf("%+v: pipeline differs from merge (-merge +pipeline):\n%s", q, diff)
+		}
 	}
 }
