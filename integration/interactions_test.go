@@ -87,7 +87,7 @@ func seedLog(t *testing.T, env *testenv.Env) logWorld {
 		}})
 	mk("email_threads", map[string]any{"subject": "Hello Jimmy", "contact_ids": []string{w.contact2}, "last_message_at": logDay(3, 15),
 		"opportunity_links": []map[string]any{{"id": "l2", "opportunity_id": w.otherOpp, "linked_at": logDay(2, 0)}},
-		"messages": []map[string]any{msg("e-3", "Hello Jimmy", "  \n\nplain", logDay(3, 15), w.contact2)}})
+		"messages":          []map[string]any{msg("e-3", "Hello Jimmy", "  \n\nplain", logDay(3, 15), w.contact2)}})
 	return w
 }
 

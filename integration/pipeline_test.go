@@ -936,7 +936,6 @@ func TestCoverage(t *testing.T) {
 	c.Fail("get_coverage", M{"id": missing}, repo.CodeNotFound)
 }
 
-
 // TestPipelineToolsNeedWriteScope checks the annotations' scopes in practice.
 func TestPipelineToolsNeedWriteScope(t *testing.T) {
 	env := testenv.New(t)
