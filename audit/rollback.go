@@ -348,7 +348,7 @@ func (st Step) Changes() (bson.M, []string) {
 			if _, was := st.From[k]; was {
 				unset = append(unset, k)
 			}
-		case !Equal(st.From[k], v) || (st.From[k] == nil) != (v == nil):
+		case !Equal(st.From[k], v):
 			set[k] = v
 		}
 	}
@@ -358,11 +358,13 @@ func (st Step) Changes() (bson.M, []string) {
 	return set, unset
 }
 
-// Skipped is a change a plan leaves alone, and why.
+// Skipped is a change a plan leaves alone because its effect is already
+// gone, and why.
 type Skipped struct {
 	Change Entry
 	// RolledBackBy is the rollback that already undid the change, if any.
 	RolledBackBy string
+	Reason       string
 }
 
 // Plan is the rollback of a set of changes.
@@ -371,8 +373,8 @@ type Plan struct {
 	Steps []Step
 	// NotReversible are changes that left the system (a message sent).
 	NotReversible []Entry
-	// RolledBack are changes an earlier rollback already undid.
-	RolledBack []Skipped
+	// Skipped are changes whose effect an earlier rollback already undid.
+	Skipped []Skipped
 }
 
 // Conflicts counts the conflicting fields of the plan.
@@ -386,13 +388,13 @@ func (p Plan) Conflicts() int {
 
 // PlanRollback plans the rollback of changes, newest (highest seq) first.
 // records holds the current state of every record the changes touch (by
-// RecordKey); rolledBackBy names, by change id, the rollback that already
-// undid a change. Several changes of one record compose: each is planned
+// RecordKey); skip holds, by change id, the changes to leave alone because
+// their effect is already gone. Several changes of one record compose: each is planned
 // against the state the earlier steps leave, and with the version they
 // leave, so the steps chain. A step's To is what a forced rollback writes;
 // a step with conflicts is still planned through, so a dry run shows the
 // whole plan. PlanRollback does no I/O.
-func PlanRollback(changes []Entry, records map[string]Record, rolledBackBy map[string]string, now time.Time) Plan {
+func PlanRollback(changes []Entry, records map[string]Record, skip map[string]Skipped, now time.Time) Plan {
 	sorted := slices.Clone(changes)
 	slices.SortFunc(sorted, func(a, b Entry) int { return -cmpInt(a.Seq, b.Seq) })
 	state := make(map[string]Record, len(records))
@@ -401,8 +403,9 @@ func PlanRollback(changes []Entry, records map[string]Record, rolledBackBy map[s
 	}
 	var p Plan
 	for _, c := range sorted {
-		if by := rolledBackBy[c.ID]; by != "" {
-			p.RolledBack = append(p.RolledBack, Skipped{Change: c, RolledBackBy: by})
+		if sk, ok := skip[c.ID]; ok {
+			sk.Change = c
+			p.Skipped = append(p.Skipped, sk)
 			continue
 		}
 		if !Reversible(c) {

@@ -163,7 +163,7 @@ func TestPlanRollbackComposesChangesOfOneRecord(t *testing.T) {
 		RecordKey("outlets", "r1"): {State: s2, Version: 7},
 		RecordKey("outlets", "r2"): {State: other, Version: 3},
 	}
-	p := PlanRollback(changes, records, map[string]string{"c4": "rb"}, now)
+	p := PlanRollback(changes, records, map[string]Skipped{"c4": {RolledBackBy: "rb"}}, now)
 	var order []string
 	for _, st := range p.Steps {
 		order = append(order, st.Change.ID)
@@ -171,7 +171,7 @@ func TestPlanRollbackComposesChangesOfOneRecord(t *testing.T) {
 	if diff := cmp.Diff([]string{"c3", "c1"}, order); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)
 	}
-	if p.Conflicts() != 0 || len(p.NotReversible) != 1 || len(p.RolledBack) != 1 || p.RolledBack[0].RolledBackBy != "rb" {
+	if p.Conflicts() != 0 || len(p.NotReversible) != 1 || len(p.Skipped) != 1 || p.Skipped[0].RolledBackBy != "rb" || p.Skipped[0].Change.ID != "c4" {
 		t.Fatalf("plan %+v", p)
 	}
 	if p.Steps[0].Version != 7 || p.Steps[1].Version != 8 {
