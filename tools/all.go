@@ -9,6 +9,7 @@ import (
 // All is every tool of the service, in the order tools/list shows them.
 func All(s *repo.Store) []Tool {
 	return slices.Concat(
+		Notes(s),
 		Audit(s),
 		Keys(s),
 	)

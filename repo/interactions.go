@@ -1,0 +1,337 @@
+package repo
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// InteractionQuery selects the interaction log of a contact, an outlet or an
+// opportunity; an entry must match every id given.
+type InteractionQuery struct {
+	ContactID, OutletID, OpportunityID string
+	Since, Until                       *time.Time
+	Limit                              int
+}
+
+// Interaction is one entry of the log, in the specification's shape.
+type Interaction struct {
+	Type       string    `bson:"type" json:"type"`
+	ID         string    `bson:"id" json:"id"`
+	Date       time.Time `bson:"date" json:"date"`
+	Title      string    `bson:"title" json:"title"`
+	Summary    string    `bson:"summary" json:"summary"`
+	DetailType string    `bson:"detail_type,omitempty" json:"detail_type,omitempty"`
+}
+
+// InteractionLog is the log's response.
+type InteractionLog struct {
+	TotalEntries int64         `json:"total_entries"`
+	Showing      int           `json:"showing"`
+	Entries      []Interaction `json:"entries"`
+}
+
+// summaryLen caps a summary, in characters.
+const summaryLen = 200
+
+// interactionScope is the query resolved into per-source filters. Which
+// emails belong to an outlet is resolved here, in Go, for both builders:
+// messages that involve a contact affiliated with the outlet, and messages
+// of threads linked to one of the outlet's opportunities.
+type interactionScope struct {
+	notes, coverage, threads bson.M
+	// messages filters unwound messages (fields under "messages.").
+	messages bson.M
+	// messageOK is the same filter as messages, evaluated in Go.
+	messageOK func(t *EmailThread, m *EmailMessage) bool
+}
+
+func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (interactionScope, error) {
+	notes := bson.M{"archived_at": nil}
+	coverage := bson.M{"archived_at": nil}
+	threads := bson.M{"archived_at": nil}
+	messages := bson.M{}
+	var checks []func(*EmailThread, *EmailMessage) bool
+	if q.ContactID != "" {
+		notes["links.contact_id"] = q.ContactID
+		coverage["contact_ids"] = q.ContactID
+		threads["messages.contact_ids"] = q.ContactID
+		messages["messages.contact_ids"] = q.ContactID
+		checks = append(checks, func(_ *EmailThread, m *EmailMessage) bool { return slices.Contains(m.ContactIDs, q.ContactID) })
+	}
+	if q.OpportunityID != "" {
+		notes["links.opportunity_id"] = q.OpportunityID
+		coverage["opportunity_id"] = q.OpportunityID
+		threads["opportunity_links.opportunity_id"] = q.OpportunityID
+		checks = append(checks, func(t *EmailThread, _ *EmailMessage) bool {
+			return slices.ContainsFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return l.OpportunityID == q.OpportunityID })
+		})
+	}
+	if q.OutletID != "" {
+		notes["links.outlet_id"] = q.OutletID
+		coverage["outlet_id"] = q.OutletID
+		contacts, err := s.distinctIDs(ctx, collContacts, bson.M{"affiliations.outlet_id": q.OutletID, "archived_at": nil})
+		if err != nil {
+			return interactionScope{}, err
+		}
+		opps, err := s.distinctIDs(ctx, collOpportunities, bson.M{"outlet_id": q.OutletID})
+		if err != nil {
+			return interactionScope{}, err
+		}
+		or := bson.A{bson.M{"messages.contact_ids": bson.M{"$in": contacts}}, bson.M{"opportunity_links.opportunity_id": bson.M{"$in": opps}}}
+		threads = bson.M{"$and": bson.A{threads, bson.M{"$or": or}}}
+		messages = bson.M{"$and": bson.A{messages, bson.M{"$or": bson.A{
+			bson.M{"messages.contact_ids": bson.M{"$in": contacts}},
+			bson.M{"opportunity_links.opportunity_id": bson.M{"$in": opps}},
+		}}}}
+		checks = append(checks, func(t *EmailThread, m *EmailMessage) bool {
+			return slices.ContainsFunc(m.ContactIDs, func(id string) bool { return slices.Contains(contacts, id) }) ||
+				slices.ContainsFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return slices.Contains(opps, l.OpportunityID) })
+		})
+	}
+	dates := bson.M{}
+	if q.Since != nil {
+		dates["$gte"] = *q.Since
+	}
+	if q.Until != nil {
+		dates["$lte"] = *q.Until
+	}
+	if len(dates) > 0 {
+		notes["occurred_at"] = dates
+		coverage["published_at"] = dates
+		messages = bson.M{"$and": bson.A{messages, bson.M{"messages.date": dates}}}
+		checks = append(checks, func(_ *EmailThread, m *EmailMessage) bool {
+			return (q.Since == nil || !m.Date.Before(*q.Since)) && (q.Until == nil || !m.Date.After(*q.Until))
+		})
+	}
+	return interactionScope{notes: notes, coverage: coverage, threads: threads, messages: messages,
+		messageOK: func(t *EmailThread, m *EmailMessage) bool {
+			for _, ok := range checks {
+				if !ok(t, m) {
+					return false
+				}
+			}
+			return true
+		}}, nil
+}
+
+func (s *Store) distinctIDs(ctx context.Context, coll string, filter bson.M) ([]string, error) {
+	cur, err := s.coll(coll).Find(ctx, filter, options.Find().SetProjection(bson.M{"_id": 1}))
+	if err != nil {
+		return nil, err
+	}
+	var docs []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
+	}
+	return ids, nil
+}
+
+// InteractionLog returns the merged timeline, newest first (ties: id
+// descending). On a server with $unionWith it is one aggregation pipeline;
+// elsewhere a merge of three sorted, limited queries gives the same entries
+// in the same order.
+func (s *Store) InteractionLog(ctx context.Context, q InteractionQuery) (*InteractionLog, error) {
+	scope, err := s.interactionScope(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if s.caps.UnionWith {
+		return s.interactionsPipeline(ctx, scope, q.Limit)
+	}
+	return s.interactionsMerged(ctx, scope, q.Limit)
+}
+
+// InteractionLogMerged always takes the merge builder (for comparing builders).
+func (s *Store) InteractionLogMerged(ctx context.Context, q InteractionQuery) (*InteractionLog, error) {
+	scope, err := s.interactionScope(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return s.interactionsMerged(ctx, scope, q.Limit)
+}
+
+// InteractionPipeline returns the aggregation pipeline of q (for the golden test).
+func (s *Store) InteractionPipeline(ctx context.Context, q InteractionQuery) (mongo.Pipeline, error) {
+	scope, err := s.interactionScope(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return interactionPipeline(scope, q.Limit), nil
+}
+
+// firstLine is the first line of text, trimmed, at most summaryLen
+// characters: the Go twin of the pipeline's firstLineExpr.
+func firstLine(text string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	line = strings.TrimSpace(line)
+	if r := []rune(line); len(r) > summaryLen {
+		line = string(r[:summaryLen])
+	}
+	return line
+}
+
+// coverageSummary is "<type> - <sentiment> - <url>"; a missing part reads "n/a".
+func coverageSummary(c *Coverage) string {
+	or := func(s string) string {
+		if s == "" {
+			return "n/a"
+		}
+		return s
+	}
+	return or(c.Type) + " - " + or(c.Sentiment) + " - " + or(c.URL)
+}
+
+func newest(a, b Interaction) int {
+	if c := b.Date.Compare(a.Date); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.ID, a.ID)
+}
+
+func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, limit int) (*InteractionLog, error) {
+	var all []Interaction
+	var total int64
+	find := func(coll string, filter bson.M, dateField string) (*mongo.Cursor, int64, error) {
+		n, err := s.coll(coll).CountDocuments(ctx, filter)
+		if err != nil {
+			return nil, 0, err
+		}
+		cur, err := s.coll(coll).Find(ctx, filter, options.Find().
+			SetSort(bson.D{{Key: dateField, Value: -1}, {Key: "_id", Value: -1}}).SetLimit(int64(limit)))
+		return cur, n, err
+	}
+	cur, n, err := find(collNotes, sc.notes, "occurred_at")
+	if err != nil {
+		return nil, fmt.Errorf("interaction log notes: %w", err)
+	}
+	var notes []Note
+	if err := cur.All(ctx, &notes); err != nil {
+		return nil, err
+	}
+	total += n
+	for _, x := range notes {
+		all = append(all, Interaction{Type: "note", ID: x.ID, Date: x.OccurredAt, Title: x.Title, Summary: firstLine(x.Content), DetailType: x.Type})
+	}
+	cur, n, err = find(collCoverage, sc.coverage, "published_at")
+	if err != nil {
+		return nil, fmt.Errorf("interaction log coverage: %w", err)
+	}
+	var cov []Coverage
+	if err := cur.All(ctx, &cov); err != nil {
+		return nil, err
+	}
+	total += n
+	for i := range cov {
+		x := &cov[i]
+		all = append(all, Interaction{Type: "coverage", ID: x.ID, Date: x.PublishedAt, Title: x.Title, Summary: coverageSummary(x), DetailType: x.Type})
+	}
+	// Messages live inside threads: every matching thread is read, and its
+	// messages filtered, counted and merged here.
+	cur, err = s.coll(collEmails).Find(ctx, sc.threads)
+	if err != nil {
+		return nil, fmt.Errorf("interaction log emails: %w", err)
+	}
+	var threads []EmailThread
+	if err := cur.All(ctx, &threads); err != nil {
+		return nil, err
+	}
+	for i := range threads {
+		t := &threads[i]
+		for j := range t.Messages {
+			m := &t.Messages[j]
+			if !sc.messageOK(t, m) {
+				continue
+			}
+			total++
+			all = append(all, Interaction{Type: "email", ID: m.ID, Date: m.Date, Title: m.Subject, Summary: firstLine(m.BodyText)})
+		}
+	}
+	slices.SortFunc(all, newest)
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	if all == nil {
+		all = []Interaction{}
+	}
+	return &InteractionLog{TotalEntries: total, Showing: len(all), Entries: all}, nil
+}
+
+// firstLineExpr is the aggregation twin of firstLine.
+func firstLineExpr(field string) bson.M {
+	line := bson.M{"$trim": bson.M{"input": bson.M{"$arrayElemAt": bson.A{
+		bson.M{"$split": bson.A{bson.M{"$trim": bson.M{"input": bson.M{"$ifNull": bson.A{field, ""}}}}, "\n"}}, 0}}}}
+	return bson.M{"$substrCP": bson.A{line, 0, summaryLen}}
+}
+
+func orNA(field string) bson.M {
+	return bson.M{"$cond": bson.A{bson.M{"$in": bson.A{bson.M{"$ifNull": bson.A{field, ""}}, bson.A{""}}}, "n/a", field}}
+}
+
+func interactionPipeline(sc interactionScope, limit int) mongo.Pipeline {
+	emails := bson.A{
+		bson.M{"$match": sc.threads},
+		bson.M{"$unwind": "$messages"},
+		bson.M{"$match": sc.messages},
+		bson.M{"$project": bson.M{"_id": 0, "type": "email", "id": "$messages.id", "date": "$messages.date",
+			"title": "$messages.subject", "summary": firstLineExpr("$messages.body_text")}},
+	}
+	coverage := bson.A{
+		bson.M{"$match": sc.coverage},
+		bson.M{"$project": bson.M{"_id": 0, "type": "coverage", "id": "$_id", "date": "$published_at", "title": "$title",
+			"summary":     bson.M{"$concat": bson.A{orNA("$type"), " - ", orNA("$sentiment"), " - ", orNA("$url")}},
+			"detail_type": "$type"}},
+	}
+	return mongo.Pipeline{
+		{{Key: "$match", Value: sc.notes}},
+		{{Key: "$project", Value: bson.M{"_id": 0, "type": bson.M{"$literal": "note"}, "id": "$_id", "date": "$occurred_at",
+			"title": "$title", "summary": firstLineExpr("$content"), "detail_type": "$type"}}},
+		{{Key: "$unionWith", Value: bson.M{"coll": collEmails, "pipeline": emails}}},
+		{{Key: "$unionWith", Value: bson.M{"coll": collCoverage, "pipeline": coverage}}},
+		{{Key: "$sort", Value: bson.D{{Key: "date", Value: -1}, {Key: "id", Value: -1}}}},
+		{{Key: "$facet", Value: bson.M{
+			"total":   bson.A{bson.M{"$count": "n"}},
+			"entries": bson.A{bson.M{"$limit": limit}},
+		}}},
+	}
+}
+
+func (s *Store) interactionsPipeline(ctx context.Context, sc interactionScope, limit int) (*InteractionLog, error) {
+	cur, err := s.coll(collNotes).Aggregate(ctx, interactionPipeline(sc, limit))
+	if err != nil {
+		return nil, fmt.Errorf("interaction log: %w", err)
+	}
+	var out []struct {
+		Total []struct {
+			N int64 `bson:"n"`
+		} `bson:"total"`
+		Entries []Interaction `bson:"entries"`
+	}
+	if err := cur.All(ctx, &out); err != nil {
+		return nil, fmt.Errorf("interaction log: %w", err)
+	}
+	log := &InteractionLog{Entries: []Interaction{}}
+	if len(out) == 1 {
+		if len(out[0].Total) == 1 {
+			log.TotalEntries = out[0].Total[0].N
+		}
+		if out[0].Entries != nil {
+			log.Entries = out[0].Entries
+		}
+	}
+	log.Showing = len(log.Entries)
+	return log, nil
+}

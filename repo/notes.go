@@ -1,0 +1,315 @@
+package repo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"outreach/audit"
+)
+
+// NoteTypes are the allowed note types; the first is the default.
+var NoteTypes = []string{"general", "meeting", "phone_call", "event", "research", "other"}
+
+// Note records a meeting recap, phone call, research finding or observation.
+// Its links are embedded: a note is read and written whole.
+type Note struct {
+	Meta       `bson:",inline"`
+	Type       string     `bson:"type" json:"type"`
+	Title      string     `bson:"title" json:"title"`
+	Content    string     `bson:"content" json:"content"`
+	OccurredAt time.Time  `bson:"occurred_at" json:"occurred_at"`
+	Links      []NoteLink `bson:"links" json:"links"`
+}
+
+// NoteLink joins a note to one entity; exactly one of the four ids is set.
+type NoteLink struct {
+	ID            string    `bson:"id" json:"id"`
+	ContactID     string    `bson:"contact_id,omitempty" json:"contact_id,omitempty"`
+	OutletID      string    `bson:"outlet_id,omitempty" json:"outlet_id,omitempty"`
+	OpportunityID string    `bson:"opportunity_id,omitempty" json:"opportunity_id,omitempty"`
+	ChannelID     string    `bson:"channel_id,omitempty" json:"channel_id,omitempty"`
+	CreatedAt     time.Time `bson:"created_at" json:"created_at"`
+}
+
+// LinkTargets are entity ids to link, by kind.
+type LinkTargets struct {
+	ContactIDs, OutletIDs, OpportunityIDs, ChannelIDs []string
+}
+
+func (t LinkTargets) empty() bool {
+	return len(t.ContactIDs)+len(t.OutletIDs)+len(t.OpportunityIDs)+len(t.ChannelIDs) == 0
+}
+
+// linkKinds maps each kind of link to its argument name, collection and field.
+var linkKinds = []struct {
+	arg, coll string
+	ids       func(LinkTargets) []string
+	get       func(NoteLink) string
+	set       func(*NoteLink, string)
+}{
+	{"contact_ids", collContacts, func(t LinkTargets) []string { return t.ContactIDs }, func(l NoteLink) string { return l.ContactID }, func(l *NoteLink, id string) { l.ContactID = id }},
+	{"outlet_ids", collOutlets, func(t LinkTargets) []string { return t.OutletIDs }, func(l NoteLink) string { return l.OutletID }, func(l *NoteLink, id string) { l.OutletID = id }},
+	{"opportunity_ids", collOpportunities, func(t LinkTargets) []string { return t.OpportunityIDs }, func(l NoteLink) string { return l.OpportunityID }, func(l *NoteLink, id string) { l.OpportunityID = id }},
+	{"channel_ids", collChannels, func(t LinkTargets) []string { return t.ChannelIDs }, func(l NoteLink) string { return l.ChannelID }, func(l *NoteLink, id string) { l.ChannelID = id }},
+}
+
+// newLinks checks that every target exists and is active, and returns the
+// links that note does not have yet (each entity once). field names the
+// argument family for errors: "ids" for create_note's arrays, "id" for
+// add_note_link's single ids.
+func (s *Store) newLinks(ctx context.Context, have []NoteLink, t LinkTargets, singular bool) ([]NoteLink, error) {
+	var out []NoteLink
+	at := now()
+	for _, k := range linkKinds {
+		field := k.arg
+		if singular {
+			field = strings.TrimSuffix(k.arg, "s")
+		}
+		for _, id := range k.ids(t) {
+			if err := s.mustExist(ctx, k.coll, field, id); err != nil {
+				return nil, err
+			}
+			dup := slices.ContainsFunc(have, func(l NoteLink) bool { return k.get(l) == id }) ||
+				slices.ContainsFunc(out, func(l NoteLink) bool { return k.get(l) == id })
+			if dup {
+				continue
+			}
+			l := NoteLink{ID: uuid.NewString(), CreatedAt: at}
+			k.set(&l, id)
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// NewNote is what create_note takes, already parsed.
+type NewNote struct {
+	Type, Title, Content string
+	OccurredAt           *time.Time
+	Links                LinkTargets
+}
+
+// CreateNote creates a note with its links; at least one link is required.
+func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
+	if in.Links.empty() {
+		return nil, Invalid("contact_ids", "a note must be linked to at least one entity: give at least one id in contact_ids, outlet_ids, opportunity_ids or channel_ids")
+	}
+	if in.Type == "" {
+		in.Type = NoteTypes[0]
+	}
+	if !slices.Contains(NoteTypes, in.Type) {
+		return nil, Invalid("type", "%q is not a note type; use one of: %s", in.Type, strings.Join(NoteTypes, ", "))
+	}
+	links, err := s.newLinks(ctx, nil, in.Links, false)
+	if err != nil {
+		return nil, err
+	}
+	n := &Note{Type: in.Type, Title: in.Title, Content: in.Content, Links: links}
+	if in.OccurredAt != nil {
+		n.OccurredAt = *in.OccurredAt
+	} else {
+		n.OccurredAt = now()
+	}
+	if err := insert(ctx, s, collNotes, n); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Note returns one note.
+func (s *Store) Note(ctx context.Context, id string) (*Note, error) {
+	return find[*Note](ctx, s, collNotes, id)
+}
+
+// NoteChanges are update_note's fields; nil leaves a field as it is.
+type NoteChanges struct {
+	Type, Title, Content *string
+	OccurredAt           *time.Time
+}
+
+// UpdateNote changes a note's fields. An archived note must be restored first.
+func (s *Store) UpdateNote(ctx context.Context, id string, c NoteChanges) (*Note, error) {
+	if c.Type != nil && !slices.Contains(NoteTypes, *c.Type) {
+		return nil, Invalid("type", "%q is not a note type; use one of: %s", *c.Type, strings.Join(NoteTypes, ", "))
+	}
+	return modify(ctx, s, collNotes, id, audit.ActionUpdate, func(n *Note) error {
+		if err := activeNote(n); err != nil {
+			return err
+		}
+		if c.Type != nil {
+			n.Type = *c.Type
+		}
+		if c.Title != nil {
+			n.Title = *c.Title
+		}
+		if c.Content != nil {
+			n.Content = *c.Content
+		}
+		if c.OccurredAt != nil {
+			n.OccurredAt = *c.OccurredAt
+		}
+		return nil
+	})
+}
+
+func activeNote(n *Note) error {
+	if n.ArchivedAt != nil {
+		return Errorf(CodeFailedPrecondition, "note %s is archived; restore_note it first", n.ID)
+	}
+	return nil
+}
+
+// AddNoteLinks links a note to more entities; an entity already linked is
+// not linked twice. It returns the note and the links it added.
+func (s *Store) AddNoteLinks(ctx context.Context, noteID string, t LinkTargets) (*Note, []NoteLink, error) {
+	if t.empty() {
+		return nil, nil, Invalid("contact_id", "give at least one of contact_id, outlet_id, opportunity_id or channel_id")
+	}
+	if _, err := s.Note(ctx, noteID); err != nil {
+		return nil, nil, err
+	}
+	var added []NoteLink
+	n, err := modify(ctx, s, collNotes, noteID, audit.ActionLink, func(n *Note) error {
+		if err := activeNote(n); err != nil {
+			return err
+		}
+		links, err := s.newLinks(ctx, n.Links, t, true)
+		if err != nil {
+			return err
+		}
+		added = links
+		n.Links = append(n.Links, links...)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if added == nil {
+		added = []NoteLink{}
+	}
+	return n, added, nil
+}
+
+// RemoveNoteLink removes one link by its id. A note's last link cannot be
+// removed: a note is always linked to at least one entity.
+func (s *Store) RemoveNoteLink(ctx context.Context, linkID string) (*Note, error) {
+	if checkID(linkID) != nil {
+		return nil, NotFound("note link", linkID)
+	}
+	var owner Meta
+	if err := s.coll(collNotes).FindOne(ctx, bson.M{"links.id": linkID}).Decode(&owner); err != nil {
+		return nil, driverErr(err, "note link", linkID)
+	}
+	return modify(ctx, s, collNotes, owner.ID, audit.ActionUnlink, func(n *Note) error {
+		if err := activeNote(n); err != nil {
+			return err
+		}
+		i := slices.IndexFunc(n.Links, func(l NoteLink) bool { return l.ID == linkID })
+		if i < 0 {
+			return NotFound("note link", linkID)
+		}
+		if len(n.Links) == 1 {
+			return &Error{Code: CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("link %s is the only link of note %s, and a note must be linked to at least one entity: add another link first, or archive the note", linkID, n.ID)}
+		}
+		n.Links = slices.Delete(n.Links, i, i+1)
+		return nil
+	})
+}
+
+// ArchiveNote soft-deletes a note.
+func (s *Store) ArchiveNote(ctx context.Context, id string) (*Note, error) {
+	return archive[*Note](ctx, s, collNotes, id, nil)
+}
+
+// RestoreNote restores an archived note.
+func (s *Store) RestoreNote(ctx context.Context, id string) (*Note, error) {
+	return restore[*Note](ctx, s, collNotes, id)
+}
+
+// NoteFilter selects notes for ListNotes.
+type NoteFilter struct {
+	Type, ContactID, OutletID, OpportunityID, Search string
+	IncludeArchived                                  bool
+}
+
+// ListNotes lists notes, newest occurred_at first, _id descending on ties.
+// Search matches title and content literally and case-insensitively; where
+// the server has text search, its index narrows the candidates first.
+func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) (Page[Note], error) {
+	filter := active(bson.M{}, f.IncludeArchived)
+	if f.Type != "" {
+		filter["type"] = f.Type
+	}
+	if f.ContactID != "" {
+		filter["links.contact_id"] = f.ContactID
+	}
+	if f.OutletID != "" {
+		filter["links.outlet_id"] = f.OutletID
+	}
+	if f.OpportunityID != "" {
+		filter["links.opportunity_id"] = f.OpportunityID
+	}
+	if f.Search != "" {
+		for k, v := range anyField(f.Search, "title", "content") {
+			filter[k] = v
+		}
+		if s.caps.TextSearch {
+			filter["$text"] = bson.M{"$search": textPhrase(f.Search)}
+		}
+	}
+	return listPage[Note](ctx, s, collNotes, filter, bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+}
+
+// textPhrase makes a $text search of the query as one literal phrase.
+func textPhrase(q string) string {
+	return `"` + strings.ReplaceAll(q, `"`, " ") + `"`
+}
+
+// LinkedEntity is a linked record trimmed to what an agent needs.
+type LinkedEntity struct {
+	Kind     string `json:"kind"`
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Archived bool   `json:"archived"`
+}
+
+// Entity returns a short description of a linked record, whatever its state.
+func (s *Store) Entity(ctx context.Context, coll, id string) LinkedEntity {
+	e := LinkedEntity{Kind: kinds[coll], ID: id}
+	var doc bson.M
+	if err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(&doc); err != nil {
+		e.Name = "(missing)"
+		return e
+	}
+	e.Archived = doc["archived_at"] != nil
+	str := func(k string) string { v, _ := doc[k].(string); return v }
+	switch coll {
+	case collContacts:
+		e.Name = strings.TrimSpace(str("first_name") + " " + str("last_name"))
+	case collOpportunities, collCoverage:
+		e.Name = str("title")
+	default:
+		e.Name = str("name")
+	}
+	return e
+}
+
+// LinkEntity returns the kind's collection and entity id of a link.
+func LinkEntity(l NoteLink) (coll, id string) {
+	switch {
+	case l.ContactID != "":
+		return collContacts, l.ContactID
+	case l.OutletID != "":
+		return collOutlets, l.OutletID
+	case l.OpportunityID != "":
+		return collOpportunities, l.OpportunityID
+	default:
+		return collChannels, l.ChannelID
+	}
+}
