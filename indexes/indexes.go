@@ -48,11 +48,15 @@ var List = []Index{
 	{Collection: "coverage", Name: "opportunity", Keys: bson.D{{Key: "opportunity_id", Value: 1}}},
 	{Collection: "contacts", Name: "email", Keys: bson.D{{Key: "email_lower", Value: 1}}},
 	{Collection: "contacts", Name: "affiliation_outlets", Keys: bson.D{{Key: "affiliations.outlet_id", Value: 1}}},
+	{Collection: "contacts", Name: "affiliation_ids", Keys: bson.D{{Key: "affiliations.id", Value: 1}}},
 	{Collection: "channels", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},
 	{Collection: "opportunities", Name: "campaign", Keys: bson.D{{Key: "campaign_id", Value: 1}}},
 	{Collection: "opportunities", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},
 	{Collection: "opportunities", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
 	{Collection: "media", Name: "coverage", Keys: bson.D{{Key: "coverage_id", Value: 1}}},
+	// GridFS's own indexes, under the names drivers give them, so the bucket is a standard one.
+	{Collection: "fs.chunks", Name: "files_id_1_n_1", Keys: bson.D{{Key: "files_id", Value: 1}, {Key: "n", Value: 1}}, Unique: true},
+	{Collection: "fs.files", Name: "filename_1_uploadDate_1", Keys: bson.D{{Key: "filename", Value: 1}, {Key: "uploadDate", Value: 1}}},
 }
 
 // Apply creates every index of List in db; text indexes only when text is true.

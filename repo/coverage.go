@@ -1,6 +1,17 @@
 package repo
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/audit"
+)
 
 // Coverage is a published result: an article, interview, award, segment.
 // Its stored shape is fixed here so the interaction log reads it from the
@@ -31,3 +42,270 @@ var CoverageTypes = []string{"article", "interview", "review", "opinion", "listi
 
 // Sentiments are the allowed coverage sentiments.
 var Sentiments = []string{"positive", "neutral", "negative", "mixed"}
+
+// Depths are the allowed coverage depths: how much of the piece is about us.
+var Depths = []string{"mention", "quote", "feature", "dedicated", "cover_story"}
+
+// SharesOfVoice are the allowed shares of voice.
+var SharesOfVoice = []string{"sole_focus", "shared", "competitor_included"}
+
+// Initiators are the allowed values of initiated_by.
+var Initiators = []string{"pitched", "organic"}
+
+// DefaultCoverageType is the type of coverage recorded without one.
+const DefaultCoverageType = "article"
+
+// CoveragePatch is a change to coverage: nil fields are left as they are; an
+// empty string clears an optional field, as does a nil reach or
+// spokesperson_quoted.
+type CoveragePatch struct {
+	Title, URL, OutletID, ChannelID, OpportunityID    *string
+	Type, Sentiment, Depth, ShareOfVoice, InitiatedBy *string
+	Summary, FullText                                 *string
+	PublishedAt                                       *time.Time
+	ContactIDs                                        *[]string
+	SpokespersonQuoted                                **bool
+	Reach                                             **int64
+}
+
+func checkCoverage(c *Coverage) error {
+	c.Title = strings.TrimSpace(c.Title)
+	if c.Title == "" {
+		return Invalid("title", "must not be empty")
+	}
+	if c.PublishedAt.IsZero() {
+		return Invalid("published_at", "is required: when the piece was published")
+	}
+	if c.URL != "" {
+		u, err := url.Parse(c.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return Invalid("url", "%q is not an absolute http(s) URL", c.URL)
+		}
+	}
+	if err := oneOf("type", c.Type, CoverageTypes); err != nil {
+		return err
+	}
+	for _, e := range []struct {
+		field, v string
+		allowed  []string
+	}{{"sentiment", c.Sentiment, Sentiments}, {"depth", c.Depth, Depths}, {"share_of_voice", c.ShareOfVoice, SharesOfVoice}, {"initiated_by", c.InitiatedBy, Initiators}} {
+		if e.v != "" {
+			if err := oneOf(e.field, e.v, e.allowed); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Reach != nil && *c.Reach < 0 {
+		return Invalid("reach", "%d is negative; use 0 or more", *c.Reach)
+	}
+	return nil
+}
+
+// checkCoverageLinks checks that every id given in p names an active record.
+func (s *Store) checkCoverageLinks(ctx context.Context, p CoveragePatch) error {
+	for _, l := range []struct {
+		coll, field string
+		id          *string
+	}{{collOutlets, "outlet_id", p.OutletID}, {collChannels, "channel_id", p.ChannelID}, {collOpportunities, "opportunity_id", p.OpportunityID}} {
+		if l.id != nil && *l.id != "" {
+			if err := s.mustExist(ctx, l.coll, l.field, *l.id); err != nil {
+				return err
+			}
+		}
+	}
+	if p.ContactIDs != nil {
+		for i, id := range *p.ContactIDs {
+			if err := s.mustExist(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// opportunityPlace returns the campaign and outlet of opportunity id ("" for none).
+func (s *Store) opportunityPlace(ctx context.Context, id string) (campaignID, outletID string, err error) {
+	if id == "" {
+		return "", "", nil
+	}
+	var o struct {
+		CampaignID string `bson:"campaign_id"`
+		OutletID   string `bson:"outlet_id"`
+	}
+	err = s.coll(collOpportunities).FindOne(ctx, bson.M{"_id": id}, options.FindOne().SetProjection(bson.M{"campaign_id": 1, "outlet_id": 1})).Decode(&o)
+	if err != nil {
+		return "", "", driverErr(err, "opportunity", id)
+	}
+	return o.CampaignID, o.OutletID, nil
+}
+
+// applyPlace sets the campaign, outlet and channel of c after a change:
+// the campaign is the opportunity's; a missing outlet is the channel's, or
+// else the opportunity's; the channel must belong to the outlet.
+func (s *Store) applyPlace(ctx context.Context, c *Coverage, outlet, channel, opportunity *string) error {
+	set(&c.OpportunityID, opportunity)
+	campaignID, oppOutlet, err := s.opportunityPlace(ctx, c.OpportunityID)
+	if err != nil {
+		return err
+	}
+	c.CampaignID = campaignID
+	if outlet == nil && channel == nil && c.OutletID == "" && oppOutlet != "" {
+		outlet = &oppOutlet
+	}
+	c.OutletID, c.ChannelID, err = s.place(ctx, c.OutletID, c.ChannelID, outlet, channel)
+	return err
+}
+
+// CreateCoverage records coverage. Its type defaults to article; its
+// campaign follows from its opportunity.
+func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel, opportunity *string) (*Coverage, error) {
+	if c.Type == "" {
+		c.Type = DefaultCoverageType
+	}
+	c.ContactIDs = uniqueIDs(c.ContactIDs)
+	if err := checkCoverage(c); err != nil {
+		return nil, err
+	}
+	if err := s.checkCoverageLinks(ctx, CoveragePatch{OutletID: outlet, ChannelID: channel, OpportunityID: opportunity, ContactIDs: &c.ContactIDs}); err != nil {
+		return nil, err
+	}
+	c.OutletID, c.ChannelID, c.OpportunityID = "", "", ""
+	if err := s.applyPlace(ctx, c, outlet, channel, opportunity); err != nil {
+		return nil, err
+	}
+	c.Meta = Meta{}
+	if err := insert(ctx, s, collCoverage, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Coverage returns one coverage record.
+func (s *Store) Coverage(ctx context.Context, id string) (*Coverage, error) {
+	return find[*Coverage](ctx, s, collCoverage, id)
+}
+
+// UpdateCoverage applies p to active coverage.
+func (s *Store) UpdateCoverage(ctx context.Context, id string, p CoveragePatch) (*Coverage, error) {
+	if err := s.checkCoverageLinks(ctx, p); err != nil {
+		return nil, err
+	}
+	return modify(ctx, s, collCoverage, id, audit.ActionUpdate, func(c *Coverage) error {
+		if c.Archived() {
+			return Errorf(CodeFailedPrecondition, "coverage %s is archived; restore it before changing it", id)
+		}
+		set(&c.Title, p.Title)
+		set(&c.URL, p.URL)
+		set(&c.Type, p.Type)
+		set(&c.Sentiment, p.Sentiment)
+		set(&c.Depth, p.Depth)
+		set(&c.ShareOfVoice, p.ShareOfVoice)
+		set(&c.InitiatedBy, p.InitiatedBy)
+		set(&c.Summary, p.Summary)
+		set(&c.FullText, p.FullText)
+		set(&c.PublishedAt, p.PublishedAt)
+		set(&c.SpokespersonQuoted, p.SpokespersonQuoted)
+		set(&c.Reach, p.Reach)
+		if p.ContactIDs != nil {
+			c.ContactIDs = uniqueIDs(*p.ContactIDs)
+		}
+		if c.ContactIDs == nil {
+			c.ContactIDs = []string{}
+		}
+		if err := checkCoverage(c); err != nil {
+			return err
+		}
+		return s.applyPlace(ctx, c, p.OutletID, p.ChannelID, p.OpportunityID)
+	})
+}
+
+// ArchiveCoverage archives coverage.
+func (s *Store) ArchiveCoverage(ctx context.Context, id string) (*Coverage, error) {
+	return archive[*Coverage](ctx, s, collCoverage, id, nil)
+}
+
+// RestoreCoverage restores archived coverage.
+func (s *Store) RestoreCoverage(ctx context.Context, id string) (*Coverage, error) {
+	return restore[*Coverage](ctx, s, collCoverage, id)
+}
+
+// CoverageFilter selects coverage; empty fields do not filter.
+type CoverageFilter struct {
+	CampaignID, OpportunityID, OutletID, ContactID, Type, Sentiment, Search string
+	// Since and Until bound published_at, both inclusive.
+	Since, Until    *time.Time
+	IncludeArchived bool
+}
+
+// ListCoverage lists coverage, most recently published first.
+func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offset int) (Page[Coverage], error) {
+	filter := bson.M{}
+	for k, v := range map[string]string{"campaign_id": f.CampaignID, "opportunity_id": f.OpportunityID, "outlet_id": f.OutletID,
+		"contact_ids": f.ContactID, "type": f.Type, "sentiment": f.Sentiment} {
+		if v != "" {
+			filter[k] = v
+		}
+	}
+	at := bson.M{}
+	if f.Since != nil {
+		at["$gte"] = *f.Since
+	}
+	if f.Until != nil {
+		at["$lte"] = *f.Until
+	}
+	if len(at) > 0 {
+		filter["published_at"] = at
+	}
+	if f.Search != "" {
+		filter["$or"] = anyField(f.Search, "title", "summary", "url")["$or"]
+	}
+	sort := bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}
+	return listPage[Coverage](ctx, s, collCoverage, active(filter, f.IncludeArchived), sort, limit, offset)
+}
+
+// CoverageDetail is coverage with its related records, trimmed.
+type CoverageDetail struct {
+	*Coverage
+	Outlet      map[string]any   `json:"outlet"`
+	Channel     map[string]any   `json:"channel"`
+	Opportunity map[string]any   `json:"opportunity"`
+	Campaign    map[string]any   `json:"campaign"`
+	Contacts    []map[string]any `json:"contacts"`
+	Media       []map[string]any `json:"media"`
+}
+
+var (
+	trimOpportunity = []string{"title", "stage", "priority", "campaign_id", "archived_at"}
+	// trimMedia names the media fields an agent needs to pick a file; the
+	// bytes are fetched with get_media.
+	trimMedia = []string{"filename", "title", "description", "content_type", "size_bytes", "created_at"}
+)
+
+// CoverageDetail returns coverage with its outlet, channel, opportunity,
+// campaign, contacts and active media.
+func (s *Store) CoverageDetail(ctx context.Context, id string) (*CoverageDetail, error) {
+	c, err := s.Coverage(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &CoverageDetail{Coverage: c}
+	if d.Outlet, err = s.trimmedOne(ctx, collOutlets, c.OutletID, trimOutlet); err != nil {
+		return nil, err
+	}
+	if d.Channel, err = s.trimmedOne(ctx, collChannels, c.ChannelID, trimChannel); err != nil {
+		return nil, err
+	}
+	if d.Opportunity, err = s.trimmedOne(ctx, collOpportunities, c.OpportunityID, trimOpportunity); err != nil {
+		return nil, err
+	}
+	if d.Campaign, err = s.trimmedOne(ctx, collCampaigns, c.CampaignID, trimCampaign); err != nil {
+		return nil, err
+	}
+	if d.Contacts, err = s.trimmed(ctx, collContacts, byIDs(c.ContactIDs), nil, trimContact); err != nil {
+		return nil, err
+	}
+	if d.Media, err = s.trimmed(ctx, collMedia, bson.M{"coverage_id": id, "archived_at": nil}, newestFirst, trimMedia); err != nil {
+		return nil, err
+	}
+	return d, nil
+}

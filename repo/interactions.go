@@ -286,12 +286,12 @@ func interactionPipeline(sc interactionScope, limit int) mongo.Pipeline {
 		bson.M{"$match": sc.threads},
 		bson.M{"$unwind": "$messages"},
 		bson.M{"$match": sc.messages},
-		bson.M{"$project": bson.M{"_id": 0, "type": "email", "id": "$messages.id", "date": "$messages.date",
+		bson.M{"$project": bson.M{"_id": 0, "type": bson.M{"$literal": "email"}, "id": "$messages.id", "date": "$messages.date",
 			"title": "$messages.subject", "summary": firstLineExpr("$messages.body_text")}},
 	}
 	coverage := bson.A{
 		bson.M{"$match": sc.coverage},
-		bson.M{"$project": bson.M{"_id": 0, "type": "coverage", "id": "$_id", "date": "$published_at", "title": "$title",
+		bson.M{"$project": bson.M{"_id": 0, "type": bson.M{"$literal": "coverage"}, "id": "$_id", "date": "$published_at", "title": "$title",
 			"summary":     bson.M{"$concat": bson.A{orNA("$type"), " - ", orNA("$sentiment"), " - ", orNA("$url")}},
 			"detail_type": "$type"}},
 	}

@@ -58,25 +58,28 @@ func active(filter bson.M, includeArchived bool) bson.M {
 }
 
 // checkKeys refuses free-form object keys that MongoDB would read as an
-// operator or a path: a leading '$', a '.', or an empty key. Nested objects
-// are checked too.
+// operator or a path: a leading '$', a '.', or an empty key. Objects nested at
+// any depth, in objects or in arrays (of arrays), are checked too.
 func checkKeys(field string, obj map[string]any) error {
 	for k, v := range obj {
 		if k == "" || strings.HasPrefix(k, "$") || strings.Contains(k, ".") {
 			return Invalid(field, "key %q is not allowed: keys may not be empty, start with '$' or contain '.'", k)
 		}
-		if m, ok := v.(map[string]any); ok {
-			if err := checkKeys(field+"."+k, m); err != nil {
-				return err
-			}
+		if err := checkValueKeys(field+"."+k, v); err != nil {
+			return err
 		}
-		if a, ok := v.([]any); ok {
-			for _, x := range a {
-				if m, ok := x.(map[string]any); ok {
-					if err := checkKeys(field+"."+k, m); err != nil {
-						return err
-					}
-				}
+	}
+	return nil
+}
+
+func checkValueKeys(field string, v any) error {
+	switch x := v.(type) {
+	case map[string]any:
+		return checkKeys(field, x)
+	case []any:
+		for _, e := range x {
+			if err := checkValueKeys(field, e); err != nil {
+				return err
 			}
 		}
 	}

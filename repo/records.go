@@ -53,7 +53,7 @@ func toM(rec any) (bson.M, error) {
 var kinds = map[string]string{
 	collOutlets: "outlet", collContacts: "contact", collChannels: "channel", collCampaigns: "campaign",
 	collOpportunities: "opportunity", collCoverage: "coverage", collMedia: "media", collNotes: "note",
-	collEmails: "email thread", collUsers: "user", collKeys: "agent key",
+	collEmails: "email thread", collUsers: "user", collKeys: "agent key", collSettings: "setting",
 }
 
 // insert creates rec in coll through the write path.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -47,6 +48,10 @@ const (
 	collChangeLog     = "change_log"
 	collCounters      = "counters"
 	collPlans         = "plans"
+	collSettings      = "settings"
+	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
+	collFiles  = "fs.files"
+	collChunks = "fs.chunks"
 )
 
 // Capabilities are what the connected server can do, detected at start.
@@ -71,6 +76,8 @@ type Options struct {
 	Exclusive bool
 	// Logger receives start-up and recovery messages.
 	Logger zerolog.Logger
+	// Media configures uploads and signed media URLs; zero values take the defaults.
+	Media MediaOptions
 }
 
 // Store is the service's handle on the database.
@@ -86,6 +93,10 @@ type Store struct {
 
 	keyUseMu sync.Mutex
 	keyUse   map[string]time.Time
+
+	media    MediaOptions
+	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (media.go)
+	uploadMu sync.Mutex             // one upload completes at a time (media.go)
 }
 
 // Open connects to uri, applies the index list, detects capabilities, picks
@@ -96,7 +107,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	s := &Store{client: client, db: client.Database(database), lease: opts.Lease, log: opts.Logger}
+	s := &Store{client: client, db: client.Database(database), lease: opts.Lease, log: opts.Logger, media: opts.Media.withDefaults()}
 	if s.lease == 0 {
 		s.lease = 30 * time.Second
 	}

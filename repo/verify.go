@@ -14,7 +14,7 @@ import (
 
 // recordCollections are the collections written through the write path.
 var recordCollections = []string{collOutlets, collContacts, collChannels, collCampaigns, collOpportunities,
-	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys}
+	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys, collSettings}
 
 // Violation is one broken invariant.
 type Violation struct {

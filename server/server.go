@@ -1,6 +1,6 @@
 // Package server is the HTTP edge: MCP over Streamable HTTP at /mcp behind
-// bearer-key authentication, cross-origin protection and a body limit, and
-// /healthz.
+// bearer-key authentication, cross-origin protection and a body limit, the
+// signed media URLs under /media/, and /healthz.
 package server
 
 import (
@@ -33,7 +33,7 @@ func New(store *repo.Store, log zerolog.Logger) http.Handler {
 	tools.Register(srv, tools.All(store))
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, SessionTimeout: 30 * time.Minute})
-	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		k, err := store.Authenticate(ctx, token)
 		if errors.Is(err, repo.ErrBadKey) {
 			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, errors.Unwrap(err))
@@ -44,7 +44,7 @@ func New(store *repo.Store, log zerolog.Logger) http.Handler {
 		}
 		info := &auth.TokenInfo{Scopes: k.Scopes, UserID: k.ID, Extra: map[string]any{tools.ActorKey: audit.Actor{
 			UserID: k.UserID, AgentID: k.AgentID, KeyID: k.ID, KeyName: k.Name, AgentType: k.AgentType, Scopes: k.Scopes,
-		}}}
+		}, tools.BaseURLKey: requestBaseURL(r)}}
 		if k.ExpiresAt != nil {
 			info.Expiration = *k.ExpiresAt
 		}
@@ -53,6 +53,7 @@ func New(store *repo.Store, log zerolog.Logger) http.Handler {
 	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(challenge(withLogger(protected, log))))
+	mountMedia(mux, store, log)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()

@@ -9,8 +9,15 @@ import (
 // All is every tool of the service, in the order tools/list shows them.
 func All(s *repo.Store) []Tool {
 	return slices.Concat(
+		Outlets(s),
+		Contacts(s),
+		Channels(s),
+		Campaigns(s),
+		Opportunities(s),
+		Coverage(s),
 		Notes(s),
 		Audit(s),
 		Keys(s),
+		Media(s),
 	)
 }

@@ -240,6 +240,7 @@ func handler(t Tool) mcp.ToolHandler {
 		}
 		actor.Tool = t.Def.Name
 		ctx = audit.WithActor(ctx, actor)
+		ctx = withBaseURL(ctx, req)
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			ctx = context.WithValue(ctx, progressKey{}, func(done, total int, msg string) {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(done), Total: float64(total), Message: msg})

@@ -15,8 +15,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +55,9 @@ Every command reads the same configuration:
   MONGODB_URI      use this MongoDB instead of the embedded store
   OUTREACH_DB      database name (default outreach)
   OUTREACH_WRITE_MODE  force "ordered" or "transaction" (default: chosen by the server's abilities)
+  OUTREACH_PUBLIC_URL  base URL clients reach the service at, for signed media URLs (default: from each request)
+  OUTREACH_MEDIA_MAX_BYTES  size cap of a media upload (default 104857600, 100 MiB)
+  OUTREACH_MEDIA_URL_TTL    lifetime of signed media URLs, e.g. 15m (default 15m)
 `
 
 type config struct {
@@ -132,13 +137,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // or by starting it in this process (and, when serving, exposing the socket).
 func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*repo.Store, func(), error) {
 	opts := repo.Options{WriteMode: cfg.writeMode, Logger: log}
+	var err error
+	if opts.Media, err = mediaOptions(); err != nil {
+		return nil, nil, err
+	}
 	uri := cfg.uri
 	var es *embedded.Store
 	if uri == "" && !serving {
 		uri = embedded.SocketURI(cfg.data)
 	}
 	if uri == "" {
-		var err error
 		es, err = embedded.Start(ctx, embedded.Options{Dir: cfg.data, TCP: cfg.mongoListen, Socket: true})
 		if err != nil {
 			return nil, nil, err
@@ -162,12 +170,42 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 	}, nil
 }
 
+// mediaOptions reads the media configuration from the environment.
+func mediaOptions() (repo.MediaOptions, error) {
+	var o repo.MediaOptions
+	if v := os.Getenv("OUTREACH_MEDIA_MAX_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("OUTREACH_MEDIA_MAX_BYTES=%q: want a positive number of bytes", v)
+		}
+		o.MaxBytes = n
+	}
+	if v := os.Getenv("OUTREACH_MEDIA_URL_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return o, fmt.Errorf("OUTREACH_MEDIA_URL_TTL=%q: want a duration of at least 1s, e.g. 15m", v)
+		}
+		o.URLTTL = d
+	}
+	if v := os.Getenv("OUTREACH_PUBLIC_URL"); v != "" {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return o, fmt.Errorf("OUTREACH_PUBLIC_URL=%q: want http(s)://host[:port][/path]", v)
+		}
+		o.PublicURL = v
+	}
+	return o, nil
+}
+
 func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger) error {
 	store, closeStore, err := open(ctx, cfg, true, log)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
+	if err := store.Seed(ctx); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err

@@ -39,6 +39,8 @@ type Env struct {
 type Options struct {
 	// Lease overrides the store's write lease.
 	Lease time.Duration
+	// Media overrides the media upload cap and signed-URL lifetime.
+	Media repo.MediaOptions
 }
 
 // New starts a service for the test and stops it when the test ends.
@@ -58,6 +60,9 @@ func NewWith(t testing.TB, o Options) *Env {
 	if err != nil || key == "" {
 		t.Fatalf("bootstrap: %q %v", key, err)
 	}
+	if err := store.Seed(ctx); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
 	u, err := store.UserByEmail(ctx, "admin@localhost")
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +76,7 @@ func OpenStore(t testing.TB, o Options) *repo.Store {
 	t.Helper()
 	ctx := context.Background()
 	uri := os.Getenv("MONGODB_URI")
-	opts := repo.Options{WriteMode: os.Getenv("OUTREACH_WRITE_MODE"), Lease: o.Lease, Logger: zerolog.Nop()}
+	opts := repo.Options{WriteMode: os.Getenv("OUTREACH_WRITE_MODE"), Lease: o.Lease, Logger: zerolog.Nop(), Media: o.Media}
 	if uri == "" {
 		es, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
 		if err != nil {

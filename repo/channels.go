@@ -1,0 +1,167 @@
+package repo
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"outreach/audit"
+)
+
+// ChannelTypes are the allowed channel types.
+var ChannelTypes = []string{"website", "newsletter", "podcast", "tv_broadcast", "print", "event", "award"}
+
+// ChannelFrequencies are the allowed publishing frequencies.
+var ChannelFrequencies = []string{"daily", "weekly", "monthly", "quarterly", "annual"}
+
+// Channel is one channel of an outlet: its website, a newsletter, a podcast.
+// It belongs to one outlet for good.
+type Channel struct {
+	Meta        `bson:",inline"`
+	OutletID    string         `bson:"outlet_id" json:"outlet_id"`
+	Type        string         `bson:"type" json:"type"`
+	Name        string         `bson:"name,omitempty" json:"name"`
+	Description string         `bson:"description,omitempty" json:"description"`
+	URL         string         `bson:"url,omitempty" json:"url"`
+	Frequency   string         `bson:"frequency,omitempty" json:"frequency"`
+	Attributes  map[string]any `bson:"attributes,omitempty" json:"attributes"`
+}
+
+// ChannelFields are the fields a create or an update sets; nil leaves a
+// field as it is.
+type ChannelFields struct {
+	Type, Name, Description, URL, Frequency *string
+	Attributes                              map[string]any
+}
+
+func (f ChannelFields) empty() bool {
+	return f.Type == nil && f.Name == nil && f.Description == nil && f.URL == nil && f.Frequency == nil && f.Attributes == nil
+}
+
+// apply validates f and sets it on c; it does no I/O. An empty frequency
+// clears it.
+func (f ChannelFields) apply(c *Channel, creating bool) error {
+	if f.Type != nil || creating {
+		if f.Type == nil || !slices.Contains(ChannelTypes, *f.Type) {
+			got := ""
+			if f.Type != nil {
+				got = *f.Type
+			}
+			return Invalid("type", "%q is not allowed; use one of: %s", got, strings.Join(ChannelTypes, ", "))
+		}
+		c.Type = *f.Type
+	}
+	if f.Frequency != nil && *f.Frequency != "" && !slices.Contains(ChannelFrequencies, *f.Frequency) {
+		return Invalid("frequency", "%q is not allowed; use one of: %s (or \"\" to clear it)", *f.Frequency, strings.Join(ChannelFrequencies, ", "))
+	}
+	if f.URL != nil {
+		if u := strings.TrimSpace(*f.URL); u != "" {
+			if err := checkWebURL("url", u); err != nil {
+				return err
+			}
+		}
+	}
+	setText(&c.Name, f.Name)
+	setText(&c.Description, f.Description)
+	setText(&c.URL, f.URL)
+	setText(&c.Frequency, f.Frequency)
+	if f.Attributes != nil {
+		attrs, err := freeForm("attributes", f.Attributes)
+		if err != nil {
+			return err
+		}
+		c.Attributes = attrs
+	}
+	return nil
+}
+
+// CreateChannel adds a channel to an active outlet.
+func (s *Store) CreateChannel(ctx context.Context, outletID string, f ChannelFields) (*Channel, error) {
+	c := &Channel{OutletID: outletID}
+	if err := f.apply(c, true); err != nil {
+		return nil, err
+	}
+	if err := s.mustExist(ctx, collOutlets, "outlet_id", outletID); err != nil {
+		return nil, err
+	}
+	if err := insert(ctx, s, collChannels, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Channel returns one channel, archived or not.
+func (s *Store) Channel(ctx context.Context, id string) (*Channel, error) {
+	return find[*Channel](ctx, s, collChannels, id)
+}
+
+// UpdateChannel changes the given fields of an active channel; its outlet
+// never changes.
+func (s *Store) UpdateChannel(ctx context.Context, id string, f ChannelFields) (*Channel, error) {
+	if f.empty() {
+		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
+	}
+	return modify(ctx, s, collChannels, id, audit.ActionUpdate, func(c *Channel) error {
+		if err := refuseArchived(collChannels, &c.Meta); err != nil {
+			return err
+		}
+		return f.apply(c, false)
+	})
+}
+
+// ArchiveChannel archives a channel.
+func (s *Store) ArchiveChannel(ctx context.Context, id string) (*Channel, error) {
+	return archive[*Channel](ctx, s, collChannels, id, nil)
+}
+
+// RestoreChannel restores an archived channel, whether or not its outlet is
+// archived (archiving an outlet never touched its channels either).
+func (s *Store) RestoreChannel(ctx context.Context, id string) (*Channel, error) {
+	return restore[*Channel](ctx, s, collChannels, id)
+}
+
+// ChannelFilter selects channels; zero fields do not filter.
+type ChannelFilter struct {
+	OutletID        string
+	Type            string
+	IncludeArchived bool
+}
+
+// ListChannels lists channels, newest first.
+func (s *Store) ListChannels(ctx context.Context, f ChannelFilter, limit, offset int) (Page[Channel], error) {
+	filter := bson.M{}
+	if f.OutletID != "" {
+		if _, err := s.Outlet(ctx, f.OutletID); err != nil {
+			return Page[Channel]{}, withField(err, "outlet_id")
+		}
+		filter["outlet_id"] = f.OutletID
+	}
+	if f.Type != "" {
+		if !slices.Contains(ChannelTypes, f.Type) {
+			return Page[Channel]{}, Invalid("type", "%q is not allowed; use one of: %s", f.Type, strings.Join(ChannelTypes, ", "))
+		}
+		filter["type"] = f.Type
+	}
+	return listPage[Channel](ctx, s, collChannels, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+}
+
+// ChannelDetail is a channel with its parent outlet (archived or not).
+type ChannelDetail struct {
+	*Channel
+	Outlet OutletSummary `json:"outlet"`
+}
+
+// ChannelDetail returns a channel with its parent outlet.
+func (s *Store) ChannelDetail(ctx context.Context, id string) (*ChannelDetail, error) {
+	c, err := s.Channel(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.Outlet(ctx, c.OutletID)
+	if err != nil {
+		return nil, err
+	}
+	return &ChannelDetail{Channel: c, Outlet: summarizeOutlet(o)}, nil
+}

@@ -1,0 +1,93 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"outreach/audit"
+)
+
+// This file builds groups of mutations that the write path applies as one
+// unit (a change and the records that follow from it). modify and insert
+// write one record each; prepare and creation build the same mutations
+// without writing, and writeGroup writes them together.
+
+// prepare reads record id of coll, lets fn change it, and returns the record
+// and the mutation that stores it; the mutation is nil when fn changed
+// nothing. Like modify's fn, fn may run more than once.
+func prepare[P interface {
+	*T
+	record
+}, T any](ctx context.Context, s *Store, coll, id, action string, fn func(P) error) (P, *mutation, error) {
+	if err := checkID(id); err != nil {
+		return nil, nil, NotFound(kinds[coll], id)
+	}
+	var raw bson.M
+	if err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(&raw); err != nil {
+		return nil, nil, driverErr(err, kinds[coll], id)
+	}
+	rec := P(new(T))
+	if err := decodeM(raw, rec); err != nil {
+		return nil, nil, err
+	}
+	if err := fn(rec); err != nil {
+		return nil, nil, err
+	}
+	before := strip(raw)
+	after, err := toM(rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	delete(after, "updated_at")
+	cmp := strip(before)
+	delete(cmp, "updated_at")
+	if sameState(cmp, after) {
+		return rec, nil, nil
+	}
+	m := rec.meta()
+	m.UpdatedAt = now()
+	after["updated_at"] = m.UpdatedAt
+	return rec, &mutation{coll: coll, id: id, action: action, before: before, after: after, version: m.Version}, nil
+}
+
+// creation returns the mutation that creates rec in coll, giving it an id
+// (unless it has one) and its timestamps.
+func creation[P interface {
+	*T
+	record
+}, T any](coll string, rec P) (mutation, error) {
+	m := rec.meta()
+	if m.ID == "" {
+		m.ID = uuid.NewString()
+	}
+	t := now()
+	m.CreatedAt, m.UpdatedAt, m.ArchivedAt = t, t, nil
+	after, err := toM(rec)
+	if err != nil {
+		return mutation{}, err
+	}
+	return mutation{coll: coll, id: m.ID, action: audit.ActionCreate, after: after}, nil
+}
+
+// writeGroup writes the mutations build returns as one unit. build reads
+// fresh state each time: a lost race (another call changed one of the
+// records) runs it again, as modify does for one record.
+func (s *Store) writeGroup(ctx context.Context, build func() ([]mutation, error)) error {
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		muts, err := build()
+		if err != nil {
+			return err
+		}
+		_, err = s.write(ctx, muts...)
+		if isConflict(err) && errors.Is(err, ErrConflict) && attempt < attempts {
+			time.Sleep(time.Duration(attempt*attempt) * 2 * time.Millisecond)
+			continue
+		}
+		return err
+	}
+}

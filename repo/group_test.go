@@ -1,0 +1,133 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"outreach/audit"
+	"outreach/embedded"
+)
+
+func openEmbedded(t *testing.T) *Store {
+	t.Helper()
+	ctx := context.Background()
+	es, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(es.Close)
+	s, err := Open(ctx, es.URI, "group_test", Options{WriteMode: ModeOrdered, Exclusive: true, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+// TestStageChangeWithNoteSurvivesCrashes stops the ordered group protocol
+// after each of its steps (a group that changes the opportunity and creates
+// its note), runs recovery, and checks that the stage change and the note
+// landed together or not at all, and that the invariants hold.
+func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
+	s := openEmbedded(t)
+	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
+	if err := s.Seed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		point  string
+		nth    int
+		landed bool
+	}{
+		{"plan", 1, false},
+		{"lock", 1, false},
+		{"locked", 1, true},
+		{"step-entry", 1, true},
+		{"step-record", 1, true},
+		{"step-entry", 2, true},
+		{"step-record", 2, true},
+	} {
+		t.Run(fmt.Sprintf("%s#%d", tc.point, tc.nth), func(t *testing.T) {
+			o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "crash " + tc.point})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := 0
+			s.hook = func(p string) error {
+				if p == tc.point {
+					if seen++; seen == tc.nth {
+						return errors.New("stop")
+					}
+				}
+				return nil
+			}
+			_, err = s.ChangeStage(ctx, o.ID, StageMove{Stage: "pitched", Note: "sent"})
+			s.hook = nil
+			if !errors.Is(err, errCrashed) {
+				t.Fatalf("ChangeStage: %v, want a simulated crash", err)
+			}
+			if _, err := s.Recover(context.Background(), true); err != nil {
+				t.Fatalf("recover: %v", err)
+			}
+			got, err := s.Opportunity(ctx, o.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			notes, err := s.coll(collNotes).CountDocuments(ctx, bson.M{"links.opportunity_id": o.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.landed {
+				last := got.StageHistory[len(got.StageHistory)-1]
+				n, _ := s.coll(collNotes).CountDocuments(ctx, bson.M{"_id": last.NoteID})
+				if got.Stage != "pitched" || notes != 1 || n != 1 {
+					t.Errorf("rolled forward: stage %s, %d notes, history note found %d; want pitched with its note", got.Stage, notes, n)
+				}
+			} else if got.Stage != StageResearching || notes != 0 || len(got.StageHistory) != 1 {
+				t.Errorf("voided: stage %s, %d notes; want researching and no note", got.Stage, notes)
+			}
+			v, err := s.Verify(context.Background())
+			if err != nil || len(v) > 0 {
+				t.Errorf("invariants: %v %+v", err, v)
+			}
+			// The opportunity is not left locked: it can move again.
+			if _, err := s.ChangeStage(ctx, o.ID, StageMove{Stage: "responded"}); err != nil {
+				t.Errorf("move after recovery: %v", err)
+			}
+		})
+	}
+}
+
+// TestGroupRefusesCreatingRedactedRecords: a plan cannot carry a create of
+// a collection with redacted fields, whose values it could not restore.
+func TestGroupRefusesCreatingRedactedRecords(t *testing.T) {
+	s := openEmbedded(t)
+	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s"})
+	if err := s.Seed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.CreateCampaign(ctx, &Campaign{Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, m, err := prepare(ctx, s, collCampaigns, c.ID, audit.ActionUpdate, func(c *Campaign) error { c.Goals = "g"; return nil })
+	if err != nil || m == nil {
+		t.Fatal(m, err)
+	}
+	k, err := creation(collKeys, &AgentKey{Name: "k", KeyHash: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.write(ctx, *m, k); err == nil {
+		t.Fatal("a group creating an agent key was written")
+	}
+	n, _ := s.coll(collKeys).CountDocuments(ctx, bson.M{})
+	if got, _ := s.Campaign(ctx, c.ID); got.Goals != "" || n != 0 {
+		t.Errorf("refused group wrote: goals %q, %d keys", got.Goals, n)
+	}
+}

@@ -1,0 +1,618 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/audit"
+)
+
+// Stages of an opportunity, in pipeline order; won and lost are terminal.
+const (
+	StageResearching = "researching"
+	StageWon         = "won"
+	StageLost        = "lost"
+)
+
+// Stages are the allowed opportunity stages.
+var Stages = []string{StageResearching, "drafting", "pitched", "responded", "in_progress", "placed", "published", StageWon, StageLost}
+
+// Priorities are the allowed opportunity priorities.
+var Priorities = []string{"high", "medium", "low"}
+
+// OpportunityTypes are the allowed opportunity types.
+var OpportunityTypes = []string{"pitch", "interview", "podcast_guest", "speaking", "contributed_article", "award_entry", "event", "other"}
+
+// Terminal reports whether stage is won or lost.
+func Terminal(stage string) bool { return stage == StageWon || stage == StageLost }
+
+// Opportunity is the core pipeline record: a pitch or placement and its
+// lifecycle.
+type Opportunity struct {
+	Meta            `bson:",inline"`
+	Title           string        `bson:"title" json:"title"`
+	Description     string        `bson:"description,omitempty" json:"description,omitempty"`
+	CampaignID      string        `bson:"campaign_id" json:"campaign_id"`
+	OutletID        string        `bson:"outlet_id,omitempty" json:"outlet_id,omitempty"`
+	ChannelID       string        `bson:"channel_id,omitempty" json:"channel_id,omitempty"`
+	Stage           string        `bson:"stage" json:"stage"`
+	Priority        string        `bson:"priority" json:"priority"`
+	Type            string        `bson:"type,omitempty" json:"type,omitempty"`
+	TargetDate      *time.Time    `bson:"target_date,omitempty" json:"target_date,omitempty"`
+	NextAction      string        `bson:"next_action,omitempty" json:"next_action,omitempty"`
+	NextActionDate  *time.Time    `bson:"next_action_date,omitempty" json:"next_action_date,omitempty"`
+	NextActionOwner string        `bson:"next_action_owner,omitempty" json:"next_action_owner,omitempty"`
+	ContactIDs      []string      `bson:"contact_ids" json:"contact_ids"`
+	LostReason      string        `bson:"lost_reason,omitempty" json:"lost_reason,omitempty"`
+	StageHistory    []StageChange `bson:"stage_history" json:"stage_history"`
+}
+
+// StageChange is one entry of an opportunity's stage history: the stage
+// entered, when, and by whom.
+type StageChange struct {
+	Stage string    `bson:"stage" json:"stage"`
+	At    time.Time `bson:"at" json:"at"`
+	By    StageBy   `bson:"by" json:"by"`
+	// LostReason is kept here too, so reopening (which clears the
+	// opportunity's lost_reason) does not lose why it was lost.
+	LostReason string `bson:"lost_reason,omitempty" json:"lost_reason,omitempty"`
+	// NoteID is the note stored with the change, if any.
+	NoteID string `bson:"note_id,omitempty" json:"note_id,omitempty"`
+}
+
+// StageBy is who made a stage change: the same attribution as the change log.
+type StageBy struct {
+	UserID    string `bson:"user_id" json:"user_id"`
+	AgentID   string `bson:"agent_id" json:"agent_id"`
+	SessionID string `bson:"session_id" json:"session_id"`
+}
+
+func stageChange(ctx context.Context, stage, lostReason, noteID string) StageChange {
+	a, _ := audit.ActorFrom(ctx)
+	return StageChange{Stage: stage, At: now(), By: StageBy{UserID: a.UserID, AgentID: a.AgentID, SessionID: a.SessionID},
+		LostReason: lostReason, NoteID: noteID}
+}
+
+func oneOf(field, v string, allowed []string) error {
+	if !slices.Contains(allowed, v) {
+		return Invalid(field, "%q is not allowed; use one of: %s", v, strings.Join(allowed, ", "))
+	}
+	return nil
+}
+
+// uniqueIDs returns ids without repeats, in first-seen order, never nil.
+func uniqueIDs(ids []string) []string {
+	out := []string{}
+	for _, id := range ids {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// place resolves the outlet and channel of a record after a change. cur are
+// the stored values; outlet and channel the given ones (nil: not given, ""
+// clears). A channel given without an outlet brings its own outlet; in every
+// case the channel must belong to the outlet.
+func (s *Store) place(ctx context.Context, curOutlet, curChannel string, outlet, channel *string) (string, string, error) {
+	newOutlet, newChannel := curOutlet, curChannel
+	if outlet != nil {
+		newOutlet = *outlet
+	}
+	if channel != nil {
+		newChannel = *channel
+	}
+	if newChannel == "" {
+		return newOutlet, "", nil
+	}
+	var ch struct {
+		OutletID string `bson:"outlet_id"`
+	}
+	if err := s.coll(collChannels).FindOne(ctx, bson.M{"_id": newChannel}, options.FindOne().SetProjection(bson.M{"outlet_id": 1})).Decode(&ch); err != nil {
+		return "", "", driverErr(err, "channel", newChannel)
+	}
+	if channel != nil && outlet == nil {
+		newOutlet = ch.OutletID
+	}
+	if newOutlet != ch.OutletID {
+		if newOutlet == "" {
+			return "", "", Invalid("channel_id", "channel %s belongs to outlet %s; a record with a channel must have that outlet (clear channel_id with \"\" to remove the outlet)", newChannel, ch.OutletID)
+		}
+		return "", "", Invalid("channel_id", "channel %s belongs to outlet %s, not to outlet %s; give a channel of outlet %s, or clear channel_id with \"\"", newChannel, ch.OutletID, newOutlet, newOutlet)
+	}
+	return newOutlet, newChannel, nil
+}
+
+// OpportunityPatch is a change to an opportunity: nil fields are left as
+// they are; an empty string or a nil date clears an optional field. The
+// stage is changed only by ChangeStage.
+type OpportunityPatch struct {
+	Title, Description, CampaignID, OutletID, ChannelID *string
+	Priority, Type, NextAction, NextActionOwner         *string
+	LostReason                                          *string
+	TargetDate, NextActionDate                          **time.Time
+	ContactIDs                                          *[]string
+}
+
+// CreateOpportunity creates an opportunity: campaign_id defaults to the
+// General campaign, stage to researching, priority to medium. Every linked
+// record must exist and be active.
+func (s *Store) CreateOpportunity(ctx context.Context, o *Opportunity) (*Opportunity, error) {
+	o.Title = strings.TrimSpace(o.Title)
+	if o.Title == "" {
+		return nil, Invalid("title", "must not be empty")
+	}
+	if o.Stage == "" {
+		o.Stage = StageResearching
+	}
+	if o.Priority == "" {
+		o.Priority = "medium"
+	}
+	if err := checkOpportunity(o); err != nil {
+		return nil, err
+	}
+	if err := s.checkLinks(ctx, OpportunityPatch{CampaignID: strp(o.CampaignID), OutletID: strp(o.OutletID), ChannelID: strp(o.ChannelID), ContactIDs: &o.ContactIDs}); err != nil {
+		return nil, err
+	}
+	if o.CampaignID == "" {
+		id, err := s.generalID(ctx)
+		if err != nil {
+			return nil, err
+		}
+		o.CampaignID = id
+	}
+	var err error
+	if o.OutletID, o.ChannelID, err = s.place(ctx, "", "", nilIfEmpty(o.OutletID), nilIfEmpty(o.ChannelID)); err != nil {
+		return nil, err
+	}
+	o.ContactIDs = uniqueIDs(o.ContactIDs)
+	o.Meta = Meta{}
+	o.StageHistory = []StageChange{stageChange(ctx, o.Stage, o.LostReason, "")}
+	if err := insert(ctx, s, collOpportunities, o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func strp(s string) *string { return &s }
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// checkOpportunity checks the fields that need no lookup.
+func checkOpportunity(o *Opportunity) error {
+	if strings.TrimSpace(o.Title) == "" {
+		return Invalid("title", "must not be empty")
+	}
+	if err := oneOf("stage", o.Stage, Stages); err != nil {
+		return err
+	}
+	if err := oneOf("priority", o.Priority, Priorities); err != nil {
+		return err
+	}
+	if o.Type != "" {
+		if err := oneOf("type", o.Type, OpportunityTypes); err != nil {
+			return err
+		}
+	}
+	o.LostReason = strings.TrimSpace(o.LostReason)
+	if o.Stage == StageLost && o.LostReason == "" {
+		return Invalid("lost_reason", "is required when the stage is lost: say why it was lost")
+	}
+	if o.Stage != StageLost && o.LostReason != "" {
+		return Invalid("lost_reason", "only a lost opportunity has a lost_reason (the stage is %s)", o.Stage)
+	}
+	return nil
+}
+
+// checkLinks checks that every id given in p names an active record.
+func (s *Store) checkLinks(ctx context.Context, p OpportunityPatch) error {
+	for _, l := range []struct {
+		coll, field string
+		id          *string
+	}{{collCampaigns, "campaign_id", p.CampaignID}, {collOutlets, "outlet_id", p.OutletID}, {collChannels, "channel_id", p.ChannelID}} {
+		if l.id != nil && *l.id != "" {
+			if err := s.mustExist(ctx, l.coll, l.field, *l.id); err != nil {
+				return err
+			}
+		}
+	}
+	if p.ContactIDs != nil {
+		for i, id := range *p.ContactIDs {
+			if err := s.mustExist(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Opportunity returns an opportunity.
+func (s *Store) Opportunity(ctx context.Context, id string) (*Opportunity, error) {
+	return find[*Opportunity](ctx, s, collOpportunities, id)
+}
+
+func activeOpportunity(o *Opportunity) error {
+	if o.Archived() {
+		return Errorf(CodeFailedPrecondition, "opportunity %s is archived; restore it before changing it", o.ID)
+	}
+	return nil
+}
+
+// UpdateOpportunity applies p. When the campaign changes, the opportunity's
+// coverage follows it in the same write, so coverage.campaign_id stays true.
+func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityPatch) (*Opportunity, error) {
+	if p.CampaignID != nil && *p.CampaignID == "" {
+		return nil, Invalid("campaign_id", "cannot be cleared; every opportunity is in a campaign (give the General campaign's id to move it there)")
+	}
+	if p.Title != nil && strings.TrimSpace(*p.Title) == "" {
+		return nil, Invalid("title", "must not be empty")
+	}
+	if err := s.checkLinks(ctx, p); err != nil {
+		return nil, err
+	}
+	var out *Opportunity
+	err := s.writeGroup(ctx, func() ([]mutation, error) {
+		o, m, err := prepare(ctx, s, collOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
+			if err := activeOpportunity(o); err != nil {
+				return err
+			}
+			if p.Title != nil {
+				o.Title = strings.TrimSpace(*p.Title)
+			}
+			set(&o.Description, p.Description)
+			set(&o.CampaignID, p.CampaignID)
+			set(&o.Priority, p.Priority)
+			set(&o.Type, p.Type)
+			set(&o.NextAction, p.NextAction)
+			set(&o.NextActionOwner, p.NextActionOwner)
+			set(&o.TargetDate, p.TargetDate)
+			set(&o.NextActionDate, p.NextActionDate)
+			if p.LostReason != nil && o.Stage != StageLost {
+				return &Error{Code: CodeFailedPrecondition, Field: "lost_reason", Message: fmt.Sprintf("lost_reason: opportunity %s is %s, not lost; move it with update_opportunity_stage (stage lost, lost_reason)", id, o.Stage)}
+			}
+			set(&o.LostReason, p.LostReason)
+			if p.ContactIDs != nil {
+				o.ContactIDs = uniqueIDs(*p.ContactIDs)
+			}
+			if o.ContactIDs == nil {
+				o.ContactIDs = []string{}
+			}
+			var err error
+			if o.OutletID, o.ChannelID, err = s.place(ctx, o.OutletID, o.ChannelID, p.OutletID, p.ChannelID); err != nil {
+				return err
+			}
+			return checkOpportunity(o)
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = o
+		if m == nil {
+			return nil, nil
+		}
+		muts := []mutation{*m}
+		if m.before["campaign_id"] != o.CampaignID {
+			cm, err := s.coverageFollows(ctx, id, o.CampaignID)
+			if err != nil {
+				return nil, err
+			}
+			muts = append(muts, cm...)
+		}
+		return muts, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// coverageFollows returns the mutations that move the coverage of
+// opportunity oppID (archived coverage too) to campaignID.
+func (s *Store) coverageFollows(ctx context.Context, oppID, campaignID string) ([]mutation, error) {
+	var ids []struct {
+		ID string `bson:"_id"`
+	}
+	if err := s.findProjected(ctx, collCoverage, bson.M{"opportunity_id": oppID}, bson.M{"_id": 1}, &ids); err != nil {
+		return nil, err
+	}
+	var muts []mutation
+	for _, c := range ids {
+		_, m, err := prepare(ctx, s, collCoverage, c.ID, audit.ActionUpdate, func(c *Coverage) error {
+			c.CampaignID = campaignID
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			muts = append(muts, *m)
+		}
+	}
+	return muts, nil
+}
+
+// StageMove asks for a stage change.
+type StageMove struct {
+	Stage      string
+	LostReason string
+	// Reopen must be true to leave won or lost.
+	Reopen bool
+	// Note, when not empty, is stored as a note linked to the opportunity.
+	Note string
+}
+
+// ChangeStage moves an opportunity to another stage and appends the move to
+// its stage history. Moving between open stages is free in either
+// direction; lost needs a lost reason; leaving won or lost needs Reopen
+// (leaving lost clears lost_reason; the history keeps it). A note is
+// written in the same group as the stage change, after it: both land or
+// neither does.
+func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Opportunity, error) {
+	if err := oneOf("stage", mv.Stage, Stages); err != nil {
+		return nil, err
+	}
+	mv.LostReason = strings.TrimSpace(mv.LostReason)
+	if mv.Stage == StageLost && mv.LostReason == "" {
+		return nil, Invalid("lost_reason", "is required to move to lost: say why it was lost")
+	}
+	if mv.Stage != StageLost && mv.LostReason != "" {
+		return nil, Invalid("lost_reason", "is only taken with stage lost (not %s)", mv.Stage)
+	}
+	var out *Opportunity
+	err := s.writeGroup(ctx, func() ([]mutation, error) {
+		noteID := ""
+		var note mutation
+		if strings.TrimSpace(mv.Note) != "" {
+			var err error
+			if note, err = noteForStage(id, mv.Stage, mv.Note); err != nil {
+				return nil, err
+			}
+			noteID = note.id
+		}
+		o, m, err := prepare(ctx, s, collOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
+			if err := activeOpportunity(o); err != nil {
+				return err
+			}
+			if o.Stage == mv.Stage {
+				return &Error{Code: CodeFailedPrecondition, Field: "stage", Message: fmt.Sprintf("stage: opportunity %s is already %s", id, mv.Stage)}
+			}
+			if Terminal(o.Stage) && !mv.Reopen {
+				return &Error{Code: CodeFailedPrecondition, Field: "reopen", Message: fmt.Sprintf("opportunity %s is %s, a final stage; to move it to %s pass reopen: true", id, o.Stage, mv.Stage)}
+			}
+			o.Stage, o.LostReason = mv.Stage, mv.LostReason
+			o.StageHistory = append(o.StageHistory, stageChange(ctx, mv.Stage, mv.LostReason, noteID))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = o
+		muts := []mutation{*m} // never nil: the stage differs
+		if noteID != "" {
+			muts = append(muts, note)
+		}
+		return muts, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// noteForStage returns the mutation creating the note that records a stage
+// change of opportunity oppID: a general note titled "Stage changed to
+// <stage>", linked to the opportunity. It is the only place this group
+// writes a note; it is written in a group with the stage change, so it goes
+// through creation rather than CreateNote (the opportunity is known to
+// exist: it is changed in the same group).
+func noteForStage(oppID, stage, content string) (mutation, error) {
+	t := now()
+	n := &Note{Type: NoteTypes[0], Title: "Stage changed to " + stage, Content: content, OccurredAt: t,
+		Links: []NoteLink{{ID: uuid.NewString(), OpportunityID: oppID, CreatedAt: t}}}
+	return creation(collNotes, n)
+}
+
+// LinkContact adds a contact to an opportunity.
+func (s *Store) LinkContact(ctx context.Context, oppID, contactID string) (*Opportunity, error) {
+	if err := s.mustExist(ctx, collContacts, "contact_id", contactID); err != nil {
+		return nil, err
+	}
+	return modify(ctx, s, collOpportunities, oppID, audit.ActionLink, func(o *Opportunity) error {
+		if err := activeOpportunity(o); err != nil {
+			return err
+		}
+		if slices.Contains(o.ContactIDs, contactID) {
+			return &Error{Code: CodeFailedPrecondition, Field: "contact_id", Message: fmt.Sprintf("contact_id: contact %s is already linked to opportunity %s", contactID, oppID)}
+		}
+		o.ContactIDs = append(o.ContactIDs, contactID)
+		return nil
+	})
+}
+
+// UnlinkContact removes a contact from an opportunity.
+func (s *Store) UnlinkContact(ctx context.Context, oppID, contactID string) (*Opportunity, error) {
+	return modify(ctx, s, collOpportunities, oppID, audit.ActionUnlink, func(o *Opportunity) error {
+		if err := activeOpportunity(o); err != nil {
+			return err
+		}
+		i := slices.Index(o.ContactIDs, contactID)
+		if i < 0 {
+			return &Error{Code: CodeFailedPrecondition, Field: "contact_id", Message: fmt.Sprintf("contact_id: contact %s is not linked to opportunity %s", contactID, oppID)}
+		}
+		o.ContactIDs = slices.Delete(o.ContactIDs, i, i+1)
+		return nil
+	})
+}
+
+// ArchiveOpportunity archives an opportunity.
+func (s *Store) ArchiveOpportunity(ctx context.Context, id string) (*Opportunity, error) {
+	return archive[*Opportunity](ctx, s, collOpportunities, id, nil)
+}
+
+// RestoreOpportunity restores an archived opportunity.
+func (s *Store) RestoreOpportunity(ctx context.Context, id string) (*Opportunity, error) {
+	return restore[*Opportunity](ctx, s, collOpportunities, id)
+}
+
+// OpportunityFilter selects opportunities; empty fields do not filter.
+type OpportunityFilter struct {
+	CampaignID, Stage, Priority, OutletID, ContactID, Search string
+	// NextActionBefore keeps opportunities whose next action is due before it.
+	NextActionBefore *time.Time
+	IncludeArchived  bool
+}
+
+// ListOpportunities lists opportunities, newest first.
+func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limit, offset int) (Page[Opportunity], error) {
+	filter := bson.M{}
+	for k, v := range map[string]string{"campaign_id": f.CampaignID, "stage": f.Stage, "priority": f.Priority, "outlet_id": f.OutletID, "contact_ids": f.ContactID} {
+		if v != "" {
+			filter[k] = v
+		}
+	}
+	if f.NextActionBefore != nil {
+		filter["next_action_date"] = bson.M{"$lt": *f.NextActionBefore}
+	}
+	if f.Search != "" {
+		filter["$or"] = anyField(f.Search, "title", "description", "next_action")["$or"]
+	}
+	return listPage[Opportunity](ctx, s, collOpportunities, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+}
+
+// OpportunityDetail is an opportunity with its related records, trimmed.
+type OpportunityDetail struct {
+	*Opportunity
+	Campaign     map[string]any   `json:"campaign"`
+	Outlet       map[string]any   `json:"outlet"`
+	Channel      map[string]any   `json:"channel"`
+	Contacts     []map[string]any `json:"contacts"`
+	Coverage     []map[string]any `json:"coverage"`
+	EmailThreads []map[string]any `json:"email_threads"`
+}
+
+// Trimmed fields of related records.
+var (
+	trimCampaign = []string{"name", "status", "archived_at"}
+	trimOutlet   = []string{"name", "type", "tier", "website", "archived_at"}
+	trimChannel  = []string{"outlet_id", "name", "type", "url", "archived_at"}
+	trimContact  = []string{"first_name", "last_name", "email", "title", "do_not_contact", "archived_at"}
+	trimCoverage = []string{"title", "url", "published_at", "type", "sentiment", "reach", "outlet_id"}
+	trimThread   = []string{"subject", "last_message_at"}
+)
+
+// OpportunityDetail returns an opportunity with its campaign, outlet,
+// channel, contacts (linked records as they are, archived ones marked by
+// archived_at), and its active coverage and email threads, newest first.
+func (s *Store) OpportunityDetail(ctx context.Context, id string) (*OpportunityDetail, error) {
+	o, err := s.Opportunity(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &OpportunityDetail{Opportunity: o}
+	if d.Campaign, err = s.trimmedOne(ctx, collCampaigns, o.CampaignID, trimCampaign); err != nil {
+		return nil, err
+	}
+	if d.Outlet, err = s.trimmedOne(ctx, collOutlets, o.OutletID, trimOutlet); err != nil {
+		return nil, err
+	}
+	if d.Channel, err = s.trimmedOne(ctx, collChannels, o.ChannelID, trimChannel); err != nil {
+		return nil, err
+	}
+	if d.Contacts, err = s.trimmed(ctx, collContacts, byIDs(o.ContactIDs), nil, trimContact); err != nil {
+		return nil, err
+	}
+	if d.Coverage, err = s.trimmed(ctx, collCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
+		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, trimCoverage); err != nil {
+		return nil, err
+	}
+	if d.EmailThreads, err = s.trimmed(ctx, collEmails, bson.M{"opportunity_links.opportunity_id": id, "archived_at": nil},
+		bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, trimThread); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// trimmedOne returns fields of record id of coll, or nil when id is empty or
+// the record is missing.
+func (s *Store) trimmedOne(ctx context.Context, coll, id string, fields []string) (map[string]any, error) {
+	if id == "" {
+		return nil, nil
+	}
+	var doc bson.M
+	err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}, options.FindOne().SetProjection(projection(fields))).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, driverErr(err, kinds[coll], id)
+	}
+	return trim(doc), nil
+}
+
+// trimmed returns fields of the records of coll matching filter, in sort
+// order (by _id when sort is nil). Never nil.
+func (s *Store) trimmed(ctx context.Context, coll string, filter bson.M, sort bson.D, fields []string) ([]map[string]any, error) {
+	if sort == nil {
+		sort = bson.D{{Key: "_id", Value: 1}}
+	}
+	cur, err := s.coll(coll).Find(ctx, filter, options.Find().SetProjection(projection(fields)).SetSort(sort))
+	if err != nil {
+		return nil, driverErr(err, kinds[coll], "query")
+	}
+	var docs []bson.M
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, driverErr(err, kinds[coll], "query")
+	}
+	out := make([]map[string]any, 0, len(docs))
+	for _, d := range docs {
+		out = append(out, trim(d))
+	}
+	return out, nil
+}
+
+func projection(fields []string) bson.M {
+	p := bson.M{"_id": 1}
+	for _, f := range fields {
+		p[f] = 1
+	}
+	return p
+}
+
+// trim renames _id to id and turns BSON dates into times, which JSON shows
+// as RFC 3339 UTC strings.
+func trim(doc bson.M) map[string]any {
+	out := make(map[string]any, len(doc))
+	for k, v := range doc {
+		if dt, ok := v.(bson.DateTime); ok {
+			v = dt.Time().UTC()
+		}
+		if k == "_id" {
+			k = "id"
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// byIDs is the filter of the records with the given ids; never a null $in.
+func byIDs(ids []string) bson.M {
+	if ids == nil {
+		ids = []string{}
+	}
+	return bson.M{"_id": bson.M{"$in": ids}}
+}

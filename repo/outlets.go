@@ -1,0 +1,284 @@
+package repo
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/audit"
+)
+
+// OutletTypes are the allowed outlet types; the first is the default.
+var OutletTypes = []string{"publication", "newspaper", "magazine", "online", "broadcaster", "podcast_network",
+	"newsletter", "blog", "wire_service", "conference_organizer", "award_body", "other"}
+
+// Outlet is a media company, publication, podcast network or conference organizer.
+type Outlet struct {
+	Meta         `bson:",inline"`
+	Name         string         `bson:"name" json:"name"`
+	Type         string         `bson:"type" json:"type"`
+	Tier         *int           `bson:"tier,omitempty" json:"tier"`
+	Website      string         `bson:"website,omitempty" json:"website"`
+	Description  string         `bson:"description,omitempty" json:"description"`
+	Country      string         `bson:"country,omitempty" json:"country"`
+	Language     string         `bson:"language,omitempty" json:"language"`
+	Topics       []string       `bson:"topics" json:"topics"`
+	AudienceSize *int64         `bson:"audience_size,omitempty" json:"audience_size"`
+	SocialLinks  map[string]any `bson:"social_links,omitempty" json:"social_links"`
+}
+
+// OutletFields are the fields a create or an update sets; nil (or a nil
+// slice or map) leaves a field as it is.
+type OutletFields struct {
+	Name, Type                              *string
+	Tier                                    *int
+	Website, Description, Country, Language *string
+	Topics                                  []string
+	AudienceSize                            *int64
+	SocialLinks                             map[string]any
+}
+
+func (f OutletFields) empty() bool {
+	return f.Name == nil && f.Type == nil && f.Tier == nil && f.Website == nil && f.Description == nil &&
+		f.Country == nil && f.Language == nil && f.Topics == nil && f.AudienceSize == nil && f.SocialLinks == nil
+}
+
+// apply validates f and sets it on o. It does no I/O, so it may run inside
+// modify's retried callback. On an update a tier of 0 removes the tier.
+func (f OutletFields) apply(o *Outlet, creating bool) error {
+	if f.Name != nil || creating {
+		if f.Name == nil || strings.TrimSpace(*f.Name) == "" {
+			return Invalid("name", "must not be empty")
+		}
+		o.Name = strings.TrimSpace(*f.Name)
+	}
+	if f.Type != nil {
+		if !slices.Contains(OutletTypes, *f.Type) {
+			return Invalid("type", "%q is not allowed; use one of: %s", *f.Type, strings.Join(OutletTypes, ", "))
+		}
+		o.Type = *f.Type
+	} else if creating {
+		o.Type = OutletTypes[0]
+	}
+	if f.Tier != nil {
+		switch t := *f.Tier; {
+		case t == 0 && !creating:
+			o.Tier = nil
+		case t < 1 || t > 3:
+			return Invalid("tier", "%d is out of range; use 1 (top tier), 2 or 3", t)
+		default:
+			o.Tier = &t
+		}
+	}
+	if f.Website != nil {
+		if w := strings.TrimSpace(*f.Website); w != "" {
+			if err := checkWebURL("website", w); err != nil {
+				return err
+			}
+		}
+	}
+	setText(&o.Website, f.Website)
+	setText(&o.Description, f.Description)
+	setText(&o.Country, f.Country)
+	setText(&o.Language, f.Language)
+	if f.Topics != nil {
+		topics, err := cleanList("topics", f.Topics)
+		if err != nil {
+			return err
+		}
+		o.Topics = topics
+	}
+	if o.Topics == nil {
+		o.Topics = []string{}
+	}
+	if f.AudienceSize != nil {
+		if *f.AudienceSize < 0 {
+			return Invalid("audience_size", "%d is negative; give the monthly reach as 0 or more", *f.AudienceSize)
+		}
+		n := *f.AudienceSize
+		o.AudienceSize = &n
+	}
+	if f.SocialLinks != nil {
+		links, err := freeForm("social_links", f.SocialLinks)
+		if err != nil {
+			return err
+		}
+		o.SocialLinks = links
+	}
+	return nil
+}
+
+// CreateOutlet adds an outlet.
+func (s *Store) CreateOutlet(ctx context.Context, f OutletFields) (*Outlet, error) {
+	o := &Outlet{}
+	if err := f.apply(o, true); err != nil {
+		return nil, err
+	}
+	if err := insert(ctx, s, collOutlets, o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// Outlet returns one outlet, archived or not.
+func (s *Store) Outlet(ctx context.Context, id string) (*Outlet, error) {
+	return find[*Outlet](ctx, s, collOutlets, id)
+}
+
+// UpdateOutlet changes the given fields of an active outlet.
+func (s *Store) UpdateOutlet(ctx context.Context, id string, f OutletFields) (*Outlet, error) {
+	if f.empty() {
+		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
+	}
+	return modify(ctx, s, collOutlets, id, audit.ActionUpdate, func(o *Outlet) error {
+		if err := refuseArchived(collOutlets, &o.Meta); err != nil {
+			return err
+		}
+		return f.apply(o, false)
+	})
+}
+
+// ArchiveOutlet archives an outlet. Its channels, affiliated contacts and
+// notes are left as they are: they still name it, and show it as archived.
+func (s *Store) ArchiveOutlet(ctx context.Context, id string) (*Outlet, error) {
+	return archive[*Outlet](ctx, s, collOutlets, id, nil)
+}
+
+// RestoreOutlet restores an archived outlet.
+func (s *Store) RestoreOutlet(ctx context.Context, id string) (*Outlet, error) {
+	return restore[*Outlet](ctx, s, collOutlets, id)
+}
+
+// OutletFilter selects outlets; zero fields do not filter.
+type OutletFilter struct {
+	Tier            *int
+	Type            string
+	Topic           string
+	Search          string
+	IncludeArchived bool
+}
+
+// ListOutlets lists outlets, newest first.
+func (s *Store) ListOutlets(ctx context.Context, f OutletFilter, limit, offset int) (Page[Outlet], error) {
+	filter := bson.M{}
+	if f.Tier != nil {
+		if *f.Tier < 1 || *f.Tier > 3 {
+			return Page[Outlet]{}, Invalid("tier", "%d is out of range; use 1 (top tier), 2 or 3", *f.Tier)
+		}
+		filter["tier"] = *f.Tier
+	}
+	if f.Type != "" {
+		if !slices.Contains(OutletTypes, f.Type) {
+			return Page[Outlet]{}, Invalid("type", "%q is not allowed; use one of: %s", f.Type, strings.Join(OutletTypes, ", "))
+		}
+		filter["type"] = f.Type
+	}
+	if t := strings.TrimSpace(f.Topic); t != "" {
+		filter["topics"] = element(t)
+	}
+	if q := strings.TrimSpace(f.Search); q != "" {
+		filter["$or"] = anyField(q, "name", "website")["$or"]
+	}
+	return listPage[Outlet](ctx, s, collOutlets, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+}
+
+// OutletSummary is an outlet as a related record shows it.
+type OutletSummary struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Tier     *int   `json:"tier"`
+	Website  string `json:"website"`
+	Archived bool   `json:"archived"`
+}
+
+func summarizeOutlet(o *Outlet) OutletSummary {
+	return OutletSummary{ID: o.ID, Name: o.Name, Type: o.Type, Tier: o.Tier, Website: o.Website, Archived: o.Archived()}
+}
+
+// ChannelSummary is a channel as its outlet shows it.
+type ChannelSummary struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Type      string `json:"type"`
+	URL       string `json:"url"`
+	Frequency string `json:"frequency"`
+	Archived  bool   `json:"archived"`
+}
+
+// AffiliatedContact is a contact as an outlet shows it, with the role of
+// the affiliation that ties them.
+type AffiliatedContact struct {
+	ID            string `json:"id"`
+	Name          string `json:"name"`
+	Title         string `json:"title"`
+	Email         string `json:"email"`
+	Role          string `json:"role"`
+	IsPrimary     bool   `json:"is_primary"`
+	AffiliationID string `json:"affiliation_id"`
+	Ended         bool   `json:"ended"`
+	Archived      bool   `json:"archived"`
+}
+
+// OutletDetail is an outlet with its channels and affiliated contacts,
+// archived ones included and marked, active ones first.
+type OutletDetail struct {
+	*Outlet
+	Channels []ChannelSummary    `json:"channels"`
+	Contacts []AffiliatedContact `json:"contacts"`
+}
+
+// OutletDetail returns an outlet with its channels and affiliated contacts.
+func (s *Store) OutletDetail(ctx context.Context, id string) (*OutletDetail, error) {
+	o, err := s.Outlet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &OutletDetail{Outlet: o, Channels: []ChannelSummary{}, Contacts: []AffiliatedContact{}}
+	byName := options.Find().SetSort(bson.D{{Key: "archived_at", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}})
+	var channels []Channel
+	if err := s.findAll(ctx, collChannels, bson.M{"outlet_id": id}, byName, &channels); err != nil {
+		return nil, err
+	}
+	for _, c := range channels {
+		d.Channels = append(d.Channels, ChannelSummary{ID: c.ID, Name: c.Name, Type: c.Type, URL: c.URL, Frequency: c.Frequency, Archived: c.Archived()})
+	}
+	var contacts []Contact
+	if err := s.findAll(ctx, collContacts, bson.M{"affiliations.outlet_id": id}, byName, &contacts); err != nil {
+		return nil, err
+	}
+	for _, c := range contacts {
+		for _, a := range c.Affiliations {
+			if a.OutletID != id {
+				continue
+			}
+			d.Contacts = append(d.Contacts, AffiliatedContact{ID: c.ID, Name: c.Name, Title: c.Title, Email: c.Email,
+				Role: a.Role, IsPrimary: a.IsPrimary, AffiliationID: a.ID, Ended: a.EndedOn != nil, Archived: c.Archived()})
+		}
+	}
+	return d, nil
+}
+
+// findAll reads every record of coll matching filter into out (a slice pointer).
+func (s *Store) findAll(ctx context.Context, coll string, filter bson.M, opts *options.FindOptionsBuilder, out any) error {
+	cur, err := s.coll(coll).Find(ctx, filter, opts)
+	if err != nil {
+		return driverErr(err, kinds[coll], "list")
+	}
+	if err := cur.All(ctx, out); err != nil {
+		return driverErr(err, kinds[coll], "list")
+	}
+	return nil
+}
+
+// refuseArchived stops a change to an archived record: archived is the soft
+// form of deleted, and a change nobody sees in the lists is a surprise.
+func refuseArchived(coll string, m *Meta) error {
+	if m.ArchivedAt != nil {
+		return Errorf(CodeFailedPrecondition, "%s %s is archived; restore it before changing it", kinds[coll], m.ID)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package tools
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"outreach/repo"
+)
+
+type fuzzIn struct {
+	ID     string            `json:"id"`
+	Type   *string           `json:"type,omitempty"`
+	IDs    []string          `json:"ids,omitempty"`
+	Limit  *int              `json:"limit,omitempty"`
+	Flag   bool              `json:"flag,omitempty"`
+	Fields map[string]any    `json:"fields,omitempty"`
+	Nested map[string]string `json:"nested,omitempty"`
+}
+
+func TestDecode(t *testing.T) {
+	req := requiredFields(reflect.TypeFor[fuzzIn]())
+	cases := []struct {
+		in, field string
+	}{
+		{`{"id":"x"}`, ""},
+		{`{}`, "id"},
+		{`{"id":null}`, "id"},
+		{`{"id":"x","limit":1.5}`, "limit"},
+		{`{"id":"x","limit":"3"}`, "limit"},
+		{`{"id":"x","ids":"a"}`, "ids"},
+		{`{"id":"x","ids":[1]}`, "ids"},
+		{`{"id":"x","flag":"true"}`, "flag"},
+		{`{"id":"x","extra":1}`, "extra"},
+		{`[1]`, ""},
+		{`"s"`, ""},
+	}
+	for _, tc := range cases {
+		var in fuzzIn
+		err := decode(json.RawMessage(tc.in), &in, req)
+		var e *repo.Error
+		switch {
+		case tc.field == "" && tc.in == `{"id":"x"}`:
+			if err != nil {
+				t.Errorf("%s: %v", tc.in, err)
+			}
+		case !errors.As(err, &e) || e.Code != repo.CodeInvalid:
+			t.Errorf("%s: error %v, want invalid_argument", tc.in, err)
+		case e.Field != tc.field:
+			t.Errorf("%s: field %q, want %q (%s)", tc.in, e.Field, tc.field, e.Message)
+		}
+	}
+}
+
+// FuzzDecode: any bytes as arguments either decode or give an
+// invalid_argument error; never a panic, never another kind of error.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`{"id":"x"}`, `{"id":"x","ids":["a"],"limit":3,"fields":{"a":{"b":[1,{"c":null}]}}}`, `{"limit":1e400}`, `null`, ``, `{"id":"\ud800"}`, `{"id":"x","type":null}`} {
+		f.Add([]byte(s))
+	}
+	req := requiredFields(reflect.TypeFor[fuzzIn]())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var in fuzzIn
+		err := decode(json.RawMessage(b), &in, req)
+		if err == nil {
+			return
+		}
+		var e *repo.Error
+		if !errors.As(err, &e) || e.Code != repo.CodeInvalid || e.Message == "" {
+			t.Fatalf("decode(%q) = %v; want an invalid_argument error with a message", b, err)
+		}
+	})
+}

@@ -1,0 +1,116 @@
+package tools
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+var update = flag.Bool("update", false, "rewrite the tool definition snapshots under testdata/tools")
+
+// TestToolDefinitionsSnapshot fails when a tool's definition (name,
+// description, annotations, input schema) drifts from its snapshot: a change
+// of the public surface must be deliberate (go test ./tools -update).
+func TestToolDefinitionsSnapshot(t *testing.T) {
+	seen := map[string]bool{}
+	for _, tool := range All(nil) {
+		b, err := json.MarshalIndent(tool.Def, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, '\n')
+		path := filepath.Join("testdata", "tools", tool.Def.Name+".json")
+		seen[filepath.Base(path)] = true
+		if *update {
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("%s: no snapshot (run go test ./tools -update): %v", tool.Def.Name, err)
+			continue
+		}
+		if diff := cmp.Diff(string(want), string(b)); diff != "" {
+			t.Errorf("%s definition drifted (-snapshot +now); if intended, run go test ./tools -update:\n%s", tool.Def.Name, diff)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "tools", "*.json"))
+	for _, f := range files {
+		if !seen[filepath.Base(f)] {
+			t.Errorf("snapshot %s has no tool", f)
+		}
+	}
+}
+
+// TestToolInventory checks the whole list: unique verb_noun names, a
+// description on every tool and every parameter, explicit annotations that
+// agree with the scope.
+func TestToolInventory(t *testing.T) {
+	name := regexp.MustCompile(`^[a-z]+(_[a-z0-9]+)*$`)
+	names := map[string]bool{}
+	tools := All(nil)
+	if len(tools) < 60 {
+		t.Errorf("only %d tools", len(tools))
+	}
+	for _, tool := range tools {
+		d := tool.Def
+		if names[d.Name] {
+			t.Errorf("duplicate tool %s", d.Name)
+		}
+		names[d.Name] = true
+		if !name.MatchString(d.Name) {
+			t.Errorf("%s: not a verb_noun name", d.Name)
+		}
+		if len(strings.TrimSpace(d.Description)) < 20 {
+			t.Errorf("%s: description too short: %q", d.Name, d.Description)
+		}
+		a := d.Annotations
+		if a == nil || a.OpenWorldHint == nil {
+			t.Errorf("%s: annotations not explicit", d.Name)
+			continue
+		}
+		switch tool.Scope {
+		case "read":
+			if !a.ReadOnlyHint {
+				t.Errorf("%s: read scope without readOnlyHint", d.Name)
+			}
+		default:
+			if a.ReadOnlyHint || a.DestructiveHint == nil {
+				t.Errorf("%s: a mutating tool needs readOnlyHint false and an explicit destructiveHint", d.Name)
+			}
+		}
+		s, ok := d.InputSchema.(*jsonschema.Schema)
+		if !ok || s.Type != "object" {
+			t.Errorf("%s: input schema is not an object schema", d.Name)
+			continue
+		}
+		if s.AdditionalProperties == nil {
+			t.Errorf("%s: unknown arguments are not refused by the schema", d.Name)
+		}
+		for p, ps := range s.Properties {
+			if strings.TrimSpace(ps.Description) == "" {
+				t.Errorf("%s.%s: no description", d.Name, p)
+			}
+		}
+		for _, r := range s.Required {
+			if s.Properties[r] == nil {
+				t.Errorf("%s: required %s is not a property", d.Name, r)
+			}
+		}
+	}
+	for _, want := range []string{"create_note", "get_note", "list_notes", "update_note", "add_note_link", "remove_note_link",
+		"archive_note", "restore_note", "get_interaction_log", "create_agent_key", "list_outlets", "create_outlet", "whoami"} {
+		if !names[want] {
+			t.Errorf("missing tool %s", want)
+		}
+	}
+}
