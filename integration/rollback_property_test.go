@@ -15,7 +15,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
-	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
 )
@@ -51,7 +50,102 @@ type propOp struct {
 	call func(p *propRun, id string) (tool string, args M, ok bool)
 }
 
+// archiveOps are the archive and restore operations of a kind.
+func archiveOps(noun string) []propOp {
+	return []propOp{
+		{"archive", func(p *propRun, id string) (string, M, bool) { return "archive_" + noun, M{"id": id}, true }},
+		{"restore", func(p *propRun, id string) (string, M, bool) { return "restore_" + noun, M{"id": id}, true }},
+	}
+}
+
+// some returns a random non-empty subset of the fields, each with a value.
+func (p *propRun) some(args M, fields map[string]func() any) M {
+	for len(args) < 2 {
+		for f, v := range fields {
+			if p.r.IntN(2) == 0 {
+				args[f] = v()
+			}
+		}
+	}
+	return args
+}
+
 var propKinds = []propKind{
+	{coll: "outlets",
+		create: func(p *propRun) (string, M) {
+			return "create_outlet", M{"name": p.word(), "tier": 1 + p.r.IntN(3), "topics": []string{p.word()}}
+		},
+		ops: append([]propOp{{"update", func(p *propRun, id string) (string, M, bool) {
+			return "update_outlet", p.some(M{"id": id}, map[string]func() any{
+				"name":        func() any { return p.word() },
+				"tier":        func() any { return 1 + p.r.IntN(3) },
+				"description": func() any { return p.word() },
+				"topics":      func() any { return []string{p.word(), p.word()} },
+			}), true
+		}}}, archiveOps("outlet")...)},
+	{coll: "contacts",
+		create: func(p *propRun) (string, M) {
+			args := M{"first_name": p.word(), "last_name": p.word()}
+			if p.r.IntN(2) == 0 {
+				args["outlet_ids"] = []string{p.targetOf("outlets")}
+			}
+			return "create_contact", args
+		},
+		ops: append([]propOp{
+			{"update", func(p *propRun, id string) (string, M, bool) {
+				return "update_contact", p.some(M{"id": id}, map[string]func() any{
+					"title":        func() any { return p.word() },
+					"bio":          func() any { return p.word() },
+					"is_freelance": func() any { return p.r.IntN(2) == 0 },
+					"beats":        func() any { return []string{p.word()} },
+				}), true
+			}},
+			{"link", func(p *propRun, id string) (string, M, bool) {
+				return "add_contact_outlet", M{"contact_id": id, "outlet_id": p.targetOf("outlets"), "role": p.word(), "is_primary": p.r.IntN(2) == 0}, true
+			}},
+			{"unlink", func(p *propRun, id string) (string, M, bool) {
+				var c struct {
+					Outlets []struct {
+						AffiliationID string `json:"affiliation_id"`
+					} `json:"outlets"`
+				}
+				p.admin.Must("get_contact", M{"id": id}, &c)
+				if len(c.Outlets) == 0 {
+					return "", nil, false
+				}
+				return "remove_contact_outlet", M{"id": c.Outlets[p.r.IntN(len(c.Outlets))].AffiliationID}, true
+			}},
+		}, archiveOps("contact")...)},
+	{coll: "campaigns",
+		create: func(p *propRun) (string, M) {
+			return "create_campaign", M{"name": p.word() + " " + uuid.NewString()[:8], "status": p.pick([]string{"planning", "active"})}
+		},
+		ops: append([]propOp{{"update", func(p *propRun, id string) (string, M, bool) {
+			return "update_campaign", p.some(M{"id": id}, map[string]func() any{
+				"description": func() any { return p.word() },
+				"status":      func() any { return p.pick([]string{"planning", "active", "paused"}) },
+				"goals":       func() any { return p.word() },
+			}), true
+		}}}, archiveOps("campaign")...)},
+	{coll: "opportunities",
+		create: func(p *propRun) (string, M) {
+			return "create_opportunity", M{"title": p.word(), "priority": p.pick([]string{"high", "medium", "low"}), "contact_ids": []string{p.targetOf("contacts")}}
+		},
+		ops: append([]propOp{
+			{"update", func(p *propRun, id string) (string, M, bool) {
+				return "update_opportunity", p.some(M{"id": id}, map[string]func() any{
+					"title":       func() any { return p.word() },
+					"priority":    func() any { return p.pick([]string{"high", "medium", "low"}) },
+					"next_action": func() any { return p.word() },
+				}), true
+			}},
+			{"link", func(p *propRun, id string) (string, M, bool) {
+				return "add_opportunity_contact", M{"opportunity_id": id, "contact_id": p.targetOf("contacts")}, true
+			}},
+			{"unlink", func(p *propRun, id string) (string, M, bool) {
+				return "remove_opportunity_contact", M{"opportunity_id": id, "contact_id": p.targetOf("contacts")}, true
+			}},
+		}, archiveOps("opportunity")...)},
 	{coll: "users",
 		create: func(p *propRun) (string, M) {
 			return "create_user", M{"name": p.word(), "email": uuid.NewString() + "@example.com"}
@@ -134,6 +228,12 @@ func (p *propRun) word() string {
 
 func (p *propRun) pick(xs []string) string { return xs[p.r.IntN(len(xs))] }
 
+// targetOf picks a record of coll from the pool.
+func (p *propRun) targetOf(coll string) string {
+	ids := p.pool[coll]
+	return ids[p.r.IntN(len(ids))]
+}
+
 func (p *propRun) targets(n int) []propTarget {
 	var out []propTarget
 	for len(out) < n {
@@ -159,7 +259,11 @@ func (p *propRun) act(c *testenv.Client, prefer []string) string {
 		tool, args := k.create(p)
 		raw, e := c.Call(tool, args)
 		if e != nil {
-			p.t.Fatalf("%s(%v): %s: %s", tool, args, e.Code, e.Message)
+			// A link to a record archived since is refused as not_found.
+			if e.Code != repo.CodeNotFound {
+				p.t.Fatalf("%s(%v): %s: %s", tool, args, e.Code, e.Message)
+			}
+			return ""
 		}
 		var id string
 		if k.id != nil {
@@ -191,14 +295,25 @@ func (p *propRun) act(c *testenv.Client, prefer []string) string {
 		return ""
 	}
 	if _, e := c.Call(tool, args); e != nil {
-		// Refusals the record's state explains (archiving an archived
-		// record, updating an archived one, revoking twice) change nothing.
-		if e.Code != repo.CodeFailedPrecondition {
+		// Refusals the records' states explain (archiving an archived
+		// record, updating an archived one, revoking twice, linking an
+		// archived record) change nothing.
+		if e.Code != repo.CodeFailedPrecondition && e.Code != repo.CodeNotFound {
 			p.t.Fatalf("%s %s(%v): %s: %s", k.coll, tool, args, e.Code, e.Message)
 		}
 		return ""
 	}
 	return id
+}
+
+func (p *propRun) kindNamed(coll string) propKind {
+	for _, k := range propKinds {
+		if k.coll == coll {
+			return k
+		}
+	}
+	p.t.Fatalf("no kind %s", coll)
+	return propKind{}
 }
 
 func (p *propRun) kindOf(id string) propKind {
@@ -308,14 +423,13 @@ type propStats struct{ applied, conflicts, empty, steps int }
 func propBatch(t *testing.T, r *rand.Rand, from, to int, stats *propStats) {
 	env := testenv.New(t)
 	p := &propRun{t: t, r: r, admin: env.Admin(), pool: map[string][]string{}}
-	ctx := audit.WithActor(context.Background(), repo.SystemActor("fixtures"))
-	for i := 0; i < 6; i++ {
-		for _, k := range propTargets {
-			id, err := env.Store.Fixture(ctx, k.coll, map[string]any{"name": p.word(), "first_name": p.word(), "last_name": p.word()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.pool[k.coll] = append(p.pool[k.coll], id)
+	// Link targets, made through the tools in a session of their own.
+	setup := env.Client(env.AdminKey, fmt.Sprintf("prop-%d-setup", from))
+	for i := 0; i < 4; i++ {
+		for _, coll := range []string{"outlets", "contacts"} {
+			k := p.kindNamed(coll)
+			tool, args := k.create(p)
+			p.pool[coll] = append(p.pool[coll], testenv.ID(t, setup.Must(tool, args, nil)))
 		}
 	}
 	// Each case is one session of agent a; the other agent (b) and the
