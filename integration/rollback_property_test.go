@@ -297,8 +297,9 @@ func (p *propRun) act(c *testenv.Client, prefer []string) string {
 	if _, e := c.Call(tool, args); e != nil {
 		// Refusals the records' states explain (archiving an archived
 		// record, updating an archived one, revoking twice, linking an
-		// archived record) change nothing.
-		if e.Code != repo.CodeFailedPrecondition && e.Code != repo.CodeNotFound {
+		// archived record, affiliating twice) change nothing.
+		refused := e.Code == repo.CodeFailedPrecondition || e.Code == repo.CodeNotFound || e.Code == repo.CodeConflict && !e.Retryable
+		if !refused {
 			p.t.Fatalf("%s %s(%v): %s: %s", k.coll, tool, args, e.Code, e.Message)
 		}
 		return ""

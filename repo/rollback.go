@@ -383,7 +383,8 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 			before: states[k], after: after, version: st.Version, reverts: st.Change.ID}
 		states[k] = after
 	}
-	o.progress(0, len(muts), fmt.Sprintf("writing %d rollback changes", len(muts)))
+	total := len(p.Steps) + len(p.NotReversible) + len(p.Skipped)
+	o.progress(total-len(p.Steps), total, fmt.Sprintf("writing %d rollback changes as one unit", len(muts)))
 	entries, err := s.write(ctx, muts...)
 	if err != nil {
 		return nil, err
