@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,19 +43,24 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 	if err := cur.All(ctx, &plans); err != nil {
 		return rep, err
 	}
+	// A plan that cannot be settled now (the store failing) must not keep
+	// recovery from settling the others: its error is reported at the end.
+	var errs []error
 	for _, p := range plans {
 		if p.At.After(cutoff) {
 			continue
 		}
 		if p.State == planLocked {
-			if err := s.rollForward(ctx, p); err != nil {
-				return rep, fmt.Errorf("roll plan %s forward: %w", p.ID, err)
+			if _, err := s.rollForward(ctx, p); err != nil {
+				errs = append(errs, fmt.Errorf("roll plan %s forward: %w", p.ID, err))
+				continue
 			}
 			rep.PlansApplied++
 			continue
 		}
 		if err := s.abortPlan(ctx, p.ID); err != nil {
-			return rep, err
+			errs = append(errs, fmt.Errorf("abort plan %s: %w", p.ID, err))
+			continue
 		}
 		rep.PlansAborted++
 	}
@@ -91,7 +97,7 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 	if rep != (RecoveryReport{}) {
 		s.log.Warn().Interface("recovery", rep).Msg("settled writes left half-done")
 	}
-	return rep, nil
+	return rep, errors.Join(errs...)
 }
 
 func (s *Store) planSettled(ctx context.Context, id string) (bool, error) {

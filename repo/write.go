@@ -152,7 +152,13 @@ func (s *Store) writeTx(ctx context.Context, muts []mutation, entries []audit.En
 			if _, err := s.coll(collChangeLog).InsertOne(ctx, e); err != nil {
 				return nil, err
 			}
-			if err := s.writeRecord(ctx, muts[i], e.ID, ""); err != nil {
+			if err := s.at("entry"); err != nil {
+				return nil, err
+			}
+			if err := s.writeRecord(ctx, muts[i], e.ID, "", false); err != nil {
+				return nil, err
+			}
+			if err := s.at("record"); err != nil {
 				return nil, err
 			}
 			entries[i] = e
@@ -184,7 +190,7 @@ func (s *Store) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) er
 		return &Error{Code: CodeUnavailable, Message: "the store is too slow to complete the write; nothing was changed, try again", Retryable: true}
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.lease/3)
-	err = s.writeRecord(wctx, m, e.ID, "")
+	err = s.writeRecord(wctx, m, e.ID, "", false)
 	cancel()
 	if err != nil {
 		if isConflict(err) {
@@ -209,14 +215,19 @@ func isConflict(err error) bool {
 
 // writeRecord writes m's new state, guarded by the version it was read at, and
 // by the lock: only the plan holding it (planID) may write a locked record.
-func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID string) error {
-	doc := make(bson.M, len(m.after)+3)
+// The write releases the lock unless keepLock (the plan changes the record
+// again in a later step).
+func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID string, keepLock bool) error {
+	doc := make(bson.M, len(m.after)+4)
 	for k, v := range m.after {
 		doc[k] = v
 	}
 	doc["_id"] = m.id
 	doc[fieldVersion] = m.version + 1
 	doc[fieldLastChange] = entryID
+	if keepLock && planID != "" {
+		doc[fieldLockedBy] = planID
+	}
 	if m.before == nil {
 		_, err := s.coll(m.coll).InsertOne(ctx, doc)
 		if mongo.IsDuplicateKeyError(err) {
@@ -274,6 +285,9 @@ type planStep struct {
 	// Version is the version the step expects; the new state is Entry.After,
 	// with redacted fields kept as stored (they never change in a group).
 	Version int64 `bson:"version"`
+	// More says a later step of the plan changes the same record again, so
+	// this step keeps the record locked.
+	More bool `bson:"more,omitempty"`
 }
 
 // creates reports whether the step creates its record: a create has no
@@ -287,18 +301,51 @@ const (
 	planAborted = "aborted"
 )
 
+// newPlan checks that the steps of a group can be locked and applied in
+// order: a record changed by several steps is changed by consecutive
+// versions (a chain), locked once at the first; a record the group creates
+// is changed by no other step (it cannot be locked before it exists).
+func newPlan(planID string, muts []mutation, entries []audit.Entry) (plan, error) {
+	p := plan{ID: planID, State: planLocking, At: time.Now().UTC()}
+	next := map[string]int64{} // coll/id -> version the next step must expect
+	last := map[string]int{}   // coll/id -> index of its last step
+	created := map[string]bool{}
+	for i, m := range muts {
+		k := m.coll + "/" + m.id
+		if created[k] {
+			return p, fmt.Errorf("group step %d changes %s, which the group creates", i, k)
+		}
+		if m.before == nil {
+			// A create needs no lock (nobody else knows its fresh id) but its
+			// redacted fields could not be restored from the plan on roll-forward.
+			if len(redacted[m.coll]) > 0 {
+				return p, fmt.Errorf("a group may not create a record of %s", m.coll)
+			}
+			if _, ok := next[k]; ok {
+				return p, fmt.Errorf("group step %d creates %s, which an earlier step changes", i, k)
+			}
+			created[k] = true
+		}
+		if v, ok := next[k]; ok && v != m.version {
+			return p, fmt.Errorf("group step %d changes %s at version %d, want %d (steps of one record must chain)", i, k, m.version, v)
+		}
+		next[k] = m.version + 1
+		last[k] = i
+		p.Steps = append(p.Steps, planStep{Entry: entries[i], Coll: m.coll, ID: m.id, Version: m.version})
+	}
+	for i := range p.Steps {
+		p.Steps[i].More = last[p.Steps[i].Coll+"/"+p.Steps[i].ID] != i
+	}
+	return p, nil
+}
+
 // writePlan: persist the plan, lock every record at its expected version,
 // mark the plan locked (from here on recovery rolls it forward), apply each
 // step as a single ordered write carrying the plan id, mark it applied.
 func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, entries []audit.Entry) error {
-	p := plan{ID: planID, State: planLocking, At: time.Now().UTC()}
-	for i, m := range muts {
-		// A create needs no lock (nobody else knows its fresh id) but its
-		// redacted fields could not be restored from the plan on roll-forward.
-		if m.before == nil && len(redacted[m.coll]) > 0 {
-			return fmt.Errorf("a group may not create a record of %s", m.coll)
-		}
-		p.Steps = append(p.Steps, planStep{Entry: entries[i], Coll: m.coll, ID: m.id, Version: m.version})
+	p, err := newPlan(planID, muts, entries)
+	if err != nil {
+		return err
 	}
 	if _, err := s.coll(collPlans).InsertOne(ctx, p); err != nil {
 		return fmt.Errorf("plan: %w", err)
@@ -306,9 +353,22 @@ func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, e
 	if err := s.at("plan"); err != nil {
 		return err
 	}
+	fail := func(err error) error {
+		if rerr := s.abortPlan(context.WithoutCancel(ctx), planID); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	locked := map[string]bool{}
 	for _, st := range p.Steps {
-		if st.creates() {
+		k := st.Coll + "/" + st.ID
+		if locked[k] || st.creates() {
 			continue
+		}
+		// Past half the lease, recovery may be about to void this plan: give
+		// up rather than race it.
+		if time.Since(p.At) > s.lease/2 {
+			return fail(&Error{Code: CodeUnavailable, Message: "the store is too slow to complete the write; nothing was changed, try again", Retryable: true})
 		}
 		res, err := s.coll(st.Coll).UpdateOne(ctx,
 			bson.M{"_id": st.ID, fieldVersion: st.Version, fieldLockedBy: bson.M{"$exists": false}},
@@ -317,93 +377,119 @@ func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, e
 			err = ErrConflict
 		}
 		if err != nil {
-			if rerr := s.abortPlan(context.WithoutCancel(ctx), planID); rerr != nil {
-				return errors.Join(err, rerr)
-			}
-			return err
+			return fail(err)
 		}
+		locked[k] = true
 		if err := s.at("lock"); err != nil {
 			return err
 		}
 	}
-	if err := s.setPlanState(ctx, planID, planLocked); err != nil {
+	// Only a plan still locking may become locked: recovery may have voided
+	// it meanwhile (and released its locks), and then it must stay void.
+	res, err := s.coll(collPlans).UpdateOne(ctx, bson.M{"_id": planID, "state": planLocking}, bson.M{"$set": bson.M{"state": planLocked}})
+	if err != nil {
 		return err
+	}
+	if res.MatchedCount == 0 {
+		return fail(&Error{Code: CodeUnavailable, Message: "the store was too slow and the write was voided; nothing was changed, try again", Retryable: true})
 	}
 	if err := s.at("locked"); err != nil {
 		return err
 	}
-	if err := s.rollForward(ctx, p); err != nil {
+	// From here the group is decided: finish it even if the caller goes away.
+	p.State = planLocked
+	done, err := s.rollForward(context.WithoutCancel(ctx), p)
+	if err != nil {
 		return err
 	}
-	for i := range entries {
-		entries[i].State = audit.StateApplied
-	}
+	copy(entries, done)
 	return nil
 }
 
-// rollForward applies every step of a locked plan that has not landed yet.
-// It is idempotent: run by the writer, and again by recovery after a crash.
-func (s *Store) rollForward(ctx context.Context, p plan) error {
+// rollForward applies every step of a locked plan that has not landed yet,
+// and returns the steps' entries as written. It is idempotent: run by the
+// writer, and again by recovery after a crash, or by both at once. A step has
+// landed when its record is past the step's version: a locked record is
+// written by its plan only, and once released it may move on, never back.
+func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) {
+	out := make([]audit.Entry, len(p.Steps))
 	for i := range p.Steps {
 		st := &p.Steps[i]
-		var cur bson.M
-		err := s.coll(st.Coll).FindOne(ctx, bson.M{"_id": st.ID}).Decode(&cur)
-		if errors.Is(err, mongo.ErrNoDocuments) && st.creates() {
-			err = nil // the create has not landed yet
-		}
-		if err != nil {
-			return fmt.Errorf("plan %s step %s: %w", p.ID, st.ID, err)
-		}
-		if cur[fieldLastChange] != st.Entry.ID {
-			if st.creates() && cur != nil {
-				return fmt.Errorf("plan %s: %s/%s exists but was not created by the plan", p.ID, st.Coll, st.ID)
+		e := st.Entry
+		for attempt := 0; ; attempt++ {
+			var cur bson.M
+			err := s.coll(st.Coll).FindOne(ctx, bson.M{"_id": st.ID}).Decode(&cur)
+			if errors.Is(err, mongo.ErrNoDocuments) && st.creates() {
+				err = nil // the create has not landed yet
 			}
-			if !st.creates() && cur[fieldLockedBy] != p.ID {
-				return fmt.Errorf("plan %s lost its lock on %s/%s", p.ID, st.Coll, st.ID)
+			if err != nil {
+				return nil, fmt.Errorf("plan %s step %s: %w", p.ID, st.ID, err)
 			}
-			e := st.Entry
-			if e.Seq == 0 {
-				seq, err := s.nextSeq(ctx)
-				if err != nil {
-					return err
-				}
-				e.Seq = seq
+			// A created record exists from version 1 on, so the same test
+			// tells a landed create.
+			if v, _ := cur[fieldVersion].(int64); v > st.Version {
+				break
 			}
-			e.At, e.State = time.Now().UTC(), audit.StatePending
+			if (!st.creates() && cur[fieldLockedBy] != p.ID) || attempt > 0 {
+				return nil, fmt.Errorf("plan %s lost its lock on %s/%s", p.ID, st.Coll, st.ID)
+			}
+			seq, err := s.nextSeq(ctx)
+			if err != nil {
+				return nil, err
+			}
+			e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StatePending
 			if _, err := s.coll(collChangeLog).InsertOne(ctx, e); err != nil && !mongo.IsDuplicateKeyError(err) {
-				return err
+				return nil, err
 			}
 			if err := s.at("step-entry"); err != nil {
-				return err
+				return nil, err
 			}
 			after := make(bson.M, len(e.After))
 			for k, v := range e.After {
 				after[k] = v
 			}
-			for _, f := range redacted[st.Coll] {
-				after[f] = cur[f]
+			if !st.creates() {
+				for _, f := range redacted[st.Coll] {
+					after[f] = cur[f]
+				}
 			}
-			if err := s.writeRecord(ctx, mutation{coll: st.Coll, id: st.ID, before: e.Before, after: after, version: st.Version}, e.ID, p.ID); err != nil {
-				return err
+			err = s.writeRecord(ctx, mutation{coll: st.Coll, id: st.ID, before: e.Before, after: after, version: st.Version}, e.ID, p.ID, st.More)
+			if isConflict(err) {
+				continue // another roller landed it first: the next read shows it
+			}
+			if err != nil {
+				return nil, err
 			}
 			if err := s.at("step-record"); err != nil {
-				return err
+				return nil, err
 			}
+			break
 		}
-		if err := s.setEntryState(ctx, st.Entry.ID, audit.StateApplied); err != nil {
-			return err
+		if err := s.setEntryState(ctx, e.ID, audit.StateApplied); err != nil {
+			return nil, err
+		}
+		// The entry as stored: a retried roll may have inserted it earlier,
+		// with another seq.
+		if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"_id": e.ID}).Decode(&out[i]); err != nil {
+			return nil, fmt.Errorf("plan %s step %s: %w", p.ID, e.ID, err)
 		}
 	}
-	return s.setPlanState(ctx, p.ID, planApplied)
+	return out, s.setPlanState(ctx, p.ID, planApplied)
 }
 
+// abortPlan voids a plan that has not taken all its locks, and releases the
+// locks it took. A plan already locked is never voided: it is rolled forward.
 func (s *Store) abortPlan(ctx context.Context, planID string) error {
-	if _, err := s.coll(collPlans).UpdateOne(ctx, bson.M{"_id": planID}, bson.M{"$set": bson.M{"state": planAborted}}); err != nil {
+	if _, err := s.coll(collPlans).UpdateOne(ctx, bson.M{"_id": planID, "state": planLocking},
+		bson.M{"$set": bson.M{"state": planAborted}}); err != nil {
 		return err
 	}
 	var p plan
 	if err := s.coll(collPlans).FindOne(ctx, bson.M{"_id": planID}).Decode(&p); err != nil {
 		return err
+	}
+	if p.State != planAborted {
+		return nil
 	}
 	for _, st := range p.Steps {
 		if _, err := s.coll(st.Coll).UpdateOne(ctx, bson.M{"_id": st.ID, fieldLockedBy: planID},

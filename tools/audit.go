@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"strings"
 
 	"outreach/audit"
 	"outreach/repo"
@@ -25,6 +26,16 @@ func Audit(s *repo.Store) []Tool {
 	}
 	type changeIn struct {
 		ID string `json:"id" jsonschema:"the change entry's id (UUID)"`
+	}
+	type rollbackChangeIn struct {
+		ID     string `json:"id" jsonschema:"the change to roll back (UUID), as get_change_log lists it"`
+		DryRun bool   `json:"dry_run,omitempty" jsonschema:"only plan: return what would be written and any conflicts, and write nothing; default false"`
+		Force  bool   `json:"force,omitempty" jsonschema:"write even over fields that changed since the change (conflicts); default false"`
+	}
+	type rollbackSessionIn struct {
+		SessionID string `json:"session_id" jsonschema:"the agent session whose changes to roll back, as get_change_log shows it"`
+		DryRun    bool   `json:"dry_run,omitempty" jsonschema:"only plan: return every change, what would be written, the conflicts and what cannot be reversed, and write nothing; default false"`
+		Force     bool   `json:"force,omitempty" jsonschema:"write even over fields that changed since (conflicts); default false"`
 	}
 	return []Tool{
 		newTool("get_change_log", "The history of changes, newest first: each with the state before and after, who made it (user, agent, session), the tool, and for rollbacks the change it reverts.", read,
@@ -65,6 +76,26 @@ func Audit(s *repo.Store) []Tool {
 					return nil, err
 				}
 				return s.Change(ctx, in.ID)
+			}),
+		newTool("rollback_change", "Undo one change: a create is archived, an archive restored, a restore archived again, an update's fields set back to their values before it, a link or unlink inverted (links added by others since are kept). "+
+			"If a field the change wrote has changed since, nothing is written and the conflicting fields are returned with their current and expected values (code conflict), unless force is true. "+
+			"The rollback is itself a change (action rollback, reverts = the change), so it can be rolled back in turn. A change already rolled back, or one that left the system (a message sent), is refused (failed_precondition).", change,
+			func(ctx context.Context, in *rollbackChangeIn) (any, error) {
+				if err := checkUUID("id", in.ID); err != nil {
+					return nil, err
+				}
+				return s.RollbackChange(ctx, in.ID, repo.RollbackOptions{DryRun: in.DryRun, Force: in.Force})
+			}),
+		newTool("rollback_session", "Undo every change of an agent session, newest first, all or nothing: if any field changed since (a conflict), nothing is written unless force is true. "+
+			"dry_run returns the whole plan: each change, what would be written, the conflicts, what cannot be reversed (messages sent, always listed) and what was already rolled back. "+
+			"The rollback's own changes belong to the caller's session. Sends progress notifications when the call carries a progress token.", change,
+			func(ctx context.Context, in *rollbackSessionIn) (any, error) {
+				id := strings.TrimSpace(in.SessionID)
+				if id == "" || len(id) > 128 {
+					return nil, repo.Invalid("session_id", "must be 1 to 128 characters, as get_change_log shows it")
+				}
+				return s.RollbackSession(ctx, id, repo.RollbackOptions{DryRun: in.DryRun, Force: in.Force,
+					Progress: func(done, total int, msg string) { Progress(ctx, done, total, msg) }})
 			}),
 		newTool("whoami", "Who this call acts as: the user, the agent, the key (id, name, scopes) and the session every change is attributed to.", read,
 			func(ctx context.Context, _ *noIn) (any, error) {

@@ -1,0 +1,573 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"outreach/integration/testenv"
+	"outreach/repo"
+)
+
+// The property of rollback_session: after random sessions of changes across
+// record kinds, interleaved with another agent's changes, a session rollback
+// either reports a conflict and changes nothing at all, or leaves every record
+// exactly as the other agent's changes alone would have left it (the state
+// before the session with the other agent's changes on top; records the
+// session created are archived).
+//
+// Record kinds are a table: adding a kind is one entry with its create tool
+// and its other operations. The data is read back through the change log,
+// which store.Verify (run every few cases and after the test) ties to the
+// stored records.
+
+// propKind is one record kind: its collection, how to create one through its
+// MCP tool, and the operations on an existing one.
+type propKind struct {
+	coll string
+	// create returns a create tool call; nil when records of the kind are
+	// only made as fixtures (link targets).
+	create func(p *propRun) (string, M)
+	// id reads the new record's id from the create result (default: "id").
+	id  func(raw json.RawMessage) string
+	ops []propOp
+}
+
+// propOp is an operation on an existing record; ok false when it does not
+// apply to the record's current state (the call is then not made).
+type propOp struct {
+	name string
+	call func(p *propRun, id string) (tool string, args M, ok bool)
+}
+
+// archiveOps are the archive and restore operations of a kind.
+func archiveOps(noun string) []propOp {
+	return []propOp{
+		{"archive", func(p *propRun, id string) (string, M, bool) { return "archive_" + noun, M{"id": id}, true }},
+		{"restore", func(p *propRun, id string) (string, M, bool) { return "restore_" + noun, M{"id": id}, true }},
+	}
+}
+
+// some returns a random non-empty subset of the fields, each with a value.
+func (p *propRun) some(args M, fields map[string]func() any) M {
+	for len(args) < 2 {
+		for f, v := range fields {
+			if p.r.IntN(2) == 0 {
+				args[f] = v()
+			}
+		}
+	}
+	return args
+}
+
+var propKinds = []propKind{
+	{coll: "outlets",
+		create: func(p *propRun) (string, M) {
+			return "create_outlet", M{"name": p.word(), "tier": 1 + p.r.IntN(3), "topics": []string{p.word()}}
+		},
+		ops: append([]propOp{{"update", func(p *propRun, id string) (string, M, bool) {
+			return "update_outlet", p.some(M{"id": id}, map[string]func() any{
+				"name":        func() any { return p.word() },
+				"tier":        func() any { return 1 + p.r.IntN(3) },
+				"description": func() any { return p.word() },
+				"topics":      func() any { return []string{p.word(), p.word()} },
+			}), true
+		}}}, archiveOps("outlet")...)},
+	{coll: "contacts",
+		create: func(p *propRun) (string, M) {
+			args := M{"first_name": p.word(), "last_name": p.word()}
+			if p.r.IntN(2) == 0 {
+				args["outlet_ids"] = []string{p.targetOf("outlets")}
+			}
+			return "create_contact", args
+		},
+		ops: append([]propOp{
+			{"update", func(p *propRun, id string) (string, M, bool) {
+				return "update_contact", p.some(M{"id": id}, map[string]func() any{
+					"title":        func() any { return p.word() },
+					"bio":          func() any { return p.word() },
+					"is_freelance": func() any { return p.r.IntN(2) == 0 },
+					"beats":        func() any { return []string{p.word()} },
+				}), true
+			}},
+			{"link", func(p *propRun, id string) (string, M, bool) {
+				return "add_contact_outlet", M{"contact_id": id, "outlet_id": p.targetOf("outlets"), "role": p.word(), "is_primary": p.r.IntN(2) == 0}, true
+			}},
+			{"unlink", func(p *propRun, id string) (string, M, bool) {
+				var c struct {
+					Outlets []struct {
+						AffiliationID string `json:"affiliation_id"`
+					} `json:"outlets"`
+				}
+				p.admin.Must("get_contact", M{"id": id}, &c)
+				if len(c.Outlets) == 0 {
+					return "", nil, false
+				}
+				return "remove_contact_outlet", M{"id": c.Outlets[p.r.IntN(len(c.Outlets))].AffiliationID}, true
+			}},
+		}, archiveOps("contact")...)},
+	{coll: "campaigns",
+		create: func(p *propRun) (string, M) {
+			return "create_campaign", M{"name": p.word() + " " + uuid.NewString()[:8], "status": p.pick([]string{"planning", "active"})}
+		},
+		ops: append([]propOp{{"update", func(p *propRun, id string) (string, M, bool) {
+			return "update_campaign", p.some(M{"id": id}, map[string]func() any{
+				"description": func() any { return p.word() },
+				"status":      func() any { return p.pick([]string{"planning", "active", "paused"}) },
+				"goals":       func() any { return p.word() },
+			}), true
+		}}}, archiveOps("campaign")...)},
+	{coll: "opportunities",
+		create: func(p *propRun) (string, M) {
+			return "create_opportunity", M{"title": p.word(), "priority": p.pick([]string{"high", "medium", "low"}), "contact_ids": []string{p.targetOf("contacts")}}
+		},
+		ops: append([]propOp{
+			{"update", func(p *propRun, id string) (string, M, bool) {
+				return "update_opportunity", p.some(M{"id": id}, map[string]func() any{
+					"title":       func() any { return p.word() },
+					"priority":    func() any { return p.pick([]string{"high", "medium", "low"}) },
+					"next_action": func() any { return p.word() },
+				}), true
+			}},
+			{"link", func(p *propRun, id string) (string, M, bool) {
+				return "add_opportunity_contact", M{"opportunity_id": id, "contact_id": p.targetOf("contacts")}, true
+			}},
+			{"unlink", func(p *propRun, id string) (string, M, bool) {
+				return "remove_opportunity_contact", M{"opportunity_id": id, "contact_id": p.targetOf("contacts")}, true
+			}},
+		}, archiveOps("opportunity")...)},
+	{coll: "users",
+		create: func(p *propRun) (string, M) {
+			return "create_user", M{"name": p.word(), "email": uuid.NewString() + "@example.com"}
+		}},
+	{coll: "agent_keys",
+		create: func(p *propRun) (string, M) {
+			return "create_agent_key", M{"name": p.word(), "scopes": []string{"read"}}
+		},
+		id: func(raw json.RawMessage) string {
+			var r struct {
+				AgentKey struct{ ID string } `json:"agent_key"`
+			}
+			json.Unmarshal(raw, &r)
+			return r.AgentKey.ID
+		},
+		ops: []propOp{{"revoke", func(p *propRun, id string) (string, M, bool) {
+			return "revoke_agent_key", M{"id": id}, true
+		}}}},
+	{coll: "notes",
+		create: func(p *propRun) (string, M) {
+			args := M{"title": p.word(), "content": p.word(), "type": p.pick([]string{"general", "meeting", "research"})}
+			links := map[string][]string{}
+			for _, t := range p.targets(1 + p.r.IntN(2)) {
+				links[t.field+"s"] = append(links[t.field+"s"], t.id)
+			}
+			for k, v := range links {
+				args[k] = v
+			}
+			return "create_note", args
+		},
+		ops: []propOp{
+			{"update", func(p *propRun, id string) (string, M, bool) {
+				args := M{"id": id}
+				for _, f := range []string{"title", "content"} {
+					if p.r.IntN(2) == 0 {
+						args[f] = p.word()
+					}
+				}
+				if len(args) == 1 || p.r.IntN(3) == 0 {
+					args["type"] = p.pick([]string{"general", "meeting", "phone_call", "research"})
+				}
+				return "update_note", args, true
+			}},
+			{"link", func(p *propRun, id string) (string, M, bool) {
+				t := p.targets(1)[0]
+				return "add_note_link", M{"note_id": id, t.field: t.id}, true
+			}},
+			{"unlink", func(p *propRun, id string) (string, M, bool) {
+				var n struct {
+					Links []struct{ ID string } `json:"links"`
+				}
+				p.admin.Must("get_note", M{"id": id}, &n)
+				if len(n.Links) < 2 {
+					return "", nil, false
+				}
+				return "remove_note_link", M{"id": n.Links[p.r.IntN(len(n.Links))].ID}, true
+			}},
+			{"archive", func(p *propRun, id string) (string, M, bool) { return "archive_note", M{"id": id}, true }},
+			{"restore", func(p *propRun, id string) (string, M, bool) { return "restore_note", M{"id": id}, true }},
+		}},
+}
+
+// propTargets are the kinds notes link to, with create_note's argument name.
+var propTargets = []struct{ coll, field string }{{"contacts", "contact_id"}, {"outlets", "outlet_id"}}
+
+type propTarget struct{ field, id string }
+
+type propRun struct {
+	t     *testing.T
+	r     *rand.Rand
+	admin *testenv.Client
+	// pool holds the records of each collection the test made.
+	pool map[string][]string
+}
+
+func (p *propRun) word() string {
+	words := []string{"alpha", "beta", "gamma", "delta", "launch", "press", "pitch", "draft", "quote", "embargo"}
+	return words[p.r.IntN(len(words))] + " " + strconv.Itoa(p.r.IntN(1000))
+}
+
+func (p *propRun) pick(xs []string) string { return xs[p.r.IntN(len(xs))] }
+
+// targetOf picks a record of coll from the pool.
+func (p *propRun) targetOf(coll string) string {
+	ids := p.pool[coll]
+	return ids[p.r.IntN(len(ids))]
+}
+
+func (p *propRun) targets(n int) []propTarget {
+	var out []propTarget
+	for len(out) < n {
+		k := propTargets[p.r.IntN(len(propTargets))]
+		ids := p.pool[k.coll]
+		t := propTarget{k.field, ids[p.r.IntN(len(ids))]}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// act makes one random change as c: a create (sometimes), or an operation
+// on a record, preferring those in prefer (to meet the other agent's work).
+// It returns the record touched, or "".
+func (p *propRun) act(c *testenv.Client, prefer []string) string {
+	if p.r.IntN(4) == 0 {
+		k := propKinds[p.r.IntN(len(propKinds))]
+		if k.create == nil {
+			return ""
+		}
+		tool, args := k.create(p)
+		raw, e := c.Call(tool, args)
+		if e != nil {
+			// A link to a record archived since is refused as not_found.
+			if e.Code != repo.CodeNotFound {
+				p.t.Fatalf("%s(%v): %s: %s", tool, args, e.Code, e.Message)
+			}
+			return ""
+		}
+		var id string
+		if k.id != nil {
+			id = k.id(raw)
+		} else {
+			id = testenv.ID(p.t, raw)
+		}
+		p.pool[k.coll] = append(p.pool[k.coll], id)
+		return id
+	}
+	var k propKind
+	var id string
+	if len(prefer) > 0 && p.r.IntN(3) > 0 {
+		id = prefer[p.r.IntN(len(prefer))]
+		k = p.kindOf(id)
+	} else {
+		k = propKinds[p.r.IntN(len(propKinds))]
+		if len(p.pool[k.coll]) == 0 {
+			return ""
+		}
+		id = p.pool[k.coll][p.r.IntN(len(p.pool[k.coll]))]
+	}
+	if len(k.ops) == 0 {
+		return ""
+	}
+	op := k.ops[p.r.IntN(len(k.ops))]
+	tool, args, ok := op.call(p, id)
+	if !ok {
+		return ""
+	}
+	if _, e := c.Call(tool, args); e != nil {
+		// Refusals the records' states explain (archiving an archived
+		// record, updating an archived one, revoking twice, linking an
+		// archived record, affiliating twice) change nothing.
+		refused := e.Code == repo.CodeFailedPrecondition || e.Code == repo.CodeNotFound || e.Code == repo.CodeConflict && !e.Retryable
+		if !refused {
+			p.t.Fatalf("%s %s(%v): %s: %s", k.coll, tool, args, e.Code, e.Message)
+		}
+		return ""
+	}
+	return id
+}
+
+func (p *propRun) kindNamed(coll string) propKind {
+	for _, k := range propKinds {
+		if k.coll == coll {
+			return k
+		}
+	}
+	p.t.Fatalf("no kind %s", coll)
+	return propKind{}
+}
+
+func (p *propRun) kindOf(id string) propKind {
+	for _, k := range propKinds {
+		if slices.Contains(p.pool[k.coll], id) {
+			return k
+		}
+	}
+	p.t.Fatalf("record %s is in no pool", id)
+	return propKind{}
+}
+
+// flatten turns a stored state into comparable facts: each field, except
+// updated_at (bookkeeping, set by every write, rollbacks included); an array
+// of objects with ids becomes one fact per element, so that the other
+// agent's element-level changes can be laid over a state. Null, absent and
+// empty are the same fact: none.
+func flatten(doc map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range doc {
+		if k == "updated_at" || v == nil {
+			continue
+		}
+		if a, ok := v.([]any); ok {
+			if len(a) == 0 {
+				continue
+			}
+			if ids := elementIDs(a); ids != nil {
+				for i, el := range a {
+					out[k+"["+ids[i]+"]"] = el
+				}
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func elementIDs(a []any) []string {
+	var ids []string
+	for _, el := range a {
+		m, ok := el.(map[string]any)
+		id, _ := m["id"].(string)
+		if !ok || id == "" {
+			return nil
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// patch lays the facts a change changed over facts.
+func patch(facts map[string]any, before, after map[string]any) {
+	fb, fa := flatten(before), flatten(after)
+	for k := range fb {
+		if _, ok := fa[k]; !ok {
+			delete(facts, k)
+		}
+	}
+	for k, v := range fa {
+		if !reflect.DeepEqual(fb[k], v) {
+			facts[k] = v
+		}
+	}
+}
+
+// propPerService is how many sessions one service runs before the next
+// batch starts on a fresh store. The embedded store scans change_log for
+// every query (it uses no secondary index), so a store that keeps growing
+// makes each case slower than the last.
+const propPerService = 10
+
+func TestRollbackSessionProperty(t *testing.T) {
+	cases := 200
+	if testing.Short() {
+		cases = 40
+	}
+	if v, err := strconv.Atoi(os.Getenv("ROLLBACK_PROPERTY_CASES")); err == nil {
+		cases = v
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("ROLLBACK_PROPERTY_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	t.Logf("seed %d (rerun with ROLLBACK_PROPERTY_SEED=%d), %d cases", seed, seed, cases)
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var stats propStats
+	for first := 0; first < cases; first += propPerService {
+		ok := t.Run(fmt.Sprintf("cases-%d", first), func(t *testing.T) {
+			propBatch(t, r, first, min(first+propPerService, cases), &stats)
+		})
+		if !ok {
+			break
+		}
+	}
+	t.Logf("%d cases: %d rolled back (%d changes), %d refused on a conflict, %d sessions without changes",
+		cases, stats.applied, stats.steps, stats.conflicts, stats.empty)
+	if cases >= 100 && (stats.applied < cases/10 || stats.conflicts < cases/20) {
+		t.Errorf("the generator covers too little: %+v", stats)
+	}
+}
+
+type propStats struct{ applied, conflicts, empty, steps int }
+
+// propBatch runs cases [from, to) on one service.
+func propBatch(t *testing.T, r *rand.Rand, from, to int, stats *propStats) {
+	env := testenv.New(t)
+	p := &propRun{t: t, r: r, admin: env.Admin(), pool: map[string][]string{}}
+	// Link targets, made through the tools in a session of their own.
+	setup := env.Client(env.AdminKey, fmt.Sprintf("prop-%d-setup", from))
+	for i := 0; i < 4; i++ {
+		for _, coll := range []string{"outlets", "contacts"} {
+			k := p.kindNamed(coll)
+			tool, args := k.create(p)
+			p.pool[coll] = append(p.pool[coll], testenv.ID(t, setup.Must(tool, args, nil)))
+		}
+	}
+	// Each case is one session of agent a; the other agent (b) and the
+	// caller of the rollbacks (r) keep one session for the batch, and a
+	// case's changes are told apart by time.
+	keyA := env.Key("read", "write", "admin")
+	sb, sr := fmt.Sprintf("prop-%d-b", from), fmt.Sprintf("prop-%d-r", from)
+	b, rc := env.Client(env.Key("read", "write", "admin"), sb), env.Client(env.AdminKey, sr)
+	for i := from; i < to; i++ {
+		sa := fmt.Sprintf("prop-%d-a", i)
+		a := env.Client(keyA, sa)
+		since := time.Now().UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
+		var mine []string
+		for n := 1 + p.r.IntN(8); n > 0; n-- {
+			if id := p.act(a, nil); id != "" {
+				mine = append(mine, id)
+			}
+			if p.r.IntN(5) < 2 {
+				p.act(b, mine)
+			}
+		}
+		var dry rollbackResult
+		raw, e := rc.Call("rollback_session", M{"session_id": sa, "dry_run": true})
+		if e != nil {
+			if e.Code != repo.CodeNotFound {
+				t.Fatalf("case %d: dry run: %s: %s", i, e.Code, e.Message)
+			}
+			stats.empty++
+			a.Session.Close()
+			continue
+		}
+		json.Unmarshal(raw, &dry)
+		raw, e = rc.Call("rollback_session", M{"session_id": sa})
+		var res rollbackResult
+		switch {
+		case e != nil && e.Code == repo.CodeConflict && !e.Retryable:
+			stats.conflicts++
+			if dry.Conflicts == 0 {
+				t.Fatalf("case %d: the rollback conflicted (%s) but its dry run saw no conflict", i, e.Details)
+			}
+		case e != nil:
+			t.Fatalf("case %d: rollback_session: %s: %s", i, e.Code, e.Message)
+		default:
+			json.Unmarshal(raw, &res)
+			stats.applied++
+			stats.steps += len(res.Steps)
+			if dry.Conflicts != 0 || !res.Applied {
+				t.Fatalf("case %d: applied %v, but the dry run saw %d conflicts", i, res.Applied, dry.Conflicts)
+			}
+		}
+		checkCase(t, p, i, since, sa, sb, sr, dry, res)
+		a.Session.Close()
+	}
+	if v, err := env.Store.Verify(context.Background()); err != nil || len(v) > 0 {
+		t.Fatalf("invariants: %v %+v", err, v)
+	}
+}
+
+// checkCase reads the case's changes back and checks the property: when the
+// rollback was applied, every record the case touched is what the other
+// agent's changes alone make of its state before the session (records the
+// session created are archived); when it was refused, no change at all was
+// written. Either way the dry run planned every change and wrote nothing.
+func checkCase(t *testing.T, p *propRun, i int, since, sa, sb, sr string, dry, res rollbackResult) {
+	t.Helper()
+	var sessionA, rollbacks []changeEntry
+	history := map[string][]changeEntry{}
+	var order []string
+	for _, c := range changes(t, p.admin, M{"since": since}) {
+		switch c.SessionID {
+		case sa:
+			sessionA = append(sessionA, c)
+		case sr:
+			rollbacks = append(rollbacks, c)
+		case sb:
+		default:
+			continue
+		}
+		if history[c.RecordID] == nil {
+			order = append(order, c.RecordID)
+		}
+		history[c.RecordID] = append(history[c.RecordID], c)
+	}
+	if len(dry.Steps) != len(sessionA) {
+		t.Fatalf("case %d: the dry run planned %d steps for %d changes", i, len(dry.Steps), len(sessionA))
+	}
+	if !res.Applied {
+		if len(rollbacks) != 0 {
+			t.Fatalf("case %d: no rollback applied, yet session %s holds %d changes", i, sr, len(rollbacks))
+		}
+		return
+	}
+	reverted := map[string]int{}
+	for _, c := range rollbacks {
+		if c.Action != "rollback" {
+			t.Errorf("case %d: change %s of the rollback's session is a %s", i, c.ID, c.Action)
+		}
+		reverted[c.Reverts]++
+	}
+	for _, c := range sessionA {
+		if reverted[c.ID] != 1 {
+			t.Errorf("case %d: change %s (%s of %s) rolled back %d times", i, c.ID, c.Action, c.Collection, reverted[c.ID])
+		}
+	}
+	if len(rollbacks) != len(sessionA) {
+		t.Errorf("case %d: %d rollback changes for %d changes", i, len(rollbacks), len(sessionA))
+	}
+	for _, id := range order {
+		hs := history[id]
+		first := hs[0]
+		want := flatten(first.Before)
+		createdByA := false
+		rest := hs
+		if first.Action == "create" {
+			want = flatten(first.After)
+			createdByA = first.SessionID == sa
+			rest = hs[1:]
+		}
+		for _, c := range rest {
+			if c.SessionID == sb {
+				patch(want, c.Before, c.After)
+			}
+		}
+		now := hs[len(hs)-1].After
+		got := flatten(now)
+		if createdByA {
+			if now["archived_at"] == nil {
+				t.Errorf("case %d: %s %s, created in the session, is not archived", i, first.Collection, id)
+			}
+			delete(got, "archived_at")
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			var trail []string
+			for _, c := range hs {
+				trail = append(trail, fmt.Sprintf("%d %s %s by %s", c.Seq, c.Action, c.ID, c.SessionID))
+			}
+			t.Errorf("case %d: %s %s after the rollback (-want +got):\n%s\nits changes in the case: %v", i, first.Collection, id, diff, trail)
+		}
+	}
+}
