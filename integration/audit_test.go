@@ -476,7 +476,7 @@ func TestRollbackSessionSendsProgress(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	hc := &http.Client{Transport: bearer{key: e.env.AdminKey, session: "progress"}}
+	hc := &http.Client{Transport: sessionBearer{key: e.env.AdminKey, session: "progress"}}
 	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.env.URL, HTTPClient: hc}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -513,9 +513,9 @@ func TestRollbackSessionSendsProgress(t *testing.T) {
 	}
 }
 
-type bearer struct{ key, session string }
+type sessionBearer struct{ key, session string }
 
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+func (b sessionBearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.key)
 	r.Header.Set("X-Agent-Session-Id", b.session)

@@ -164,16 +164,8 @@ func write(ctx context.Context, c *mcpConn, worker int, name string, acked *acke
 	return nil
 }
 
-type changeEntry struct {
-	ID         string         `json:"id"`
-	Collection string         `json:"collection"`
-	RecordID   string         `json:"record_id"`
-	Action     string         `json:"action"`
-	After      map[string]any `json:"after"`
-}
-
 // changes pages through the applied change entries matching filter.
-func changes(t *testing.T, c *mcpConn, filter map[string]any) []changeEntry {
+func procChanges(t *testing.T, c *mcpConn, filter map[string]any) []changeEntry {
 	t.Helper()
 	var all []changeEntry
 	for offset := 0; ; offset += 200 {
@@ -215,7 +207,7 @@ func checkAcknowledged(t *testing.T, srv *proc, key string, acked *ackedWrites) 
 	// Count the applied entries per record and action.
 	entries := map[string]map[string]int{}
 	for _, coll := range []string{"users", "agent_keys"} {
-		for _, e := range changes(t, c, map[string]any{"collection": coll}) {
+		for _, e := range procChanges(t, c, map[string]any{"collection": coll}) {
 			if entries[e.RecordID] == nil {
 				entries[e.RecordID] = map[string]int{}
 			}
