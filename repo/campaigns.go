@@ -170,7 +170,7 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 func (s *Store) ArchiveCampaign(ctx context.Context, id string) (*Campaign, error) {
 	return archive(ctx, s, collCampaigns, id, func(c *Campaign) error {
 		if c.General() {
-			return Errorf(CodeFailedPrecondition, "the %s campaign cannot be archived: opportunities created without a campaign join it", GeneralCampaign)
+			return Errorf(CodeFailedPrecondition, "%s", generalArchived())
 		}
 		return nil
 	})

@@ -174,17 +174,12 @@ func (s *Store) checkEmailFree(ctx context.Context, emailLower, self string) err
 	if emailLower == "" {
 		return nil
 	}
-	filter := bson.M{"email_lower": emailLower, "archived_at": nil}
-	if self != "" {
-		filter["_id"] = bson.M{"$ne": self}
-	}
-	var other Contact
-	err := s.coll(collContacts).FindOne(ctx, filter).Decode(&other)
-	if err == nil {
-		return &Error{Code: CodeConflict, Field: "email", Message: fmt.Sprintf("email: contact %s (%s) already has the address %s; update that contact instead, or archive it first", other.ID, other.Name, other.Email)}
-	}
-	if err := driverErr(err, "contact", emailLower); ErrorCode(err) != CodeNotFound {
+	other, err := s.view().emailHolder(ctx, emailLower, self)
+	if err != nil {
 		return err
+	}
+	if other != nil {
+		return &Error{Code: CodeConflict, Field: "email", Message: fmt.Sprintf("email: contact %s (%s) already has the address %s; update that contact instead, or archive it first", other.ID, other.Name, other.Email)}
 	}
 	return nil
 }

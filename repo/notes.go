@@ -214,8 +214,8 @@ func (s *Store) RemoveNoteLink(ctx context.Context, linkID string) (*Note, error
 		if i < 0 {
 			return NotFound("note link", linkID)
 		}
-		if len(n.Links) == 1 {
-			return &Error{Code: CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("link %s is the only link of note %s, and a note must be linked to at least one entity: add another link first, or archive the note", linkID, n.ID)}
+		if vi := noteLinksRule(n.ID, len(n.Links)-1); vi != nil {
+			return &Error{Code: CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("link %s is the only link: %s", linkID, vi.Message)}
 		}
 		n.Links = slices.Delete(n.Links, i, i+1)
 		return nil

@@ -125,10 +125,7 @@ func (s *Store) place(ctx context.Context, curOutlet, curChannel string, outlet,
 		newOutlet = ch.OutletID
 	}
 	if newOutlet != ch.OutletID {
-		if newOutlet == "" {
-			return "", "", Invalid("channel_id", "channel %s belongs to outlet %s; a record with a channel must have that outlet (clear channel_id with \"\" to remove the outlet)", newChannel, ch.OutletID)
-		}
-		return "", "", Invalid("channel_id", "channel %s belongs to outlet %s, not to outlet %s; give a channel of outlet %s, or clear channel_id with \"\"", newChannel, ch.OutletID, newOutlet, newOutlet)
+		return "", "", Invalid("channel_id", "%s", channelOutletError(newChannel, ch.OutletID, newOutlet))
 	}
 	return newOutlet, newChannel, nil
 }

@@ -44,13 +44,17 @@ type RollbackStep struct {
 	RecordID   string    `json:"record_id"`
 	Action     string    `json:"action"`
 	Tool       string    `json:"tool"`
-	// Status: would_roll_back or conflict (dry run), rolled_back,
-	// not_reversible, already_rolled_back.
+	// Status: would_roll_back, conflict or violation (dry run),
+	// rolled_back, not_reversible, already_rolled_back.
 	Status string `json:"status"`
 	// Set and Unset are what the rollback writes (or would write) on the record.
 	Set       bson.M           `json:"set,omitempty"`
 	Unset     []string         `json:"unset,omitempty"`
 	Conflicts []audit.Conflict `json:"conflicts,omitempty"`
+	// Violations are the rules of the record's kind that the state the
+	// rollback leaves the record in would break (see rules.go): the whole
+	// rollback is refused, forced or not.
+	Violations []RuleViolation `json:"violations,omitempty"`
 	// Forced says the step was written over its conflicts.
 	Forced bool `json:"forced,omitempty"`
 	// RollbackID is the change entry the rollback wrote.
@@ -71,6 +75,8 @@ type Rollback struct {
 	// Changes counts the changes considered; Conflicts the conflicting fields.
 	Changes   int `json:"changes"`
 	Conflicts int `json:"conflicts"`
+	// Violations counts the broken rules; any refuses the rollback.
+	Violations int `json:"violations"`
 	// Steps are the changes rolled back (or to roll back), newest first.
 	Steps []RollbackStep `json:"steps"`
 	// NotReversible are changes that left the system: never rolled back,
@@ -87,6 +93,15 @@ type ConflictDetail struct {
 	Collection string `json:"collection"`
 	RecordID   string `json:"record_id"`
 	audit.Conflict
+}
+
+// ViolationDetail is one broken rule of a refused rollback, as the error's
+// details list it.
+type ViolationDetail struct {
+	ChangeID   string `json:"change_id"`
+	Collection string `json:"collection"`
+	RecordID   string `json:"record_id"`
+	RuleViolation
 }
 
 // adminCollections are written by admin tools only: rolling back their
@@ -324,20 +339,33 @@ func (g revertGraph) liveReverter(id string) string {
 func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bson.M, o RollbackOptions) (*Rollback, error) {
 	res := &Rollback{DryRun: o.DryRun, Force: o.Force, Conflicts: p.Conflicts(),
 		Steps: []RollbackStep{}, NotReversible: []RollbackStep{}, AlreadyRolledBack: []RollbackStep{}}
+	violations, err := s.checkRules(ctx, p)
+	if err != nil {
+		return nil, err
+	}
 	var details []ConflictDetail
-	for _, st := range p.Steps {
+	var broken []ViolationDetail
+	for i, st := range p.Steps {
 		rs := stepOf(st.Change)
 		rs.Set, rs.Unset = st.Changes()
 		rs.Conflicts = st.Conflicts
+		rs.Violations = violations[i]
 		rs.Status = "would_roll_back"
 		if len(st.Conflicts) > 0 {
 			rs.Status = "conflict"
+		}
+		if len(rs.Violations) > 0 {
+			rs.Status = "violation"
+		}
+		for _, v := range rs.Violations {
+			broken = append(broken, ViolationDetail{ChangeID: st.Change.ID, Collection: st.Change.Collection, RecordID: st.Change.RecordID, RuleViolation: v})
 		}
 		for _, c := range st.Conflicts {
 			details = append(details, ConflictDetail{ChangeID: st.Change.ID, Collection: st.Change.Collection, RecordID: st.Change.RecordID, Conflict: c})
 		}
 		res.Steps = append(res.Steps, rs)
 	}
+	res.Violations = len(broken)
 	for _, c := range p.NotReversible {
 		rs := stepOf(c)
 		rs.Status, rs.Reason = "not_reversible", "a "+c.Action+" left the system: it cannot be undone"
@@ -355,6 +383,18 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 		if st.To == nil {
 			return nil, Errorf(CodeFailedPrecondition, "%s %s of change %s no longer exists; it cannot be rolled back", kindOf(st.Change.Collection), st.Change.RecordID, st.Change.ID)
 		}
+	}
+	// A rule holds whatever force says: force only writes over fields
+	// changed since.
+	if len(broken) > 0 {
+		d := map[string]any{"violations": broken}
+		if len(details) > 0 {
+			d["conflicts"] = details
+		}
+		b := broken[0]
+		return nil, &Error{Code: CodeFailedPrecondition,
+			Message: fmt.Sprintf("the rollback would break %d rule(s) of the records it writes; nothing was written, and force does not override rules. Rolling back change %s (%s %s) breaks %s: %s", len(broken), b.ChangeID, kindOf(b.Collection), b.RecordID, b.Rule, b.Message),
+			Details: d}
 	}
 	if len(details) > 0 && !o.Force {
 		return nil, &Error{Code: CodeConflict,
@@ -422,6 +462,9 @@ func summary(res *Rollback, what string) string {
 		} else {
 			parts = append(parts, fmt.Sprintf("%d conflicting field(s) overwritten (force)", res.Conflicts))
 		}
+	}
+	if res.Violations > 0 {
+		parts = append(parts, fmt.Sprintf("%d broken rule(s) listed in the steps' violations: the rollback would write nothing, even forced, until they are fixed", res.Violations))
 	}
 	if k := len(res.AlreadyRolledBack); k > 0 {
 		parts = append(parts, fmt.Sprintf("%d change(s) already rolled back", k))
