@@ -66,6 +66,7 @@ type rollbackResult struct {
 	Message           string         `json:"message"`
 	Changes           int            `json:"changes"`
 	Conflicts         int            `json:"conflicts"`
+	Violations        int            `json:"violations"`
 	Steps             []rollbackStep `json:"steps"`
 	NotReversible     []rollbackStep `json:"not_reversible"`
 	AlreadyRolledBack []rollbackStep `json:"already_rolled_back"`

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -411,14 +412,14 @@ func TestRollbackSessionProperty(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("%d cases: %d rolled back (%d changes), %d refused on a conflict, %d sessions without changes",
-		cases, stats.applied, stats.steps, stats.conflicts, stats.empty)
+	t.Logf("%d cases: %d rolled back (%d changes), %d refused on a conflict, %d refused on a broken rule, %d sessions without changes",
+		cases, stats.applied, stats.steps, stats.conflicts, stats.violations, stats.empty)
 	if cases >= 100 && (stats.applied < cases/10 || stats.conflicts < cases/20) {
 		t.Errorf("the generator covers too little: %+v", stats)
 	}
 }
 
-type propStats struct{ applied, conflicts, empty, steps int }
+type propStats struct{ applied, conflicts, violations, empty, steps int }
 
 // propBatch runs cases [from, to) on one service.
 func propBatch(t *testing.T, r *rand.Rand, from, to int, stats *propStats) {
@@ -466,10 +467,17 @@ func propBatch(t *testing.T, r *rand.Rand, from, to int, stats *propStats) {
 		raw, e = rc.Call("rollback_session", M{"session_id": sa})
 		var res rollbackResult
 		switch {
+		case e != nil && e.Code == repo.CodeFailedPrecondition && strings.Contains(string(e.Details), `"violations"`):
+			// A rule of a record kind the rollback would break (a note left
+			// without links, two primary affiliations): refused whole.
+			stats.violations++
+			if dry.Violations == 0 {
+				t.Fatalf("case %d: the rollback broke a rule (%s) but its dry run saw none", i, e.Details)
+			}
 		case e != nil && e.Code == repo.CodeConflict && !e.Retryable:
 			stats.conflicts++
-			if dry.Conflicts == 0 {
-				t.Fatalf("case %d: the rollback conflicted (%s) but its dry run saw no conflict", i, e.Details)
+			if dry.Conflicts == 0 || dry.Violations != 0 {
+				t.Fatalf("case %d: the rollback conflicted (%s) but its dry run saw %d conflicts and %d violations", i, e.Details, dry.Conflicts, dry.Violations)
 			}
 		case e != nil:
 			t.Fatalf("case %d: rollback_session: %s: %s", i, e.Code, e.Message)
@@ -477,8 +485,8 @@ func propBatch(t *testing.T, r *rand.Rand, from, to int, stats *propStats) {
 			json.Unmarshal(raw, &res)
 			stats.applied++
 			stats.steps += len(res.Steps)
-			if dry.Conflicts != 0 || !res.Applied {
-				t.Fatalf("case %d: applied %v, but the dry run saw %d conflicts", i, res.Applied, dry.Conflicts)
+			if dry.Conflicts != 0 || dry.Violations != 0 || !res.Applied {
+				t.Fatalf("case %d: applied %v, but the dry run saw %d conflicts and %d violations", i, res.Applied, dry.Conflicts, dry.Violations)
 			}
 		}
 		checkCase(t, p, i, since, sa, sb, sr, dry, res)

@@ -29,13 +29,13 @@ func Audit(s *repo.Store) []Tool {
 	}
 	type rollbackChangeIn struct {
 		ID     string `json:"id" jsonschema:"the change to roll back (UUID), as get_change_log lists it"`
-		DryRun bool   `json:"dry_run,omitempty" jsonschema:"only plan: return what would be written and any conflicts, and write nothing; default false"`
-		Force  bool   `json:"force,omitempty" jsonschema:"write even over fields that changed since the change (conflicts); default false"`
+		DryRun bool   `json:"dry_run,omitempty" jsonschema:"only plan: return what would be written, any conflicts and any broken rules, and write nothing; default false"`
+		Force  bool   `json:"force,omitempty" jsonschema:"write even over fields that changed since the change (conflicts); never over a rule of the record's kind; default false"`
 	}
 	type rollbackSessionIn struct {
 		SessionID string `json:"session_id" jsonschema:"the agent session whose changes to roll back, as get_change_log shows it"`
-		DryRun    bool   `json:"dry_run,omitempty" jsonschema:"only plan: return every change, what would be written, the conflicts and what cannot be reversed, and write nothing; default false"`
-		Force     bool   `json:"force,omitempty" jsonschema:"write even over fields that changed since (conflicts); default false"`
+		DryRun    bool   `json:"dry_run,omitempty" jsonschema:"only plan: return every change, what would be written, the conflicts, the broken rules and what cannot be reversed, and write nothing; default false"`
+		Force     bool   `json:"force,omitempty" jsonschema:"write even over fields that changed since (conflicts); never over a rule of a record's kind; default false"`
 	}
 	return []Tool{
 		newTool("get_change_log", "The history of changes, newest first: each with the state before and after, who made it (user, agent, session), the tool, and for rollbacks the change it reverts.", read,
@@ -79,7 +79,8 @@ func Audit(s *repo.Store) []Tool {
 			}),
 		newTool("rollback_change", "Undo one change: a create is archived, an archive restored, a restore archived again, an update's fields set back to their values before it, a link or unlink inverted (links added by others since are kept). "+
 			"If a field the change wrote has changed since, nothing is written and the conflicting fields are returned with their current and expected values (code conflict), unless force is true. "+
-			"The rollback is itself a change (action rollback, reverts = the change), so it can be rolled back in turn. A change already rolled back, or one that left the system (a message sent), is refused (failed_precondition).", change,
+			"The rollback is itself a change (action rollback, reverts = the change), so it can be rolled back in turn. A change already rolled back, or one that left the system (a message sent), is refused (failed_precondition). "+
+			"So is a rollback that would leave a record breaking a rule of its kind (a note without links, two active contacts with one address, the General campaign archived, a channel of another outlet, a link to a record that does not exist): the violations are listed (dry_run shows them too) with how to fix them, and force does not override them.", change,
 			func(ctx context.Context, in *rollbackChangeIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
@@ -88,6 +89,7 @@ func Audit(s *repo.Store) []Tool {
 			}),
 		newTool("rollback_session", "Undo every change of an agent session, newest first, all or nothing: if any field changed since (a conflict), nothing is written unless force is true. "+
 			"dry_run returns the whole plan: each change, what would be written, the conflicts, what cannot be reversed (messages sent, always listed) and what was already rolled back. "+
+			"A rollback that would leave any record breaking a rule of its kind is refused whole (failed_precondition, violations listed), forced or not. "+
 			"The rollback's own changes belong to the caller's session. Sends progress notifications when the call carries a progress token.", change,
 			func(ctx context.Context, in *rollbackSessionIn) (any, error) {
 				id := strings.TrimSpace(in.SessionID)
