@@ -227,3 +227,13 @@ func redactURI(uri string) string {
 	}
 	return uri
 }
+
+// Raw gives read access to the database for benchmarks and diagnostics that
+// compare the service's queries with plain driver queries. Nothing may write
+// through it: writes go through the write path (a test enforces it).
+type Raw struct {
+	Database *mongo.Database
+}
+
+// RawCollections returns the database for read-only comparisons.
+func (s *Store) RawCollections() Raw { return Raw{Database: s.db} }
