@@ -111,7 +111,7 @@ type Store struct {
 	exclusive bool
 	// unsettled is set when a write failed part-way or recovery left work.
 	unsettled atomic.Bool
-	writeMu      sync.Mutex
+	writeMu   sync.Mutex
 }
 
 // Open connects to uri, applies the index list, detects capabilities, picks
