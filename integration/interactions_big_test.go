@@ -6,156 +6,176 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
 )
 
-type seeded struct {
+// bigLog is one contact's interaction log of many entries, as seeded.
+type bigLog struct {
 	contact string
-	// want holds every entry of the contact's log: id and date.
-	want []seededEntry
+	// want holds every entry of the contact's log, newest first.
+	want []bigEntry
 }
 
-type seededEntry struct {
+type bigEntry struct {
 	id   string
 	date time.Time
 }
 
-// seedBig writes n interactions for one contact, mixed across notes,
-// coverage and email messages (in threads of ten), with noise for another
-// contact, through the write path.
-func seedBig(t testing.TB, env *testenv.Env, n int) seeded {
+// seedBigLog writes n interactions for one contact through the write path:
+// n/4 notes, n/4 coverage and n/2 email messages (in threads of 100, with a
+// few messages of each thread not involving the contact), plus notes of
+// another contact. Dates fall on a minute grid so they collide and the id
+// tie-break matters.
+func seedBigLog(t testing.TB, store *repo.Store, n int) bigLog {
 	t.Helper()
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("seed"))
 	rng := rand.New(rand.NewPCG(1, 2))
 	mk := func(coll string, f map[string]any) string {
-		id, err := env.Store.Fixture(ctx, coll, f)
+		id, err := store.Fixture(ctx, coll, f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return id
 	}
-	s := seeded{contact: mk("contacts", map[string]any{"first_name": "Big", "last_name": "Log"})}
+	l := bigLog{contact: mk("contacts", map[string]any{"first_name": "Big", "last_name": "Log"})}
 	other := mk("contacts", map[string]any{"first_name": "Other", "last_name": "Contact"})
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	// Dates collide on purpose (a minute grid), so the id tie-break matters.
 	date := func() time.Time { return base.Add(time.Duration(rng.IntN(n/2)) * time.Minute) }
-	var mu sync.Mutex
-	add := func(id string, d time.Time) {
-		mu.Lock()
-		s.want = append(s.want, seededEntry{id, d})
-		mu.Unlock()
-	}
-	type job func()
-	var jobs []job
-	for len(jobs)*1 < n {
-		switch len(jobs) % 3 {
-		case 0:
-			jobs = append(jobs, func() {
-				d := date()
-				n, err := env.Store.CreateNote(ctx, repo.NewNote{Title: "note", Content: "x", OccurredAt: &d, Links: repo.LinkTargets{ContactIDs: []string{s.contact}}})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				add(n.ID, n.OccurredAt)
-			})
-		case 1:
-			jobs = append(jobs, func() {
-				d := date()
-				id := mk("coverage", map[string]any{"title": "cov", "published_at": d, "type": "article", "contact_ids": []string{s.contact}})
-				add(id, d)
-			})
-		case 2:
-			jobs = append(jobs, func() {
-				var msgs []map[string]any
-				for i := 0; i < 10; i++ {
-					d := date()
-					id := uuid.NewString()
-					contacts := []string{s.contact}
-					if i%5 == 4 {
-						contacts = []string{other} // a message of the thread without our contact
-					} else {
-						add(id, d.Truncate(time.Millisecond))
-					}
-					msgs = append(msgs, map[string]any{"id": id, "message_id": "<" + id + ">", "subject": "s", "date": d, "body_text": "b", "contact_ids": contacts})
-				}
-				mk("email_threads", map[string]any{"subject": "s", "contact_ids": []string{s.contact, other}, "messages": msgs})
-			})
-		}
-		if len(jobs)%3 == 0 {
-			// the three kinds give 1 + 1 + 8 entries: stop when n is reached
-			if len(jobs)/3*10 >= n {
-				break
-			}
-		}
-	}
-	var wg sync.WaitGroup
-	ch := make(chan job)
-	for w := 0; w < 2; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range ch {
-				j()
-			}
-		}()
-	}
-	for _, j := range jobs {
-		ch <- j
-	}
-	close(ch)
-	wg.Wait()
-	for i := 0; i < n/20; i++ { // noise: another contact's notes
+	for i := 0; i < n/4; i++ {
 		d := date()
-		if _, err := env.Store.CreateNote(ctx, repo.NewNote{OccurredAt: &d, Links: repo.LinkTargets{ContactIDs: []string{other}}}); err != nil {
+		note, err := store.CreateNote(ctx, repo.NewNote{Title: "note", Content: "x", OccurredAt: &d, Links: repo.LinkTargets{ContactIDs: []string{l.contact}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.want = append(l.want, bigEntry{note.ID, d})
+		d = date()
+		l.want = append(l.want, bigEntry{mk("coverage", map[string]any{"title": "cov", "published_at": d, "type": "article", "contact_ids": []string{l.contact}}), d})
+	}
+	for got := 0; got < n/2; {
+		var msgs []map[string]any
+		for i := 0; i < 105 && got < n/2; i++ {
+			d, id := date(), uuid.NewString()
+			contacts := []string{l.contact}
+			if i%21 == 20 {
+				contacts = []string{other} // not the contact's interaction
+			} else {
+				l.want = append(l.want, bigEntry{id, d})
+				got++
+			}
+			msgs = append(msgs, map[string]any{"id": id, "message_id": "<" + id + ">", "subject": "s", "date": d, "body_text": "b", "contact_ids": contacts})
+		}
+		mk("email_threads", map[string]any{"subject": "s", "contact_ids": []string{l.contact, other}, "messages": msgs})
+	}
+	for i := 0; i < n/50; i++ {
+		d := date()
+		if _, err := store.CreateNote(ctx, repo.NewNote{OccurredAt: &d, Links: repo.LinkTargets{ContactIDs: []string{other}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	slices.SortFunc(s.want, func(a, b seededEntry) int {
+	slices.SortFunc(l.want, func(a, b bigEntry) int {
 		if c := b.date.Compare(a.date); c != 0 {
 			return c
 		}
 		return cmp.Compare(b.id, a.id)
 	})
-	return s
+	return l
 }
 
 func TestInteractionLogOverTenThousandEntries(t *testing.T) {
 	if testing.Short() {
-		t.Skip("seeds 10,000 records")
+		t.Skip("seeds 10,000 interactions")
 	}
 	env := testenv.New(t)
 	start := time.Now()
-	s := seedBig(t, env, 10000)
-	t.Logf("seeded %d entries in %v", len(s.want), time.Since(start))
-	if len(s.want) < 10000 {
-		t.Fatalf("seeded %d entries, want 10000", len(s.want))
+	l := seedBigLog(t, env.Store, 10000)
+	t.Logf("seeded %d entries in %v", len(l.want), time.Since(start))
+	if len(l.want) != 10000 {
+		t.Fatalf("seeded %d entries, want 10000", len(l.want))
 	}
-	c := env.Admin()
-	var l interactionLog
+	var got interactionLog
 	start = time.Now()
-	c.Must("get_interaction_log", M{"contact_id": s.contact}, &l)
-	t.Logf("get_interaction_log over %d entries: %v", len(s.want), time.Since(start))
-	var got, want []string
-	for _, e := range l.Entries {
-		got = append(got, fmt.Sprint(e.Date.Format(time.RFC3339Nano), " ", e.ID))
+	env.Admin().Must("get_interaction_log", M{"contact_id": l.contact}, &got)
+	t.Logf("get_interaction_log over %d entries: %v", len(l.want), time.Since(start))
+	var gotIDs, wantIDs []string
+	for _, e := range got.Entries {
+		gotIDs = append(gotIDs, fmt.Sprint(e.Date.Format(time.RFC3339Nano), " ", e.ID))
 	}
-	for _, e := range s.want[:50] {
-		want = append(want, fmt.Sprint(e.date.Format(time.RFC3339Nano), " ", e.id))
+	for _, e := range l.want[:50] {
+		wantIDs = append(wantIDs, fmt.Sprint(e.date.Format(time.RFC3339Nano), " ", e.id))
 	}
-	if diff := gocmp.Diff(want, got); diff != "" {
+	if diff := gocmp.Diff(wantIDs, gotIDs); diff != "" {
 		t.Errorf("the first 50 (-want +got):\n%s", diff)
 	}
-	if l.TotalEntries != len(s.want) || l.Showing != 50 {
-		t.Errorf("total_entries %d showing %d; want %d and 50", l.TotalEntries, l.Showing, len(s.want))
+	if got.TotalEntries != len(l.want) || got.Showing != 50 {
+		t.Errorf("total_entries %d showing %d; want %d and 50", got.TotalEntries, got.Showing, len(l.want))
 	}
+}
+
+// BenchmarkInteractionLog compares, on one seeded store of 10,000
+// interactions for one contact, the log (both sources merged, counted,
+// sorted, trimmed to 50) against raw driver queries of the same data: the
+// contact's 50 newest notes, and the three finds the merge builder starts
+// from. Run: go test ./integration -run XXX -bench InteractionLog -benchtime 20x
+func BenchmarkInteractionLog(b *testing.B) {
+	store := testenv.OpenStore(b, testenv.Options{})
+	l := seedBigLog(b, store, 10000)
+	ctx := context.Background()
+	raw := store.RawCollections()
+	b.Run("interaction_log", func(b *testing.B) {
+		for b.Loop() {
+			got, err := store.InteractionLog(ctx, repo.InteractionQuery{ContactID: l.contact, Limit: 50})
+			if err != nil || got.Showing != 50 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("raw_find_notes_50", func(b *testing.B) {
+		for b.Loop() {
+			cur, err := raw.Database.Collection("notes").Find(ctx, bson.M{"links.contact_id": l.contact, "archived_at": nil},
+				options.Find().SetSort(bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}).SetLimit(50))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var docs []bson.M
+			if err := cur.All(ctx, &docs); err != nil || len(docs) != 50 {
+				b.Fatal(err, len(docs))
+			}
+		}
+	})
+	b.Run("raw_three_finds", func(b *testing.B) {
+		for b.Loop() {
+			for _, q := range []struct {
+				coll   string
+				filter bson.M
+				sort   string
+			}{
+				{"notes", bson.M{"links.contact_id": l.contact, "archived_at": nil}, "occurred_at"},
+				{"coverage", bson.M{"contact_ids": l.contact, "archived_at": nil}, "published_at"},
+				{"email_threads", bson.M{"messages.contact_ids": l.contact, "archived_at": nil}, ""},
+			} {
+				opts := options.Find()
+				if q.sort != "" {
+					opts.SetSort(bson.D{{Key: q.sort, Value: -1}, {Key: "_id", Value: -1}}).SetLimit(50)
+				}
+				cur, err := raw.Database.Collection(q.coll).Find(ctx, q.filter, opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var docs []bson.M
+				if err := cur.All(ctx, &docs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }

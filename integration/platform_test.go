@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/integration/testenv"
 	"outreach/repo"
@@ -163,5 +164,42 @@ func TestChangeLogRecordsEveryMutationWithoutSecrets(t *testing.T) {
 	b, _ := json.Marshal(log.Changes[0].After)
 	if strings.Contains(string(b), k.Key[9:20]) {
 		t.Errorf("after holds part of the key: %s", b)
+	}
+}
+
+// TestDatabaseHoldsNoRawKey looks through every document of every collection
+// for the keys the service handed out.
+func TestDatabaseHoldsNoRawKey(t *testing.T) {
+	env := testenv.New(t)
+	var k struct {
+		Key string `json:"key"`
+	}
+	env.Admin().Must("create_agent_key", M{"name": "scanner", "scopes": []string{"read"}}, &k)
+	db := env.Store.RawCollections().Database
+	ctx := context.Background()
+	names, err := db.ListCollectionNames(ctx, bson.M{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) < 3 {
+		t.Fatalf("collections: %v", names)
+	}
+	for _, name := range names {
+		cur, err := db.Collection(name).Find(ctx, bson.M{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs []bson.M
+		if err := cur.All(ctx, &docs); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range docs {
+			raw, _ := bson.MarshalExtJSON(d, false, false)
+			for _, key := range []string{env.AdminKey, k.Key} {
+				if strings.Contains(string(raw), key[len("outreach_"):len(key)-6]) {
+					t.Errorf("%s holds a raw key: %s", name, raw)
+				}
+			}
+		}
 	}
 }

@@ -2,7 +2,6 @@ package repo
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -103,24 +102,8 @@ func checkCoverage(c *Coverage) error {
 
 // checkCoverageLinks checks that every id given in p names an active record.
 func (s *Store) checkCoverageLinks(ctx context.Context, p CoveragePatch) error {
-	for _, l := range []struct {
-		coll, field string
-		id          *string
-	}{{collOutlets, "outlet_id", p.OutletID}, {collChannels, "channel_id", p.ChannelID}, {collOpportunities, "opportunity_id", p.OpportunityID}} {
-		if l.id != nil && *l.id != "" {
-			if err := s.mustExist(ctx, l.coll, l.field, *l.id); err != nil {
-				return err
-			}
-		}
-	}
-	if p.ContactIDs != nil {
-		for i, id := range *p.ContactIDs {
-			if err := s.mustExist(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return s.checkRefs(ctx, []ref{{collOutlets, "outlet_id", p.OutletID}, {collChannels, "channel_id", p.ChannelID},
+		{collOpportunities, "opportunity_id", p.OpportunityID}}, p.ContactIDs)
 }
 
 // opportunityPlace returns the campaign and outlet of opportunity id ("" for none).

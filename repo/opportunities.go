@@ -218,24 +218,8 @@ func checkOpportunity(o *Opportunity) error {
 
 // checkLinks checks that every id given in p names an active record.
 func (s *Store) checkLinks(ctx context.Context, p OpportunityPatch) error {
-	for _, l := range []struct {
-		coll, field string
-		id          *string
-	}{{collCampaigns, "campaign_id", p.CampaignID}, {collOutlets, "outlet_id", p.OutletID}, {collChannels, "channel_id", p.ChannelID}} {
-		if l.id != nil && *l.id != "" {
-			if err := s.mustExist(ctx, l.coll, l.field, *l.id); err != nil {
-				return err
-			}
-		}
-	}
-	if p.ContactIDs != nil {
-		for i, id := range *p.ContactIDs {
-			if err := s.mustExist(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return s.checkRefs(ctx, []ref{{collCampaigns, "campaign_id", p.CampaignID}, {collOutlets, "outlet_id", p.OutletID},
+		{collChannels, "channel_id", p.ChannelID}}, p.ContactIDs)
 }
 
 // Opportunity returns an opportunity.

@@ -213,6 +213,32 @@ func (s *Store) mustExist(ctx context.Context, coll, field string, ids ...string
 	return nil
 }
 
+// ref is an optional reference, given in field, to a record of coll.
+type ref struct {
+	coll, field string
+	id          *string
+}
+
+// checkRefs checks that every reference given (not nil, not empty) and every
+// contact id names an active record.
+func (s *Store) checkRefs(ctx context.Context, refs []ref, contactIDs *[]string) error {
+	for _, r := range refs {
+		if r.id != nil && *r.id != "" {
+			if err := s.mustExist(ctx, r.coll, r.field, *r.id); err != nil {
+				return err
+			}
+		}
+	}
+	if contactIDs != nil {
+		for i, id := range *contactIDs {
+			if err := s.mustExist(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // checkID reports whether id is a UUID in its canonical form.
 func checkID(id string) error {
 	u, err := uuid.Parse(id)

@@ -17,6 +17,8 @@ type RecoveryReport struct {
 	Aborted      int `json:"aborted"`
 	PlansApplied int `json:"plans_applied"`
 	PlansAborted int `json:"plans_aborted"`
+	// Waiting counts what is left in flight, to be settled by a later run.
+	Waiting int `json:"waiting"`
 }
 
 // Recover settles writes that a crash left half-done in the ordered mode. An
@@ -48,6 +50,7 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 	var errs []error
 	for _, p := range plans {
 		if p.At.After(cutoff) {
+			rep.Waiting++
 			continue
 		}
 		if p.State == planLocked {
@@ -63,6 +66,30 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 			continue
 		}
 		rep.PlansAborted++
+	}
+	var intents []intent
+	cur, err = s.coll(collIntents).Find(ctx, bson.M{"state": audit.StatePending})
+	if err != nil {
+		return rep, err
+	}
+	if err := cur.All(ctx, &intents); err != nil {
+		return rep, err
+	}
+	for _, in := range intents {
+		if in.ID != s.intentID && in.At.After(cutoff) {
+			rep.Waiting++ // another process's write, maybe still in flight
+			continue
+		}
+		applied, err := s.settleIntent(ctx, in)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("settle intent %s: %w", in.ID, err))
+			continue
+		}
+		if applied {
+			rep.Applied++
+		} else {
+			rep.Aborted++
+		}
 	}
 	var pending []audit.Entry
 	cur, err = s.coll(collChangeLog).Find(ctx, bson.M{"state": audit.StatePending})
@@ -92,9 +119,14 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 				return rep, err
 			}
 			rep.Aborted++
+			continue
 		}
+		rep.Waiting++
 	}
-	if rep != (RecoveryReport{}) {
+	if rep.Waiting > 0 || len(errs) > 0 {
+		s.unsettled.Store(true)
+	}
+	if rep.Applied+rep.Aborted+rep.PlansApplied+rep.PlansAborted > 0 {
 		s.log.Warn().Interface("recovery", rep).Msg("settled writes left half-done")
 	}
 	return rep, errors.Join(errs...)
@@ -117,6 +149,11 @@ func (s *Store) RunRecovery(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// A store only this process writes has nothing in flight unless
+			// one of its own writes failed half-way: skip the scan then.
+			if s.exclusive && !s.unsettled.Swap(false) {
+				continue
+			}
 			if _, err := s.Recover(ctx, false); err != nil && ctx.Err() == nil {
 				s.log.Error().Err(err).Msg("recovery")
 			}

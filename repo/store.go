@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -48,6 +49,7 @@ const (
 	collChangeLog     = "change_log"
 	collCounters      = "counters"
 	collPlans         = "plans"
+	collIntents       = "write_intents"
 	collSettings      = "settings"
 	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
 	collFiles  = "fs.files"
@@ -103,7 +105,13 @@ type Store struct {
 	// both match, and two $inc can return one number. writeMu then makes
 	// the write path's steps atomic among this process's writers.
 	serialWrites bool
-	writeMu      sync.Mutex
+	// intentID names this process's document in write_intents.
+	intentID string
+	// exclusive: no other process writes this store (Options.Exclusive).
+	exclusive bool
+	// unsettled is set when a write failed part-way or recovery left work.
+	unsettled atomic.Bool
+	writeMu   sync.Mutex
 }
 
 // Open connects to uri, applies the index list, detects capabilities, picks
@@ -114,7 +122,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	s := &Store{client: client, db: client.Database(database), lease: opts.Lease, log: opts.Logger, media: opts.Media.withDefaults()}
+	s := &Store{client: client, db: client.Database(database), lease: opts.Lease, log: opts.Logger, media: opts.Media.withDefaults(), exclusive: opts.Exclusive, intentID: uuid.NewString()}
 	if s.lease == 0 {
 		s.lease = 30 * time.Second
 	}
@@ -219,3 +227,13 @@ func redactURI(uri string) string {
 	}
 	return uri
 }
+
+// Raw gives read access to the database for benchmarks and diagnostics that
+// compare the service's queries with plain driver queries. Nothing may write
+// through it: writes go through the write path (a test enforces it).
+type Raw struct {
+	Database *mongo.Database
+}
+
+// RawCollections returns the database for read-only comparisons.
+func (s *Store) RawCollections() Raw { return Raw{Database: s.db} }

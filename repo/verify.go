@@ -28,8 +28,35 @@ type Violation struct {
 // names, at that entry's version; seq is unique and increasing over applied
 // entries; no record is locked by a plan that is not in progress; no entry is
 // pending past its lease. The tests and `outreach verify` share it.
+//
+// It reads each collection once (the embedded store answers any query by a
+// scan, so per-record look-ups would make it quadratic).
 func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 	var out []Violation
+	entryByID := map[string]*audit.Entry{}
+	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
+	if err != nil {
+		return nil, err
+	}
+	var entries []audit.Entry
+	if err := cur.All(ctx, &entries); err != nil {
+		return nil, err
+	}
+	for i := range entries {
+		entryByID[entries[i].ID] = &entries[i]
+	}
+	planState := map[string]string{}
+	cur, err = s.coll(collPlans).Find(ctx, bson.M{}, options.Find().SetProjection(bson.M{"state": 1}))
+	if err != nil {
+		return nil, err
+	}
+	var plans []plan
+	if err := cur.All(ctx, &plans); err != nil {
+		return nil, err
+	}
+	for _, p := range plans {
+		planState[p.ID] = p.State
+	}
 	for _, coll := range recordCollections {
 		cur, err := s.coll(coll).Find(ctx, bson.M{})
 		if err != nil {
@@ -49,9 +76,9 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 				bad("no last_change")
 				continue
 			}
-			var e audit.Entry
-			if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"_id": lc}).Decode(&e); err != nil {
-				bad("last_change %s: %v", lc, err)
+			e, ok := entryByID[lc]
+			if !ok {
+				bad("last_change %s is not in change_log", lc)
 				continue
 			}
 			if e.State != audit.StateApplied {
@@ -67,21 +94,11 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 				bad("differs from the after state of %s", lc)
 			}
 			if lb, ok := rec[fieldLockedBy].(string); ok {
-				var p plan
-				if err := s.coll(collPlans).FindOne(ctx, bson.M{"_id": lb}).Decode(&p); err != nil || (p.State != planLocking && p.State != planLocked) {
+				if st := planState[lb]; st != planLocking && st != planLocked {
 					bad("locked by plan %s that is not in progress", lb)
 				}
 			}
 		}
-	}
-	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}).
-		SetProjection(bson.M{"seq": 1, "state": 1, "at": 1}))
-	if err != nil {
-		return nil, err
-	}
-	var entries []audit.Entry
-	if err := cur.All(ctx, &entries); err != nil {
-		return nil, err
 	}
 	var last int64
 	for _, e := range entries {

@@ -86,14 +86,22 @@ func (s *Store) write(ctx context.Context, muts ...mutation) ([]audit.Entry, err
 	for i, m := range muts {
 		entries[i] = newEntry(actor, m, planID)
 	}
+	var err error
 	switch {
 	case s.caps.WriteMode == ModeTransaction && len(muts) <= groupTxLimit:
-		return entries, s.writeTx(ctx, muts, entries)
+		err = s.writeTx(ctx, muts, entries)
+	case len(muts) == 1 && s.serialWrites:
+		err = s.writeSerial(ctx, muts[0], &entries[0])
 	case len(muts) == 1:
-		return entries, s.writeOrdered(ctx, muts[0], &entries[0])
+		err = s.writeOrdered(ctx, muts[0], &entries[0])
 	default:
-		return entries, s.writePlan(ctx, planID, muts, entries)
+		err = s.writePlan(ctx, planID, muts, entries)
 	}
+	if err != nil {
+		// The write may have stopped half-way: let the recovery timer look.
+		s.unsettled.Store(true)
+	}
+	return entries, err
 }
 
 func newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
@@ -208,6 +216,76 @@ func (s *Store) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) er
 	return s.at("applied")
 }
 
+// intent is the write-ahead record of the serial protocol: one document per
+// process, rewritten by each of its writes.
+type intent struct {
+	ID    string      `bson:"_id"`
+	State string      `bson:"state"` // pending or done
+	At    time.Time   `bson:"at"`
+	Entry audit.Entry `bson:"entry"`
+}
+
+// writeSerial is the ordered protocol where this process is the store's only
+// writer at a time (writeMu held; FerretDB). Everything but the record write
+// is an insert or a one-document write, because FerretDB scans a whole
+// collection for any other query: intent pending (the entry, in this
+// process's intent document), record guarded by its version, entry inserted
+// applied, intent done. Recovery inserts the entry of a pending intent whose
+// record carries it, and drops one whose record does not.
+func (s *Store) writeSerial(ctx context.Context, m mutation, e *audit.Entry) error {
+	seq, err := s.nextSeq(ctx)
+	if err != nil {
+		return err
+	}
+	e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StateApplied
+	in := intent{ID: s.intentID, State: audit.StatePending, At: e.At, Entry: *e}
+	if _, err := s.coll(collIntents).ReplaceOne(ctx, bson.M{"_id": in.ID}, in, options.Replace().SetUpsert(true)); err != nil {
+		return fmt.Errorf("write intent: %w", err)
+	}
+	if err := s.at("entry"); err != nil {
+		return err
+	}
+	if err := s.writeRecord(ctx, m, e.ID, "", false); err != nil {
+		if isConflict(err) {
+			return errors.Join(err, s.intentDone(ctx))
+		}
+		return err
+	}
+	if err := s.at("record"); err != nil {
+		return err
+	}
+	if _, err := s.coll(collChangeLog).InsertOne(ctx, e); err != nil {
+		return driverErr(err, "change", e.ID)
+	}
+	if err := s.at("applied"); err != nil {
+		return err
+	}
+	return s.intentDone(ctx)
+}
+
+func (s *Store) intentDone(ctx context.Context) error {
+	_, err := s.coll(collIntents).UpdateOne(context.WithoutCancel(ctx), bson.M{"_id": s.intentID},
+		bson.M{"$set": bson.M{"state": "done"}})
+	return err
+}
+
+// settleIntent finishes or drops a pending intent (recovery, writeMu held).
+func (s *Store) settleIntent(ctx context.Context, in intent) (applied bool, err error) {
+	var rec bson.M
+	err = s.coll(in.Entry.Collection).FindOne(ctx, bson.M{"_id": in.Entry.RecordID}).Decode(&rec)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return false, err
+	}
+	if err == nil && rec[fieldLastChange] == in.Entry.ID {
+		if _, err := s.coll(collChangeLog).InsertOne(ctx, in.Entry); err != nil && !mongo.IsDuplicateKeyError(err) {
+			return false, err
+		}
+		applied = true
+	}
+	_, err = s.coll(collIntents).UpdateOne(ctx, bson.M{"_id": in.ID}, bson.M{"$set": bson.M{"state": "done"}})
+	return applied, err
+}
+
 func isConflict(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == CodeConflict
@@ -239,19 +317,101 @@ func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID str
 	if planID != "" {
 		filter[fieldLockedBy] = planID
 	}
-	res, err := s.coll(m.coll).ReplaceOne(ctx, filter, doc)
+	ok, err := s.guarded(ctx, m.coll, filter, func(f bson.M) (*mongo.UpdateResult, error) {
+		return s.coll(m.coll).ReplaceOne(ctx, f, doc)
+	})
 	if err != nil {
 		return err
 	}
-	if res.MatchedCount == 0 {
+	if !ok {
 		return ErrConflict
 	}
 	return nil
 }
 
+// guarded writes the one document whose _id is filter["_id"], if it matches
+// the rest of filter (equalities and {$exists: false}), and reports whether
+// it did. On MongoDB the filter goes to the server, which applies it
+// atomically. FerretDB neither applies a filtered write atomically nor reads
+// anything but an _id equality through an index (a filter with one more
+// condition scans the whole collection), so there the write path, serialised
+// in this process, reads the document by _id, checks the rest here, and
+// writes by _id alone: the same outcome in constant time.
+func (s *Store) guarded(ctx context.Context, coll string, filter bson.M, write func(bson.M) (*mongo.UpdateResult, error)) (bool, error) {
+	if !s.serialWrites {
+		res, err := write(filter)
+		if err != nil {
+			return false, err
+		}
+		return res.MatchedCount == 1, nil
+	}
+	var cur bson.M
+	err := s.coll(coll).FindOne(ctx, bson.M{"_id": filter["_id"]}).Decode(&cur)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !matches(cur, filter) {
+		return false, nil
+	}
+	res, err := write(bson.M{"_id": filter["_id"]})
+	if err != nil {
+		return false, err
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// matches evaluates the guard filters the write path uses: field equality
+// (numbers compared by value) and {$exists: false}.
+func matches(doc, filter bson.M) bool {
+	for k, want := range filter {
+		got, present := doc[k]
+		if cond, ok := want.(bson.M); ok {
+			if exists, ok := cond["$exists"].(bool); ok && len(cond) == 1 {
+				if present != exists {
+					return false
+				}
+				continue
+			}
+		}
+		if !present || !sameValue(got, want) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameValue(a, b any) bool {
+	if x, ok := asInt(a); ok {
+		y, ok := asInt(b)
+		return ok && x == y
+	}
+	return a == b
+}
+
+func asInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int32:
+		return int64(n), true
+	case int64:
+		return n, true
+	}
+	return 0, false
+}
+
 func (s *Store) setEntryState(ctx context.Context, id, state string) error {
-	_, err := s.coll(collChangeLog).UpdateOne(context.WithoutCancel(ctx), bson.M{"_id": id, "state": audit.StatePending},
-		bson.M{"$set": bson.M{"state": state}})
+	ctx = context.WithoutCancel(ctx)
+	filter := bson.M{"_id": id, "state": audit.StatePending}
+	if s.serialWrites {
+		// Every caller holds writeMu and knows the entry is pending (the
+		// writer inserted it; recovery read it): the guard needs no read.
+		filter = bson.M{"_id": id}
+	}
+	_, err := s.coll(collChangeLog).UpdateOne(ctx, filter, bson.M{"$set": bson.M{"state": state}})
 	return err
 }
 
@@ -370,10 +530,11 @@ func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, e
 		if time.Since(p.At) > s.lease/2 {
 			return fail(&Error{Code: CodeUnavailable, Message: "the store is too slow to complete the write; nothing was changed, try again", Retryable: true})
 		}
-		res, err := s.coll(st.Coll).UpdateOne(ctx,
-			bson.M{"_id": st.ID, fieldVersion: st.Version, fieldLockedBy: bson.M{"$exists": false}},
-			bson.M{"$set": bson.M{fieldLockedBy: planID}})
-		if err == nil && res.MatchedCount == 0 {
+		ok, err := s.guarded(ctx, st.Coll, bson.M{"_id": st.ID, fieldVersion: st.Version, fieldLockedBy: bson.M{"$exists": false}},
+			func(f bson.M) (*mongo.UpdateResult, error) {
+				return s.coll(st.Coll).UpdateOne(ctx, f, bson.M{"$set": bson.M{fieldLockedBy: planID}})
+			})
+		if err == nil && !ok {
 			err = ErrConflict
 		}
 		if err != nil {
@@ -386,11 +547,13 @@ func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, e
 	}
 	// Only a plan still locking may become locked: recovery may have voided
 	// it meanwhile (and released its locks), and then it must stay void.
-	res, err := s.coll(collPlans).UpdateOne(ctx, bson.M{"_id": planID, "state": planLocking}, bson.M{"$set": bson.M{"state": planLocked}})
+	ok, err := s.guarded(ctx, collPlans, bson.M{"_id": planID, "state": planLocking}, func(f bson.M) (*mongo.UpdateResult, error) {
+		return s.coll(collPlans).UpdateOne(ctx, f, bson.M{"$set": bson.M{"state": planLocked}})
+	})
 	if err != nil {
 		return err
 	}
-	if res.MatchedCount == 0 {
+	if !ok {
 		return fail(&Error{Code: CodeUnavailable, Message: "the store was too slow and the write was voided; nothing was changed, try again", Retryable: true})
 	}
 	if err := s.at("locked"); err != nil {
@@ -480,8 +643,9 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 // abortPlan voids a plan that has not taken all its locks, and releases the
 // locks it took. A plan already locked is never voided: it is rolled forward.
 func (s *Store) abortPlan(ctx context.Context, planID string) error {
-	if _, err := s.coll(collPlans).UpdateOne(ctx, bson.M{"_id": planID, "state": planLocking},
-		bson.M{"$set": bson.M{"state": planAborted}}); err != nil {
+	if _, err := s.guarded(ctx, collPlans, bson.M{"_id": planID, "state": planLocking}, func(f bson.M) (*mongo.UpdateResult, error) {
+		return s.coll(collPlans).UpdateOne(ctx, f, bson.M{"$set": bson.M{"state": planAborted}})
+	}); err != nil {
 		return err
 	}
 	var p plan
@@ -492,8 +656,9 @@ func (s *Store) abortPlan(ctx context.Context, planID string) error {
 		return nil
 	}
 	for _, st := range p.Steps {
-		if _, err := s.coll(st.Coll).UpdateOne(ctx, bson.M{"_id": st.ID, fieldLockedBy: planID},
-			bson.M{"$unset": bson.M{fieldLockedBy: ""}}); err != nil {
+		if _, err := s.guarded(ctx, st.Coll, bson.M{"_id": st.ID, fieldLockedBy: planID}, func(f bson.M) (*mongo.UpdateResult, error) {
+			return s.coll(st.Coll).UpdateOne(ctx, f, bson.M{"$unset": bson.M{fieldLockedBy: ""}})
+		}); err != nil {
 			return err
 		}
 	}

@@ -26,6 +26,12 @@ else
 fi
 
 echo "== docker-compose.yml"
+if ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1 \
+    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  # Debian's docker-compose validates the file; no Docker engine is needed for that.
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose) >/dev/null 2>&1 \
+    || echo "could not install docker-compose"
+fi
 if command -v docker-compose >/dev/null 2>&1; then
   docker-compose -f docker-compose.yml config -q && echo "valid"
 elif docker compose version >/dev/null 2>&1; then
