@@ -3,6 +3,7 @@ package integration
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -31,24 +32,39 @@ type seededEntry struct {
 
 // seedBig writes n interactions for one contact, mixed across notes,
 // coverage and email messages (in threads of ten), with noise for another
-// contact, through the write path.
+// contact. Contacts, notes and coverage come through their tools over MCP;
+// email threads, which have no tools, through the write path.
 func seedBig(t testing.TB, env *testenv.Env, n int) seeded {
 	t.Helper()
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("seed"))
 	rng := rand.New(rand.NewPCG(1, 2))
-	mk := func(coll string, f map[string]any) string {
-		id, err := env.Store.Fixture(ctx, coll, f)
-		if err != nil {
-			t.Fatal(err)
+	c := env.Admin()
+	// call runs from the seeding goroutines too: it reports with t.Error,
+	// never t.Fatal, and returns "" on failure.
+	call := func(tool string, args M) string {
+		raw, e := c.Call(tool, args)
+		if e != nil {
+			t.Errorf("%s: %+v", tool, e)
+			return ""
 		}
-		return id
+		var out struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(raw, &out); err != nil || out.ID == "" {
+			t.Errorf("%s: no id in %s", tool, raw)
+		}
+		return out.ID
 	}
-	s := seeded{contact: mk("contacts", map[string]any{"first_name": "Big", "last_name": "Log"})}
-	other := mk("contacts", map[string]any{"first_name": "Other", "last_name": "Contact"})
+	s := seeded{contact: mk(t, c, "create_contact", M{"first_name": "Big", "last_name": "Log"})}
+	other := mk(t, c, "create_contact", M{"first_name": "Other", "last_name": "Contact"})
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex // guards rng and s.want: the jobs run on two goroutines
 	// Dates collide on purpose (a minute grid), so the id tie-break matters.
-	date := func() time.Time { return base.Add(time.Duration(rng.IntN(n/2)) * time.Minute) }
-	var mu sync.Mutex
+	date := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return base.Add(time.Duration(rng.IntN(n/2)) * time.Minute)
+	}
 	add := func(id string, d time.Time) {
 		mu.Lock()
 		s.want = append(s.want, seededEntry{id, d})
@@ -61,18 +77,16 @@ func seedBig(t testing.TB, env *testenv.Env, n int) seeded {
 		case 0:
 			jobs = append(jobs, func() {
 				d := date()
-				n, err := env.Store.CreateNote(ctx, repo.NewNote{Title: "note", Content: "x", OccurredAt: &d, Links: repo.LinkTargets{ContactIDs: []string{s.contact}}})
-				if err != nil {
-					t.Error(err)
-					return
+				if id := call("create_note", M{"title": "note", "content": "x", "occurred_at": d.Format(time.RFC3339), "contact_ids": []string{s.contact}}); id != "" {
+					add(id, d)
 				}
-				add(n.ID, n.OccurredAt)
 			})
 		case 1:
 			jobs = append(jobs, func() {
 				d := date()
-				id := mk("coverage", map[string]any{"title": "cov", "published_at": d, "type": "article", "contact_ids": []string{s.contact}})
-				add(id, d)
+				if id := call("create_coverage", M{"title": "cov", "published_at": d.Format(time.RFC3339), "type": "article", "contact_ids": []string{s.contact}}); id != "" {
+					add(id, d)
+				}
 			})
 		case 2:
 			jobs = append(jobs, func() {
@@ -88,7 +102,9 @@ func seedBig(t testing.TB, env *testenv.Env, n int) seeded {
 					}
 					msgs = append(msgs, map[string]any{"id": id, "message_id": "<" + id + ">", "subject": "s", "date": d, "body_text": "b", "contact_ids": contacts})
 				}
-				mk("email_threads", map[string]any{"subject": "s", "contact_ids": []string{s.contact, other}, "messages": msgs})
+				if _, err := env.Store.Fixture(ctx, "email_threads", map[string]any{"subject": "s", "contact_ids": []string{s.contact, other}, "messages": msgs}); err != nil {
+					t.Error(err)
+				}
 			})
 		}
 		if len(jobs)%3 == 0 {
@@ -116,9 +132,7 @@ func seedBig(t testing.TB, env *testenv.Env, n int) seeded {
 	wg.Wait()
 	for i := 0; i < n/20; i++ { // noise: another contact's notes
 		d := date()
-		if _, err := env.Store.CreateNote(ctx, repo.NewNote{OccurredAt: &d, Links: repo.LinkTargets{ContactIDs: []string{other}}}); err != nil {
-			t.Fatal(err)
-		}
+		mk(t, c, "create_note", M{"occurred_at": d.Format(time.RFC3339), "contact_ids": []string{other}})
 	}
 	slices.SortFunc(s.want, func(a, b seededEntry) int {
 		if c := b.date.Compare(a.date); c != 0 {
