@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
 )
@@ -114,22 +113,16 @@ type auditEnv struct {
 // sess-a, b (another agent) in sess-b, r rolls back in sess-r.
 func newAuditEnv(t *testing.T) *auditEnv {
 	env := testenv.New(t)
-	ctx := audit.WithActor(context.Background(), repo.SystemActor("fixtures"))
-	mk := func(coll string, fields map[string]any) string {
-		id, err := env.Store.Fixture(ctx, coll, fields)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	// The linked records come from the admin, outside the three sessions.
+	admin := env.Admin()
 	return &auditEnv{
 		env:      env,
 		a:        env.Client(env.Key("read", "write"), "sess-a"),
 		b:        env.Client(env.Key("read", "write"), "sess-b"),
 		r:        env.Client(env.Key("read", "write"), "sess-r"),
-		contact:  mk("contacts", map[string]any{"first_name": "Ada", "last_name": "Lovelace"}),
-		contact2: mk("contacts", map[string]any{"first_name": "Bo", "last_name": "Diddley"}),
-		outlet:   mk("outlets", map[string]any{"name": "The Wire", "type": "online"}),
+		contact:  mk(t, admin, "create_contact", M{"first_name": "Ada", "last_name": "Lovelace"}),
+		contact2: mk(t, admin, "create_contact", M{"first_name": "Bo", "last_name": "Diddley"}),
+		outlet:   mk(t, admin, "create_outlet", M{"name": "The Wire", "type": "online"}),
 	}
 }
 

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
 )
@@ -451,25 +449,22 @@ func TestListContactsFilters(t *testing.T) {
 	}
 }
 
-// TestGetContactShowsOpportunities reads opportunities made directly in the
-// store (their tools belong to another group), archived ones marked.
+// TestGetContactShowsOpportunities reads the opportunities that name a
+// contact, archived ones marked.
 func TestGetContactShowsOpportunities(t *testing.T) {
 	env := testenv.New(t)
 	c := env.Admin()
 	ann := testenv.ID(t, c.Must("create_contact", M{"first_name": "Ann", "last_name": "Lee"}, nil))
 	bo := testenv.ID(t, c.Must("create_contact", M{"first_name": "Bo", "last_name": "Ng"}, nil))
-	ctx := audit.WithActor(context.Background(), repo.SystemActor("fixtures"))
-	opp := func(fields map[string]any) string {
-		id, err := env.Store.Fixture(ctx, "opportunities", fields)
-		if err != nil {
-			t.Fatal(err)
-		}
+	opp := func(args M) string {
+		id := mk(t, c, "create_opportunity", args)
 		time.Sleep(2 * time.Millisecond) // distinct created_at: the order below is the creation order
 		return id
 	}
-	o1 := opp(map[string]any{"title": "Launch exclusive", "stage": "pitched", "contact_ids": []string{ann, bo}, "priority": "high"})
-	opp(map[string]any{"title": "Bo only", "stage": "researching", "contact_ids": []string{bo}})
-	o3 := opp(map[string]any{"title": "Old idea", "stage": "lost", "contact_ids": []string{ann}, "archived_at": time.Now().UTC()})
+	o1 := opp(M{"title": "Launch exclusive", "stage": "pitched", "contact_ids": []string{ann, bo}, "priority": "high"})
+	opp(M{"title": "Bo only", "stage": "researching", "contact_ids": []string{bo}})
+	o3 := opp(M{"title": "Old idea", "stage": "lost", "lost_reason": "no reply", "contact_ids": []string{ann}})
+	c.Must("archive_opportunity", M{"id": o3}, nil)
 
 	var got struct {
 		Opportunities []map[string]any `json:"opportunities"`

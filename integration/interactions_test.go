@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
@@ -41,20 +42,20 @@ type logWorld struct {
 	ids                   map[string]string // name → id of each interaction
 }
 
+// seedLog makes the records through their tools, and the email threads
+// (which have no tools) directly in the store.
 func seedLog(t *testing.T, env *testenv.Env) logWorld {
 	t.Helper()
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("fixtures"))
 	w := logWorld{entities: fixtures(t, env), ids: map[string]string{}}
-	mk := func(coll string, fields map[string]any) string {
-		id, err := env.Store.Fixture(ctx, coll, fields)
-		if err != nil {
+	thread := func(fields map[string]any) {
+		if _, err := env.Store.Fixture(ctx, "email_threads", fields); err != nil {
 			t.Fatal(err)
 		}
-		return id
 	}
-	w.otherOutlet = mk("outlets", map[string]any{"name": "Other"})
-	w.otherOpp = mk("opportunities", map[string]any{"title": "Other opp", "outlet_id": w.otherOutlet})
 	c := env.Admin()
+	w.otherOutlet = mk(t, c, "create_outlet", M{"name": "Other"})
+	w.otherOpp = mk(t, c, "create_opportunity", M{"title": "Other opp", "outlet_id": w.otherOutlet})
 	note := func(name string, args M) {
 		var n struct {
 			ID string `json:"id"`
@@ -68,24 +69,24 @@ func seedLog(t *testing.T, env *testenv.Env) logWorld {
 	note("n-archived", M{"title": "Gone", "occurred_at": logDay(6, 9).Format(time.RFC3339), "contact_ids": []string{w.contact}})
 	c.Must("archive_note", M{"id": w.ids["n-archived"]}, nil)
 
-	w.ids["c-contact"] = mk("coverage", map[string]any{"title": "Launch story", "url": "https://planet.example/launch", "published_at": logDay(4, 12),
+	w.ids["c-contact"] = mk(t, c, "create_coverage", M{"title": "Launch story", "url": "https://planet.example/launch", "published_at": logDay(4, 12).Format(time.RFC3339),
 		"type": "article", "sentiment": "positive", "contact_ids": []string{w.contact}, "outlet_id": w.outlet, "opportunity_id": w.opportunity})
-	w.ids["c-other"] = mk("coverage", map[string]any{"title": "Other story", "published_at": logDay(2, 12), "type": "segment",
+	w.ids["c-other"] = mk(t, c, "create_coverage", M{"title": "Other story", "published_at": logDay(2, 12).Format(time.RFC3339), "type": "segment",
 		"contact_ids": []string{w.contact2}, "outlet_id": w.otherOutlet})
-	mk("coverage", map[string]any{"title": "Archived story", "published_at": logDay(2, 13), "type": "article", "contact_ids": []string{w.contact}, "archived_at": logDay(7, 0)})
+	mkArchived(t, c, "coverage", M{"title": "Archived story", "published_at": logDay(2, 13).Format(time.RFC3339), "type": "article", "contact_ids": []string{w.contact}})
 
 	msg := func(name, subject, body string, at time.Time, contacts ...string) map[string]any {
-		w.ids[name] = mk("outlets", map[string]any{"name": "id source"}) // any fresh UUID
+		w.ids[name] = uuid.NewString()
 		return map[string]any{"id": w.ids[name], "message_id": "<" + name + "@mail>", "from": "a@example.com", "to": []string{"b@example.com"},
 			"subject": subject, "date": at, "body_text": body, "contact_ids": contacts}
 	}
-	mk("email_threads", map[string]any{"subject": "Launch", "contact_ids": []string{w.contact}, "last_message_at": logDay(2, 15),
+	thread(map[string]any{"subject": "Launch", "contact_ids": []string{w.contact}, "last_message_at": logDay(2, 15),
 		"opportunity_links": []map[string]any{{"id": "l1", "opportunity_id": w.opportunity, "linked_at": logDay(2, 0)}},
 		"messages": []map[string]any{
 			msg("e-1", "Launch", "Hi Lois,\nhere is the kit", logDay(2, 10), w.contact),
 			msg("e-2", "Re: Launch", "Thanks!", logDay(2, 15), w.contact),
 		}})
-	mk("email_threads", map[string]any{"subject": "Hello Jimmy", "contact_ids": []string{w.contact2}, "last_message_at": logDay(3, 15),
+	thread(map[string]any{"subject": "Hello Jimmy", "contact_ids": []string{w.contact2}, "last_message_at": logDay(3, 15),
 		"opportunity_links": []map[string]any{{"id": "l2", "opportunity_id": w.otherOpp, "linked_at": logDay(2, 0)}},
 		"messages":          []map[string]any{msg("e-3", "Hello Jimmy", "  \n\nplain", logDay(3, 15), w.contact2)}})
 	return w

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -21,24 +20,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
 )
 
-// coverageFixture stores a coverage record for media to attach to. The
-// coverage tools are built on another branch; until they are merged this
-// goes through the repo's insert path (the same write path, with its change
-// entry). Then: create_coverage over MCP.
-func coverageFixture(t *testing.T, env *testenv.Env, title string) string {
+// newCoverage records a piece of coverage through create_coverage for media
+// to attach to.
+func newCoverage(t *testing.T, c *testenv.Client, title string) string {
 	t.Helper()
-	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
-	c := &repo.Coverage{Title: title, URL: "https://example.com/" + strings.ReplaceAll(title, " ", "-"),
-		PublishedAt: time.Now().UTC().Truncate(time.Millisecond), Type: "article"}
-	if err := env.Store.InsertCoverageForTest(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	return c.ID
+	return mk(t, c, "create_coverage", M{"title": title, "url": "https://example.com/" + strings.ReplaceAll(title, " ", "-"),
+		"published_at": time.Now().UTC().Format(time.RFC3339), "type": "article"})
 }
 
 // fileBytes is a deterministic pseudo-random file of n bytes, generated as it
@@ -154,7 +145,7 @@ func TestMediaLargeFileThroughSignedURLs(t *testing.T) {
 	const bound = 20 << 20
 	env := testenv.New(t)
 	c := env.Client(env.AdminKey, "media-big")
-	cov := coverageFixture(t, env, "launch feature")
+	cov := newCoverage(t, c, "launch feature")
 
 	var up uploadURL
 	c.Must("upload_media_url", M{"coverage_id": cov, "filename": "interview.mp4", "mime_type": "video/mp4"}, &up)
@@ -260,7 +251,7 @@ func TestMediaSignedURLRefusals(t *testing.T) {
 	const capBytes = 1000
 	env := testenv.NewWith(t, testenv.Options{Media: repo.MediaOptions{MaxBytes: capBytes, URLTTL: 3 * time.Second}})
 	c := env.Admin()
-	cov := coverageFixture(t, env, "review")
+	cov := newCoverage(t, c, "review")
 	newURL := func() uploadURL {
 		var up uploadURL
 		c.Must("upload_media_url", M{"coverage_id": cov, "filename": "a.pdf", "mime_type": "application/pdf"}, &up)
@@ -399,8 +390,8 @@ func TestMediaSignedURLRefusals(t *testing.T) {
 func TestMediaAttachRules(t *testing.T) {
 	env := testenv.New(t)
 	c := env.Admin()
-	cov := coverageFixture(t, env, "podcast")
-	cov2 := coverageFixture(t, env, "other")
+	cov := newCoverage(t, c, "podcast")
+	cov2 := newCoverage(t, c, "other")
 	var up uploadURL
 	c.Must("upload_media_url", M{"coverage_id": cov, "filename": "ep.mp3", "mime_type": "audio/mpeg"}, &up)
 	attach := func(extra M) M {
@@ -451,7 +442,7 @@ func TestMediaAttachRules(t *testing.T) {
 func TestMediaInlineUpload(t *testing.T) {
 	env := testenv.NewWith(t, testenv.Options{Media: repo.MediaOptions{PublicURL: "https://outreach.example.com/"}})
 	c := env.Admin()
-	cov := coverageFixture(t, env, "photo")
+	cov := newCoverage(t, c, "photo")
 	png := []byte("\x89PNG\r\n\x1a\n fake image bytes")
 	var m media
 	c.Must("upload_media", M{"coverage_id": cov, "type": "image", "filename": "logo.png", "mime_type": "image/png",
@@ -490,7 +481,7 @@ func TestMediaInlineUpload(t *testing.T) {
 func TestMediaChangeLogListArchiveRestore(t *testing.T) {
 	env := testenv.New(t)
 	c := env.Client(env.AdminKey, "media-session")
-	cov := coverageFixture(t, env, "segment")
+	cov := newCoverage(t, c, "segment")
 	var up uploadURL
 	c.Must("upload_media_url", M{"coverage_id": cov, "filename": "clip.mov", "mime_type": "video/quicktime"}, &up)
 	if resp, body := send(t, http.MethodPut, up.UploadURL, strings.NewReader("moov"), 4); resp.StatusCode != http.StatusOK {

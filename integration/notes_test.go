@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
 )
@@ -49,29 +47,22 @@ type noteList struct {
 }
 
 // entities are records of the other groups that notes link to, made
-// directly in the store.
+// through their tools.
 type entities struct {
 	contact, contact2, outlet, opportunity, channel, archivedContact string
 }
 
 func fixtures(t *testing.T, env *testenv.Env) entities {
 	t.Helper()
-	ctx := audit.WithActor(context.Background(), repo.SystemActor("fixtures"))
-	mk := func(coll string, fields map[string]any) string {
-		id, err := env.Store.Fixture(ctx, coll, fields)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	c := env.Admin()
 	e := entities{
-		outlet: mk("outlets", map[string]any{"name": "The Daily Planet", "tier": 1}),
+		outlet: mk(t, c, "create_outlet", M{"name": "The Daily Planet", "tier": 1}),
 	}
-	e.contact = mk("contacts", map[string]any{"first_name": "Lois", "last_name": "Lane", "affiliations": []map[string]any{{"id": "a1", "outlet_id": e.outlet}}})
-	e.contact2 = mk("contacts", map[string]any{"first_name": "Jimmy", "last_name": "Olsen"})
-	e.opportunity = mk("opportunities", map[string]any{"title": "Launch feature", "outlet_id": e.outlet})
-	e.channel = mk("channels", map[string]any{"name": "Morning newsletter", "outlet_id": e.outlet})
-	e.archivedContact = mk("contacts", map[string]any{"first_name": "Old", "last_name": "Contact", "archived_at": time.Now().UTC()})
+	e.contact = mk(t, c, "create_contact", M{"first_name": "Lois", "last_name": "Lane", "outlet_ids": []string{e.outlet}})
+	e.contact2 = mk(t, c, "create_contact", M{"first_name": "Jimmy", "last_name": "Olsen"})
+	e.opportunity = mk(t, c, "create_opportunity", M{"title": "Launch feature", "outlet_id": e.outlet})
+	e.channel = mk(t, c, "create_channel", M{"type": "newsletter", "name": "Morning newsletter", "outlet_id": e.outlet})
+	e.archivedContact = mkArchived(t, c, "contact", M{"first_name": "Old", "last_name": "Contact"})
 	return e
 }
 

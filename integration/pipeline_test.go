@@ -14,31 +14,22 @@ import (
 	"outreach/repo"
 )
 
-// fixture creates an outlet, channel or contact through the write path
-// until the directory tools are available to these tests.
-func fixture(t *testing.T, env *testenv.Env, kind string, fields M) string {
-	t.Helper()
-	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-fixture"))
-	id, err := env.Store.Fixture(ctx, kind+"s", fields)
-	if err != nil {
-		t.Fatalf("fixture %s: %v", kind, err)
-	}
-	return id
-}
-
 // directory is a small set of outlets, channels and contacts.
 type directory struct {
 	outletA, outletB, channelA, channelB, contact1, contact2 string
 }
 
+// newDirectory makes the directory through the directory tools.
 func newDirectory(t *testing.T, env *testenv.Env) directory {
+	t.Helper()
+	c := env.Admin()
 	var d directory
-	d.outletA = fixture(t, env, "outlet", M{"name": "Daily Planet", "type": "newspaper", "tier": int64(1)})
-	d.outletB = fixture(t, env, "outlet", M{"name": "Smallville Ledger", "type": "newspaper", "tier": int64(2)})
-	d.channelA = fixture(t, env, "channel", M{"outlet_id": d.outletA, "type": "website", "name": "dailyplanet.com"})
-	d.channelB = fixture(t, env, "channel", M{"outlet_id": d.outletB, "type": "podcast", "name": "Ledger Talk"})
-	d.contact1 = fixture(t, env, "contact", M{"first_name": "Lois", "last_name": "Lane", "email": "lois@planet.example"})
-	d.contact2 = fixture(t, env, "contact", M{"first_name": "Jimmy", "last_name": "Olsen"})
+	d.outletA = mk(t, c, "create_outlet", M{"name": "Daily Planet", "type": "newspaper", "tier": 1})
+	d.outletB = mk(t, c, "create_outlet", M{"name": "Smallville Ledger", "type": "newspaper", "tier": 2})
+	d.channelA = mk(t, c, "create_channel", M{"outlet_id": d.outletA, "type": "website", "name": "dailyplanet.com"})
+	d.channelB = mk(t, c, "create_channel", M{"outlet_id": d.outletB, "type": "podcast", "name": "Ledger Talk"})
+	d.contact1 = mk(t, c, "create_contact", M{"first_name": "Lois", "last_name": "Lane", "email": "lois@planet.example"})
+	d.contact2 = mk(t, c, "create_contact", M{"first_name": "Jimmy", "last_name": "Olsen"})
 	return d
 }
 
@@ -433,7 +424,7 @@ func TestOpportunityRefusals(t *testing.T) {
 	c := env.Admin()
 	archivedCampaign := testenv.ID(t, c.Must("create_campaign", M{"name": "Old"}, nil))
 	c.Must("archive_campaign", M{"id": archivedCampaign}, nil)
-	archivedContact := fixture(t, env, "contact", M{"first_name": "Gone", "last_name": "Away", "archived_at": time.Now().UTC()})
+	archivedContact := mkArchived(t, c, "contact", M{"first_name": "Gone", "last_name": "Away"})
 	missing := "0b9e3c54-8a51-4d6c-9d0e-2f8a5b1c7e11"
 	for _, tc := range []struct {
 		name  string

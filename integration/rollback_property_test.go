@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -25,7 +26,10 @@ import (
 // either reports a conflict and changes nothing at all, or leaves every record
 // exactly as the other agent's changes alone would have left it (the state
 // before the session with the other agent's changes on top; records the
-// session created are archived).
+// session created are archived). Conflicts are found by value: when the other
+// agent changes a field the session changed and then sets it back to the
+// session's value (archive then restore, A-B-A), nothing has changed since,
+// and the rollback restores the field's value from before the session.
 //
 // Record kinds are a table: adding a kind is one entry with its create tool
 // and its other operations. The data is read back through the change log,
@@ -130,9 +134,25 @@ var propKinds = []propKind{
 		}}}, archiveOps("campaign")...)},
 	{coll: "opportunities",
 		create: func(p *propRun) (string, M) {
-			return "create_opportunity", M{"title": p.word(), "priority": p.pick([]string{"high", "medium", "low"}), "contact_ids": []string{p.targetOf("contacts")}}
+			args := M{"title": p.word(), "priority": p.pick([]string{"high", "medium", "low"}), "contact_ids": []string{p.targetOf("contacts")}}
+			if id := p.maybeOf("campaigns"); id != "" {
+				args["campaign_id"] = id
+			}
+			if id := p.maybeOf("channels"); id != "" {
+				args["channel_id"] = id // the outlet follows the channel
+			}
+			return "create_opportunity", args
 		},
 		ops: append([]propOp{
+			{"stage", func(p *propRun, id string) (string, M, bool) {
+				// Open stages only: they move freely either way (the same
+				// stage is refused as failed_precondition).
+				args := M{"id": id, "stage": p.pick([]string{"researching", "drafting", "pitched", "responded", "in_progress", "placed", "published"})}
+				if p.r.IntN(3) == 0 {
+					args["note"] = p.word() // a note written in a group with the move
+				}
+				return "update_opportunity_stage", args, true
+			}},
 			{"update", func(p *propRun, id string) (string, M, bool) {
 				return "update_opportunity", p.some(M{"id": id}, map[string]func() any{
 					"title":       func() any { return p.word() },
@@ -147,6 +167,87 @@ var propKinds = []propKind{
 				return "remove_opportunity_contact", M{"opportunity_id": id, "contact_id": p.targetOf("contacts")}, true
 			}},
 		}, archiveOps("opportunity")...)},
+	{coll: "channels",
+		create: func(p *propRun) (string, M) {
+			args := M{"outlet_id": p.targetOf("outlets"), "type": p.pick([]string{"website", "newsletter", "podcast", "print"}), "name": p.word()}
+			if p.r.IntN(2) == 0 {
+				args["frequency"] = p.pick([]string{"daily", "weekly", "monthly"})
+			}
+			return "create_channel", args
+		},
+		ops: append([]propOp{{"update", func(p *propRun, id string) (string, M, bool) {
+			return "update_channel", p.some(M{"id": id}, map[string]func() any{
+				"name":        func() any { return p.word() },
+				"description": func() any { return p.word() },
+				"frequency":   func() any { return p.pick([]string{"daily", "weekly", "monthly", ""}) },
+				"attributes":  func() any { return M{"subscribers": p.r.IntN(1000)} },
+			}), true
+		}}}, archiveOps("channel")...)},
+	{coll: "coverage",
+		create: func(p *propRun) (string, M) {
+			args := M{"title": p.word(), "published_at": time.Now().UTC().Add(-time.Duration(p.r.IntN(1000)) * time.Hour).Format(time.RFC3339),
+				"type": p.pick([]string{"article", "interview", "review", "segment"}), "contact_ids": []string{p.targetOf("contacts")}}
+			// The outlet comes from one place only: given, or the channel's
+			// (given both, a channel of another outlet is refused).
+			if p.r.IntN(2) == 0 {
+				args["outlet_id"] = p.targetOf("outlets")
+			} else if id := p.maybeOf("channels"); id != "" {
+				args["channel_id"] = id
+			}
+			if id := p.maybeOf("opportunities"); id != "" && p.r.IntN(2) == 0 {
+				args["opportunity_id"] = id
+			}
+			return "create_coverage", args
+		},
+		ops: append([]propOp{
+			{"update", func(p *propRun, id string) (string, M, bool) {
+				return "update_coverage", p.some(M{"id": id}, map[string]func() any{
+					"title":     func() any { return p.word() },
+					"sentiment": func() any { return p.pick([]string{"positive", "neutral", "negative", ""}) },
+					"summary":   func() any { return p.word() },
+					"reach":     func() any { return p.r.IntN(100000) },
+				}), true
+			}},
+			// Coverage has no link tools: its links change through
+			// update_coverage (the contact list whole, the opportunity and
+			// with it the campaign).
+			{"link", func(p *propRun, id string) (string, M, bool) {
+				if p.r.IntN(2) == 0 {
+					return "update_coverage", M{"id": id, "contact_ids": []string{p.targetOf("contacts"), p.targetOf("contacts")}}, true
+				}
+				return "update_coverage", M{"id": id, "opportunity_id": p.targetOf("opportunities")}, true
+			}},
+			{"unlink", func(p *propRun, id string) (string, M, bool) {
+				if p.r.IntN(2) == 0 {
+					return "update_coverage", M{"id": id, "contact_ids": []string{}}, true
+				}
+				return "update_coverage", M{"id": id, "opportunity_id": ""}, true
+			}},
+		}, archiveOps("coverage")...)},
+	{coll: "media",
+		create: func(p *propRun) (string, M) {
+			return "upload_media", M{"coverage_id": p.targetOf("coverage"), "type": p.pick([]string{"image", "document"}),
+				"filename": p.pick([]string{"a.png", "b.txt"}), "mime_type": p.pick([]string{"image/png", "text/plain"}),
+				"content_base64": base64.StdEncoding.EncodeToString([]byte(p.word()))}
+		},
+		ops: append([]propOp{{"update", func(p *propRun, id string) (string, M, bool) {
+			// attach_media again changes the metadata of an attached file.
+			var m struct {
+				Coverage struct{ ID string } `json:"coverage"`
+			}
+			p.admin.Must("get_media", M{"id": id}, &m)
+			args := M{"coverage_id": m.Coverage.ID, "media_id": id, "type": p.pick([]string{"image", "document", "article_pdf"})}
+			for f, v := range map[string]func() any{
+				"filename":         func() any { return p.word() + ".bin" },
+				"duration_seconds": func() any { return float64(p.r.IntN(600)) },
+				"metadata":         func() any { return M{"source": p.word()} },
+			} {
+				if p.r.IntN(2) == 0 {
+					args[f] = v()
+				}
+			}
+			return "attach_media", args, true
+		}}}, archiveOps("media")...)},
 	{coll: "users",
 		create: func(p *propRun) (string, M) {
 			return "create_user", M{"name": p.word(), "email": uuid.NewString() + "@example.com"}
@@ -210,7 +311,9 @@ var propKinds = []propKind{
 }
 
 // propTargets are the kinds notes link to, with create_note's argument name.
-var propTargets = []struct{ coll, field string }{{"contacts", "contact_id"}, {"outlets", "outlet_id"}}
+var propTargets = []struct{ coll, field string }{
+	{"contacts", "contact_id"}, {"outlets", "outlet_id"}, {"opportunities", "opportunity_id"}, {"channels", "channel_id"},
+}
 
 type propTarget struct{ field, id string }
 
@@ -233,6 +336,14 @@ func (p *propRun) pick(xs []string) string { return xs[p.r.IntN(len(xs))] }
 func (p *propRun) targetOf(coll string) string {
 	ids := p.pool[coll]
 	return ids[p.r.IntN(len(ids))]
+}
+
+// maybeOf picks a record of coll from the pool, or "" while it is empty.
+func (p *propRun) maybeOf(coll string) string {
+	if len(p.pool[coll]) == 0 {
+		return ""
+	}
+	return p.targetOf(coll)
 }
 
 func (p *propRun) targets(n int) []propTarget {
@@ -368,6 +479,18 @@ func elementIDs(a []any) []string {
 	return ids
 }
 
+// union is the set of keys of a and b.
+func union(a, b map[string]any) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
 // patch lays the facts a change changed over facts.
 func patch(facts map[string]any, before, after map[string]any) {
 	fb, fa := flatten(before), flatten(after)
@@ -403,7 +526,7 @@ func TestRollbackSessionProperty(t *testing.T) {
 	}
 	t.Logf("seed %d (rerun with ROLLBACK_PROPERTY_SEED=%d), %d cases", seed, seed, cases)
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	var stats propStats
+	stats := propStats{rolledBack: map[string]int{}}
 	for first := 0; first < cases; first += propPerService {
 		ok := t.Run(fmt.Sprintf("cases-%d", first), func(t *testing.T) {
 			propBatch(t, r, first, min(first+propPerService, cases), &stats)
@@ -414,12 +537,18 @@ func TestRollbackSessionProperty(t *testing.T) {
 	}
 	t.Logf("%d cases: %d rolled back (%d changes), %d refused on a conflict, %d refused on a broken rule, %d sessions without changes",
 		cases, stats.applied, stats.steps, stats.conflicts, stats.violations, stats.empty)
+	t.Logf("changes rolled back by collection and action: %v", stats.rolledBack)
 	if cases >= 100 && (stats.applied < cases/10 || stats.conflicts < cases/20) {
 		t.Errorf("the generator covers too little: %+v", stats)
 	}
 }
 
-type propStats struct{ applied, conflicts, violations, empty, steps int }
+type propStats struct {
+	applied, conflicts, violations, empty, steps int
+	// rolledBack counts the changes rolled back by collection and action,
+	// to show which kinds and operations the generator reached.
+	rolledBack map[string]int
+}
 
 // propBatch runs cases [from, to) on one service.
 func propBatch(t *testing.T, r *rand.Rand, from, to int, stats *propStats) {
@@ -427,12 +556,11 @@ func propBatch(t *testing.T, r *rand.Rand, from, to int, stats *propStats) {
 	p := &propRun{t: t, r: r, admin: env.Admin(), pool: map[string][]string{}}
 	// Link targets, made through the tools in a session of their own.
 	setup := env.Client(env.AdminKey, fmt.Sprintf("prop-%d-setup", from))
-	for i := 0; i < 4; i++ {
-		for _, coll := range []string{"outlets", "contacts"} {
-			k := p.kindNamed(coll)
-			tool, args := k.create(p)
-			p.pool[coll] = append(p.pool[coll], testenv.ID(t, setup.Must(tool, args, nil)))
-		}
+	for _, coll := range []string{"outlets", "outlets", "outlets", "outlets", "contacts", "contacts", "contacts", "contacts",
+		"channels", "channels", "opportunities", "opportunities", "coverage", "coverage"} {
+		k := p.kindNamed(coll)
+		tool, args := k.create(p)
+		p.pool[coll] = append(p.pool[coll], testenv.ID(t, setup.Must(tool, args, nil)))
 	}
 	// Each case is one session of agent a; the other agent (b) and the
 	// caller of the rollbacks (r) keep one session for the batch, and a
@@ -489,7 +617,9 @@ func propBatch(t *testing.T, r *rand.Rand, from, to int, stats *propStats) {
 				t.Fatalf("case %d: applied %v, but the dry run saw %d conflicts and %d violations", i, res.Applied, dry.Conflicts, dry.Violations)
 			}
 		}
-		checkCase(t, p, i, since, sa, sb, sr, dry, res)
+		for _, c := range checkCase(t, p, i, since, sa, sb, sr, dry, res) {
+			stats.rolledBack[c.Collection+" "+c.Action]++
+		}
 		a.Session.Close()
 	}
 	if v, err := env.Store.Verify(context.Background()); err != nil || len(v) > 0 {
@@ -502,7 +632,8 @@ func propBatch(t *testing.T, r *rand.Rand, from, to int, stats *propStats) {
 // agent's changes alone make of its state before the session (records the
 // session created are archived); when it was refused, no change at all was
 // written. Either way the dry run planned every change and wrote nothing.
-func checkCase(t *testing.T, p *propRun, i int, since, sa, sb, sr string, dry, res rollbackResult) {
+// It returns the session's changes when they were rolled back.
+func checkCase(t *testing.T, p *propRun, i int, since, sa, sb, sr string, dry, res rollbackResult) []changeEntry {
 	t.Helper()
 	var sessionA, rollbacks []changeEntry
 	history := map[string][]changeEntry{}
@@ -529,7 +660,7 @@ func checkCase(t *testing.T, p *propRun, i int, since, sa, sb, sr string, dry, r
 		if len(rollbacks) != 0 {
 			t.Fatalf("case %d: no rollback applied, yet session %s holds %d changes", i, sr, len(rollbacks))
 		}
-		return
+		return nil
 	}
 	reverted := map[string]int{}
 	for _, c := range rollbacks {
@@ -557,9 +688,29 @@ func checkCase(t *testing.T, p *propRun, i int, since, sa, sb, sr string, dry, r
 			createdByA = first.SessionID == sa
 			rest = hs[1:]
 		}
+		// sessionBefore holds, for each fact the session changed, its value
+		// before the session's first change of it (absent: none), the value
+		// the rollback sets back.
+		sessionBefore := map[string]any{}
 		for _, c := range rest {
-			if c.SessionID == sb {
+			switch c.SessionID {
+			case sb:
 				patch(want, c.Before, c.After)
+			case sa:
+				fb, fa := flatten(c.Before), flatten(c.After)
+				for k := range union(fb, fa) {
+					if _, seen := sessionBefore[k]; !seen && !reflect.DeepEqual(fb[k], fa[k]) {
+						sessionBefore[k] = want[k]
+					}
+				}
+				patch(want, c.Before, c.After)
+			}
+		}
+		for k, v := range sessionBefore {
+			if v == nil {
+				delete(want, k)
+			} else {
+				want[k] = v
 			}
 		}
 		now := hs[len(hs)-1].After
@@ -578,4 +729,5 @@ func checkCase(t *testing.T, p *propRun, i int, since, sa, sb, sr string, dry, r
 			t.Errorf("case %d: %s %s after the rollback (-want +got):\n%s\nits changes in the case: %v", i, first.Collection, id, diff, trail)
 		}
 	}
+	return sessionA
 }
