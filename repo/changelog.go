@@ -24,16 +24,7 @@ func (s *Store) ChangeLog(ctx context.Context, f ChangeFilter, limit, offset int
 			filter[k] = v
 		}
 	}
-	at := bson.M{}
-	if f.Since != nil {
-		at["$gte"] = *f.Since
-	}
-	if f.Until != nil {
-		at["$lte"] = *f.Until
-	}
-	if len(at) > 0 {
-		filter["at"] = at
-	}
+	between(filter, "at", f.Since, f.Until)
 	return listPage[audit.Entry](ctx, s, collChangeLog, filter, bson.D{{Key: "seq", Value: -1}}, limit, offset)
 }
 

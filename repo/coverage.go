@@ -229,16 +229,7 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 			filter[k] = v
 		}
 	}
-	at := bson.M{}
-	if f.Since != nil {
-		at["$gte"] = *f.Since
-	}
-	if f.Until != nil {
-		at["$lte"] = *f.Until
-	}
-	if len(at) > 0 {
-		filter["published_at"] = at
-	}
+	between(filter, "published_at", f.Since, f.Until)
 	if f.Search != "" {
 		filter["$or"] = anyField(f.Search, "title", "summary", "url")["$or"]
 	}

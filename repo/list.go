@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -55,6 +56,20 @@ func active(filter bson.M, includeArchived bool) bson.M {
 		filter["archived_at"] = nil
 	}
 	return filter
+}
+
+// between bounds field by since and until, both inclusive, when given.
+func between(filter bson.M, field string, since, until *time.Time) {
+	r := bson.M{}
+	if since != nil {
+		r["$gte"] = *since
+	}
+	if until != nil {
+		r["$lte"] = *until
+	}
+	if len(r) > 0 {
+		filter[field] = r
+	}
 }
 
 // checkKeys refuses free-form object keys that MongoDB would read as an
