@@ -182,6 +182,26 @@ func patchUUID(field string, v *string) error {
 	return checkUUID(field, *v)
 }
 
+// idArg is an id argument of an update: nil leaves it, "" clears it.
+type idArg struct {
+	field string
+	v     *string
+}
+
+// checkPatchIDs checks the id arguments of an update: each id given, and
+// every element of contactIDs when given, must be a UUID.
+func checkPatchIDs(ids []idArg, contactIDs *[]string) error {
+	for _, a := range ids {
+		if err := patchUUID(a.field, a.v); err != nil {
+			return err
+		}
+	}
+	if contactIDs != nil {
+		return checkUUIDs("contact_ids", *contactIDs)
+	}
+	return nil
+}
+
 // optUUID checks an optional id; empty means absent.
 func optUUID(field, v string) error {
 	if v == "" {

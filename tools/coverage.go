@@ -132,18 +132,9 @@ func Coverage(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				for _, f := range []struct {
-					name string
-					v    *string
-				}{{"outlet_id", in.OutletID}, {"channel_id", in.ChannelID}, {"opportunity_id", in.OpportunityID}} {
-					if err := patchUUID(f.name, f.v); err != nil {
-						return nil, err
-					}
-				}
-				if in.ContactIDs != nil {
-					if err := checkUUIDs("contact_ids", *in.ContactIDs); err != nil {
-						return nil, err
-					}
+				if err := checkPatchIDs([]idArg{{"outlet_id", in.OutletID}, {"channel_id", in.ChannelID},
+					{"opportunity_id", in.OpportunityID}}, in.ContactIDs); err != nil {
+					return nil, err
 				}
 				if in.Type != nil {
 					if err := checkEnum("type", *in.Type, repo.CoverageTypes); err != nil {

@@ -73,18 +73,9 @@ func Opportunities(s *repo.Store) []Tool {
 			if err := checkUUID("id", in.ID); err != nil {
 				return nil, err
 			}
-			for _, f := range []struct {
-				name string
-				v    *string
-			}{{"campaign_id", in.CampaignID}, {"outlet_id", in.OutletID}, {"channel_id", in.ChannelID}} {
-				if err := patchUUID(f.name, f.v); err != nil {
-					return nil, err
-				}
-			}
-			if in.ContactIDs != nil {
-				if err := checkUUIDs("contact_ids", *in.ContactIDs); err != nil {
-					return nil, err
-				}
+			if err := checkPatchIDs([]idArg{{"campaign_id", in.CampaignID}, {"outlet_id", in.OutletID},
+				{"channel_id", in.ChannelID}}, in.ContactIDs); err != nil {
+				return nil, err
 			}
 			if in.Priority != nil {
 				if err := checkEnum("priority", *in.Priority, repo.Priorities); err != nil {
