@@ -80,4 +80,7 @@ type Entry struct {
 	VersionAfter int64     `bson:"version_after" json:"-"`
 	State        string    `bson:"state" json:"-"`
 	PlanID       string    `bson:"plan_id,omitempty" json:"plan_id,omitempty"`
+	// Sealed holds a pending create's redacted values, so recovery can roll
+	// it forward; settling the entry removes it.
+	Sealed bson.M `bson:"sealed,omitempty" json:"-"`
 }

@@ -9,21 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
 )
-
-// SocketName is the Unix socket, inside the data directory, on which a running
-// server exposes its embedded store. Other commands on the same data directory
-// (`outreach keys …`) connect through it instead of opening the files a second
-// time.
-const SocketName = "mongod.sock"
 
 // Store is a running embedded store.
 type Store struct {
@@ -39,8 +31,6 @@ type Options struct {
 	Dir string
 	// TCP, when set, also exposes the wire endpoint on this address for mongosh.
 	TCP string
-	// Socket exposes the store on Dir/SocketName for sibling commands.
-	Socket bool
 }
 
 // Start starts FerretDB on opts.Dir and returns once it accepts connections.
@@ -66,11 +56,6 @@ func Start(ctx context.Context, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("data directory %s is in use by another outreach process; stop it or point --data elsewhere", abs)
 		}
 		unlock = lock
-		if opts.Socket {
-			sock := filepath.Join(abs, SocketName)
-			_ = os.Remove(sock) // a stale socket of a process that died; the lock below guards a live one
-			listener.Unix = sock
-		}
 	}
 	if listener.TCP == "" && listener.Unix == "" {
 		listener.TCP = "127.0.0.1:0"
@@ -103,20 +88,4 @@ func Start(ctx context.Context, opts Options) (*Store, error) {
 func (s *Store) Close() {
 	s.stop()
 	<-s.done
-}
-
-// SocketURI returns the connection string of a store exposed by a running
-// server on dir, or "" when none answers there.
-func SocketURI(dir string) string {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return ""
-	}
-	sock := filepath.Join(abs, SocketName)
-	conn, err := net.DialTimeout("unix", sock, time.Second)
-	if err != nil {
-		return ""
-	}
-	conn.Close()
-	return "mongodb://" + url.PathEscape(sock) + "/"
 }

@@ -39,11 +39,12 @@ func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 	if err := s.Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
+	type point struct {
 		point  string
 		nth    int
 		landed bool
-	}{
+	}
+	ordered := []point{
 		{"plan", 1, false},
 		{"lock", 1, false},
 		{"locked", 1, true},
@@ -51,8 +52,19 @@ func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 		{"step-record", 1, true},
 		{"step-entry", 2, true},
 		{"step-record", 2, true},
-	} {
-		t.Run(fmt.Sprintf("%s#%d", tc.point, tc.nth), func(t *testing.T) {
+	}
+	// The serial protocol's plan is decided once persisted.
+	serial := []point{{"plan", 1, true}, {"step-record", 1, true}, {"step-entry", 1, true}, {"step-record", 2, true}, {"step-entry", 2, true}}
+	for _, tc := range append(append([]point{}, serial...), ordered...) {
+		protocol := "serial"
+		if len(serial) == 0 {
+			protocol = "ordered"
+		}
+		if len(serial) > 0 {
+			serial = serial[1:]
+		}
+		t.Run(fmt.Sprintf("%s/%s#%d", protocol, tc.point, tc.nth), func(t *testing.T) {
+			s.serialWrites = protocol == "serial"
 			o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "crash " + tc.point})
 			if err != nil {
 				t.Fatal(err)

@@ -21,22 +21,25 @@ type RecoveryReport struct {
 	Waiting int `json:"waiting"`
 }
 
-// Recover settles writes that a crash left half-done in the ordered mode. An
-// entry whose record carries it is marked applied at once (always safe). One
-// whose record does not is voided once its lease has passed, or at once when
-// all is true (the caller knows no other writer is running, as at the start
-// of the embedded store, which only one process can open). A plan that had
-// taken all its locks is rolled forward; one that had not is released.
+// Recover settles writes that a crash or a failing store left half-done.
+// Nothing is ever voided on a timer: a pending entry whose lease has passed
+// is finished by the same land step its writer runs (its record written if
+// still at the entry's base version, the entry applied when its record
+// carries it, aborted only when the record moved past that version without
+// it). A plan that took all its locks is rolled forward; one that had not is
+// released. A read that fails settles nothing: it is counted as waiting.
+// all says no other process writes the store (the embedded store at start):
+// then nothing in the store is in flight but this process's own work.
 func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
-	if s.serialWrites {
-		s.writeMu.Lock()
-		defer s.writeMu.Unlock()
-	}
 	var rep RecoveryReport
 	cutoff := time.Now().Add(-s.lease)
 	if all {
 		cutoff = time.Now().Add(time.Hour)
 	}
+	var errs []error
+	// A plan or entry that cannot be settled now (the store failing) must
+	// not keep recovery from settling the others: its error is reported at
+	// the end.
 	var plans []plan
 	cur, err := s.coll(collPlans).Find(ctx, bson.M{"state": bson.M{"$in": bson.A{planLocking, planLocked}}})
 	if err != nil {
@@ -45,16 +48,24 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 	if err := cur.All(ctx, &plans); err != nil {
 		return rep, err
 	}
-	// A plan that cannot be settled now (the store failing) must not keep
-	// recovery from settling the others: its error is reported at the end.
-	var errs []error
 	for _, p := range plans {
-		if p.At.After(cutoff) {
+		mine := s.serialWrites && (all || s.exclusive)
+		if s.isRunning(p.ID) || (!mine && p.Heartbeat.After(cutoff)) || (!mine && p.At.After(cutoff)) {
 			rep.Waiting++
 			continue
 		}
+		if err := s.loadSteps(ctx, &p); err != nil {
+			errs = append(errs, fmt.Errorf("plan %s: %w", p.ID, err))
+			continue
+		}
 		if p.State == planLocked {
-			if _, err := s.rollForward(ctx, p); err != nil {
+			var err error
+			if p.Serial {
+				_, err = s.rollForwardSerial(ctx, p, true)
+			} else {
+				_, err = s.rollForward(ctx, p)
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("roll plan %s forward: %w", p.ID, err))
 				continue
 			}
@@ -67,23 +78,33 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 		}
 		rep.PlansAborted++
 	}
+	if s.serialWrites {
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+	}
 	var intents []intent
 	cur, err = s.coll(collIntents).Find(ctx, bson.M{"state": audit.StatePending})
 	if err != nil {
-		return rep, err
+		return rep, errors.Join(append(errs, err)...)
 	}
 	if err := cur.All(ctx, &intents); err != nil {
-		return rep, err
+		return rep, errors.Join(append(errs, err)...)
 	}
 	for _, in := range intents {
-		if in.ID != s.intentID && in.At.After(cutoff) {
-			rep.Waiting++ // another process's write, maybe still in flight
+		// Another process's intent is left to its process until its lease
+		// passes, unless no other process can be writing.
+		if in.ID != s.intentID && !all && !s.exclusive && in.At.After(cutoff) {
+			rep.Waiting++
 			continue
 		}
 		applied, err := s.settleIntent(ctx, in)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("settle intent %s: %w", in.ID, err))
+			rep.Waiting++
 			continue
+		}
+		if in.ID == s.intentID {
+			s.ownIntent = nil
 		}
 		if applied {
 			rep.Applied++
@@ -94,10 +115,10 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 	var pending []audit.Entry
 	cur, err = s.coll(collChangeLog).Find(ctx, bson.M{"state": audit.StatePending})
 	if err != nil {
-		return rep, err
+		return rep, errors.Join(append(errs, err)...)
 	}
 	if err := cur.All(ctx, &pending); err != nil {
-		return rep, err
+		return rep, errors.Join(append(errs, err)...)
 	}
 	for _, e := range pending {
 		if e.PlanID != "" {
@@ -105,23 +126,23 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 				continue // the plan's own recovery owns this entry
 			}
 		}
-		var rec bson.M
-		err := s.coll(e.Collection).FindOne(ctx, bson.M{"_id": e.RecordID}).Decode(&rec)
-		if err == nil && rec[fieldLastChange] == e.ID {
-			if err := s.setEntryState(ctx, e.ID, audit.StateApplied); err != nil {
-				return rep, err
+		if e.At.After(cutoff) {
+			rep.Waiting++ // its writer may still be at it
+			continue
+		}
+		state, err := s.land(ctx, e, mutation{})
+		if err != nil {
+			if !isConflict(err) {
+				errs = append(errs, fmt.Errorf("settle change %s: %w", e.ID, err))
 			}
+			rep.Waiting++
+			continue
+		}
+		if state == audit.StateApplied {
 			rep.Applied++
-			continue
-		}
-		if e.At.Before(cutoff) {
-			if err := s.setEntryState(ctx, e.ID, audit.StateAborted); err != nil {
-				return rep, err
-			}
+		} else {
 			rep.Aborted++
-			continue
 		}
-		rep.Waiting++
 	}
 	if rep.Waiting > 0 || len(errs) > 0 {
 		s.unsettled.Store(true)
@@ -130,6 +151,15 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 		s.log.Warn().Interface("recovery", rep).Msg("settled writes left half-done")
 	}
 	return rep, errors.Join(errs...)
+}
+
+func (s *Store) isRunning(planID string) bool {
+	if !s.serialWrites {
+		return false
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.running[planID]
 }
 
 func (s *Store) planSettled(ctx context.Context, id string) (bool, error) {

@@ -272,7 +272,11 @@ func (s *Store) rollbackRecords(ctx context.Context, changes []audit.Entry) (map
 			}
 			for _, d := range docs {
 				id := fmt.Sprint(d["_id"])
-				if lb, ok := d[fieldLockedBy]; ok {
+				lb, ok := d[fieldLockedBy]
+				if !ok {
+					lb, ok = s.lockedInMemory(coll, id)
+				}
+				if ok {
 					return nil, nil, &Error{Code: CodeConflict, Retryable: true,
 						Message: fmt.Sprintf("%s %s is being changed by a group of changes in progress (%v); try again in a moment", kindOf(coll), id, lb)}
 				}
@@ -425,7 +429,25 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 	}
 	total := len(p.Steps) + len(p.NotReversible) + len(p.Skipped)
 	o.progress(total-len(p.Steps), total, fmt.Sprintf("writing %d rollback changes as one unit", len(muts)))
-	entries, err := s.write(ctx, muts...)
+	// Re-checked where no other write can slip in: a rollback of the same
+	// change that landed after this plan read the change log.
+	reverted := make([]string, len(p.Steps))
+	for i, st := range p.Steps {
+		reverted[i] = st.Change.ID
+	}
+	notRolledBackYet := func(ctx context.Context) error {
+		g, err := s.revertGraph(ctx, reverted)
+		if err != nil {
+			return err
+		}
+		for _, id := range reverted {
+			if g.liveReverter(id) != "" {
+				return ErrConflict // planned again, it reports the rollback that won
+			}
+		}
+		return nil
+	}
+	entries, err := s.writeChecked(ctx, notRolledBackYet, muts...)
 	if err != nil {
 		return nil, err
 	}

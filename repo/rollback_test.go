@@ -67,14 +67,24 @@ func TestRollbackListsWhatCannotBeReversed(t *testing.T) {
 // A record locked by a group in progress cannot be rolled back now: a
 // retryable conflict, and nothing written.
 func TestRollbackOfALockedRecordIsRetryable(t *testing.T) {
-	s := openStore(t, ModeOrdered)
+	for _, mode := range []string{modeSerial, ModeOrdered} {
+		t.Run(mode, func(t *testing.T) { rollbackOfALockedRecord(t, mode) })
+	}
+}
+
+func rollbackOfALockedRecord(t *testing.T, mode string) {
+	s := openStore(t, mode)
 	ctx := testCtx()
 	muts, _, _ := groupMutations(t, s, ctx, "lock", false)
 	var create audit.Entry
 	if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"record_id": muts[0].id}).Decode(&create); err != nil {
 		t.Fatal(err)
 	}
-	crashAt(s, "locked", 1)
+	if mode == modeSerial {
+		crashAt(s, "step-entry", 1) // the plan holds its records, in memory
+	} else {
+		crashAt(s, "locked", 1)
+	}
 	if _, err := s.write(ctx, muts...); !errors.Is(err, errCrashed) {
 		t.Fatal(err)
 	}
@@ -108,10 +118,13 @@ func TestSessionRollbackCrashIsAllOrNothing(t *testing.T) {
 	for _, cp := range []struct {
 		point string
 		n     int
-	}{{"plan", 1}, {"lock", 1}, {"lock", 2}, {"locked", 1}, {"step-entry", 1}, {"step-entry", 3}, {"step-record", 2}, {"step-record", 4}} {
+		mode  string
+	}{{"plan", 1, ModeOrdered}, {"lock", 1, ModeOrdered}, {"lock", 2, ModeOrdered}, {"locked", 1, ModeOrdered}, {"step-entry", 1, ModeOrdered},
+		{"step-entry", 3, ModeOrdered}, {"step-record", 2, ModeOrdered}, {"step-record", 4, ModeOrdered},
+		{"plan", 1, modeSerial}, {"step-entry", 1, modeSerial}, {"step-entry", 3, modeSerial}, {"step-record", 2, modeSerial}, {"step-record", 4, modeSerial}} {
 		point := cp.point
-		t.Run(fmt.Sprintf("%s-%d", point, cp.n), func(t *testing.T) {
-			s := openStore(t, ModeOrdered)
+		t.Run(fmt.Sprintf("%s/%s-%d", cp.mode, point, cp.n), func(t *testing.T) {
+			s := openStore(t, cp.mode)
 			work := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "work", Tool: "test"})
 			var ids []string
 			for _, name := range []string{"a", "b"} {

@@ -50,6 +50,8 @@ const (
 	collCounters      = "counters"
 	collPlans         = "plans"
 	collIntents       = "write_intents"
+	collPlanSteps     = "plan_steps"
+	collSessions      = "agent_sessions"
 	collSettings      = "settings"
 	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
 	collFiles  = "fs.files"
@@ -112,6 +114,14 @@ type Store struct {
 	// unsettled is set when a write failed part-way or recovery left work.
 	unsettled atomic.Bool
 	writeMu   sync.Mutex
+	// Held under writeMu in serial mode: the records each running group
+	// holds (coll/id -> plan id), the groups this process is writing, and
+	// this process's intent while it is not settled.
+	locks     map[string]string
+	running   map[string]bool
+	ownIntent *intent
+	// sessions caches session id -> the agent it is bound to.
+	sessions sync.Map
 }
 
 // Open connects to uri, applies the index list, detects capabilities, picks
@@ -122,7 +132,8 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	s := &Store{client: client, db: client.Database(database), lease: opts.Lease, log: opts.Logger, media: opts.Media.withDefaults(), exclusive: opts.Exclusive, intentID: uuid.NewString()}
+	s := &Store{client: client, db: client.Database(database), lease: opts.Lease, log: opts.Logger, media: opts.Media.withDefaults(), exclusive: opts.Exclusive, intentID: uuid.NewString(),
+		locks: map[string]string{}, running: map[string]bool{}}
 	if s.lease == 0 {
 		s.lease = 30 * time.Second
 	}
@@ -133,6 +144,9 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if err := s.detect(ctx); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, err
+	}
+	if opts.Exclusive {
+		s.serialWrites = true
 	}
 	switch opts.WriteMode {
 	case "":
@@ -165,6 +179,11 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	return s, nil
 }
 
+// ApplyIndexes applies the index list again.
+func (s *Store) ApplyIndexes(ctx context.Context) error {
+	return indexes.Apply(ctx, s.db, s.caps.TextSearch)
+}
+
 // Close disconnects.
 func (s *Store) Close(ctx context.Context) error { return s.client.Disconnect(ctx) }
 
@@ -186,7 +205,9 @@ func (s *Store) detect(ctx context.Context) error {
 	var build bson.M
 	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&build); err == nil {
 		s.caps.Server = fmt.Sprint(build["version"])
-		if _, ok := build["ferretdb"]; ok || strings.Contains(fmt.Sprint(build), "ferretdb") {
+		if fd, ok := build["ferretdb"].(bson.M); ok && fd["version"] != nil {
+			s.caps.Server = "FerretDB " + strings.TrimPrefix(fmt.Sprint(fd["version"]), "v") + " (MongoDB " + s.caps.Server + ")"
+		} else if strings.Contains(fmt.Sprint(build), "ferretdb") {
 			s.caps.Server = "FerretDB " + s.caps.Server
 		} else {
 			s.caps.Server = "MongoDB " + s.caps.Server
@@ -200,7 +221,9 @@ func (s *Store) detect(ctx context.Context) error {
 		s.caps.UnionWith = cur.Err() == nil
 		cur.Close(ctx)
 	}
-	s.serialWrites = strings.HasPrefix(s.caps.Server, "FerretDB")
+	// FerretDB 1.x applies filtered updates without a lock: its writes are
+	// serialised in the one process that may write it.
+	s.serialWrites = strings.HasPrefix(s.caps.Server, "FerretDB 1.")
 	// Text search is decided by whether the text index can be built (indexes.Apply) and then probed.
 	s.caps.TextSearch = s.caps.Transactions || !strings.HasPrefix(s.caps.Server, "FerretDB")
 	s.caps.WriteMode = ModeOrdered

@@ -23,17 +23,28 @@ type Violation struct {
 	Problem    string `json:"problem"`
 }
 
-// Verify checks the invariants of the write path over the whole store:
-// every record equals the after state of the applied entry its last_change
-// names, at that entry's version; seq is unique and increasing over applied
-// entries; no record is locked by a plan that is not in progress; no entry is
-// pending past its lease. The tests and `outreach verify` share it.
+// Verify checks the invariants of the write path over the whole store. For
+// every record, its whole history: versions 1..n each have exactly one
+// applied entry, the first creates it, each entry's before is the previous
+// one's after, and the last is the entry its last_change names, whose after
+// equals the record. Beside that: seq is unique and increasing over applied
+// entries; no applied entry stands for a record that does not exist; no
+// record is locked by a plan that is not in progress; no entry is pending
+// past its lease. A record whose last change is still within its lease is
+// a write in flight, not a violation. The tests and `outreach verify` share
+// it.
 //
 // It reads each collection once (the embedded store answers any query by a
 // scan, so per-record look-ups would make it quadratic).
 func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
+	if s.serialWrites {
+		// No write of this process is between its steps while we read.
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+	}
 	var out []Violation
 	entryByID := map[string]*audit.Entry{}
+	history := map[string][]*audit.Entry{} // coll/id -> applied entries
 	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
 	if err != nil {
 		return nil, err
@@ -43,7 +54,12 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 		return nil, err
 	}
 	for i := range entries {
-		entryByID[entries[i].ID] = &entries[i]
+		e := &entries[i]
+		entryByID[e.ID] = e
+		if e.State == audit.StateApplied {
+			k := e.Collection + "/" + e.RecordID
+			history[k] = append(history[k], e)
+		}
 	}
 	planState := map[string]string{}
 	cur, err = s.coll(collPlans).Find(ctx, bson.M{}, options.Find().SetProjection(bson.M{"state": 1}))
@@ -57,6 +73,7 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 	for _, p := range plans {
 		planState[p.ID] = p.State
 	}
+	seen := map[string]bool{}
 	for _, coll := range recordCollections {
 		cur, err := s.coll(coll).Find(ctx, bson.M{})
 		if err != nil {
@@ -68,8 +85,14 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 		}
 		for _, rec := range recs {
 			id := fmt.Sprint(rec["_id"])
+			seen[coll+"/"+id] = true
 			bad := func(format string, args ...any) {
 				out = append(out, Violation{coll, id, fmt.Sprintf(format, args...)})
+			}
+			if lb, ok := rec[fieldLockedBy].(string); ok {
+				if st := planState[lb]; st != planLocking && st != planLocked {
+					bad("locked by plan %s that is not in progress", lb)
+				}
 			}
 			lc, _ := rec[fieldLastChange].(string)
 			if lc == "" {
@@ -81,27 +104,38 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 				bad("last_change %s is not in change_log", lc)
 				continue
 			}
+			if e.State == audit.StatePending && time.Since(e.At) <= s.lease {
+				continue // a write in flight: recovery settles it if its writer stops
+			}
 			if e.State != audit.StateApplied {
 				bad("last_change %s is %s", lc, e.State)
+				continue
 			}
 			if e.RecordID != id || e.Collection != coll {
 				bad("last_change %s is of %s/%s", lc, e.Collection, e.RecordID)
 			}
-			if v, _ := rec[fieldVersion].(int64); v != e.VersionAfter {
+			v, _ := asInt(rec[fieldVersion])
+			if v != e.VersionAfter {
 				bad("version %v, entry says %d", rec[fieldVersion], e.VersionAfter)
 			}
 			if !sameState(redact(coll, strip(rec)), e.After) {
 				bad("differs from the after state of %s", lc)
 			}
-			if lb, ok := rec[fieldLockedBy].(string); ok {
-				if st := planState[lb]; st != planLocking && st != planLocked {
-					bad("locked by plan %s that is not in progress", lb)
-				}
+			if problem := chainProblem(history[coll+"/"+id], v, lc); problem != "" {
+				bad("history: %s", problem)
 			}
+		}
+	}
+	for k, h := range history {
+		if !seen[k] {
+			out = append(out, Violation{h[0].Collection, h[0].RecordID, fmt.Sprintf("applied change %s of a record that does not exist", h[0].ID)})
 		}
 	}
 	var last int64
 	for _, e := range entries {
+		if e.State == audit.StateAborted {
+			continue
+		}
 		if e.Seq <= last {
 			out = append(out, Violation{collChangeLog, e.ID, fmt.Sprintf("seq %d does not increase (after %d)", e.Seq, last)})
 		}
@@ -109,8 +143,42 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 		if e.State == audit.StatePending && time.Since(e.At) > s.lease {
 			out = append(out, Violation{collChangeLog, e.ID, "pending past its lease"})
 		}
+		if e.State == audit.StateApplied && e.Sealed != nil {
+			out = append(out, Violation{collChangeLog, e.ID, "applied entry still holds sealed values"})
+		}
 	}
 	return out, nil
+}
+
+// chainProblem checks one record's applied entries (in seq order) against
+// its version and last change: one entry per version from 1, each starting
+// from the state the previous one left.
+func chainProblem(h []*audit.Entry, version int64, last string) string {
+	if int64(len(h)) != version {
+		return fmt.Sprintf("%d applied changes for version %d", len(h), version)
+	}
+	byVersion := make([]*audit.Entry, len(h))
+	for _, e := range h {
+		if e.VersionAfter < 1 || e.VersionAfter > version || byVersion[e.VersionAfter-1] != nil {
+			return fmt.Sprintf("change %s has version %d twice or out of range", e.ID, e.VersionAfter)
+		}
+		byVersion[e.VersionAfter-1] = e
+	}
+	for i, e := range byVersion {
+		if i == 0 {
+			if e.Before != nil {
+				return fmt.Sprintf("change %s (version 1) does not create the record", e.ID)
+			}
+			continue
+		}
+		if !sameState(e.Before, byVersion[i-1].After) {
+			return fmt.Sprintf("change %s (version %d) does not start from the state change %s left", e.ID, e.VersionAfter, byVersion[i-1].ID)
+		}
+	}
+	if byVersion[len(byVersion)-1].ID != last {
+		return fmt.Sprintf("the last applied change is %s, but the record names %s", byVersion[len(byVersion)-1].ID, last)
+	}
+	return ""
 }
 
 // strip returns doc without its bookkeeping fields.

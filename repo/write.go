@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"outreach/audit"
 )
@@ -34,6 +37,22 @@ var redacted = map[string][]string{collKeys: {"key_hash"}, collSettings: {"secre
 // time limit.
 const groupTxLimit = 500
 
+// The protocol's states, in one place. A change entry is born pending (the
+// ordered protocols) or applied (a transaction, or the serial protocol,
+// which inserts it only once its record carries it):
+//
+//	pending  -> applied   its record carries it (the writer, a later writer
+//	                      about to overwrite that record, or recovery)
+//	pending  -> aborted   its record moved past the entry's base version
+//	                      without it, so it can never land
+//
+// Nothing else moves an entry: a pending entry whose writer went away is
+// rolled forward by recovery (its record written, if still at the base
+// version), never voided on a timer. So no path writes a record after its
+// entry was voided, and a record never carries a voided entry. A plan
+// (a group without a transaction) moves locking -> locked -> applied, or
+// locking -> aborted; once locked it is only ever rolled forward.
+
 // mutation is one record change handed to the write path.
 type mutation struct {
 	coll   string
@@ -51,22 +70,51 @@ type mutation struct {
 	irreversible bool
 }
 
+func (m mutation) key() string { return m.coll + "/" + m.id }
+
+// precheck is a condition the write path re-checks where no other write of
+// the process can slip in between the check and the write (under the
+// serial lock, inside the transaction, or after the pending entries that
+// make concurrent writers visible). A rollback uses it to re-read whether
+// its change was rolled back meanwhile.
+type precheck func(ctx context.Context) error
+
 // errCrashed is returned when a test hook stops the protocol as a crash would.
 var errCrashed = errors.New("simulated crash")
 
+// errInjected marks a store failure a test hook injects: unlike a crash,
+// the protocol goes on and must handle it as it handles a driver error.
+var errInjected = errors.New("injected store failure")
+
+// at runs the test hook at a point of the protocol. An error from it is a
+// crash there, unless it wraps errInjected (a failing store).
 func (s *Store) at(point string) error {
 	if s.hook == nil {
 		return nil
 	}
 	if err := s.hook(point); err != nil {
+		if errors.Is(err, errInjected) {
+			return err
+		}
 		return fmt.Errorf("%w at %s: %v", errCrashed, point, err)
 	}
 	return nil
 }
 
+// errOutcomePending answers a write whose store failed after the change was
+// decided: recovery completes it (or finds that it cannot land) within the
+// lease, so the caller must look before retrying.
+var errOutcomePending = &Error{Code: CodeUnavailable, Retryable: false,
+	Message: "the store failed while the change was being written; it will be completed or voided within a minute. Check get_change_log (or read the record) before retrying, so the change is not made twice"}
+
 // write applies muts as one unit and returns their change entries, in order.
-// One mutation, or a group, is all or nothing on both write modes.
+// One mutation, or a group, is all or nothing on every write mode.
 func (s *Store) write(ctx context.Context, muts ...mutation) ([]audit.Entry, error) {
+	return s.writeChecked(ctx, nil, muts...)
+}
+
+// writeChecked is write with a precondition (see precheck).
+func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation) ([]audit.Entry, error) {
 	actor, ok := audit.ActorFrom(ctx)
 	if !ok || actor.UserID == "" || actor.AgentID == "" || actor.SessionID == "" {
 		return nil, errors.New("write without a complete actor (user, agent, session)")
@@ -74,9 +122,8 @@ func (s *Store) write(ctx context.Context, muts ...mutation) ([]audit.Entry, err
 	if len(muts) == 0 {
 		return nil, nil
 	}
-	if s.serialWrites {
-		s.writeMu.Lock()
-		defer s.writeMu.Unlock()
+	if err := s.bindSession(ctx, actor); err != nil {
+		return nil, err
 	}
 	planID := ""
 	if len(muts) > 1 {
@@ -89,13 +136,22 @@ func (s *Store) write(ctx context.Context, muts ...mutation) ([]audit.Entry, err
 	var err error
 	switch {
 	case s.caps.WriteMode == ModeTransaction && len(muts) <= groupTxLimit:
-		err = s.writeTx(ctx, muts, entries)
-	case len(muts) == 1 && s.serialWrites:
-		err = s.writeSerial(ctx, muts[0], &entries[0])
-	case len(muts) == 1:
-		err = s.writeOrdered(ctx, muts[0], &entries[0])
+		err = s.writeTx(ctx, chk, muts, entries)
+	case s.serialWrites && len(muts) == 1:
+		err = s.writeSerial(ctx, chk, muts[0], &entries[0])
+	case s.serialWrites:
+		err = s.writePlanSerial(ctx, chk, planID, muts, entries)
 	default:
-		err = s.writePlan(ctx, planID, muts, entries)
+		if chk != nil {
+			if err = chk(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if len(muts) == 1 {
+			err = s.writeOrdered(ctx, muts[0], &entries[0])
+		} else {
+			err = s.writePlan(ctx, planID, muts, entries)
+		}
 	}
 	if err != nil {
 		// The write may have stopped half-way: let the recovery timer look.
@@ -140,16 +196,86 @@ func redact(coll string, doc bson.M) bson.M {
 	return out
 }
 
-// writeTx writes the entries and records in one transaction. The callback
-// may run more than once, so it only does database work and never swallows
-// an error.
-func (s *Store) writeTx(ctx context.Context, muts []mutation, entries []audit.Entry) error {
+// sealed holds the redacted values of a create, so that recovery can roll
+// the create forward; it is kept on the entry only while the entry is
+// pending (settling it removes the field), never on an applied entry.
+func sealed(m mutation) bson.M {
+	if m.before != nil || len(redacted[m.coll]) == 0 {
+		return nil
+	}
+	out := bson.M{}
+	for _, f := range redacted[m.coll] {
+		if v, ok := m.after[f]; ok {
+			out[f] = v
+		}
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+// Sessions are bound to the agent that first wrote in them, so no other key
+// can file changes into (or block the rollback of) another agent's session.
+// The binding is bookkeeping of the transport, like key usage: it is not a
+// record and has no change entry.
+
+func (s *Store) bindSession(ctx context.Context, a audit.Actor) error {
+	if owner, ok := s.sessions.Load(a.SessionID); ok {
+		return sessionOwner(a, owner.(string))
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		var b struct {
+			AgentID string `bson:"agent_id"`
+		}
+		err := s.coll(collSessions).FindOne(ctx, bson.M{"_id": a.SessionID}).Decode(&b)
+		if err == nil {
+			s.sessions.Store(a.SessionID, b.AgentID)
+			return sessionOwner(a, b.AgentID)
+		}
+		if !errors.Is(err, mongo.ErrNoDocuments) {
+			return fmt.Errorf("session %s: %w", a.SessionID, err)
+		}
+		_, err = s.coll(collSessions).InsertOne(ctx, bson.M{"_id": a.SessionID, "agent_id": a.AgentID,
+			"user_id": a.UserID, "created_at": time.Now().UTC()})
+		if err == nil {
+			s.sessions.Store(a.SessionID, a.AgentID)
+			return nil
+		}
+		if !mongo.IsDuplicateKeyError(err) {
+			return fmt.Errorf("session %s: %w", a.SessionID, err)
+		}
+		// Another call bound it first: read whose it is.
+	}
+	return &Error{Code: CodeUnavailable, Retryable: true, Message: "could not bind the session; try again"}
+}
+
+func sessionOwner(a audit.Actor, owner string) error {
+	if owner == a.AgentID {
+		return nil
+	}
+	return &Error{Code: CodePermissionDenied, Field: "X-Agent-Session-Id",
+		Message: fmt.Sprintf("session %q belongs to another agent (key %s); a session is bound to the agent that first wrote in it: choose a session id of your own", a.SessionID, owner)}
+}
+
+// ---------------------------------------------------------------------------
+// Transaction mode.
+
+// writeTx writes the entries and records in one transaction, with majority
+// write concern and snapshot read concern set explicitly rather than taken
+// from the server's defaults. The callback may run more than once, so it
+// only does database work and never swallows an error.
+func (s *Store) writeTx(ctx context.Context, chk precheck, muts []mutation, entries []audit.Entry) error {
 	sess, err := s.client.StartSession()
 	if err != nil {
 		return fmt.Errorf("start session: %w", err)
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
+	txOpts := options.Transaction().SetWriteConcern(writeconcern.Majority()).SetReadConcern(readconcern.Snapshot())
 	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
+		if chk != nil {
+			if err := chk(ctx); err != nil {
+				return nil, err
+			}
+		}
 		for i := range muts {
 			seq, err := s.nextSeq(ctx)
 			if err != nil {
@@ -172,52 +298,225 @@ func (s *Store) writeTx(ctx context.Context, muts []mutation, entries []audit.En
 			entries[i] = e
 		}
 		return nil, nil
-	})
+	}, txOpts)
 	return err
 }
 
-// writeOrdered is the protocol for a server without transactions: entry
-// pending, record guarded by its version, entry applied. Recovery completes
-// an entry whose record write landed and voids one whose write did not.
+// ---------------------------------------------------------------------------
+// Ordered mode (a server without transactions whose filtered writes are
+// atomic: a standalone mongod, FerretDB v2 on DocumentDB). Many processes
+// may write at once; every step is idempotent and guarded.
+
+// writeOrdered: entry pending, record guarded by its version, entry applied.
+// Once the entry is inserted the change is decided: it lands unless the
+// record moves past its base version first, whoever finishes it (this
+// writer, or recovery if this writer stops).
 func (s *Store) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) error {
+	if m.before != nil {
+		// A record another write moved, or a group holds, refuses the write
+		// before anything is decided.
+		var cur bson.M
+		err := s.coll(m.coll).FindOne(ctx, bson.M{"_id": m.id}, options.FindOne().SetProjection(bson.M{fieldVersion: 1, fieldLockedBy: 1})).Decode(&cur)
+		if err != nil {
+			return driverErr(err, kinds[m.coll], m.id)
+		}
+		if v, _ := asInt(cur[fieldVersion]); v != m.version || cur[fieldLockedBy] != nil {
+			return ErrConflict
+		}
+	}
 	seq, err := s.nextSeq(ctx)
 	if err != nil {
 		return err
 	}
 	e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StatePending
-	if _, err := s.coll(collChangeLog).InsertOne(ctx, e); err != nil {
-		return driverErr(err, "change", e.ID)
+	e.Sealed = sealed(m)
+	if err := s.insertEntry(ctx, e); err != nil {
+		if isStoreRefusal(err) {
+			return err
+		}
+		return errors.Join(errOutcomePending, err)
 	}
+	e.Sealed = nil
+	// From here the change is decided: finish it whatever the caller does.
+	ctx = context.WithoutCancel(ctx)
 	if err := s.at("entry"); err != nil {
 		return err
 	}
-	// Past half the lease, recovery may be about to void this entry: give up
-	// rather than race it.
-	if time.Since(e.At) > s.lease/2 {
-		s.setEntryState(ctx, e.ID, audit.StateAborted)
-		return &Error{Code: CodeUnavailable, Message: "the store is too slow to complete the write; nothing was changed, try again", Retryable: true}
+	state, err := s.land(ctx, *e, m)
+	if errors.Is(err, errCrashed) {
+		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.lease/3)
-	err = s.writeRecord(wctx, m, e.ID, "", false)
-	cancel()
 	if err != nil {
-		if isConflict(err) {
-			s.setEntryState(ctx, e.ID, audit.StateAborted)
-		}
-		return err
+		s.log.Error().Err(err).Str("change", e.ID).Msg("write left to recovery")
+		return errors.Join(errOutcomePending, err)
 	}
-	if err := s.at("record"); err != nil {
-		return err
-	}
-	if err := s.setEntryState(ctx, e.ID, audit.StateApplied); err != nil {
-		return err
+	if state == audit.StateAborted {
+		return ErrConflict // modify retries on the fresh state
 	}
 	e.State = audit.StateApplied
 	return s.at("applied")
 }
 
+// isStoreRefusal tells an error the store answered with (nothing was
+// written) from one whose outcome is unknown (a timeout, a lost connection).
+func isStoreRefusal(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && !mongo.IsTimeout(err) && !mongo.IsNetworkError(err)
+}
+
+// land finishes pending entry e (whose mutation is m): writes its record if
+// the record is still at the entry's base version, and settles the entry.
+// It returns the entry's final state, or an error when it cannot tell yet
+// (the store failing, a plan holding the record): the entry stays pending
+// and a later call settles it. The writer and recovery may run it at once.
+func (s *Store) land(ctx context.Context, e audit.Entry, m mutation) (string, error) {
+	base := e.VersionAfter - 1
+	for attempt := 0; attempt < 5; attempt++ {
+		if err := s.at("land-read"); err != nil {
+			return "", err
+		}
+		var cur bson.M
+		err := s.coll(e.Collection).FindOne(ctx, bson.M{"_id": e.RecordID}).Decode(&cur)
+		found := err == nil
+		if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+			return "", fmt.Errorf("read %s/%s: %w", e.Collection, e.RecordID, err) // unknown: wait, never void
+		}
+		lc, _ := cur[fieldLastChange].(string)
+		v, _ := asInt(cur[fieldVersion])
+		switch {
+		case found && lc == e.ID:
+			return s.settle(ctx, e.ID, audit.StateApplied)
+		case found && base == 0:
+			// Only this entry creates a record with this fresh id: it landed,
+			// and a later writer settled it before moving the record on.
+			return s.settle(ctx, e.ID, audit.StateApplied)
+		case !found && base > 0:
+			return s.settle(ctx, e.ID, audit.StateAborted) // nothing is ever deleted: cannot happen
+		case found && v != base:
+			// Moved past the base version without this entry: it can never land.
+			return s.settle(ctx, e.ID, audit.StateAborted)
+		case found && cur[fieldLockedBy] != nil:
+			// A group took the record at this version after this entry was
+			// written: it decides first (it moves the record, and this entry
+			// cannot land, or it is voided and this one lands).
+			if attempt < 4 {
+				time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
+				continue
+			}
+			return "", ErrConflict
+		}
+		if found {
+			// The state this write replaces is final: settle its entry before
+			// overwriting it, so that a pending entry of a record that moved
+			// on always means "did not land".
+			if err := s.settlePrev(ctx, lc); err != nil {
+				return "", err
+			}
+		}
+		if m.coll == "" { // recovery: rebuild the mutation from the entry
+			m = mutation{coll: e.Collection, id: e.RecordID, before: e.Before, after: cloneM(e.After), version: base}
+			for k, v := range e.Sealed {
+				m.after[k] = v
+			}
+			for _, f := range redacted[e.Collection] {
+				if _, ok := e.Sealed[f]; !ok && found {
+					m.after[f] = cur[f]
+				}
+			}
+		}
+		err = s.writeRecord(ctx, m, e.ID, "", false)
+		if err != nil && !isConflict(err) {
+			return "", err
+		}
+		if err := s.at("record"); err != nil {
+			return "", err
+		}
+		// Landed, or someone else moved first: the next read tells which.
+	}
+	return "", fmt.Errorf("change %s: the record kept moving", e.ID)
+}
+
+func cloneM(m bson.M) bson.M {
+	out := make(bson.M, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// settlePrev marks applied the entry a record carries, if it is still
+// pending: the record carrying it proves it landed.
+func (s *Store) settlePrev(ctx context.Context, id string) error {
+	if id == "" {
+		return nil
+	}
+	_, err := s.coll(collChangeLog).UpdateOne(ctx, bson.M{"_id": id, "state": audit.StatePending},
+		bson.M{"$set": bson.M{"state": audit.StateApplied}, "$unset": bson.M{"sealed": ""}})
+	return err
+}
+
+// settle moves pending entry id to state and returns the state it has: the
+// one asked for, or the one another settler gave it. Two settlers never
+// disagree (both read the same record); if they do, that is reported.
+func (s *Store) settle(ctx context.Context, id, state string) (string, error) {
+	res, err := s.coll(collChangeLog).UpdateOne(ctx, bson.M{"_id": id, "state": audit.StatePending},
+		bson.M{"$set": bson.M{"state": state}, "$unset": bson.M{"sealed": ""}})
+	if err != nil {
+		return "", fmt.Errorf("settle change %s: %w", id, err)
+	}
+	if res.MatchedCount == 1 {
+		return state, nil
+	}
+	var e struct {
+		State string `bson:"state"`
+	}
+	if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"_id": id}).Decode(&e); err != nil {
+		return "", fmt.Errorf("settle change %s: %w", id, err)
+	}
+	if e.State != state {
+		return e.State, fmt.Errorf("change %s is %s, but its record says %s", id, e.State, state)
+	}
+	return state, nil
+}
+
+// insertEntry inserts e. A duplicate key is either this very entry (a retry
+// whose first try landed) or another entry holding e's seq; the second takes
+// a new seq.
+func (s *Store) insertEntry(ctx context.Context, e *audit.Entry) error {
+	for attempt := 0; ; attempt++ {
+		_, err := s.coll(collChangeLog).InsertOne(ctx, e)
+		if err == nil || !mongo.IsDuplicateKeyError(err) {
+			return err
+		}
+		n, cerr := s.coll(collChangeLog).CountDocuments(ctx, bson.M{"_id": e.ID})
+		if cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		if n == 1 {
+			return nil
+		}
+		if attempt == 4 {
+			return fmt.Errorf("change %s: seq %d is taken: %w", e.ID, e.Seq, err)
+		}
+		seq, serr := s.nextSeq(ctx)
+		if serr != nil {
+			return serr
+		}
+		s.log.Warn().Int64("seq", e.Seq).Int64("new_seq", seq).Msg("change seq already taken: counter behind the log")
+		e.Seq = seq
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Serial mode: the embedded store, whose filtered updates are not atomic
+// (two guarded writes at one version can both match, two $inc can return
+// one number). One process owns it (a lock file), and writeMu makes each
+// write's steps atomic among that process's writers. Every step is an insert
+// or a write by _id, since the store scans a whole collection for any other
+// query.
+
 // intent is the write-ahead record of the serial protocol: one document per
-// process, rewritten by each of its writes.
+// process, rewritten by each of its writes once the previous one is settled.
 type intent struct {
 	ID    string      `bson:"_id"`
 	State string      `bson:"state"` // pending or done
@@ -225,59 +524,119 @@ type intent struct {
 	Entry audit.Entry `bson:"entry"`
 }
 
-// writeSerial is the ordered protocol where this process is the store's only
-// writer at a time (writeMu held; FerretDB). Everything but the record write
-// is an insert or a one-document write, because FerretDB scans a whole
-// collection for any other query: intent pending (the entry, in this
-// process's intent document), record guarded by its version, entry inserted
-// applied, intent done. Recovery inserts the entry of a pending intent whose
-// record carries it, and drops one whose record does not.
-func (s *Store) writeSerial(ctx context.Context, m mutation, e *audit.Entry) error {
+// writeSerial: intent pending (holding the entry), record written by _id
+// after its guard is checked, entry inserted applied, intent done. Once the
+// intent is written the write is finished regardless of the caller, and the
+// intent is never overwritten before it is settled: a failure settles it at
+// once, or leaves it for the next write of the process (which settles it
+// first) and for recovery.
+func (s *Store) writeSerial(ctx context.Context, chk precheck, m mutation, e *audit.Entry) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.settleOwnIntent(ctx); err != nil {
+		return &Error{Code: CodeUnavailable, Retryable: true, Message: "the store failed while finishing an earlier write; try again in a moment"}
+	}
+	if s.locks[m.key()] != "" {
+		return ErrConflict
+	}
+	if chk != nil {
+		if err := chk(ctx); err != nil {
+			return err
+		}
+	}
 	seq, err := s.nextSeq(ctx)
 	if err != nil {
 		return err
 	}
 	e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StateApplied
 	in := intent{ID: s.intentID, State: audit.StatePending, At: e.At, Entry: *e}
+	// Even a failed intent write may have landed: settle it before the next.
+	s.ownIntent = &in
 	if _, err := s.coll(collIntents).ReplaceOne(ctx, bson.M{"_id": in.ID}, in, options.Replace().SetUpsert(true)); err != nil {
-		return fmt.Errorf("write intent: %w", err)
+		if serr := s.settleOwnIntent(context.WithoutCancel(ctx)); serr == nil {
+			return fmt.Errorf("write intent: %w", err) // settled: nothing was written
+		}
+		return errors.Join(errOutcomePending, err)
 	}
+	ctx = context.WithoutCancel(ctx)
 	if err := s.at("entry"); err != nil {
 		return err
 	}
-	if err := s.writeRecord(ctx, m, e.ID, "", false); err != nil {
-		if isConflict(err) {
-			return errors.Join(err, s.intentDone(ctx))
+	werr := s.writeRecord(ctx, m, e.ID, "", false)
+	if werr == nil {
+		if werr = s.at("record"); errors.Is(werr, errCrashed) {
+			return werr
 		}
-		return err
 	}
-	if err := s.at("record"); err != nil {
-		return err
+	if werr == nil {
+		if werr = s.at("entry-insert"); errors.Is(werr, errCrashed) {
+			return werr
+		}
 	}
-	if _, err := s.coll(collChangeLog).InsertOne(ctx, e); err != nil {
-		return driverErr(err, "change", e.ID)
+	if werr == nil {
+		if werr = s.insertEntry(ctx, &in.Entry); werr == nil {
+			e.Seq = in.Entry.Seq
+			if werr = s.at("applied"); errors.Is(werr, errCrashed) {
+				return werr
+			}
+		}
 	}
-	if err := s.at("applied"); err != nil {
-		return err
+	if werr == nil {
+		// The entry is in: the intent is done.
+		if _, err := s.coll(collIntents).UpdateOne(ctx, bson.M{"_id": in.ID}, bson.M{"$set": bson.M{"state": "done"}}); err != nil {
+			// Applied all the same: the process's next write (or recovery)
+			// settles the intent first, and finds the entry there.
+			s.log.Warn().Err(err).Str("change", e.ID).Msg("intent left pending")
+			return nil
+		}
+		s.ownIntent = nil
+		return nil
 	}
-	return s.intentDone(ctx)
+	// A step failed: settle the intent by reading the record (its write may
+	// have landed without a reply).
+	applied, serr := s.settleIntent(ctx, in)
+	if serr != nil {
+		s.log.Error().Err(serr).Str("change", e.ID).Msg("write left to recovery")
+		return errors.Join(errOutcomePending, werr, serr)
+	}
+	s.ownIntent = nil
+	e.Seq = in.Entry.Seq
+	switch {
+	case applied:
+		return nil
+	case werr != nil:
+		return werr
+	default:
+		return fmt.Errorf("change %s: record write reported success but the record does not carry it", e.ID)
+	}
 }
 
-func (s *Store) intentDone(ctx context.Context) error {
-	_, err := s.coll(collIntents).UpdateOne(context.WithoutCancel(ctx), bson.M{"_id": s.intentID},
-		bson.M{"$set": bson.M{"state": "done"}})
-	return err
+// settleOwnIntent settles this process's intent left pending by a failed
+// write (writeMu held).
+func (s *Store) settleOwnIntent(ctx context.Context) error {
+	if s.ownIntent == nil {
+		return nil
+	}
+	if _, err := s.settleIntent(context.WithoutCancel(ctx), *s.ownIntent); err != nil {
+		return err
+	}
+	s.ownIntent = nil
+	return nil
 }
 
-// settleIntent finishes or drops a pending intent (recovery, writeMu held).
+// settleIntent finishes or drops a pending intent (writeMu held): the entry
+// goes in when the record carries it. A read that fails settles nothing.
 func (s *Store) settleIntent(ctx context.Context, in intent) (applied bool, err error) {
+	if err := s.at("settle-read"); err != nil {
+		return false, err
+	}
 	var rec bson.M
 	err = s.coll(in.Entry.Collection).FindOne(ctx, bson.M{"_id": in.Entry.RecordID}).Decode(&rec)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return false, err
 	}
 	if err == nil && rec[fieldLastChange] == in.Entry.ID {
-		if _, err := s.coll(collChangeLog).InsertOne(ctx, in.Entry); err != nil && !mongo.IsDuplicateKeyError(err) {
+		if err := s.insertEntry(ctx, &in.Entry); err != nil {
 			return false, err
 		}
 		applied = true
@@ -331,12 +690,11 @@ func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID str
 
 // guarded writes the one document whose _id is filter["_id"], if it matches
 // the rest of filter (equalities and {$exists: false}), and reports whether
-// it did. On MongoDB the filter goes to the server, which applies it
-// atomically. FerretDB neither applies a filtered write atomically nor reads
-// anything but an _id equality through an index (a filter with one more
-// condition scans the whole collection), so there the write path, serialised
-// in this process, reads the document by _id, checks the rest here, and
-// writes by _id alone: the same outcome in constant time.
+// it did. On a server whose filtered writes are atomic the filter goes to
+// the server. The embedded store neither applies a filtered write atomically
+// nor reads anything but an _id equality cheaply, so there the write path,
+// serialised in this process, reads the document by _id, checks the rest
+// here, and writes by _id alone: the same outcome in constant time.
 func (s *Store) guarded(ctx context.Context, coll string, filter bson.M, write func(bson.M) (*mongo.UpdateResult, error)) (bool, error) {
 	if !s.serialWrites {
 		res, err := write(filter)
@@ -364,13 +722,19 @@ func (s *Store) guarded(ctx context.Context, coll string, filter bson.M, write f
 }
 
 // matches evaluates the guard filters the write path uses: field equality
-// (numbers compared by value) and {$exists: false}.
+// (numbers compared by value), {$exists: false} and {$in: [...]}.
 func matches(doc, filter bson.M) bool {
 	for k, want := range filter {
 		got, present := doc[k]
-		if cond, ok := want.(bson.M); ok {
-			if exists, ok := cond["$exists"].(bool); ok && len(cond) == 1 {
+		if cond, ok := want.(bson.M); ok && len(cond) == 1 {
+			if exists, ok := cond["$exists"].(bool); ok {
 				if present != exists {
+					return false
+				}
+				continue
+			}
+			if in, ok := cond["$in"].(bson.A); ok {
+				if !present || !slices.ContainsFunc(in, func(w any) bool { return sameValue(got, w) }) {
 					return false
 				}
 				continue
@@ -403,25 +767,18 @@ func asInt(v any) (int64, bool) {
 	return 0, false
 }
 
-func (s *Store) setEntryState(ctx context.Context, id, state string) error {
-	ctx = context.WithoutCancel(ctx)
-	filter := bson.M{"_id": id, "state": audit.StatePending}
-	if s.serialWrites {
-		// Every caller holds writeMu and knows the entry is pending (the
-		// writer inserted it; recovery read it): the guard needs no read.
-		filter = bson.M{"_id": id}
-	}
-	_, err := s.coll(collChangeLog).UpdateOne(ctx, filter, bson.M{"$set": bson.M{"state": state}})
-	return err
-}
-
 // nextSeq takes the next change sequence number from the counter document.
 func (s *Store) nextSeq(ctx context.Context) (int64, error) {
+	return s.nextSeqs(ctx, 1)
+}
+
+// nextSeqs takes n consecutive sequence numbers and returns the last.
+func (s *Store) nextSeqs(ctx context.Context, n int) (int64, error) {
 	var c struct {
 		Seq int64 `bson:"seq"`
 	}
 	err := s.coll(collCounters).FindOneAndUpdate(ctx, bson.M{"_id": collChangeLog},
-		bson.M{"$inc": bson.M{"seq": int64(1)}},
+		bson.M{"$inc": bson.M{"seq": int64(n)}},
 		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&c)
 	if err != nil {
 		return 0, fmt.Errorf("next seq: %w", err)
@@ -429,13 +786,33 @@ func (s *Store) nextSeq(ctx context.Context) (int64, error) {
 	return c.Seq, nil
 }
 
+// ---------------------------------------------------------------------------
+// Groups without a transaction: plans.
+
 // plan is a group of mutations written without a transaction. It is
 // persisted before any record is touched, so recovery can finish or void it.
+// Its steps are kept in plan_steps, in chunks well under the document size
+// limit, so a group has no size limit of its own.
 type plan struct {
-	ID    string     `bson:"_id"`
-	State string     `bson:"state"` // locking, locked, applied, aborted
-	At    time.Time  `bson:"at"`
-	Steps []planStep `bson:"steps"`
+	ID        string    `bson:"_id"`
+	State     string    `bson:"state"` // locking, locked, applied, aborted
+	At        time.Time `bson:"at"`
+	Heartbeat time.Time `bson:"heartbeat"`
+	// Serial: the plan of the serial protocol, whose records are locked in
+	// the memory of the one process that owns the store.
+	Serial bool `bson:"serial,omitempty"`
+	Count  int  `bson:"count"`
+	Chunks int  `bson:"chunks"`
+	// Steps are loaded from plan_steps (older plans held them here).
+	Steps []planStep `bson:"steps,omitempty"`
+}
+
+// planChunk is one document of plan_steps.
+type planChunk struct {
+	ID     string     `bson:"_id"`
+	PlanID string     `bson:"plan_id"`
+	N      int        `bson:"n"`
+	Steps  []planStep `bson:"steps"`
 }
 
 type planStep struct {
@@ -454,6 +831,8 @@ type planStep struct {
 // before state, takes no lock, and is an insert on roll-forward.
 func (st planStep) creates() bool { return st.Version == 0 && st.Entry.Before == nil }
 
+func (st planStep) key() string { return st.Coll + "/" + st.ID }
+
 const (
 	planLocking = "locking"
 	planLocked  = "locked"
@@ -461,17 +840,21 @@ const (
 	planAborted = "aborted"
 )
 
+// planChunkBytes bounds a plan_steps document (the store's limit is 16 MiB).
+const planChunkBytes = 4 << 20
+
 // newPlan checks that the steps of a group can be locked and applied in
 // order: a record changed by several steps is changed by consecutive
 // versions (a chain), locked once at the first; a record the group creates
 // is changed by no other step (it cannot be locked before it exists).
 func newPlan(planID string, muts []mutation, entries []audit.Entry) (plan, error) {
-	p := plan{ID: planID, State: planLocking, At: time.Now().UTC()}
+	t := time.Now().UTC()
+	p := plan{ID: planID, State: planLocking, At: t, Heartbeat: t}
 	next := map[string]int64{} // coll/id -> version the next step must expect
 	last := map[string]int{}   // coll/id -> index of its last step
 	created := map[string]bool{}
 	for i, m := range muts {
-		k := m.coll + "/" + m.id
+		k := m.key()
 		if created[k] {
 			return p, fmt.Errorf("group step %d changes %s, which the group creates", i, k)
 		}
@@ -494,22 +877,116 @@ func newPlan(planID string, muts []mutation, entries []audit.Entry) (plan, error
 		p.Steps = append(p.Steps, planStep{Entry: entries[i], Coll: m.coll, ID: m.id, Version: m.version})
 	}
 	for i := range p.Steps {
-		p.Steps[i].More = last[p.Steps[i].Coll+"/"+p.Steps[i].ID] != i
+		p.Steps[i].More = last[p.Steps[i].key()] != i
 	}
+	p.Count = len(p.Steps)
 	return p, nil
 }
 
-// writePlan: persist the plan, lock every record at its expected version,
-// mark the plan locked (from here on recovery rolls it forward), apply each
-// step as a single ordered write carrying the plan id, mark it applied.
+// persistPlan writes the plan's steps, then the plan itself in state: a plan
+// document exists only with all its steps.
+func (s *Store) persistPlan(ctx context.Context, p *plan, state string) error {
+	var chunk []planStep
+	size := 0
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		c := planChunk{ID: fmt.Sprintf("%s/%d", p.ID, p.Chunks), PlanID: p.ID, N: p.Chunks, Steps: chunk}
+		if _, err := s.coll(collPlanSteps).InsertOne(ctx, c); err != nil {
+			return fmt.Errorf("plan steps: %w", err)
+		}
+		p.Chunks++
+		chunk, size = nil, 0
+		return nil
+	}
+	for _, st := range p.Steps {
+		raw, err := bson.Marshal(st)
+		if err != nil {
+			return err
+		}
+		if size+len(raw) > planChunkBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		chunk = append(chunk, st)
+		size += len(raw)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	doc := *p
+	doc.State, doc.Steps = state, nil
+	if _, err := s.coll(collPlans).InsertOne(ctx, doc); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	p.State = state
+	return nil
+}
+
+// loadSteps reads the steps of a plan read from plans.
+func (s *Store) loadSteps(ctx context.Context, p *plan) error {
+	if len(p.Steps) > 0 || p.Chunks == 0 {
+		return nil
+	}
+	cur, err := s.coll(collPlanSteps).Find(ctx, bson.M{"plan_id": p.ID}, options.Find().SetSort(bson.D{{Key: "n", Value: 1}}))
+	if err != nil {
+		return err
+	}
+	var chunks []planChunk
+	if err := cur.All(ctx, &chunks); err != nil {
+		return err
+	}
+	if len(chunks) != p.Chunks {
+		return fmt.Errorf("plan %s: %d of its %d step chunks found", p.ID, len(chunks), p.Chunks)
+	}
+	for _, c := range chunks {
+		p.Steps = append(p.Steps, c.Steps...)
+	}
+	return nil
+}
+
+// heartbeat keeps a plan's lease alive while its writer works, so a large
+// group is never taken for a dead one; the returned func stops it.
+func (s *Store) heartbeat(ctx context.Context, planID string) func() {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.lease / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_, err := s.coll(collPlans).UpdateOne(ctx, bson.M{"_id": planID, "state": bson.M{"$in": bson.A{planLocking, planLocked}}},
+					bson.M{"$set": bson.M{"heartbeat": time.Now().UTC()}})
+				if err != nil && ctx.Err() == nil {
+					s.log.Warn().Err(err).Str("plan", planID).Msg("plan heartbeat")
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// writePlan (ordered mode): persist the plan, lock every record at its
+// expected version, mark the plan locked (from here on it is decided and
+// rolled forward by whoever gets there), apply each step as a single ordered
+// write carrying the plan id, mark it applied. A heartbeat keeps the plan's
+// lease while the writer works.
 func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, entries []audit.Entry) error {
 	p, err := newPlan(planID, muts, entries)
 	if err != nil {
 		return err
 	}
-	if _, err := s.coll(collPlans).InsertOne(ctx, p); err != nil {
-		return fmt.Errorf("plan: %w", err)
+	if err := s.persistPlan(ctx, &p, planLocking); err != nil {
+		return err
 	}
+	stop := s.heartbeat(ctx, planID)
+	defer stop()
 	if err := s.at("plan"); err != nil {
 		return err
 	}
@@ -521,14 +998,9 @@ func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, e
 	}
 	locked := map[string]bool{}
 	for _, st := range p.Steps {
-		k := st.Coll + "/" + st.ID
+		k := st.key()
 		if locked[k] || st.creates() {
 			continue
-		}
-		// Past half the lease, recovery may be about to void this plan: give
-		// up rather than race it.
-		if time.Since(p.At) > s.lease/2 {
-			return fail(&Error{Code: CodeUnavailable, Message: "the store is too slow to complete the write; nothing was changed, try again", Retryable: true})
 		}
 		ok, err := s.guarded(ctx, st.Coll, bson.M{"_id": st.ID, fieldVersion: st.Version, fieldLockedBy: bson.M{"$exists": false}},
 			func(f bson.M) (*mongo.UpdateResult, error) {
@@ -563,7 +1035,10 @@ func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, e
 	p.State = planLocked
 	done, err := s.rollForward(context.WithoutCancel(ctx), p)
 	if err != nil {
-		return err
+		if errors.Is(err, errCrashed) {
+			return err
+		}
+		return errors.Join(errOutcomePending, err)
 	}
 	copy(entries, done)
 	return nil
@@ -590,7 +1065,7 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 			}
 			// A created record exists from version 1 on, so the same test
 			// tells a landed create.
-			if v, _ := cur[fieldVersion].(int64); v > st.Version {
+			if v, _ := asInt(cur[fieldVersion]); v > st.Version {
 				break
 			}
 			if (!st.creates() && cur[fieldLockedBy] != p.ID) || attempt > 0 {
@@ -601,17 +1076,18 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 				return nil, err
 			}
 			e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StatePending
-			if _, err := s.coll(collChangeLog).InsertOne(ctx, e); err != nil && !mongo.IsDuplicateKeyError(err) {
+			if err := s.insertEntry(ctx, &e); err != nil {
 				return nil, err
 			}
 			if err := s.at("step-entry"); err != nil {
 				return nil, err
 			}
-			after := make(bson.M, len(e.After))
-			for k, v := range e.After {
-				after[k] = v
-			}
+			after := cloneM(e.After)
 			if !st.creates() {
+				lc, _ := cur[fieldLastChange].(string)
+				if err := s.settlePrev(ctx, lc); err != nil {
+					return nil, err
+				}
 				for _, f := range redacted[st.Coll] {
 					after[f] = cur[f]
 				}
@@ -628,7 +1104,7 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 			}
 			break
 		}
-		if err := s.setEntryState(ctx, e.ID, audit.StateApplied); err != nil {
+		if _, err := s.settle(ctx, e.ID, audit.StateApplied); err != nil {
 			return nil, err
 		}
 		// The entry as stored: a retried roll may have inserted it earlier,
@@ -655,6 +1131,9 @@ func (s *Store) abortPlan(ctx context.Context, planID string) error {
 	if p.State != planAborted {
 		return nil
 	}
+	if err := s.loadSteps(ctx, &p); err != nil {
+		return err
+	}
 	for _, st := range p.Steps {
 		if _, err := s.guarded(ctx, st.Coll, bson.M{"_id": st.ID, fieldLockedBy: planID}, func(f bson.M) (*mongo.UpdateResult, error) {
 			return s.coll(st.Coll).UpdateOne(ctx, f, bson.M{"$unset": bson.M{fieldLockedBy: ""}})
@@ -668,6 +1147,234 @@ func (s *Store) abortPlan(ctx context.Context, planID string) error {
 func (s *Store) setPlanState(ctx context.Context, id, state string) error {
 	_, err := s.coll(collPlans).UpdateOne(ctx, bson.M{"_id": id}, bson.M{"$set": bson.M{"state": state}})
 	return err
+}
+
+// writePlanSerial is the group protocol of the serial mode. Under writeMu it
+// checks every record's version (one read per collection and batch, not one
+// per record), persists the plan already locked (decided) and locks the
+// records in this process's memory: only this process writes the store, so
+// other writers meet the lock there. It then applies the steps in batches,
+// taking writeMu for one batch at a time, so other records' writes go on
+// while a large group is written. After a crash, recovery at start rolls
+// the plan forward before anything else writes.
+func (s *Store) writePlanSerial(ctx context.Context, chk precheck, planID string, muts []mutation, entries []audit.Entry) error {
+	p, err := newPlan(planID, muts, entries)
+	if err != nil {
+		return err
+	}
+	p.Serial = true
+	s.writeMu.Lock()
+	err = s.settleOwnIntent(ctx)
+	if err == nil {
+		err = s.checkSerialPlan(ctx, p)
+	}
+	if err == nil && chk != nil {
+		err = chk(ctx)
+	}
+	if err == nil {
+		err = s.persistPlan(ctx, &p, planLocked)
+	}
+	if err == nil {
+		for _, st := range p.Steps {
+			s.locks[st.key()] = planID
+		}
+		s.running[planID] = true
+	}
+	s.writeMu.Unlock()
+	if err != nil {
+		return err
+	}
+	done, err := s.rollForwardSerial(context.WithoutCancel(ctx), p, false)
+	if err != nil {
+		// The plan keeps its locks until recovery rolls it forward.
+		s.writeMu.Lock()
+		delete(s.running, planID)
+		s.writeMu.Unlock()
+		if errors.Is(err, errCrashed) {
+			return err
+		}
+		return errors.Join(errOutcomePending, err)
+	}
+	copy(entries, done)
+	return nil
+}
+
+// lockedInMemory reports the serial plan holding a record, if any.
+func (s *Store) lockedInMemory(coll, id string) (string, bool) {
+	if !s.serialWrites {
+		return "", false
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	p, ok := s.locks[coll+"/"+id]
+	return p, ok
+}
+
+// serialBatch is how many steps of a group are written under writeMu at once.
+const serialBatch = 50
+
+// checkSerialPlan checks that every record a plan changes is at the version
+// its first step expects and not locked, and that no record it creates
+// exists (writeMu held).
+func (s *Store) checkSerialPlan(ctx context.Context, p plan) error {
+	want := map[string]int64{}
+	byColl := map[string][]string{}
+	for _, st := range p.Steps {
+		k := st.key()
+		if _, ok := want[k]; ok {
+			continue
+		}
+		if s.locks[k] != "" {
+			return ErrConflict
+		}
+		want[k] = st.Version
+		byColl[st.Coll] = append(byColl[st.Coll], st.ID)
+	}
+	for coll, ids := range byColl {
+		for start := 0; start < len(ids); start += 500 {
+			cur, err := s.coll(coll).Find(ctx, bson.M{"_id": bson.M{"$in": ids[start:min(start+500, len(ids))]}},
+				options.Find().SetProjection(bson.M{fieldVersion: 1, fieldLockedBy: 1}))
+			if err != nil {
+				return err
+			}
+			var recs []bson.M
+			if err := cur.All(ctx, &recs); err != nil {
+				return err
+			}
+			for _, r := range recs {
+				k := coll + "/" + fmt.Sprint(r["_id"])
+				v, _ := asInt(r[fieldVersion])
+				if v != want[k] || r[fieldLockedBy] != nil {
+					return ErrConflict
+				}
+				delete(want, k)
+			}
+		}
+	}
+	for k, v := range want {
+		if v != 0 { // a record to change that does not exist
+			return fmt.Errorf("group: %s does not exist", k)
+		}
+	}
+	return nil
+}
+
+// rollForwardSerial applies the steps of a serial plan that have not landed,
+// batch by batch, and returns their entries. recovering says earlier runs
+// may have written some steps (a crash, a failed run): then the entries
+// already in change_log are looked up instead of inserted again.
+func (s *Store) rollForwardSerial(ctx context.Context, p plan, recovering bool) ([]audit.Entry, error) {
+	out := make([]audit.Entry, len(p.Steps))
+	if err := s.at("plan"); err != nil {
+		return nil, err
+	}
+	for start := 0; start < len(p.Steps); start += serialBatch {
+		end := min(start+serialBatch, len(p.Steps))
+		s.writeMu.Lock()
+		err := s.rollBatchSerial(ctx, p, start, end, recovering, out)
+		s.writeMu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.setPlanState(ctx, p.ID, planApplied); err != nil {
+		return nil, err
+	}
+	for _, st := range p.Steps {
+		if s.locks[st.key()] == p.ID {
+			delete(s.locks, st.key())
+		}
+	}
+	delete(s.running, p.ID)
+	return out, nil
+}
+
+func (s *Store) rollBatchSerial(ctx context.Context, p plan, start, end int, recovering bool, out []audit.Entry) error {
+	steps := p.Steps[start:end]
+	byColl := map[string][]string{}
+	var entryIDs []string
+	for _, st := range steps {
+		byColl[st.Coll] = append(byColl[st.Coll], st.ID)
+		entryIDs = append(entryIDs, st.Entry.ID)
+	}
+	recs := map[string]bson.M{}
+	for coll, ids := range byColl {
+		cur, err := s.coll(coll).Find(ctx, bson.M{"_id": bson.M{"$in": ids}})
+		if err != nil {
+			return err
+		}
+		var docs []bson.M
+		if err := cur.All(ctx, &docs); err != nil {
+			return err
+		}
+		for _, d := range docs {
+			recs[coll+"/"+fmt.Sprint(d["_id"])] = d
+		}
+	}
+	stored := map[string]audit.Entry{}
+	if recovering {
+		cur, err := s.coll(collChangeLog).Find(ctx, bson.M{"_id": bson.M{"$in": entryIDs}})
+		if err != nil {
+			return err
+		}
+		var es []audit.Entry
+		if err := cur.All(ctx, &es); err != nil {
+			return err
+		}
+		for _, e := range es {
+			stored[e.ID] = e
+		}
+	}
+	last, err := s.nextSeqs(ctx, len(steps))
+	if err != nil {
+		return err
+	}
+	for i, st := range steps {
+		e := st.Entry
+		e.Seq, e.At, e.State = last-int64(len(steps)-1-i), time.Now().UTC(), audit.StateApplied
+		k := st.key()
+		cur := recs[k]
+		v, _ := asInt(cur[fieldVersion])
+		if v <= st.Version {
+			if v != st.Version || (cur == nil) != st.creates() {
+				return fmt.Errorf("plan %s: %s is at version %d, its step expects %d", p.ID, k, v, st.Version)
+			}
+			doc := cloneM(e.After)
+			if !st.creates() {
+				for _, f := range redacted[st.Coll] {
+					doc[f] = cur[f]
+				}
+			}
+			doc["_id"], doc[fieldVersion], doc[fieldLastChange] = st.ID, st.Version+1, e.ID
+			var err error
+			if st.creates() {
+				_, err = s.coll(st.Coll).InsertOne(ctx, doc)
+			} else {
+				_, err = s.coll(st.Coll).ReplaceOne(ctx, bson.M{"_id": st.ID}, doc)
+			}
+			if err != nil {
+				return fmt.Errorf("plan %s step %s: %w", p.ID, k, err)
+			}
+			recs[k] = doc
+			if err := s.at("step-record"); err != nil {
+				return err
+			}
+		}
+		if se, ok := stored[e.ID]; ok {
+			out[start+i] = se
+			continue
+		}
+		if err := s.insertEntry(ctx, &e); err != nil {
+			return fmt.Errorf("plan %s step %s: %w", p.ID, k, err)
+		}
+		out[start+i] = e
+		if err := s.at("step-entry"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // touchKeyUsage records when a key was last used. Usage is telemetry, not a

@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -97,28 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		store, closeStore, err := open(ctx, cfg, false, log)
-		if err != nil {
-			return err
-		}
-		defer closeStore()
-		if args[0] == "indexes" {
-			fmt.Fprintf(stdout, "indexes applied (write mode %s)\n", store.Capabilities().WriteMode)
-			return nil
-		}
-		v, err := store.Verify(ctx)
-		if err != nil {
-			return err
-		}
-		enc := json.NewEncoder(stdout)
-		for _, x := range v {
-			enc.Encode(x)
-		}
-		if len(v) > 0 {
-			return fmt.Errorf("%d invariant violations", len(v))
-		}
-		fmt.Fprintln(stdout, "ok: every record matches its change entry")
-		return nil
+		return runCommand(ctx, cfg, command{Name: args[0]}, stdout, log)
 	case "keys":
 		return keys(ctx, cfg, args[1:], stdout, stderr, log)
 	case "version":
@@ -143,11 +121,8 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 	}
 	uri := cfg.uri
 	var es *embedded.Store
-	if uri == "" && !serving {
-		uri = embedded.SocketURI(cfg.data)
-	}
 	if uri == "" {
-		es, err = embedded.Start(ctx, embedded.Options{Dir: cfg.data, TCP: cfg.mongoListen, Socket: true})
+		es, err = embedded.Start(ctx, embedded.Options{Dir: cfg.data, TCP: cfg.mongoListen})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -218,6 +193,13 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger
 	if key != "" {
 		printFirstKey(stdout, base, key)
 	}
+	if cfg.uri == "" {
+		stopCommands, err := serveCommands(ctx, store, cfg.data, log)
+		if err != nil {
+			return err
+		}
+		defer stopCommands()
+	}
 	go store.RunRecovery(ctx, 10*time.Second)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
 	srv.Handler = server.EndStreamsOnShutdown(srv, server.New(store, log))
@@ -271,54 +253,20 @@ func keys(ctx context.Context, cfg config, args []string, stdout, stderr io.Writ
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	store, closeStore, err := open(ctx, cfg, false, zerolog.Nop())
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	ctx = audit.WithActor(ctx, repo.SystemActor("keys "+args[0]))
+	c := command{Name: "keys " + args[0], KeyName: *name, UserEmail: *email, AgentType: *agentType}
 	switch args[0] {
 	case "create":
-		user, err := keyOwner(ctx, store, *email)
-		if err != nil {
-			return err
-		}
-		_, key, err := store.CreateKey(ctx, repo.NewKeyInput{UserID: user.ID, Name: *name, AgentType: *agentType, Scopes: strings.Split(*scopes, ",")})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, key)
-		return nil
+		c.Scopes = strings.Split(*scopes, ",")
 	case "list":
-		userID := ""
-		if *email != "" {
-			u, err := store.UserByEmail(ctx, *email)
-			if err != nil {
-				return err
-			}
-			userID = u.ID
-		}
-		ks, err := store.ListKeys(ctx, userID)
-		if err != nil {
-			return err
-		}
-		enc := json.NewEncoder(stdout)
-		for _, k := range ks {
-			enc.Encode(k)
-		}
-		return nil
 	case "revoke":
 		if fs.NArg() != 1 {
 			return errors.New("usage: outreach keys revoke ID")
 		}
-		k, err := store.RevokeKey(ctx, fs.Arg(0))
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "revoked %s (%s)\n", k.ID, k.Name)
-		return nil
+		c.ID = fs.Arg(0)
+	default:
+		return fmt.Errorf("unknown keys command %q: use create, list or revoke", args[0])
 	}
-	return fmt.Errorf("unknown keys command %q: use create, list or revoke", args[0])
+	return runCommand(ctx, cfg, c, stdout, zerolog.Nop())
 }
 
 // keyOwner finds the user of email, creating it when new; without email, the first admin.
