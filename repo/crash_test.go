@@ -60,7 +60,8 @@ func openStore(t *testing.T, mode string) *Store {
 	return s
 }
 
-// modeSerial names the serial protocol in tests (the embedded store's).
+// modeSerial names the serial protocol in tests (the embedded store's); an
+// empty mode takes whatever protocol the store chooses.
 const modeSerial = "serial"
 
 func testCtx() context.Context {

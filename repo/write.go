@@ -841,7 +841,7 @@ const (
 )
 
 // planChunkBytes bounds a plan_steps document (the store's limit is 16 MiB).
-const planChunkBytes = 4 << 20
+var planChunkBytes = 4 << 20
 
 // newPlan checks that the steps of a group can be locked and applied in
 // order: a record changed by several steps is changed by consecutive

@@ -281,7 +281,7 @@ func TestSameChangeIsRolledBackOnce(t *testing.T) {
 
 // A session is bound to the agent that first wrote in it.
 func TestSessionIsBoundToItsAgent(t *testing.T) {
-	s := openStore(t, modeSerial)
+	s := openStore(t, "")
 	mine := audit.WithActor(context.Background(), audit.Actor{UserID: "u1", AgentID: "agent-1", SessionID: "shared-run", Tool: "test"})
 	theirs := audit.WithActor(context.Background(), audit.Actor{UserID: "u2", AgentID: "agent-2", SessionID: "shared-run", Tool: "test"})
 	id := newUser(t, s, mine)
@@ -321,7 +321,7 @@ func TestVerifyChecksTheWholeChain(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := openStore(t, modeSerial)
+			s := openStore(t, "")
 			ctx := testCtx()
 			id := newUser(t, s, ctx)
 			for _, n := range []string{"B", "C"} {
