@@ -43,6 +43,22 @@ fi
 echo "== tests"
 go test -count=1 -timeout 40m -skip '^TestReplicaSet$' ./...
 
+echo "== write-path tests on a second engine (FerretDB v2 on PostgreSQL with DocumentDB: the ordered protocol)"
+# The kit lives beside the project's clone; it installs from Debian's packages
+# and its own prebuilt files (root only). Elsewhere this step says it skipped.
+kit="$(pwd)/../shared/stores/documentdb"
+if [ -x "$kit/install.sh" ] && [ "$(id -u)" = 0 ]; then
+  "$kit/install.sh" >/dev/null
+  ddb_dir="${DOCUMENTDB_HOME:-/var/tmp/outreach-documentdb}/test-run"
+  ddb_uri=$("$kit/start.sh" --port-pg 54391 --port-mongo 27091 --dir "$ddb_dir")
+  trap '"$kit/stop.sh" --dir "$ddb_dir" >/dev/null 2>&1 || true' EXIT
+  env "$ddb_uri" go test -count=1 -timeout 20m ./repo/
+  "$kit/stop.sh" --dir "$ddb_dir" >/dev/null 2>&1 || true
+  trap - EXIT
+else
+  echo "skipped: the document-engine kit (../shared/stores/documentdb) is not beside this clone, or this is not root"
+fi
+
 echo "== tests on a MongoDB replica set (testcontainers, needs a Docker engine)"
 go test -count=1 -timeout 40m -run '^TestReplicaSet$' -v ./integration/ | grep -v '^=== RUN'
 
