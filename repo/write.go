@@ -269,7 +269,6 @@ func (s *Store) writeTx(ctx context.Context, chk precheck, muts []mutation, entr
 		return fmt.Errorf("start session: %w", err)
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
-	txOpts := options.Transaction().SetWriteConcern(writeconcern.Majority()).SetReadConcern(readconcern.Snapshot())
 	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
 		if chk != nil {
 			if err := chk(ctx); err != nil {
@@ -298,8 +297,15 @@ func (s *Store) writeTx(ctx context.Context, chk precheck, muts []mutation, entr
 			entries[i] = e
 		}
 		return nil, nil
-	}, txOpts)
+	}, txOptions())
 	return err
+}
+
+// txOptions are the transaction's concerns, set explicitly: a change and its
+// entry are acknowledged only once a majority has them, and the callback
+// reads one snapshot.
+func txOptions() *options.TransactionOptionsBuilder {
+	return options.Transaction().SetWriteConcern(writeconcern.Majority()).SetReadConcern(readconcern.Snapshot())
 }
 
 // ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
 )
@@ -347,5 +348,21 @@ func TestVerifyChecksTheWholeChain(t *testing.T) {
 			}
 			t.Logf("reported: %+v", v)
 		})
+	}
+}
+
+// Transactions do not rely on the server's default concerns.
+func TestTransactionConcernsAreExplicit(t *testing.T) {
+	var o options.TransactionOptions
+	for _, set := range txOptions().List() {
+		if err := set(&o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o.WriteConcern == nil || o.WriteConcern.W != "majority" {
+		t.Errorf("write concern %+v, want majority", o.WriteConcern)
+	}
+	if o.ReadConcern == nil || o.ReadConcern.Level != "snapshot" {
+		t.Errorf("read concern %+v, want snapshot", o.ReadConcern)
 	}
 }
