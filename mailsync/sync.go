@@ -157,6 +157,16 @@ func New(store *repo.Store, cfg Config) (*Syncer, error) {
 // Account names the synced account in the sync state: user@host:port.
 func (s *Syncer) Account() string { return s.cfg.User + "@" + s.cfg.Addr }
 
+// IMAPError is a failure of the IMAP server or of the connection to it, as
+// opposed to one of the store.
+type IMAPError struct {
+	Op  string
+	Err error
+}
+
+func (e *IMAPError) Error() string { return e.Op + ": " + e.Err.Error() }
+func (e *IMAPError) Unwrap() error { return e.Err }
+
 // Problem is a message that was not stored, and why. Problems do not stop
 // the sync: the message is passed over, and the next sync does not retry it.
 type Problem struct {
@@ -247,7 +257,7 @@ func (s *Syncer) Sync(ctx context.Context, progress Progress) (*Result, error) {
 	c, err := s.connect()
 	if err != nil {
 		res.Error = err.Error()
-		return res, fmt.Errorf("connect to %s: %w", s.cfg.Addr, err)
+		return res, &IMAPError{Op: "connect to " + s.cfg.Addr, Err: err}
 	}
 	defer c.Close()
 	for _, mbox := range s.cfg.Mailboxes {
@@ -334,7 +344,7 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 	mr := MailboxResult{Mailbox: mbox}
 	sel, err := c.Select(mbox, &imap.SelectOptions{ReadOnly: true}).Wait()
 	if err != nil {
-		return mr, fmt.Errorf("select %s: %w", mbox, err)
+		return mr, &IMAPError{Op: "select " + mbox, Err: err}
 	}
 	mr.UIDValidity = sel.UIDValidity
 	st, err := s.store.EmailSyncState(ctx, s.Account(), mbox)
@@ -357,7 +367,7 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 	set.AddRange(last+1, 0)
 	msgs, err := c.Fetch(set, &imap.FetchOptions{UID: true, RFC822Size: true, InternalDate: true}).Collect()
 	if err != nil {
-		return mr, fmt.Errorf("list %s: %w", mbox, err)
+		return mr, &IMAPError{Op: "list " + mbox, Err: err}
 	}
 	var todo []item
 	for _, m := range msgs {
@@ -405,7 +415,7 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 				// prefix read cleanly; the rest is read again next time.
 				s.advance(batch, handled, problems, &last)
 				save()
-				return mr, fmt.Errorf("fetch from %s: %w", mbox, err)
+				return mr, &IMAPError{Op: "fetch from " + mbox, Err: err}
 			}
 		}
 		for _, it := range batch {

@@ -597,3 +597,36 @@ func (s *Store) KnownEmailContacts(ctx context.Context, addrs []string) (int, er
 	m, err := s.contactsByAddress(ctx, addrs)
 	return len(m), err
 }
+
+// EmailThreadDetail is a thread with its linked contacts and opportunities,
+// each trimmed to what an agent needs.
+type EmailThreadDetail struct {
+	*EmailThread
+	Contacts      []map[string]any `json:"contacts"`
+	Opportunities []map[string]any `json:"opportunities"`
+}
+
+// EmailThreadDetail returns get_email_thread's view of a thread.
+func (s *Store) EmailThreadDetail(ctx context.Context, id string) (*EmailThreadDetail, error) {
+	t, err := s.EmailThread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &EmailThreadDetail{EmailThread: t, Opportunities: []map[string]any{}}
+	if d.Contacts, err = s.trimmed(ctx, collContacts, bson.M{"_id": bson.M{"$in": nonNil(t.ContactIDs)}}, bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}},
+		[]string{"name", "email", "archived_at"}); err != nil {
+		return nil, err
+	}
+	for _, l := range t.OpportunityLinks {
+		o, err := s.trimmedOne(ctx, collOpportunities, l.OpportunityID, []string{"title", "stage", "archived_at"})
+		if err != nil {
+			return nil, err
+		}
+		if o == nil {
+			o = map[string]any{"id": l.OpportunityID}
+		}
+		o["link_id"], o["linked_at"] = l.ID, l.LinkedAt
+		d.Opportunities = append(d.Opportunities, o)
+	}
+	return d, nil
+}

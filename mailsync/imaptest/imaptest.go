@@ -1,0 +1,262 @@
+// Package imaptest starts a real IMAP server for tests: Dovecot, on a
+// loopback port, with a throwaway mail directory and one user. Without
+// Dovecot installed the test is skipped with a message, except under CI
+// (CI=true), where it fails: the test command installs it there.
+package imaptest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapclient"
+)
+
+// Server is a running Dovecot.
+type Server struct {
+	Addr     string
+	User     string
+	Password string
+	dir      string
+	conf     string
+	bin      string
+	cmd      *exec.Cmd
+	t        testing.TB
+}
+
+// Binary finds Dovecot, or skips (fails under CI) the test.
+func Binary(t testing.TB) string {
+	t.Helper()
+	for _, p := range []string{"dovecot", "/usr/sbin/dovecot"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("Dovecot is not installed, and CI=true: ./scripts/test.sh installs it (apt-get install -y dovecot-imapd)")
+	}
+	t.Skip("Dovecot is not installed (apt-get install -y dovecot-imapd, or run ./scripts/test.sh): IMAP tests skipped")
+	return ""
+}
+
+// Start starts Dovecot for the test and stops it when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Binary(t)
+	dir, err := os.MkdirTemp("", "imaptest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// The mail processes run as an unprivileged user, who must reach the directory.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := make([]byte, 8)
+	rand.Read(secret)
+	s := &Server{User: "team", Password: hex.EncodeToString(secret), dir: dir, conf: filepath.Join(dir, "dovecot.conf"), t: t}
+	mailUser, internal := "nobody", ""
+	if os.Getuid() != 0 {
+		u, err := user.Current()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mailUser = u.Username
+		internal = fmt.Sprintf("default_internal_user = %s\ndefault_login_user = %s\ndefault_internal_group = %s\n", u.Username, u.Username, groupName(u))
+	}
+	mu, err := user.Lookup(mailUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"mail", "run", "state"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	uid, _ := strconv.Atoi(mu.Uid)
+	gid, _ := strconv.Atoi(mu.Gid)
+	os.Chown(filepath.Join(dir, "mail"), uid, gid)
+	if err := os.WriteFile(filepath.Join(dir, "passwd"), []byte(s.User+":{PLAIN}"+s.Password+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	// Dovecot 2.3 syntax.
+	conf := fmt.Sprintf(`base_dir = %[1]s/run
+state_dir = %[1]s/state
+log_path = %[1]s/dovecot.log
+%[4]s
+protocols = imap
+listen = 127.0.0.1
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+mail_location = maildir:%[1]s/mail/%%u
+first_valid_uid = 0
+passdb {
+  driver = passwd-file
+  args = scheme=PLAIN username_format=%%u %[1]s/passwd
+}
+userdb {
+  driver = static
+  args = uid=%[2]d gid=%[5]d home=%[1]s/mail/%%u
+}
+service imap-login {
+  inet_listener imap {
+    address = 127.0.0.1
+    port = %[3]d
+  }
+  inet_listener imaps {
+    port = 0
+  }
+}
+`, dir, uid, port, internal, gid)
+	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.bin = bin
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func groupName(u *user.User) string {
+	if g, err := user.LookupGroupId(u.Gid); err == nil {
+		return g.Name
+	}
+	return u.Username
+}
+
+func freePort(t testing.TB) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Stop stops Dovecot (its open connections are cut).
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		s.cmd.Process.Kill()
+		<-done
+	}
+	s.cmd = nil
+	// The port is free again once nothing listens on it.
+	for i := 0; i < 100; i++ {
+		c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond)
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Restart starts Dovecot again (or for the first time) on the same port and mail.
+func (s *Server) Restart() {
+	s.t.Helper()
+	if s.cmd != nil {
+		s.Stop()
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(s.bin, "-F", "-c", s.conf)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start Dovecot: %v", err)
+	}
+	s.cmd = cmd
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.dir, "dovecot.log"))
+			s.t.Fatalf("Dovecot did not listen on %s: %s %s", s.Addr, out.String(), log)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+// Client logs in as the test user.
+func (s *Server) Client() *imapclient.Client {
+	s.t.Helper()
+	c, err := imapclient.DialInsecure(s.Addr, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := c.Login(s.User, s.Password).Wait(); err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// Append adds raw messages to mailbox over IMAP (creating the mailbox).
+func (s *Server) Append(mailbox string, raws ...[]byte) {
+	s.t.Helper()
+	c := s.Client()
+	defer c.Close()
+	if mailbox != "INBOX" {
+		c.Create(mailbox, nil).Wait() // exists already: fine
+	}
+	for _, raw := range raws {
+		cmd := c.Append(mailbox, int64(len(raw)), nil)
+		if _, err := cmd.Write(raw); err != nil {
+			s.t.Fatal(err)
+		}
+		if err := cmd.Close(); err != nil {
+			s.t.Fatal(err)
+		}
+		if _, err := cmd.Wait(); err != nil {
+			s.t.Fatalf("append to %s: %v", mailbox, err)
+		}
+	}
+}
+
+// UIDValidity reads a mailbox's UIDVALIDITY.
+func (s *Server) UIDValidity(mailbox string) uint32 {
+	s.t.Helper()
+	c := s.Client()
+	defer c.Close()
+	d, err := c.Select(mailbox, &imap.SelectOptions{ReadOnly: true}).Wait()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return d.UIDValidity
+}
+
+// SetUIDValidity changes a mailbox's UIDVALIDITY, as a server does when it
+// rebuilds its index: every UID the client knew is void.
+func (s *Server) SetUIDValidity(mailbox string, v uint32) {
+	s.t.Helper()
+	doveadm, err := exec.LookPath("doveadm")
+	if err != nil {
+		doveadm = filepath.Join(filepath.Dir(s.bin), "..", "bin", "doveadm")
+	}
+	out, err := exec.Command(doveadm, "-c", s.conf, "mailbox", "update", "-u", s.User,
+		"--uid-validity", strconv.FormatUint(uint64(v), 10), mailbox).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("doveadm mailbox update: %v %s", err, out)
+	}
+}
