@@ -393,15 +393,15 @@ type EmailHit struct {
 // literally and case-insensitively, newest first (ties by id descending);
 // where the server has text search, its index narrows the threads first.
 func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int, []EmailHit, error) {
-	filter := anyField(query, "subject", "messages.subject", "messages.body_text", "messages.from")
+	filter := anyField(query, "messages.subject", "messages.body_text", "messages.from")
 	filter["archived_at"] = nil
 	if s.caps.TextSearch {
 		filter["$text"] = bson.M{"$search": textPhrase(query)}
 	}
 	q := strings.ToLower(query)
-	return s.messages(ctx, filter, func(t *EmailThread, m *EmailMessage) bool {
+	return s.messages(ctx, filter, func(_ *EmailThread, m *EmailMessage) bool {
 		return strings.Contains(strings.ToLower(m.Subject), q) || strings.Contains(strings.ToLower(m.BodyText), q) ||
-			strings.Contains(strings.ToLower(m.From), q) || strings.Contains(strings.ToLower(t.Subject), q)
+			strings.Contains(strings.ToLower(m.From), q)
 	}, limit)
 }
 
