@@ -16,7 +16,9 @@ import (
 )
 
 // crlf turns a readable message into the wire's line endings.
-func crlf(s string) []byte { return []byte(strings.ReplaceAll(strings.TrimLeft(s, "\n"), "\n", "\r\n")) }
+func crlf(s string) []byte {
+	return []byte(strings.ReplaceAll(strings.TrimLeft(s, "\n"), "\n", "\r\n"))
+}
 
 type syncResult struct {
 	Seen           int      `json:"seen"`
