@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -121,6 +122,9 @@ type IngestResult struct {
 	NewThread bool   `json:"new_thread,omitempty"`
 }
 
+// ingestMu serialises IngestEmail in the process.
+var ingestMu sync.Mutex
+
 // ContentKey is the stable key of a message without a Message-ID: a hash of
 // what identifies it, in the form of a Message-ID so it shares the index.
 func ContentKey(parts ...string) string {
@@ -208,6 +212,11 @@ func (s *Store) threadWith(ctx context.Context, filter bson.M) (*EmailThread, er
 // same message at once end with one copy: the unique index on the message
 // key refuses the second, which then finds the first.
 func (s *Store) IngestEmail(ctx context.Context, in IncomingEmail) (IngestResult, error) {
+	// Within a process the look-up and the write are one step: the embedded
+	// store (one process only) does not hold a unique index over array
+	// elements, so this is what keeps two syncs of one process apart.
+	ingestMu.Lock()
+	defer ingestMu.Unlock()
 	if strings.TrimSpace(in.MessageID) == "" {
 		return IngestResult{}, Invalid("message_id", "a message needs a key (its Message-ID or a content key)")
 	}
