@@ -145,22 +145,17 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// Stop stops Dovecot (its open connections are cut).
+// Stop stops Dovecot at once, as a crash or a dropped network would: its
+// process group (the master and every login and mail process) is killed, so
+// open connections are cut.
 func (s *Server) Stop() {
 	if s.cmd == nil {
 		return
 	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		s.cmd.Process.Kill()
-		<-done
-	}
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	s.cmd.Wait()
 	s.cmd = nil
-	// The port is free again once nothing listens on it.
+	// Wait until nothing listens on the port any more.
 	for i := 0; i < 100; i++ {
 		c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond)
 		if err != nil {
@@ -180,6 +175,7 @@ func (s *Server) Restart() {
 	var out bytes.Buffer
 	cmd := exec.Command(s.bin, "-F", "-c", s.conf)
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start Dovecot: %v", err)
 	}
