@@ -2,8 +2,10 @@ package mailsync_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -203,5 +205,55 @@ func TestConfigCheck(t *testing.T) {
 		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("Check(%+v) = %v, want %q", tt.cfg, err, tt.want)
 		}
+	}
+}
+
+// TestTLSAndOAuth2 connects the ways real mailboxes need: implicit TLS and
+// STARTTLS, with a password, an XOAUTH2 bearer token (Gmail, Microsoft 365)
+// or OAUTHBEARER; a wrong token is refused.
+func TestTLSAndOAuth2(t *testing.T) {
+	store := testenv.OpenStore(t, testenv.Options{})
+	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
+	first, last, email := "Jane", "Doe", "jane@planet.example"
+	if _, err := store.CreateContact(ctx, repo.ContactFields{FirstName: &first, LastName: &last, Email: &email}, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv := imaptest.StartWith(t, imaptest.Options{TLS: true, OAuth2: true})
+	srv.Append("INBOX", message(1, "team@pr.example", email))
+	tokenFile := t.TempDir() + "/token"
+	if err := os.WriteFile(tokenFile, []byte(srv.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsConf := &tls.Config{RootCAs: srv.RootCAs}
+	for _, tt := range []struct {
+		name string
+		cfg  mailsync.Config
+		ok   bool
+	}{
+		{"TLS with a password", mailsync.Config{Addr: srv.TLSAddr, Security: mailsync.SecurityTLS, Password: srv.Password}, true},
+		{"STARTTLS with a password", mailsync.Config{Addr: srv.Addr, Security: mailsync.SecurityStartTLS, Password: srv.Password}, true},
+		{"TLS with XOAUTH2", mailsync.Config{Addr: srv.TLSAddr, Token: srv.Token}, true},
+		{"STARTTLS with OAUTHBEARER from a token file", mailsync.Config{Addr: srv.Addr, Security: mailsync.SecurityStartTLS, Auth: mailsync.AuthOAuthBearer, TokenFile: tokenFile}, true},
+		{"TLS with a wrong token", mailsync.Config{Addr: srv.TLSAddr, Token: "expired"}, false},
+		{"TLS with a wrong password", mailsync.Config{Addr: srv.TLSAddr, Password: "nope"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.User, tt.cfg.TLSConfig = srv.User, tlsConf
+			s, err := mailsync.New(store, tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Sync(audit.WithActor(context.Background(), mailsync.Actor()), nil)
+			var ie *mailsync.IMAPError
+			switch {
+			case tt.ok && (err != nil || !res.Complete || len(res.Mailboxes) != 1 || res.Mailboxes[0].LastUID != 1):
+				t.Errorf("sync: %v %+v, want a complete sync up to UID 1", err, res)
+			case !tt.ok && !errors.As(err, &ie):
+				t.Errorf("sync: %v, want an authentication failure", err)
+			}
+		})
+	}
+	if n, _ := storedMessages(t, store, ctx); n != 1 {
+		t.Errorf("%d messages stored, want 1", n)
 	}
 }

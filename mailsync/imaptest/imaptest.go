@@ -6,10 +6,18 @@ package imaptest
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/user"
@@ -25,7 +33,14 @@ import (
 
 // Server is a running Dovecot.
 type Server struct {
-	Addr     string
+	// Addr is the IMAP port (STARTTLS offered with Options.TLS).
+	Addr string
+	// TLSAddr is the implicit-TLS port (Options.TLS).
+	TLSAddr string
+	// RootCAs trusts the server's certificate (Options.TLS).
+	RootCAs *x509.CertPool
+	// Token is a bearer token the server accepts for User (Options.OAuth2).
+	Token    string
 	User     string
 	Password string
 	dir      string
@@ -50,8 +65,21 @@ func Binary(t testing.TB) string {
 	return ""
 }
 
+// Options choose what the server offers beyond plain IMAP with a password.
+type Options struct {
+	// TLS adds implicit TLS on TLSAddr and STARTTLS on Addr, with a
+	// certificate for 127.0.0.1 that RootCAs trusts.
+	TLS bool
+	// OAuth2 accepts XOAUTH2 and OAUTHBEARER with Token, checked by
+	// Dovecot against an introspection endpoint this package serves.
+	OAuth2 bool
+}
+
 // Start starts Dovecot for the test and stops it when the test ends.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return StartWith(t, Options{}) }
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *Server {
 	t.Helper()
 	bin := Binary(t)
 	dir, err := os.MkdirTemp("", "imaptest-")
@@ -90,6 +118,23 @@ func Start(t testing.TB) *Server {
 	}
 	port := freePort(t)
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	sslConf, imaps, mechs, oauthPassdb := "ssl = no", "port = 0", "plain login", ""
+	if o.TLS {
+		tlsPort := freePort(t)
+		s.TLSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+		s.RootCAs = writeCert(t, dir)
+		sslConf = fmt.Sprintf("ssl = yes\nssl_cert = <%[1]s/cert.pem\nssl_key = <%[1]s/key.pem", dir)
+		imaps = fmt.Sprintf("address = 127.0.0.1\n    port = %d\n    ssl = yes", tlsPort)
+	}
+	if o.OAuth2 {
+		s.Token = hex.EncodeToString(secret) + "-token"
+		url := s.serveIntrospection(t)
+		mechs += " xoauth2 oauthbearer"
+		if err := os.WriteFile(filepath.Join(dir, "oauth2.conf"), []byte(fmt.Sprintf("introspection_mode = post\nintrospection_url = %s\nusername_attribute = username\nactive_attribute = active\nactive_value = true\n", url)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		oauthPassdb = fmt.Sprintf("passdb {\n  driver = oauth2\n  args = %s/oauth2.conf\n}\n", dir)
+	}
 	// Dovecot 2.3 syntax.
 	conf := fmt.Sprintf(`base_dir = %[1]s/run
 state_dir = %[1]s/state
@@ -97,16 +142,16 @@ log_path = %[1]s/dovecot.log
 %[4]s
 protocols = imap
 listen = 127.0.0.1
-ssl = no
+%[6]s
 disable_plaintext_auth = no
-auth_mechanisms = plain login
+auth_mechanisms = %[8]s
 mail_location = maildir:%[1]s/mail/%%u
 first_valid_uid = 0
 passdb {
   driver = passwd-file
   args = scheme=PLAIN username_format=%%u %[1]s/passwd
 }
-userdb {
+%[9]suserdb {
   driver = static
   args = uid=%[2]d gid=%[5]d home=%[1]s/mail/%%u
 }
@@ -116,10 +161,10 @@ service imap-login {
     port = %[3]d
   }
   inet_listener imaps {
-    port = 0
+    %[7]s
   }
 }
-`, dir, uid, port, internal, gid)
+`, dir, uid, port, internal, gid, sslConf, imaps, mechs, oauthPassdb)
 	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +172,49 @@ service imap-login {
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key
+// into dir, and returns a pool that trusts it.
+func writeCert(t testing.TB, dir string) *x509.CertPool {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool
+}
+
+// serveIntrospection answers Dovecot's OAuth2 token introspection (RFC
+// 7662, by POST): s.Token is active for s.User, anything else is not.
+func (s *Server) serveIntrospection(t testing.TB) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		if r.Form.Get("token") == s.Token {
+			fmt.Fprintf(w, `{"active": "true", "username": %q}`, s.User)
+			return
+		}
+		fmt.Fprint(w, `{"active": "false"}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/introspect"
 }
 
 func groupName(u *user.User) string {
