@@ -2,13 +2,19 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
+	"encoding/json"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"outreach/integration/testenv"
 	"outreach/mailsync"
@@ -258,8 +264,46 @@ func TestEmailSync(t *testing.T) {
 	const bigSize = 20 << 20
 	imap.Append("INBOX", inbox(bigMessage(bigSize))...)
 
+	// The first sync is called by a client that asks for progress.
+	var mu sync.Mutex
+	var progress []float64
+	pc := mcp.NewClient(&mcp.Implementation{Name: "progress-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, req.Params.Progress)
+			mu.Unlock()
+		},
+	})
+	cs, err := pc.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: env.URL,
+		HTTPClient: &http.Client{Transport: sessionBearer{key: env.AdminKey, session: "sync-session"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	params := &mcp.CallToolParams{Name: "sync_emails", Arguments: M{}}
+	params.SetProgressToken("sync-1")
+	out, err := cs.CallTool(context.Background(), params)
+	if err != nil || out.IsError {
+		t.Fatalf("sync_emails: %v %+v", err, out)
+	}
 	var r syncResult
-	c.Must("sync_emails", M{}, &r)
+	if err := json.Unmarshal([]byte(out.Content[0].(*mcp.TextContent).Text), &r); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		mu.Lock()
+		n := len(progress)
+		mu.Unlock()
+		if n == 10 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	if len(progress) != 10 || progress[9] != 10 {
+		t.Errorf("progress notifications %v, want 1 to 10", progress)
+	}
+	mu.Unlock()
 	if r.Seen != 10 || r.Stored != 8 || r.Skipped != 1 || r.Failed != 1 || r.Duplicates != 0 || r.ThreadsTouched != 4 || !r.Complete {
 		t.Fatalf("first sync = %+v, want 10 seen, 8 stored, 1 skipped, 1 failed, 4 threads, complete", r)
 	}
@@ -457,6 +501,17 @@ Shall we talk about the launch?
 	c.Must("import_email", M{"raw_base64": raw}, &imp)
 	if imp.Outcome != "stored" || imp.ThreadID == "" {
 		t.Fatalf("import = %+v", imp)
+	}
+	var changes struct {
+		Changes []struct {
+			UserID    string `json:"user_id"`
+			SessionID string `json:"session_id"`
+			Tool      string `json:"tool"`
+		} `json:"changes"`
+	}
+	c.Must("get_change_log", M{"record_id": imp.ThreadID}, &changes)
+	if len(changes.Changes) != 1 || changes.Changes[0].UserID != env.AdminUserID || changes.Changes[0].SessionID != "link-session" || changes.Changes[0].Tool != "import_email" {
+		t.Errorf("import attributed to %+v, want the caller's session", changes.Changes)
 	}
 	c.Must("import_email", M{"raw_base64": raw}, &imp)
 	if imp.Outcome != "duplicate" {
