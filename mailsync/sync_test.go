@@ -2,13 +2,17 @@ package mailsync_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
 	"outreach/integration/testenv"
@@ -255,5 +259,58 @@ func TestTLSAndOAuth2(t *testing.T) {
 	}
 	if n, _ := storedMessages(t, store, ctx); n != 1 {
 		t.Errorf("%d messages stored, want 1", n)
+	}
+}
+
+// TestKeepAttachments: configured to, the sync streams attachment bytes
+// into GridFS (as media are) and records the file on the message.
+func TestKeepAttachments(t *testing.T) {
+	store, srv, ctx := world(t, 0)
+	payload := strings.Repeat("attachment bytes ", 40000) // ~680 KB, several chunks
+	raw := strings.ReplaceAll(`Message-ID: <att@pr.example>
+From: team@pr.example
+To: jane@planet.example
+Subject: Files
+Date: Mon, 2 Mar 2026 09:00:00 +0000
+Content-Type: multipart/mixed; boundary=b
+
+--b
+Content-Type: text/plain
+
+See attached.
+--b
+Content-Type: text/plain; name="notes.txt"
+Content-Disposition: attachment; filename="notes.txt"
+
+`, "\n", "\r\n") + payload + "\r\n--b--\r\n"
+	srv.Append("INBOX", []byte(raw))
+	cfg := config(srv)
+	cfg.KeepAttachments = true
+	s, err := mailsync.New(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Sync(audit.WithActor(context.Background(), mailsync.Actor()), nil)
+	if err != nil || res.Stored != 1 {
+		t.Fatalf("sync: %v %+v", err, res)
+	}
+	p, err := store.ListEmailThreads(ctx, repo.EmailThreadFilter{}, 10, 0)
+	if err != nil || len(p.Items) != 1 {
+		t.Fatalf("threads: %v %d", err, len(p.Items))
+	}
+	m := p.Items[0].Messages[0]
+	if m.BodyText != "See attached." || len(m.Attachments) != 1 {
+		t.Fatalf("message = %+v", m)
+	}
+	a := m.Attachments[0]
+	sum := sha256.Sum256([]byte(payload))
+	if a.FileID == "" || a.SizeBytes != int64(len(payload)) || a.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("attachment = %+v, want a file of %d bytes", a, len(payload))
+	}
+	var file struct {
+		Length int64 `bson:"length"`
+	}
+	if err := store.RawCollections().Database.Collection("fs.files").FindOne(ctx, bson.M{"_id": a.FileID}).Decode(&file); err != nil || file.Length != a.SizeBytes {
+		t.Errorf("GridFS file %s: %v, length %d", a.FileID, err, file.Length)
 	}
 }
