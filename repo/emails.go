@@ -273,6 +273,9 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 	if err != nil {
 		return IngestResult{}, err
 	}
+	if target != nil && threadBytes(target)+messageBytes(&msg) > MaxThreadBytes {
+		target = nil // the thread is full: the conversation goes on in a new one
+	}
 	if target == nil {
 		t := &EmailThread{Subject: in.Subject, SubjectKey: SubjectKey(in.Subject), ContactIDs: contacts,
 			OpportunityLinks: []EmailOpportunityLink{}, Messages: []EmailMessage{msg}}
@@ -304,6 +307,31 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		return IngestResult{}, err
 	}
 	return res, nil
+}
+
+// MaxThreadBytes bounds the text a thread document holds, far inside
+// MongoDB's 16 MiB document limit; a conversation that outgrows it goes on
+// in a new thread with the same subject.
+const MaxThreadBytes = 8 << 20
+
+// messageBytes estimates a message's stored size.
+func messageBytes(m *EmailMessage) int {
+	n := len(m.BodyText) + len(m.Subject) + len(m.MessageID) + len(m.From) + 256
+	for _, a := range slices.Concat(m.To, m.Cc, m.References, m.ContactIDs) {
+		n += len(a) + 8
+	}
+	for _, a := range m.Attachments {
+		n += len(a.Filename) + len(a.MIMEType) + 128
+	}
+	return n
+}
+
+func threadBytes(t *EmailThread) int {
+	n := 0
+	for i := range t.Messages {
+		n += messageBytes(&t.Messages[i])
+	}
+	return n
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
