@@ -475,6 +475,11 @@ Thursday works.
 	if r.Seen != 0 {
 		t.Errorf("sync after the rescan saw %d messages again", r.Seen)
 	}
+	// The server gone: a retryable unavailable, nothing written.
+	imap.Stop()
+	if e := c.Fail("sync_emails", M{}, "unavailable"); !e.Retryable {
+		t.Errorf("sync with the server down: %+v, want retryable", e)
+	}
 }
 
 func TestEmailOpportunityLinks(t *testing.T) {

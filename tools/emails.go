@@ -112,7 +112,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 					var ie *mailsync.IMAPError
 					if errors.As(err, &ie) {
 						return nil, &repo.Error{Code: repo.CodeUnavailable, Retryable: true, Details: res,
-							Message: "the sync stopped part-way: " + ie.Error() + "; what was stored stays, and the next sync resumes after it (details has the counts)"}
+							Message: "the IMAP server could not be reached or the connection failed (" + ie.Error() + "); what was stored stays, the next sync resumes after it, and details has the counts so far"}
 					}
 					return nil, err
 				}
