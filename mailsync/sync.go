@@ -260,6 +260,10 @@ func (s *Syncer) Sync(ctx context.Context, progress Progress) (*Result, error) {
 		return res, &IMAPError{Op: "connect to " + s.cfg.Addr, Err: err}
 	}
 	defer c.Close()
+	// A cancelled call (or a shutdown) closes the connection, which ends
+	// any command waiting on it.
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
 	for _, mbox := range s.cfg.Mailboxes {
 		mr, err := s.syncMailbox(ctx, c, mbox, res, progress)
 		res.Mailboxes = append(res.Mailboxes, mr)
@@ -380,6 +384,9 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 	done := 0
 	save := func() error { mr.LastUID = uint32(last); return s.saveState(ctx, mbox, sel.UIDValidity, last, st) }
 	for start := 0; start < len(todo); start += fetchBatch {
+		if err := ctx.Err(); err != nil {
+			return mr, err
+		}
 		batch := todo[start:min(start+fetchBatch, len(todo))]
 		var fetchSet imap.UIDSet
 		internal := map[imap.UID]time.Time{}
