@@ -546,7 +546,9 @@ func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbac
 	ir, err := s.store.IngestEmail(ctx, *in)
 	if err != nil {
 		var re *repo.Error
-		if errors.As(err, &re) && re.Code != repo.CodeUnavailable && re.Code != repo.CodeInternal {
+		// The message itself is refused: pass it over. Anything else (a lost
+		// race, the store unavailable) stops the sync before the mark moves.
+		if errors.As(err, &re) && (re.Code == repo.CodeInvalid || re.Code == repo.CodeFailedPrecondition) {
 			return nil, &Problem{MessageID: in.MessageID, Reason: "store_failed", Detail: re.Message}, nil
 		}
 		return nil, nil, err
