@@ -23,6 +23,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -118,53 +119,29 @@ func StartWith(t testing.TB, o Options) *Server {
 	}
 	port := freePort(t)
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	sslConf, imaps, mechs, oauthPassdb := "ssl = no", "port = 0", "plain login", ""
+	c := confParams{Dir: dir, UID: uid, GID: gid, Port: port, Internal: internal, Mechs: "plain login"}
 	if o.TLS {
-		tlsPort := freePort(t)
-		s.TLSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+		c.TLSPort = freePort(t)
+		s.TLSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.TLSPort))
 		s.RootCAs = writeCert(t, dir)
-		sslConf = fmt.Sprintf("ssl = yes\nssl_cert = <%[1]s/cert.pem\nssl_key = <%[1]s/key.pem", dir)
-		imaps = fmt.Sprintf("address = 127.0.0.1\n    port = %d\n    ssl = yes", tlsPort)
 	}
 	if o.OAuth2 {
 		s.Token = hex.EncodeToString(secret) + "-token"
-		url := s.serveIntrospection(t)
-		mechs += " xoauth2 oauthbearer"
-		if err := os.WriteFile(filepath.Join(dir, "oauth2.conf"), []byte(fmt.Sprintf("introspection_mode = post\nintrospection_url = %s\nusername_attribute = username\nactive_attribute = active\nactive_value = true\n", url)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		oauthPassdb = fmt.Sprintf("passdb {\n  driver = oauth2\n  args = %s/oauth2.conf\n}\n", dir)
+		c.IntrospectionURL = s.serveIntrospection(t)
+		c.Mechs += " xoauth2 oauthbearer"
 	}
-	// Dovecot 2.3 syntax.
-	conf := fmt.Sprintf(`base_dir = %[1]s/run
-state_dir = %[1]s/state
-log_path = %[1]s/dovecot.log
-%[4]s
-protocols = imap
-listen = 127.0.0.1
-%[6]s
-disable_plaintext_auth = no
-auth_mechanisms = %[8]s
-mail_location = maildir:%[1]s/mail/%%u
-first_valid_uid = 0
-passdb {
-  driver = passwd-file
-  args = scheme=PLAIN username_format=%%u %[1]s/passwd
-}
-%[9]suserdb {
-  driver = static
-  args = uid=%[2]d gid=%[5]d home=%[1]s/mail/%%u
-}
-service imap-login {
-  inet_listener imap {
-    address = 127.0.0.1
-    port = %[3]d
-  }
-  inet_listener imaps {
-    %[7]s
-  }
-}
-`, dir, uid, port, internal, gid, sslConf, imaps, mechs, oauthPassdb)
+	var conf string
+	if version(bin) >= 2.4 {
+		conf = conf24(c)
+	} else {
+		conf = conf23(c)
+		if o.OAuth2 {
+			if err := os.WriteFile(filepath.Join(dir, "oauth2.conf"), []byte("introspection_mode = post\nintrospection_url = "+c.IntrospectionURL+
+				"\nusername_attribute = username\nactive_attribute = active\nactive_value = true\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +149,75 @@ service imap-login {
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// confParams fill the configuration templates.
+type confParams struct {
+	Dir                     string
+	UID, GID, Port, TLSPort int
+	Internal, Mechs         string
+	IntrospectionURL        string
+}
+
+// version is Dovecot's major.minor version (2.3, 2.4); 0 if unknown.
+func version(bin string) float64 {
+	out, _ := exec.Command(bin, "--version").Output()
+	var major, minor int
+	if _, err := fmt.Sscanf(string(out), "%d.%d", &major, &minor); err != nil {
+		return 0
+	}
+	return float64(major) + float64(minor)/10
+}
+
+// conf23 is the configuration in Dovecot 2.3's syntax (run by the tests here).
+func conf23(c confParams) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "base_dir = %[1]s/run\nstate_dir = %[1]s/state\nlog_path = %[1]s/dovecot.log\n%[2]s", c.Dir, c.Internal)
+	b.WriteString("protocols = imap\nlisten = 127.0.0.1\ndisable_plaintext_auth = no\nfirst_valid_uid = 0\n")
+	fmt.Fprintf(&b, "auth_mechanisms = %s\nmail_location = maildir:%s/mail/%%u\n", c.Mechs, c.Dir)
+	if c.TLSPort != 0 {
+		fmt.Fprintf(&b, "ssl = yes\nssl_cert = <%[1]s/cert.pem\nssl_key = <%[1]s/key.pem\n", c.Dir)
+	} else {
+		b.WriteString("ssl = no\n")
+	}
+	fmt.Fprintf(&b, "passdb {\n  driver = passwd-file\n  args = scheme=PLAIN username_format=%%u %s/passwd\n}\n", c.Dir)
+	if c.IntrospectionURL != "" {
+		fmt.Fprintf(&b, "passdb {\n  driver = oauth2\n  args = %s/oauth2.conf\n}\n", c.Dir)
+	}
+	fmt.Fprintf(&b, "userdb {\n  driver = static\n  args = uid=%d gid=%d home=%s/mail/%%u\n}\n", c.UID, c.GID, c.Dir)
+	b.WriteString(listeners(c, "address"))
+	return b.String()
+}
+
+// conf24 is the same configuration in Dovecot 2.4's syntax, written from
+// its documentation (new setting names, named passdb and userdb filters,
+// %{user}, OAuth2 settings of their own).
+func conf24(c confParams) string {
+	var b strings.Builder
+	b.WriteString("dovecot_config_version = 2.4.0\ndovecot_storage_version = 2.4.0\n")
+	fmt.Fprintf(&b, "base_dir = %[1]s/run\nstate_dir = %[1]s/state\nlog_path = %[1]s/dovecot.log\n%[2]s", c.Dir, c.Internal)
+	b.WriteString("protocols = imap\nlisten = 127.0.0.1\nauth_allow_cleartext = yes\nfirst_valid_uid = 0\n")
+	fmt.Fprintf(&b, "auth_mechanisms = %s\nmail_driver = maildir\nmail_home = %s/mail/%%{user}\nmail_path = ~\n", c.Mechs, c.Dir)
+	if c.TLSPort != 0 {
+		fmt.Fprintf(&b, "ssl = yes\nssl_server_cert_file = %[1]s/cert.pem\nssl_server_key_file = %[1]s/key.pem\n", c.Dir)
+	} else {
+		b.WriteString("ssl = no\n")
+	}
+	fmt.Fprintf(&b, "passdb passwd-file {\n  passwd_file_path = %s/passwd\n}\n", c.Dir)
+	if c.IntrospectionURL != "" {
+		fmt.Fprintf(&b, "oauth2_introspection_mode = post\noauth2_introspection_url = %s\noauth2_username_attribute = username\noauth2_active_attribute = active\noauth2_active_value = true\n", c.IntrospectionURL)
+	}
+	fmt.Fprintf(&b, "userdb static {\n  fields {\n    uid = %d\n    gid = %d\n    home = %s/mail/%%{user}\n  }\n}\n", c.UID, c.GID, c.Dir)
+	b.WriteString(listeners(c, "listen"))
+	return b.String()
+}
+
+func listeners(c confParams, addressKey string) string {
+	imaps := "    port = 0\n"
+	if c.TLSPort != 0 {
+		imaps = fmt.Sprintf("    %s = 127.0.0.1\n    port = %d\n    ssl = yes\n", addressKey, c.TLSPort)
+	}
+	return fmt.Sprintf("service imap-login {\n  inet_listener imap {\n    %s = 127.0.0.1\n    port = %d\n  }\n  inet_listener imaps {\n%s  }\n}\n", addressKey, c.Port, imaps)
 }
 
 // writeCert writes a self-signed certificate for 127.0.0.1 and its key
