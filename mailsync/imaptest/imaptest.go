@@ -131,7 +131,7 @@ func StartWith(t testing.TB, o Options) *Server {
 		c.Mechs += " xoauth2 oauthbearer"
 	}
 	var conf string
-	if version(bin) >= 2.4 {
+	if version(bin) >= 24 {
 		conf = conf24(c)
 	} else {
 		conf = conf23(c)
@@ -159,14 +159,15 @@ type confParams struct {
 	IntrospectionURL        string
 }
 
-// version is Dovecot's major.minor version (2.3, 2.4); 0 if unknown.
-func version(bin string) float64 {
+// version is Dovecot's major and minor version as one number (23 for
+// 2.3, 24 for 2.4); 0 if unknown.
+func version(bin string) int {
 	out, _ := exec.Command(bin, "--version").Output()
 	var major, minor int
 	if _, err := fmt.Sscanf(string(out), "%d.%d", &major, &minor); err != nil {
 		return 0
 	}
-	return float64(major) + float64(minor)/10
+	return major*10 + minor
 }
 
 // conf23 is the configuration in Dovecot 2.3's syntax (run by the tests here).
