@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -621,5 +623,71 @@ func TestEmailToolsRefuseBadInput(t *testing.T) {
 	c.Must("get_change_log", M{"collection": "email_threads"}, &log)
 	if log.Total != 0 {
 		t.Errorf("refused calls wrote %d changes", log.Total)
+	}
+}
+
+// TestServeSyncsTheConfiguredInbox runs the binary with the shared inbox in
+// its environment: the automatic sync runs at start as its own agent, and
+// sync_emails reads the same mailbox. A configuration that cannot work
+// stops the start with the reason.
+func TestServeSyncsTheConfiguredInbox(t *testing.T) {
+	imap := imaptest.Start(t)
+	imap.Append("INBOX", crlf(`
+Message-ID: <early@pr.example>
+From: team@pr.example
+To: jane@planet.example
+Subject: Before Jane was a contact
+Date: Mon, 2 Mar 2026 09:00:00 +0000
+
+Hello.
+`))
+	data := dataDir(t)
+	mailEnv := []string{"OUTREACH_IMAP_ADDR=" + imap.Addr, "OUTREACH_IMAP_SECURITY=plain", "OUTREACH_IMAP_USER=" + imap.User,
+		"OUTREACH_IMAP_PASSWORD=" + imap.Password, "OUTREACH_IMAP_INTERVAL=1h"}
+	srv := startServer(t, data, mailEnv...)
+	c := mustDial(t, srv.URL, srv.FirstKey)
+	var changes struct {
+		Total   int `json:"total"`
+		Changes []struct {
+			AgentID   string `json:"agent_id"`
+			SessionID string `json:"session_id"`
+		} `json:"changes"`
+	}
+	for i := 0; i < 200; i++ { // the automatic sync records where it stands
+		c.must(t, "get_change_log", M{"collection": "settings", "agent_id": "email-sync"}, &changes)
+		if changes.Total > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if changes.Total == 0 || !strings.HasPrefix(changes.Changes[0].SessionID, "email-sync-") {
+		t.Fatalf("the automatic sync wrote no state as the email-sync agent: %+v\n%s", changes, srv.stderr)
+	}
+	var contact struct {
+		ID string `json:"id"`
+	}
+	c.must(t, "create_contact", M{"first_name": "Jane", "last_name": "Doe", "email": "jane@planet.example"}, &contact)
+	imap.Append("INBOX", crlf(`
+Message-ID: <later@planet.example>
+From: jane@planet.example
+To: team@pr.example
+Subject: Now I am known
+Date: Tue, 3 Mar 2026 09:00:00 +0000
+
+Hi.
+`))
+	var r syncResult
+	c.must(t, "sync_emails", M{}, &r)
+	if r.Seen != 1 || r.Stored != 1 {
+		t.Errorf("sync_emails on the served inbox = %+v, want the one new message stored", r)
+	}
+	srv.term(20 * time.Second)
+
+	bad := exec.Command(binary(t), "serve", "--data", dataDir(t), "--addr", "127.0.0.1:0")
+	bad.Env = append(os.Environ(), "OUTREACH_IMAP_ADDR=imap.example.com:143", "OUTREACH_IMAP_SECURITY=plain",
+		"OUTREACH_IMAP_USER=u", "OUTREACH_IMAP_PASSWORD=p")
+	out, err := bad.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "loopback") {
+		t.Errorf("a plain connection to a remote server was not refused at start: %v\n%s", err, out)
 	}
 }

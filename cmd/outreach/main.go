@@ -253,6 +253,10 @@ func mailConfig() (*mailsync.Config, bool, error) {
 }
 
 func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger) error {
+	mailCfg, keep, err := mailConfig() // refused before anything starts
+	if err != nil {
+		return err
+	}
 	store, closeStore, err := open(ctx, cfg, true, log)
 	if err != nil {
 		return err
@@ -274,10 +278,6 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger
 		printFirstKey(stdout, base, key)
 	}
 	go store.RunRecovery(ctx, 10*time.Second)
-	mailCfg, keep, err := mailConfig()
-	if err != nil {
-		return err
-	}
 	topts := []tools.Option{tools.WithEmailAttachments(keep)}
 	if mailCfg != nil {
 		syncer, err := mailsync.New(store, *mailCfg)
