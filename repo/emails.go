@@ -273,7 +273,7 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 	if err != nil {
 		return IngestResult{}, err
 	}
-	if target != nil && threadBytes(target)+messageBytes(&msg) > MaxThreadBytes {
+	if target != nil && threadBytes(target)+messageBytes(&msg) > maxThreadBytes {
 		target = nil // the thread is full: the conversation goes on in a new one
 	}
 	if target == nil {
@@ -313,6 +313,9 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 // MongoDB's 16 MiB document limit; a conversation that outgrows it goes on
 // in a new thread with the same subject.
 const MaxThreadBytes = 8 << 20
+
+// maxThreadBytes is MaxThreadBytes; tests lower it.
+var maxThreadBytes = MaxThreadBytes
 
 // messageBytes estimates a message's stored size.
 func messageBytes(m *EmailMessage) int {
