@@ -42,6 +42,12 @@ var List = []Index{
 	{Collection: "email_threads", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
 	{Collection: "email_threads", Name: "opportunities", Keys: bson.D{{Key: "opportunity_links.opportunity_id", Value: 1}}},
 	{Collection: "email_threads", Name: "last_message", Keys: bson.D{{Key: "last_message_at", Value: -1}}},
+	// A message is stored once, whatever thread it is in and however many instances sync.
+	{Collection: "email_threads", Name: "message_key", Keys: bson.D{{Key: "messages.message_id", Value: 1}}, Unique: true},
+	{Collection: "email_threads", Name: "message_contacts", Keys: bson.D{{Key: "messages.contact_ids", Value: 1}}},
+	{Collection: "email_threads", Name: "subject_key", Keys: bson.D{{Key: "subject_key", Value: 1}, {Key: "last_message_at", Value: -1}}},
+	{Collection: "email_threads", Name: "opportunity_link_ids", Keys: bson.D{{Key: "opportunity_links.id", Value: 1}}},
+	{Collection: "email_threads", Name: "text", Keys: bson.D{{Key: "subject", Value: "text"}, {Key: "messages.subject", Value: "text"}, {Key: "messages.body_text", Value: "text"}, {Key: "messages.from", Value: "text"}}, Text: true},
 	{Collection: "coverage", Name: "published", Keys: bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: "coverage", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
 	{Collection: "coverage", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},

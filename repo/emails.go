@@ -1,10 +1,28 @@
 package repo
 
-import "time"
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
 
-// EmailThread is a conversation synced from the shared inbox. Its stored
-// shape is fixed here so the interaction log reads it from the first day;
-// the email tools extend this file.
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/audit"
+)
+
+// EmailThread is a conversation synced from the shared inbox (or imported).
+// Its messages are embedded, oldest first; the interaction log unwinds them.
 type EmailThread struct {
 	Meta             `bson:",inline"`
 	Subject          string                 `bson:"subject" json:"subject"`
@@ -12,6 +30,12 @@ type EmailThread struct {
 	OpportunityLinks []EmailOpportunityLink `bson:"opportunity_links" json:"opportunity_links"`
 	Messages         []EmailMessage         `bson:"messages" json:"messages"`
 	LastMessageAt    time.Time              `bson:"last_message_at" json:"last_message_at"`
+	// SubjectKey is the normalised subject (no Re:/Fwd:/AW: prefixes, lower
+	// case) that threads a message without reply headers.
+	SubjectKey string `bson:"subject_key,omitempty" json:"-"`
+	// LastContactReplyAt is the date of the newest message sent by a known
+	// contact: what an agenda reads to see who answered. It moves nothing.
+	LastContactReplyAt *time.Time `bson:"last_contact_reply_at,omitempty" json:"last_contact_reply_at,omitempty"`
 }
 
 // EmailOpportunityLink links a thread to an opportunity; its id is what
@@ -23,8 +47,9 @@ type EmailOpportunityLink struct {
 }
 
 // EmailMessage is one message of a thread. ID is ours (a UUID, the id the
-// interaction log shows); MessageID is the RFC 822 Message-ID that keeps a
-// message from being stored twice.
+// interaction log shows); MessageID is the RFC 822 Message-ID (or, for a
+// message without one, a key derived from its content) that keeps a message
+// from being stored twice: a unique index holds it across threads.
 type EmailMessage struct {
 	ID          string            `bson:"id" json:"id"`
 	MessageID   string            `bson:"message_id" json:"message_id"`
@@ -39,11 +64,609 @@ type EmailMessage struct {
 	Attachments []EmailAttachment `bson:"attachments,omitempty" json:"attachments,omitempty"`
 	// ContactIDs are the known contacts among From, To and Cc.
 	ContactIDs []string `bson:"contact_ids" json:"contact_ids"`
+	// FromContactID is set when a known contact sent the message (a reply
+	// from outside the team).
+	FromContactID string `bson:"from_contact_id,omitempty" json:"from_contact_id,omitempty"`
+	// BodyTruncated says the text was cut at MaxEmailBodyText.
+	BodyTruncated bool `bson:"body_truncated,omitempty" json:"body_truncated,omitempty"`
+	// Source is where the message came from: "imap:<mailbox>" or "import".
+	Source string `bson:"source,omitempty" json:"source,omitempty"`
 }
 
-// EmailAttachment is an attachment's metadata; the bytes are not kept.
+// EmailAttachment is an attachment's metadata. FileID names its bytes in
+// the GridFS bucket when attachment bytes are kept (off by default).
 type EmailAttachment struct {
 	Filename  string `bson:"filename" json:"filename"`
 	MIMEType  string `bson:"mime_type" json:"mime_type"`
 	SizeBytes int64  `bson:"size_bytes" json:"size_bytes"`
+	FileID    string `bson:"file_id,omitempty" json:"file_id,omitempty"`
+	SHA256    string `bson:"sha256,omitempty" json:"sha256,omitempty"`
+}
+
+// MaxEmailBodyText caps a message's stored text, in bytes, so a thread stays
+// far inside a document's size limit.
+const MaxEmailBodyText = 64 << 10
+
+// SubjectWindow is how far apart in time two messages with the same
+// normalised subject (and a shared contact) may be and still be one thread
+// when no reply header ties them.
+const SubjectWindow = 30 * 24 * time.Hour
+
+// IncomingEmail is a parsed message offered to IngestEmail. Addresses are
+// bare (no display names).
+type IncomingEmail struct {
+	MessageID   string
+	InReplyTo   string
+	References  []string
+	From        string
+	To, Cc      []string
+	Subject     string
+	Date        time.Time
+	BodyText    string
+	Attachments []EmailAttachment
+	Source      string
+}
+
+// Outcomes of IngestEmail.
+const (
+	EmailStored    = "stored"
+	EmailDuplicate = "duplicate"
+	EmailSkipped   = "skipped" // no known contact in From, To or Cc
+)
+
+// IngestResult says what IngestEmail did with a message.
+type IngestResult struct {
+	Outcome   string `json:"outcome"`
+	ThreadID  string `json:"thread_id,omitempty"`
+	MessageID string `json:"message_id,omitempty"` // our id of the message
+	NewThread bool   `json:"new_thread,omitempty"`
+}
+
+// ingestMu serialises IngestEmail in the process.
+var ingestMu sync.Mutex
+
+// ContentKey is the stable key of a message without a Message-ID: a hash of
+// what identifies it, in the form of a Message-ID so it shares the index.
+func ContentKey(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		io.WriteString(h, p)
+		h.Write([]byte{0})
+	}
+	return "sha256-" + hex.EncodeToString(h.Sum(nil))[:40] + "@outreach.invalid"
+}
+
+var subjectPrefix = regexp.MustCompile(`(?i)^\s*(re|fwd?|aw|wg|sv|vs|antw|rif|r|tr|odp|res|enc|réf|ref)\s*(\[\d+\]|\(\d+\))?\s*[:：]\s*`)
+
+// SubjectKey normalises a subject for threading: reply and forward prefixes
+// in several languages (Re:, Fwd:, AW:, WG:, SV:…) removed however often
+// they repeat, whitespace collapsed, lower case.
+func SubjectKey(subject string) string {
+	s := subject
+	for {
+		t := subjectPrefix.ReplaceAllString(s, "")
+		t = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t), "[fwd]"))
+		if t == s {
+			break
+		}
+		s = t
+	}
+	return strings.ToLower(strings.Join(strings.Fields(s), " "))
+}
+
+// contactsByAddress returns the active contacts holding any of addrs
+// (matched as the contacts tools match email: ignoring case), by lower-cased
+// address.
+func (s *Store) contactsByAddress(ctx context.Context, addrs []string) (map[string]string, error) {
+	var lower []string
+	for _, a := range addrs {
+		if a = strings.ToLower(strings.TrimSpace(a)); a != "" && !slices.Contains(lower, a) {
+			lower = append(lower, a)
+		}
+	}
+	out := map[string]string{}
+	if len(lower) == 0 {
+		return out, nil
+	}
+	cur, err := s.coll(collContacts).Find(ctx, bson.M{"email_lower": bson.M{"$in": lower}, "archived_at": nil},
+		options.Find().SetProjection(bson.M{"_id": 1, "email_lower": 1}).SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, driverErr(err, "contact", "query")
+	}
+	var docs []struct {
+		ID    string `bson:"_id"`
+		Email string `bson:"email_lower"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, driverErr(err, "contact", "query")
+	}
+	for _, d := range docs {
+		if _, ok := out[d.Email]; !ok {
+			out[d.Email] = d.ID
+		}
+	}
+	return out, nil
+}
+
+// threadWith returns the thread (archived or not) holding a message keyed
+// by one of keys, or nil.
+func (s *Store) threadWith(ctx context.Context, filter bson.M) (*EmailThread, error) {
+	var t EmailThread
+	err := s.coll(collEmails).FindOne(ctx, filter, options.FindOne().SetSort(bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}})).Decode(&t)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, driverErr(err, "email thread", "query")
+	}
+	return &t, nil
+}
+
+// IngestEmail stores one message through the write path, once: a message
+// whose key is already stored (in any thread) is a duplicate and writes
+// nothing; a message without a known contact among From, To and Cc is
+// skipped. Otherwise it joins the thread of a message it replies to (by
+// In-Reply-To and References), or of a message that replies to it, or an
+// active thread with the same normalised subject and a shared contact
+// within SubjectWindow; else it starts a thread. Two instances storing the
+// same message at once end with one copy: the unique index on the message
+// key refuses the second, which then finds the first.
+func (s *Store) IngestEmail(ctx context.Context, in IncomingEmail) (IngestResult, error) {
+	// Within a process the look-up and the write are one step: the embedded
+	// store (one process only) does not hold a unique index over array
+	// elements, so this is what keeps two syncs of one process apart.
+	ingestMu.Lock()
+	defer ingestMu.Unlock()
+	if strings.TrimSpace(in.MessageID) == "" {
+		return IngestResult{}, Invalid("message_id", "a message needs a key (its Message-ID or a content key)")
+	}
+	if in.Date.IsZero() {
+		in.Date = now()
+	}
+	in.Date = in.Date.UTC().Truncate(time.Millisecond)
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		var res IngestResult
+		res, err = s.ingestOnce(ctx, in)
+		if err == nil {
+			return res, nil
+		}
+		if !isConflict(err) && !mongo.IsDuplicateKeyError(err) {
+			return IngestResult{}, err
+		}
+		time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
+	}
+	return IngestResult{}, err
+}
+
+func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult, error) {
+	if dup, err := s.StoredEmail(ctx, in.MessageID); err != nil || dup != nil {
+		if dup == nil {
+			return IngestResult{}, err
+		}
+		return *dup, nil
+	}
+	byAddr, err := s.contactsByAddress(ctx, slices.Concat([]string{in.From}, in.To, in.Cc))
+	if err != nil {
+		return IngestResult{}, err
+	}
+	if len(byAddr) == 0 {
+		return IngestResult{Outcome: EmailSkipped}, nil
+	}
+	var contacts []string
+	for _, a := range slices.Concat([]string{in.From}, in.To, in.Cc) {
+		if id, ok := byAddr[strings.ToLower(strings.TrimSpace(a))]; ok && !slices.Contains(contacts, id) {
+			contacts = append(contacts, id)
+		}
+	}
+	msg := EmailMessage{ID: uuid.NewString(), MessageID: in.MessageID, InReplyTo: in.InReplyTo, References: in.References,
+		From: in.From, To: nonNil(in.To), Cc: in.Cc, Subject: in.Subject, Date: in.Date, BodyText: in.BodyText,
+		Attachments: in.Attachments, ContactIDs: contacts, FromContactID: byAddr[strings.ToLower(strings.TrimSpace(in.From))], Source: in.Source}
+	if len(msg.BodyText) > MaxEmailBodyText {
+		cut := MaxEmailBodyText
+		for cut > 0 && !utf8Start(msg.BodyText[cut]) {
+			cut--
+		}
+		msg.BodyText, msg.BodyTruncated = msg.BodyText[:cut], true
+	}
+	target, err := s.threadFor(ctx, in, contacts)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	if target != nil && threadBytes(target)+messageBytes(&msg) > maxThreadBytes {
+		target = nil // the thread is full: the conversation goes on in a new one
+	}
+	if target == nil {
+		t := &EmailThread{Subject: in.Subject, SubjectKey: SubjectKey(in.Subject), ContactIDs: contacts,
+			OpportunityLinks: []EmailOpportunityLink{}, Messages: []EmailMessage{msg}}
+		t.settle()
+		if err := insert(ctx, s, collEmails, t); err != nil {
+			return IngestResult{}, err
+		}
+		return IngestResult{Outcome: EmailStored, ThreadID: t.ID, MessageID: msg.ID, NewThread: true}, nil
+	}
+	res := IngestResult{Outcome: EmailStored, ThreadID: target.ID, MessageID: msg.ID}
+	_, err = modify(ctx, s, collEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
+		if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == in.MessageID }); i >= 0 {
+			res = IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, MessageID: t.Messages[i].ID}
+			return nil // stored meanwhile: nothing changes, nothing is written
+		}
+		if t.ArchivedAt != nil {
+			return ErrConflict // archived meanwhile: look again
+		}
+		t.Messages = append(t.Messages, msg)
+		for _, c := range contacts {
+			if !slices.Contains(t.ContactIDs, c) {
+				t.ContactIDs = append(t.ContactIDs, c)
+			}
+		}
+		t.settle()
+		return nil
+	})
+	if err != nil {
+		return IngestResult{}, err
+	}
+	return res, nil
+}
+
+// MaxThreadBytes bounds the text a thread document holds, far inside
+// MongoDB's 16 MiB document limit; a conversation that outgrows it goes on
+// in a new thread with the same subject.
+const MaxThreadBytes = 8 << 20
+
+// maxThreadBytes is MaxThreadBytes; tests lower it.
+var maxThreadBytes = MaxThreadBytes
+
+// messageBytes estimates a message's stored size.
+func messageBytes(m *EmailMessage) int {
+	n := len(m.BodyText) + len(m.Subject) + len(m.MessageID) + len(m.From) + 256
+	for _, a := range slices.Concat(m.To, m.Cc, m.References, m.ContactIDs) {
+		n += len(a) + 8
+	}
+	for _, a := range m.Attachments {
+		n += len(a.Filename) + len(a.MIMEType) + 128
+	}
+	return n
+}
+
+func threadBytes(t *EmailThread) int {
+	n := 0
+	for i := range t.Messages {
+		n += messageBytes(&t.Messages[i])
+	}
+	return n
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+func nonNil(a []string) []string {
+	if a == nil {
+		return []string{}
+	}
+	return a
+}
+
+// settle orders the messages oldest first (ties by key) and derives the
+// thread's dates from them.
+func (t *EmailThread) settle() {
+	slices.SortStableFunc(t.Messages, func(a, b EmailMessage) int {
+		if c := a.Date.Compare(b.Date); c != 0 {
+			return c
+		}
+		return strings.Compare(a.MessageID, b.MessageID)
+	})
+	t.LastMessageAt = t.Messages[len(t.Messages)-1].Date
+	t.LastContactReplyAt = nil
+	for i := range t.Messages {
+		if m := t.Messages[i]; m.FromContactID != "" {
+			d := m.Date
+			t.LastContactReplyAt = &d
+		}
+	}
+	if t.SubjectKey == "" {
+		t.SubjectKey = SubjectKey(t.Subject)
+	}
+}
+
+// threadFor picks the active thread a new message joins, or nil.
+func (s *Store) threadFor(ctx context.Context, in IncomingEmail, contacts []string) (*EmailThread, error) {
+	var refs []string
+	for _, r := range slices.Concat([]string{in.InReplyTo}, in.References) {
+		if r != "" && !slices.Contains(refs, r) {
+			refs = append(refs, r)
+		}
+	}
+	if len(refs) > 0 {
+		t, err := s.threadWith(ctx, bson.M{"messages.message_id": bson.M{"$in": refs}, "archived_at": nil})
+		if err != nil || t != nil {
+			return t, err
+		}
+	}
+	// A reply stored before the message it answers (mailboxes are read in
+	// any order) names this message in its own headers.
+	t, err := s.threadWith(ctx, bson.M{"archived_at": nil, "$or": bson.A{
+		bson.M{"messages.in_reply_to": in.MessageID}, bson.M{"messages.references": in.MessageID}}})
+	if err != nil || t != nil {
+		return t, err
+	}
+	key := SubjectKey(in.Subject)
+	if key == "" {
+		return nil, nil
+	}
+	return s.threadWith(ctx, bson.M{"archived_at": nil, "subject_key": key, "contact_ids": bson.M{"$in": contacts},
+		"last_message_at": bson.M{"$gte": in.Date.Add(-SubjectWindow), "$lte": in.Date.Add(SubjectWindow)}})
+}
+
+// EmailThread returns one thread.
+func (s *Store) EmailThread(ctx context.Context, id string) (*EmailThread, error) {
+	return find[*EmailThread](ctx, s, collEmails, id)
+}
+
+// EmailThreadFilter selects threads for ListEmailThreads.
+type EmailThreadFilter struct {
+	ContactID, OpportunityID string
+	Since                    *time.Time
+	IncludeArchived          bool
+}
+
+// ListEmailThreads lists threads, newest last message first, _id descending
+// on ties.
+func (s *Store) ListEmailThreads(ctx context.Context, f EmailThreadFilter, limit, offset int) (Page[EmailThread], error) {
+	filter := active(bson.M{}, f.IncludeArchived)
+	if f.ContactID != "" {
+		filter["contact_ids"] = f.ContactID
+	}
+	if f.OpportunityID != "" {
+		filter["opportunity_links.opportunity_id"] = f.OpportunityID
+	}
+	between(filter, "last_message_at", f.Since, nil)
+	return listPage[EmailThread](ctx, s, collEmails, filter, bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+}
+
+// EmailHit is one message found by SearchEmails or ContactEmails, with its thread.
+type EmailHit struct {
+	ThreadID string `json:"thread_id"`
+	EmailMessage
+}
+
+// SearchEmails finds messages whose subject, body or sender contains query,
+// literally and case-insensitively, newest first (ties by id descending);
+// where the server has text search, its index narrows the threads first.
+func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int, []EmailHit, error) {
+	filter := anyField(query, "messages.subject", "messages.body_text", "messages.from")
+	filter["archived_at"] = nil
+	if s.caps.TextSearch {
+		filter["$text"] = bson.M{"$search": textPhrase(query)}
+	}
+	q := strings.ToLower(query)
+	return s.messages(ctx, filter, func(_ *EmailThread, m *EmailMessage) bool {
+		return strings.Contains(strings.ToLower(m.Subject), q) || strings.Contains(strings.ToLower(m.BodyText), q) ||
+			strings.Contains(strings.ToLower(m.From), q)
+	}, limit)
+}
+
+// ContactEmails returns the messages that involve a contact (From, To or
+// Cc), newest first, since a date when given.
+func (s *Store) ContactEmails(ctx context.Context, contactID string, since *time.Time, limit int) (int, []EmailHit, error) {
+	if _, err := find[*Contact](ctx, s, collContacts, contactID); err != nil {
+		return 0, nil, err
+	}
+	filter := bson.M{"archived_at": nil, "messages.contact_ids": contactID}
+	return s.messages(ctx, filter, func(_ *EmailThread, m *EmailMessage) bool {
+		return slices.Contains(m.ContactIDs, contactID) && (since == nil || !m.Date.Before(*since))
+	}, limit)
+}
+
+// messages reads the threads of filter and returns the total and the first
+// limit of their messages that keep accepts, newest first.
+func (s *Store) messages(ctx context.Context, filter bson.M, keep func(*EmailThread, *EmailMessage) bool, limit int) (int, []EmailHit, error) {
+	cur, err := s.coll(collEmails).Find(ctx, filter)
+	if err != nil {
+		return 0, nil, driverErr(err, "email thread", "query")
+	}
+	var threads []EmailThread
+	if err := cur.All(ctx, &threads); err != nil {
+		return 0, nil, driverErr(err, "email thread", "query")
+	}
+	hits := []EmailHit{}
+	for i := range threads {
+		t := &threads[i]
+		for j := range t.Messages {
+			if keep(t, &t.Messages[j]) {
+				hits = append(hits, EmailHit{ThreadID: t.ID, EmailMessage: t.Messages[j]})
+			}
+		}
+	}
+	slices.SortFunc(hits, func(a, b EmailHit) int {
+		if c := b.Date.Compare(a.Date); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	total := len(hits)
+	if len(hits) > limit {
+		hits = hits[:limit]
+	}
+	return total, hits, nil
+}
+
+// LinkEmailOpportunity links a thread to an active opportunity. Linking the
+// same opportunity twice is a conflict naming the existing link.
+func (s *Store) LinkEmailOpportunity(ctx context.Context, threadID, opportunityID string) (*EmailThread, *EmailOpportunityLink, error) {
+	if _, err := s.EmailThread(ctx, threadID); err != nil {
+		return nil, nil, err
+	}
+	if err := s.mustExist(ctx, collOpportunities, "opportunity_id", opportunityID); err != nil {
+		return nil, nil, err
+	}
+	var link EmailOpportunityLink
+	t, err := modify(ctx, s, collEmails, threadID, audit.ActionLink, func(t *EmailThread) error {
+		if t.ArchivedAt != nil {
+			return Errorf(CodeFailedPrecondition, "email thread %s is archived; it cannot be linked", t.ID)
+		}
+		if i := slices.IndexFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return l.OpportunityID == opportunityID }); i >= 0 {
+			return &Error{Code: CodeConflict, Field: "opportunity_id", Message: fmt.Sprintf("opportunity_id: thread %s is already linked to opportunity %s (link %s)", t.ID, opportunityID, t.OpportunityLinks[i].ID),
+				Details: map[string]string{"link_id": t.OpportunityLinks[i].ID}}
+		}
+		link = EmailOpportunityLink{ID: uuid.NewString(), OpportunityID: opportunityID, LinkedAt: now()}
+		t.OpportunityLinks = append(t.OpportunityLinks, link)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, &link, nil
+}
+
+// UnlinkEmailOpportunity removes one thread-opportunity link by its id; the
+// unlink change entry keeps it.
+func (s *Store) UnlinkEmailOpportunity(ctx context.Context, linkID string) (*EmailThread, error) {
+	if checkID(linkID) != nil {
+		return nil, NotFound("email opportunity link", linkID)
+	}
+	var owner Meta
+	if err := s.coll(collEmails).FindOne(ctx, bson.M{"opportunity_links.id": linkID}).Decode(&owner); err != nil {
+		return nil, driverErr(err, "email opportunity link", linkID)
+	}
+	return modify(ctx, s, collEmails, owner.ID, audit.ActionUnlink, func(t *EmailThread) error {
+		if t.ArchivedAt != nil {
+			return Errorf(CodeFailedPrecondition, "email thread %s is archived; it cannot be changed", t.ID)
+		}
+		i := slices.IndexFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return l.ID == linkID })
+		if i < 0 {
+			return NotFound("email opportunity link", linkID)
+		}
+		t.OpportunityLinks = slices.Delete(t.OpportunityLinks, i, i+1)
+		return nil
+	})
+}
+
+// EmailSyncState is where the sync of one mailbox of one account stands:
+// the mailbox's UIDVALIDITY and the highest UID handled under it. It is a
+// settings record, written through the write path like any other.
+type EmailSyncState struct {
+	Meta        `bson:",inline"`
+	Name        string    `bson:"name" json:"name"`
+	Account     string    `bson:"account" json:"account"`
+	Mailbox     string    `bson:"mailbox" json:"mailbox"`
+	UIDValidity int64     `bson:"uid_validity" json:"uid_validity"`
+	LastUID     int64     `bson:"last_uid" json:"last_uid"`
+	SyncedAt    time.Time `bson:"synced_at" json:"synced_at"`
+}
+
+var syncStateSpace = uuid.MustParse("3f0b7a52-5d4e-4c1a-9b7e-2a6c8d9e0f11")
+
+func syncStateID(account, mailbox string) string {
+	return uuid.NewSHA1(syncStateSpace, []byte(account+"\x00"+mailbox)).String()
+}
+
+// EmailSyncState returns the sync state of a mailbox; a mailbox never synced
+// has the zero state.
+func (s *Store) EmailSyncState(ctx context.Context, account, mailbox string) (EmailSyncState, error) {
+	var st EmailSyncState
+	err := s.coll(collSettings).FindOne(ctx, bson.M{"_id": syncStateID(account, mailbox)}).Decode(&st)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return EmailSyncState{Name: "email_sync", Account: account, Mailbox: mailbox}, nil
+	}
+	if err != nil {
+		return st, driverErr(err, "setting", "email sync state")
+	}
+	return st, nil
+}
+
+// SaveEmailSyncState records that a mailbox is synced up to lastUID under
+// uidValidity. Under the same UIDVALIDITY the mark only moves forward, so
+// two instances syncing at once never move it back.
+func (s *Store) SaveEmailSyncState(ctx context.Context, account, mailbox string, uidValidity, lastUID int64) error {
+	id := syncStateID(account, mailbox)
+	for attempt := 0; attempt < 5; attempt++ {
+		cur, err := s.EmailSyncState(ctx, account, mailbox)
+		if err != nil {
+			return err
+		}
+		if cur.ID == "" {
+			st := &EmailSyncState{Meta: Meta{ID: id}, Name: "email_sync", Account: account, Mailbox: mailbox,
+				UIDValidity: uidValidity, LastUID: lastUID, SyncedAt: now()}
+			err = insert(ctx, s, collSettings, st)
+			if isConflict(err) {
+				continue // another instance created it first
+			}
+			return err
+		}
+		_, err = modify(ctx, s, collSettings, id, audit.ActionUpdate, func(st *EmailSyncState) error {
+			if st.UIDValidity == uidValidity && st.LastUID >= lastUID {
+				return nil
+			}
+			st.UIDValidity, st.LastUID, st.SyncedAt = uidValidity, lastUID, now()
+			return nil
+		})
+		return err
+	}
+	return ErrConflict
+}
+
+// PutEmailAttachment streams an attachment's bytes into the GridFS bucket
+// (as media bytes are) and returns the file id, the size and the SHA-256.
+// Bytes are never deleted; a file whose message turns out to be a
+// duplicate stays unreferenced.
+func (s *Store) PutEmailAttachment(ctx context.Context, filename, mimeType string, r io.Reader) (string, int64, string, error) {
+	fileID := uuid.NewString()
+	h := sha256.New()
+	n, err := s.putBlob(ctx, fileID, filename, io.TeeReader(r, h), bson.M{"email_attachment": true, "mime_type": mimeType})
+	if err != nil {
+		return "", n, "", err
+	}
+	return fileID, n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// StoredEmail reports where a message keyed key is stored (a duplicate), or nil.
+func (s *Store) StoredEmail(ctx context.Context, key string) (*IngestResult, error) {
+	t, err := s.threadWith(ctx, bson.M{"messages.message_id": key})
+	if err != nil || t == nil {
+		return nil, err
+	}
+	res := &IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID}
+	if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == key }); i >= 0 {
+		res.MessageID = t.Messages[i].ID
+	}
+	return res, nil
+}
+
+// KnownEmailContacts counts the active contacts among addrs.
+func (s *Store) KnownEmailContacts(ctx context.Context, addrs []string) (int, error) {
+	m, err := s.contactsByAddress(ctx, addrs)
+	return len(m), err
+}
+
+// EmailThreadDetail is a thread with its linked contacts and opportunities,
+// each trimmed to what an agent needs.
+type EmailThreadDetail struct {
+	*EmailThread
+	Contacts      []map[string]any `json:"contacts"`
+	Opportunities []map[string]any `json:"opportunities"`
+}
+
+// EmailThreadDetail returns get_email_thread's view of a thread.
+func (s *Store) EmailThreadDetail(ctx context.Context, id string) (*EmailThreadDetail, error) {
+	t, err := s.EmailThread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &EmailThreadDetail{EmailThread: t, Opportunities: []map[string]any{}}
+	if d.Contacts, err = s.trimmed(ctx, collContacts, bson.M{"_id": bson.M{"$in": nonNil(t.ContactIDs)}}, bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}},
+		[]string{"name", "email", "archived_at"}); err != nil {
+		return nil, err
+	}
+	for _, l := range t.OpportunityLinks {
+		o, err := s.trimmedOne(ctx, collOpportunities, l.OpportunityID, []string{"title", "stage", "archived_at"})
+		if err != nil {
+			return nil, err
+		}
+		if o == nil {
+			o = map[string]any{"id": l.OpportunityID}
+		}
+		o["link_id"], o["linked_at"] = l.ID, l.LinkedAt
+		d.Opportunities = append(d.Opportunities, o)
+	}
+	return d, nil
 }

@@ -8,6 +8,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# apt_install installs Debian packages when this runs as root with apt-get,
+# updating the package lists once.
+apt_updated=""
+apt_install() {
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 || return 1
+  if [ -z "$apt_updated" ]; then apt-get update -qq >/dev/null 2>&1 || return 1; apt_updated=1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1
+}
+
 echo "== go modules"
 go mod download
 
@@ -29,8 +38,7 @@ echo "== docker-compose.yml"
 if ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1 \
     && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # Debian's docker-compose validates the file; no Docker engine is needed for that.
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose) >/dev/null 2>&1 \
-    || echo "could not install docker-compose"
+  apt_install docker-compose || echo "could not install docker-compose"
 fi
 if command -v docker-compose >/dev/null 2>&1; then
   docker-compose -f docker-compose.yml config -q && echo "valid"
@@ -38,6 +46,16 @@ elif docker compose version >/dev/null 2>&1; then
   docker compose -f docker-compose.yml config -q && echo "valid"
 else
   echo "docker-compose is not installed: docker-compose.yml not validated (skipped)"
+fi
+
+echo "== Dovecot (a real IMAP server for the email sync tests)"
+if ! command -v dovecot >/dev/null 2>&1 && [ ! -x /usr/sbin/dovecot ]; then
+  apt_install dovecot-imapd || echo "could not install dovecot-imapd"
+fi
+if command -v dovecot >/dev/null 2>&1 || [ -x /usr/sbin/dovecot ]; then
+  echo "$( (dovecot --version || /usr/sbin/dovecot --version) 2>/dev/null | head -1)"
+else
+  echo "Dovecot is not installed: the IMAP tests will skip (and fail under CI=true)"
 fi
 
 echo "== tests"

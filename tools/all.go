@@ -7,7 +7,7 @@ import (
 )
 
 // All is every tool of the service, in the order tools/list shows them.
-func All(s *repo.Store) []Tool {
+func All(s *repo.Store, opts ...Option) []Tool {
 	return slices.Concat(
 		Outlets(s),
 		Contacts(s),
@@ -19,5 +19,6 @@ func All(s *repo.Store) []Tool {
 		Audit(s),
 		Keys(s),
 		Media(s),
+		Emails(s, opts...),
 	)
 }

@@ -78,6 +78,10 @@ func TestToolInventory(t *testing.T) {
 			t.Errorf("%s: annotations not explicit", d.Name)
 			continue
 		}
+		// Only what reaches outside the service (the inbox sync) is open-world.
+		if open := d.Name == "sync_emails"; *a.OpenWorldHint != open && !strings.HasPrefix(d.Name, "send_") {
+			t.Errorf("%s: openWorldHint %v, want %v", d.Name, *a.OpenWorldHint, open)
+		}
 		switch tool.Scope {
 		case "read":
 			if !a.ReadOnlyHint {
@@ -108,7 +112,9 @@ func TestToolInventory(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"create_note", "get_note", "list_notes", "update_note", "add_note_link", "remove_note_link",
-		"archive_note", "restore_note", "get_interaction_log", "create_agent_key", "list_outlets", "create_outlet", "whoami"} {
+		"archive_note", "restore_note", "get_interaction_log", "create_agent_key", "list_outlets", "create_outlet", "whoami",
+		"sync_emails", "import_email", "list_email_threads", "get_email_thread", "search_emails", "get_contact_emails",
+		"link_email_opportunity", "unlink_email_opportunity"} {
 		if !names[want] {
 			t.Errorf("missing tool %s", want)
 		}

@@ -26,9 +26,11 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
+	"outreach/mailsync"
 	"outreach/repo"
 	"outreach/server"
 	"outreach/server/version"
+	"outreach/tools"
 )
 
 func main() {
@@ -57,6 +59,15 @@ Every command reads the same configuration:
   OUTREACH_PUBLIC_URL  base URL clients reach the service at, for signed media URLs (default: from each request)
   OUTREACH_MEDIA_MAX_BYTES  size cap of a media upload (default 104857600, 100 MiB)
   OUTREACH_MEDIA_URL_TTL    lifetime of signed media URLs, e.g. 15m (default 15m)
+  OUTREACH_IMAP_ADDR        shared inbox host:port, e.g. imap.gmail.com:993 (unset: no email sync)
+  OUTREACH_IMAP_SECURITY    tls (default), starttls, or plain (loopback servers only)
+  OUTREACH_IMAP_USER / OUTREACH_IMAP_PASSWORD   login with a password
+  OUTREACH_IMAP_OAUTH2_TOKEN / OUTREACH_IMAP_OAUTH2_TOKEN_FILE   XOAUTH2 bearer token (the file is re-read at every sync)
+  OUTREACH_IMAP_AUTH        password, xoauth2 or oauthbearer (default: xoauth2 when a token is set)
+  OUTREACH_IMAP_MAILBOXES   comma-separated mailboxes (default INBOX)
+  OUTREACH_IMAP_INTERVAL    time between automatic syncs, e.g. 5m (default 5m; 0 = only sync_emails)
+  OUTREACH_IMAP_MAX_MESSAGE_BYTES  larger messages are skipped and reported (default 52428800, 50 MiB)
+  OUTREACH_EMAIL_KEEP_ATTACHMENTS  true: keep attachment bytes in GridFS (default false: metadata only)
 `
 
 type config struct {
@@ -172,7 +183,55 @@ func mediaOptions() (repo.MediaOptions, error) {
 	return o, nil
 }
 
+// mailConfig reads the shared inbox's configuration; nil when
+// OUTREACH_IMAP_ADDR is unset.
+func mailConfig() (*mailsync.Config, bool, error) {
+	keep := false
+	if v := os.Getenv("OUTREACH_EMAIL_KEEP_ATTACHMENTS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, false, fmt.Errorf("OUTREACH_EMAIL_KEEP_ATTACHMENTS=%q: want true or false", v)
+		}
+		keep = b
+	}
+	addr := os.Getenv("OUTREACH_IMAP_ADDR")
+	if addr == "" {
+		return nil, keep, nil
+	}
+	c := &mailsync.Config{Addr: addr, Security: os.Getenv("OUTREACH_IMAP_SECURITY"), Auth: os.Getenv("OUTREACH_IMAP_AUTH"),
+		User: os.Getenv("OUTREACH_IMAP_USER"), Password: os.Getenv("OUTREACH_IMAP_PASSWORD"),
+		Token: os.Getenv("OUTREACH_IMAP_OAUTH2_TOKEN"), TokenFile: os.Getenv("OUTREACH_IMAP_OAUTH2_TOKEN_FILE"),
+		Interval: 5 * time.Minute, KeepAttachments: keep}
+	for _, m := range strings.Split(os.Getenv("OUTREACH_IMAP_MAILBOXES"), ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			c.Mailboxes = append(c.Mailboxes, m)
+		}
+	}
+	if v := os.Getenv("OUTREACH_IMAP_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || (d != 0 && d < 10*time.Second) {
+			return nil, keep, fmt.Errorf("OUTREACH_IMAP_INTERVAL=%q: want 0 (on demand only) or a duration of at least 10s, e.g. 5m", v)
+		}
+		c.Interval = d
+	}
+	if v := os.Getenv("OUTREACH_IMAP_MAX_MESSAGE_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return nil, keep, fmt.Errorf("OUTREACH_IMAP_MAX_MESSAGE_BYTES=%q: want a positive number of bytes", v)
+		}
+		c.MaxMessageBytes = n
+	}
+	if err := c.Check(); err != nil {
+		return nil, keep, fmt.Errorf("email sync configuration: %w", err)
+	}
+	return c, keep, nil
+}
+
 func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger) error {
+	mailCfg, keep, err := mailConfig() // refused before anything starts
+	if err != nil {
+		return err
+	}
 	store, closeStore, err := open(ctx, cfg, true, log)
 	if err != nil {
 		return err
@@ -201,8 +260,18 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger
 		defer stopCommands()
 	}
 	go store.RunRecovery(ctx, 10*time.Second)
+	topts := []tools.Option{tools.WithEmailAttachments(keep)}
+	if mailCfg != nil {
+		syncer, err := mailsync.New(store, *mailCfg)
+		if err != nil {
+			return err
+		}
+		topts = append(topts, tools.WithMailSync(syncer))
+		log.Info().Str("imap", mailCfg.Addr).Strs("mailboxes", mailCfg.Mailboxes).Dur("interval", mailCfg.Interval).Msg("email sync configured")
+		go syncer.Run(ctx, log)
+	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
-	srv.Handler = server.EndStreamsOnShutdown(srv, server.New(store, log))
+	srv.Handler = server.EndStreamsOnShutdown(srv, server.New(store, log, topts...))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info().Str("url", base+"/mcp").Str("version", version.Version).Msg("serving MCP")

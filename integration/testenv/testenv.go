@@ -20,8 +20,10 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
+	"outreach/mailsync"
 	"outreach/repo"
 	"outreach/server"
+	"outreach/tools"
 )
 
 // Env is a running service.
@@ -41,6 +43,8 @@ type Options struct {
 	Lease time.Duration
 	// Media overrides the media upload cap and signed-URL lifetime.
 	Media repo.MediaOptions
+	// Mail, when set, configures the shared inbox that sync_emails reads.
+	Mail *mailsync.Config
 }
 
 // New starts a service for the test and stops it when the test ends.
@@ -53,7 +57,15 @@ func New(t testing.TB) *Env {
 func NewWith(t testing.TB, o Options) *Env {
 	t.Helper()
 	store := OpenStore(t, o)
-	ts := httptest.NewServer(server.New(store, zerolog.Nop()))
+	var topts []tools.Option
+	if o.Mail != nil {
+		m, err := mailsync.New(store, *o.Mail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		topts = append(topts, tools.WithMailSync(m))
+	}
+	ts := httptest.NewServer(server.New(store, zerolog.Nop(), topts...))
 	t.Cleanup(ts.Close)
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
 	key, err := store.Bootstrap(ctx)

@@ -1,0 +1,241 @@
+package tools
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"time"
+
+	"outreach/mailsync"
+	"outreach/repo"
+)
+
+// Option configures the tool list.
+type Option func(*options)
+
+type options struct {
+	mail            *mailsync.Syncer
+	keepAttachments bool
+}
+
+// WithMailSync gives sync_emails the configured shared inbox.
+func WithMailSync(m *mailsync.Syncer) Option { return func(o *options) { o.mail = m } }
+
+// WithEmailAttachments keeps the bytes of imported attachments in GridFS.
+func WithEmailAttachments(keep bool) Option { return func(o *options) { o.keepAttachments = keep } }
+
+// maxImportBytes caps import_email's decoded message (the request body
+// limit caps it anyway; this says so clearly).
+const maxImportBytes = 1 << 20
+
+// threadSummary is a thread in a list: everything but the message bodies.
+type threadSummary struct {
+	ID                 string                      `json:"id"`
+	Subject            string                      `json:"subject"`
+	ContactIDs         []string                    `json:"contact_ids"`
+	OpportunityLinks   []repo.EmailOpportunityLink `json:"opportunity_links"`
+	MessageCount       int                         `json:"message_count"`
+	LastMessageAt      time.Time                   `json:"last_message_at"`
+	LastContactReplyAt *time.Time                  `json:"last_contact_reply_at,omitempty"`
+	LastSummary        string                      `json:"last_summary"`
+	CreatedAt          time.Time                   `json:"created_at"`
+	ArchivedAt         *time.Time                  `json:"archived_at"`
+}
+
+func summarize(t repo.EmailThread) threadSummary {
+	s := threadSummary{ID: t.ID, Subject: t.Subject, ContactIDs: t.ContactIDs, OpportunityLinks: t.OpportunityLinks, MessageCount: len(t.Messages),
+		LastMessageAt: t.LastMessageAt, LastContactReplyAt: t.LastContactReplyAt, CreatedAt: t.CreatedAt, ArchivedAt: t.ArchivedAt}
+	if n := len(t.Messages); n > 0 {
+		s.LastSummary = firstLine(t.Messages[n-1].BodyText)
+	}
+	return s
+}
+
+func firstLine(text string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	if r := []rune(strings.TrimSpace(line)); len(r) > 200 {
+		return string(r[:200])
+	}
+	return strings.TrimSpace(line)
+}
+
+// Emails is the Emails group: threads synced from the shared inbox over
+// IMAP (or imported), linked to contacts and opportunities.
+func Emails(s *repo.Store, opts ...Option) []Tool {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	type syncIn struct{}
+	type importIn struct {
+		RawBase64 string `json:"raw_base64" jsonschema:"one RFC 822 message (headers and body, as a mail client saves an .eml file), base64-encoded; at most 1 MiB decoded"`
+	}
+	type listIn struct {
+		ContactID       string `json:"contact_id,omitempty" jsonschema:"only threads involving this contact (UUID)"`
+		OpportunityID   string `json:"opportunity_id,omitempty" jsonschema:"only threads linked to this opportunity (UUID)"`
+		Since           string `json:"since,omitempty" jsonschema:"only threads with a message on or after this date (YYYY-MM-DD or ISO datetime)"`
+		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived threads; default false"`
+		Limit           *int   `json:"limit,omitempty" jsonschema:"maximum results, 1 to 200; default 25"`
+		Offset          *int   `json:"offset,omitempty" jsonschema:"results to skip; default 0"`
+	}
+	type idIn struct {
+		ID string `json:"id" jsonschema:"the email thread's id (UUID)"`
+	}
+	type searchIn struct {
+		Query string `json:"query" jsonschema:"text to find in subjects, bodies and senders: case-insensitive, matched literally"`
+		Limit *int   `json:"limit,omitempty" jsonschema:"maximum messages, 1 to 200; default 20"`
+	}
+	type contactIn struct {
+		ContactID string `json:"contact_id" jsonschema:"the contact (UUID)"`
+		Since     string `json:"since,omitempty" jsonschema:"only messages on or after this date (YYYY-MM-DD or ISO datetime)"`
+		Limit     *int   `json:"limit,omitempty" jsonschema:"maximum messages, 1 to 200; default 50"`
+	}
+	type linkIn struct {
+		ThreadID      string `json:"thread_id" jsonschema:"the email thread (UUID)"`
+		OpportunityID string `json:"opportunity_id" jsonschema:"the opportunity to link it to (UUID)"`
+	}
+	type unlinkIn struct {
+		ID string `json:"id" jsonschema:"the link's own id (UUID), as get_email_thread and link_email_opportunity show it; not the thread's id"`
+	}
+	hits := func(total, limit int, msgs []repo.EmailHit) map[string]any {
+		return map[string]any{"total": total, "showing": len(msgs), "limit": limit, "messages": msgs}
+	}
+	return []Tool{
+		newTool("sync_emails", "Sync the shared inbox now over IMAP: new messages involving a known contact are stored in threads (once each, however often seen). Returns counts of messages seen, stored, duplicates, skipped (no known contact) and failed (with reasons), and the threads touched. Sends progress notifications when the client asks for them.", send,
+			func(ctx context.Context, _ *syncIn) (any, error) {
+				if o.mail == nil {
+					return nil, repo.Errorf(repo.CodeFailedPrecondition, "email sync is not configured on this server: set OUTREACH_IMAP_ADDR, OUTREACH_IMAP_USER and a password or OAuth2 token (see the README); import_email works without it")
+				}
+				res, err := o.mail.Sync(ctx, func(done, total int, msg string) { Progress(ctx, done, total, msg) })
+				if err != nil {
+					var ie *mailsync.IMAPError
+					if errors.As(err, &ie) {
+						return nil, &repo.Error{Code: repo.CodeUnavailable, Retryable: true, Details: res,
+							Message: "the IMAP server could not be reached or the connection failed (" + ie.Error() + "); what was stored stays, the next sync resumes after it, and details has the counts so far"}
+					}
+					return nil, err
+				}
+				return res, nil
+			}),
+		newTool("import_email", "Import one raw RFC 822 message (e.g. an .eml file), stored like a synced one: into its thread, linked to the known contacts among From, To and Cc. A message without a known contact is skipped; one already stored is reported as a duplicate.", create,
+			func(ctx context.Context, in *importIn) (any, error) {
+				raw, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(in.RawBase64), ""))
+				if err != nil {
+					return nil, repo.Invalid("raw_base64", "is not base64 (standard alphabet, with padding): %v", err)
+				}
+				if len(raw) == 0 {
+					return nil, repo.Invalid("raw_base64", "is empty; give one RFC 822 message")
+				}
+				if len(raw) > maxImportBytes {
+					return nil, repo.Invalid("raw_base64", "the message is %d bytes; at most %d can be imported (sync larger ones from the inbox)", len(raw), maxImportBytes)
+				}
+				_, ir, err := mailsync.Import(ctx, s, raw, o.keepAttachments)
+				if err != nil {
+					return nil, err
+				}
+				return ir, nil
+			}),
+		newTool("list_email_threads", "List email threads, most recent message first; each with its contacts, opportunity links, message count and the first line of its latest message.", read,
+			func(ctx context.Context, in *listIn) (any, error) {
+				limit, offset, err := page(in.Limit, in.Offset, 25)
+				if err != nil {
+					return nil, err
+				}
+				f := repo.EmailThreadFilter{ContactID: in.ContactID, OpportunityID: in.OpportunityID, IncludeArchived: in.IncludeArchived}
+				for field, id := range map[string]string{"contact_id": in.ContactID, "opportunity_id": in.OpportunityID} {
+					if id != "" {
+						if err := checkUUID(field, id); err != nil {
+							return nil, err
+						}
+					}
+				}
+				if in.Since != "" {
+					t, err := parseTime("since", in.Since, false)
+					if err != nil {
+						return nil, err
+					}
+					f.Since = &t
+				}
+				p, err := s.ListEmailThreads(ctx, f, limit, offset)
+				if err != nil {
+					return nil, err
+				}
+				out := make([]threadSummary, len(p.Items))
+				for i, t := range p.Items {
+					out[i] = summarize(t)
+				}
+				return map[string]any{"total": p.Total, "showing": len(out), "limit": limit, "offset": offset, "threads": out}, nil
+			}),
+		newTool("get_email_thread", "One email thread: all its messages (oldest first, each with its own id as the interaction log shows it), its linked contacts and its linked opportunities (with the link ids unlink_email_opportunity takes).", read,
+			func(ctx context.Context, in *idIn) (any, error) {
+				if err := checkUUID("id", in.ID); err != nil {
+					return nil, err
+				}
+				return s.EmailThreadDetail(ctx, in.ID)
+			}),
+		newTool("search_emails", "Search email messages by subject, body and sender, newest first. The text is matched literally and case-insensitively.", read,
+			func(ctx context.Context, in *searchIn) (any, error) {
+				limit, _, err := page(in.Limit, nil, 20)
+				if err != nil {
+					return nil, err
+				}
+				if strings.TrimSpace(in.Query) == "" {
+					return nil, repo.Invalid("query", "must not be empty")
+				}
+				total, msgs, err := s.SearchEmails(ctx, in.Query, limit)
+				if err != nil {
+					return nil, err
+				}
+				return hits(total, limit, msgs), nil
+			}),
+		newTool("get_contact_emails", "The email messages a contact sent or received (From, To or Cc), newest first, each with its thread id.", read,
+			func(ctx context.Context, in *contactIn) (any, error) {
+				if err := checkUUID("contact_id", in.ContactID); err != nil {
+					return nil, err
+				}
+				limit, _, err := page(in.Limit, nil, defaultLimit)
+				if err != nil {
+					return nil, err
+				}
+				var since *time.Time
+				if in.Since != "" {
+					t, err := parseTime("since", in.Since, false)
+					if err != nil {
+						return nil, err
+					}
+					since = &t
+				}
+				total, msgs, err := s.ContactEmails(ctx, in.ContactID, since, limit)
+				if err != nil {
+					return nil, err
+				}
+				return hits(total, limit, msgs), nil
+			}),
+		newTool("link_email_opportunity", "Link an email thread to an opportunity; its messages then appear in the opportunity's interaction log. Linking the same opportunity twice is a conflict naming the existing link.", change,
+			func(ctx context.Context, in *linkIn) (any, error) {
+				if err := checkUUID("thread_id", in.ThreadID); err != nil {
+					return nil, err
+				}
+				if err := checkUUID("opportunity_id", in.OpportunityID); err != nil {
+					return nil, err
+				}
+				t, link, err := s.LinkEmailOpportunity(ctx, in.ThreadID, in.OpportunityID)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"link": link, "thread": summarize(*t)}, nil
+			}),
+		newTool("unlink_email_opportunity", "Remove one link between an email thread and an opportunity, by the link's id. The change log keeps it; a rollback puts it back.", change,
+			func(ctx context.Context, in *unlinkIn) (any, error) {
+				if err := checkUUID("id", in.ID); err != nil {
+					return nil, err
+				}
+				t, err := s.UnlinkEmailOpportunity(ctx, in.ID)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"thread": summarize(*t)}, nil
+			}),
+	}
+}
