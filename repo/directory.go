@@ -57,7 +57,7 @@ func setText(dst *string, v *string) {
 // when given, and returns what to store: nil for an empty object, so that
 // `{}` clears the field.
 func freeForm(field string, obj map[string]any) (map[string]any, error) {
-	if err := checkKeys(field, obj); err != nil {
+	if err := CheckFreeForm(field, obj); err != nil {
 		return nil, err
 	}
 	if len(obj) == 0 {

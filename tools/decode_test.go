@@ -20,7 +20,7 @@ type fuzzIn struct {
 }
 
 func TestDecode(t *testing.T) {
-	req := requiredFields(reflect.TypeFor[fuzzIn]())
+	spec := newArgSpec(reflect.TypeFor[fuzzIn]())
 	cases := []struct {
 		in, field string
 	}{
@@ -38,7 +38,7 @@ func TestDecode(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var in fuzzIn
-		err := decode(json.RawMessage(tc.in), &in, req)
+		err := decode(json.RawMessage(tc.in), &in, spec)
 		var e *repo.Error
 		switch {
 		case tc.field == "" && tc.in == `{"id":"x"}`:
@@ -59,10 +59,10 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range []string{`{"id":"x"}`, `{"id":"x","ids":["a"],"limit":3,"fields":{"a":{"b":[1,{"c":null}]}}}`, `{"limit":1e400}`, `null`, ``, `{"id":"\ud800"}`, `{"id":"x","type":null}`} {
 		f.Add([]byte(s))
 	}
-	req := requiredFields(reflect.TypeFor[fuzzIn]())
+	spec := newArgSpec(reflect.TypeFor[fuzzIn]())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var in fuzzIn
-		err := decode(json.RawMessage(b), &in, req)
+		err := decode(json.RawMessage(b), &in, spec)
 		if err == nil {
 			return
 		}
