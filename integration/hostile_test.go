@@ -1,13 +1,17 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +37,15 @@ type hostile struct {
 
 func newHostile(t *testing.T, o testenv.Options) *hostile {
 	t.Helper()
+	// Registered first, so it runs last: once the service and its store are
+	// closed, `outreach verify` opens the store itself and checks it.
+	o.DataDir, o.DB = dataDir(t), "outreach_hostile"
+	t.Cleanup(func() {
+		out, errOut, err := runVerify(t, o.DataDir, o.DB)
+		if err != nil || !strings.HasPrefix(out, "ok") {
+			t.Errorf("outreach verify after the hostile calls: %v\n%s%s", err, out, errOut)
+		}
+	})
 	env := testenv.NewWith(t, o)
 	h := &hostile{env: env, c: env.Client(env.AdminKey, "hostile-"+strings.ReplaceAll(t.Name(), "/", "-"))}
 	c := h.c
@@ -44,17 +57,33 @@ func newHostile(t *testing.T, o testenv.Options) *hostile {
 	h.coverage = mk(t, c, "create_coverage", M{"title": "Review", "published_at": "2026-03-01", "opportunity_id": h.opportunity, "reach": 1000})
 	h.note = mk(t, c, "create_note", M{"title": "Call", "contact_ids": []string{h.contact}, "opportunity_ids": []string{h.opportunity}})
 	h.media = testenv.ID(t, c.Must("upload_media", M{"coverage_id": h.coverage, "type": "document", "filename": "a.txt", "mime_type": "text/plain", "content_base64": "aGVsbG8="}, nil))
+	// The first signed URL creates the signing secret (a change): make it now.
+	c.Must("get_media", M{"id": h.media}, nil)
 	t.Cleanup(func() {
 		if !t.Failed() {
-			h.readsAnswer(t)
+			h.readsAnswer(t, true)
 		}
 	})
 	return h
 }
 
-// readsAnswer calls every list and every get of the world's records, and
-// pages through the whole change log and every change in it: none may fail.
-func (h *hostile) readsAnswer(t *testing.T) {
+// runVerify runs `outreach verify` on the store of data and db.
+func runVerify(t *testing.T, data, db string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), "verify", "--data", data)
+	cmd.Env = append(os.Environ(), "OUTREACH_DB="+db)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// readsAnswer calls every list and every get of the world's records and,
+// with changeLog, pages through the whole change log and gets every change
+// in it: none may fail.
+func (h *hostile) readsAnswer(t *testing.T, changeLog bool) {
 	t.Helper()
 	c := h.c
 	calls := []struct {
@@ -77,7 +106,7 @@ func (h *hostile) readsAnswer(t *testing.T) {
 			t.Errorf("after the hostile calls, %s(%v) fails: %s: %s", call.tool, call.args, e.Code, e.Message)
 		}
 	}
-	for offset := 0; ; offset += 200 {
+	for offset := 0; changeLog; offset += 200 {
 		var page struct {
 			Total   int
 			Changes []struct{ ID string }
@@ -98,6 +127,24 @@ func (h *hostile) readsAnswer(t *testing.T) {
 		}
 	}
 }
+
+// refuse runs each refusal (see refuse) and, after each, checks that every
+// list and get still answers; at the end, that none of them wrote anything.
+func (h *hostile) refuse(t *testing.T, cases []refusal) {
+	t.Helper()
+	before := changeCount(t, h.c)
+	for _, tc := range cases {
+		refuse(t, h.c, []refusal{tc})
+		h.readsAnswer(t, false)
+		hostileCases.Add(1)
+	}
+	if after := changeCount(t, h.c); after != before {
+		t.Errorf("refused calls wrote %d changes", after-before)
+	}
+}
+
+// hostileCases counts the refused calls of a run (the README's figure).
+var hostileCases atomic.Int64
 
 // nested returns an object n levels deep: {"k": {"k": … {"k": "leaf"}}}.
 func nested(n int) M {
@@ -140,7 +187,7 @@ func TestHostileDatesOutsideTheRangeAreRefused(t *testing.T) {
 	add("list_opportunities", "next_action_before", M{})
 	add("get_change_log", "since", M{})
 	add("get_interaction_log", "until", M{"contact_id": h.contact})
-	refuse(t, h.c, cases)
+	h.refuse(t, cases)
 
 	// The ends of the range are accepted.
 	h.c.Must("update_note", M{"id": h.note, "occurred_at": "9999-12-31T23:59:59.999Z"}, nil)
@@ -154,8 +201,9 @@ func TestHostileStoredDatesOutsideTheRangeStillRead(t *testing.T) {
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("analyst"))
 	far := time.Date(10000, 1, 1, 22, 59, 59, 0, time.UTC)
 	before := time.Date(-1, 12, 31, 23, 0, 0, 0, time.UTC)
-	if _, err := h.env.Store.Fixture(ctx, "notes", map[string]any{"type": "general", "title": "far", "content": "", "occurred_at": far,
-		"links": []any{map[string]any{"id": "0b9d5c55-6a7e-4a55-9a63-0c1c1c0a0a01", "contact_id": h.contact, "created_at": before}}}); err != nil {
+	farNote, err := h.env.Store.Fixture(ctx, "notes", map[string]any{"type": "general", "title": "far", "content": "", "occurred_at": far,
+		"links": []any{map[string]any{"id": "0b9d5c55-6a7e-4a55-9a63-0c1c1c0a0a01", "contact_id": h.contact, "created_at": before}}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.env.Store.Fixture(ctx, "opportunities", map[string]any{"title": "far", "campaign_id": h.campaign, "stage": "researching",
@@ -181,6 +229,14 @@ func TestHostileStoredDatesOutsideTheRangeStillRead(t *testing.T) {
 	if !found {
 		t.Errorf("list_notes does not show the note: %+v", notes)
 	}
+	// Such a record can still be changed, and the change rolled back.
+	h.c.Must("update_note", M{"id": farNote, "title": "far, renamed"}, nil)
+	var ch struct{ Changes []struct{ ID string } }
+	h.c.Must("get_change_log", M{"record_id": farNote, "action": "update"}, &ch)
+	if len(ch.Changes) != 1 {
+		t.Fatalf("update of the far note: %+v", ch)
+	}
+	h.c.Must("rollback_change", M{"id": ch.Changes[0].ID}, nil)
 	// readsAnswer (cleanup) covers every other reader and the change log.
 }
 
@@ -219,12 +275,54 @@ func TestHostileRefusedUploadLeavesNoBytes(t *testing.T) {
 	if got := count(); got != start {
 		t.Errorf("refused uploads left %d chunks in fs.chunks; want none", got-start)
 	}
-	// The URL still works for a file within the cap, once.
-	if resp, body := send(t, http.MethodPut, up.UploadURL, newFile(2, capBytes), -1); resp.StatusCode != http.StatusOK {
-		t.Fatalf("upload within the cap: %d %s", resp.StatusCode, body)
+	// The URL still works for a file within the cap, once (409, retryable,
+	// while the server is still finishing the cut-off upload).
+	for try := 0; ; try++ {
+		resp, body := send(t, http.MethodPut, up.UploadURL, newFile(2, capBytes), -1)
+		if resp.StatusCode == http.StatusConflict && try < 50 {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("upload within the cap: %d %s", resp.StatusCode, body)
+		}
+		break
 	}
 	if got, want := count(), start+3; got != want {
 		t.Errorf("fs.chunks holds %d new chunks; want %d (the one stored file)", got-start, want-start)
+	}
+
+	// Two uploads to one URL at once: the second is refused while the first
+	// runs, so a URL writes one file's bytes into the store, not one per try.
+	h.c.Must("upload_media_url", M{"coverage_id": h.coverage, "filename": "race.bin", "mime_type": "application/octet-stream"}, &up)
+	start = count()
+	pr, pw = io.Pipe()
+	first := make(chan int)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPut, up.UploadURL, pr)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	pw.Write(make([]byte, 100<<10)) // the first upload is under way…
+	time.Sleep(300 * time.Millisecond) // …and its handler has claimed the URL
+	resp, body := send(t, http.MethodPut, up.UploadURL, newFile(3, 1000), 1000)
+	if resp.StatusCode != http.StatusConflict {
+		t.Errorf("second upload while the first runs: %d %s; want 409", resp.StatusCode, body)
+	}
+	pw.Close()
+	if status := <-first; status != http.StatusOK {
+		t.Errorf("first upload: %d; want 200", status)
+	}
+	if resp, body := send(t, http.MethodPut, up.UploadURL, newFile(3, 1000), 1000); resp.StatusCode != http.StatusGone {
+		t.Errorf("upload after the URL was used: %d %s; want 410", resp.StatusCode, body)
+	}
+	if got := count(); got != start+1 {
+		t.Errorf("racing uploads to one URL wrote %d chunks; want 1 (one file of 100 KiB)", got-start)
 	}
 }
 
@@ -274,7 +372,7 @@ func TestHostileDeepNestingIsBoundedAndRollsBack(t *testing.T) {
 // Defect: a NUL byte in a free-form key answered internal.
 func TestHostileNULInAFreeFormKey(t *testing.T) {
 	h := newHostile(t, testenv.Options{})
-	refuse(t, h.c, []refusal{
+	h.refuse(t, []refusal{
 		{"NUL key", "create_outlet", M{"name": "x", "social_links": M{"a\x00b": "v"}}, repo.CodeInvalid, "social_links", "NUL"},
 		{"nested NUL key", "update_contact", M{"id": h.contact, "preferences": M{"a": []any{M{"\x00": 1}}}}, repo.CodeInvalid, "preferences.a", "NUL"},
 		{"overlong key", "create_channel", M{"outlet_id": h.outlet, "type": "website", "attributes": M{strings.Repeat("k", 201): 1}}, repo.CodeInvalid, "attributes", "200"},
@@ -339,7 +437,7 @@ func TestHostileInvalidUTF8IsRefused(t *testing.T) {
 // Defect: total_reach wrapped to a negative number with large reach values.
 func TestHostileReachIsBoundedAndTotalsNeverWrap(t *testing.T) {
 	h := newHostile(t, testenv.Options{})
-	refuse(t, h.c, []refusal{
+	h.refuse(t, []refusal{
 		{"reach over the limit", "create_coverage", M{"title": "x", "published_at": "2026-03-01", "reach": int64(math.MaxInt64)}, repo.CodeInvalid, "reach", "1000000000000"},
 		{"reach update over the limit", "update_coverage", M{"id": h.coverage, "reach": int64(1e12) + 1}, repo.CodeInvalid, "reach", "1000000000000"},
 		{"audience over the limit", "create_outlet", M{"name": "x", "audience_size": int64(math.MaxInt64)}, repo.CodeInvalid, "audience_size", "1000000000000"},
@@ -420,7 +518,7 @@ func TestHostileLongArrays(t *testing.T) {
 		t.Errorf("100 copies of one id made %d links; want 1", len(n.Links))
 	}
 	t.Logf("create_note with 100 copies of one id: %v", time.Since(start))
-	refuse(t, h.c, []refusal{
+	h.refuse(t, []refusal{
 		{"101 beats", "update_contact", M{"id": h.contact, "beats": make101("beat")}, repo.CodeInvalid, "beats", "100"},
 		{"long title", "create_note", M{"title": strings.Repeat("t", 1001), "contact_ids": []string{h.contact}}, repo.CodeInvalid, "title", "1000"},
 		{"long content", "create_note", M{"content": strings.Repeat("é", 100001), "contact_ids": []string{h.contact}}, repo.CodeInvalid, "content", "100000"},
