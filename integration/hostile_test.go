@@ -308,7 +308,7 @@ func TestHostileRefusedUploadLeavesNoBytes(t *testing.T) {
 		resp.Body.Close()
 		first <- resp.StatusCode
 	}()
-	pw.Write(make([]byte, 100<<10)) // the first upload is under way…
+	pw.Write(make([]byte, 100<<10))    // the first upload is under way…
 	time.Sleep(300 * time.Millisecond) // …and its handler has claimed the URL
 	resp, body := send(t, http.MethodPut, up.UploadURL, newFile(3, 1000), 1000)
 	if resp.StatusCode != http.StatusConflict {
