@@ -542,3 +542,29 @@ func manyKeys(n int) M {
 	}
 	return m
 }
+
+// Search text is matched literally, whatever it holds.
+func TestHostileSearchText(t *testing.T) {
+	h := newHostile(t, testenv.Options{})
+	mk(t, h.c, "create_note", M{"title": "a\x00b .* (x) [y] \\d $where", "contact_ids": []string{h.contact}})
+	for _, q := range []string{"a\x00b", ".*", "(x)", "[y]", "\\d", "$where", "\x00", "é", "(?i)", "\\", "^", "|"} {
+		for _, tool := range []string{"list_notes", "list_outlets", "list_contacts", "list_campaigns", "list_opportunities", "list_coverage"} {
+			raw, e := h.c.Call(tool, M{"search": q})
+			if e != nil {
+				t.Errorf("%s search %q: %s: %s", tool, q, e.Code, e.Message)
+				continue
+			}
+			if tool == "list_notes" {
+				var l struct{ Total int }
+				json.Unmarshal(raw, &l)
+				want := 1
+				if q == "é" || q == "(?i)" || q == "^" || q == "|" {
+					want = 0
+				}
+				if l.Total != want {
+					t.Errorf("list_notes search %q: %d notes; want %d", q, l.Total, want)
+				}
+			}
+		}
+	}
+}

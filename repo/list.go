@@ -39,7 +39,14 @@ func listPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, 
 // literal matches text literally and case-insensitively: the query's
 // characters are never read as a pattern or an operator.
 func literal(text string) bson.M {
-	return bson.M{"$regex": regexp.QuoteMeta(text), "$options": "i"}
+	return bson.M{"$regex": quote(text), "$options": "i"}
+}
+
+// quote escapes text for a regular expression, MongoDB's (PCRE) and Go's
+// alike. A NUL byte, which MongoDB refuses inside a pattern, is written as
+// the escape \x00.
+func quote(text string) string {
+	return strings.ReplaceAll(regexp.QuoteMeta(text), "\x00", `\x00`)
 }
 
 // anyField matches text literally in any of fields.
