@@ -43,6 +43,15 @@ fi
 echo "== tests"
 go test -count=1 -timeout 40m -skip '^TestReplicaSet$' ./...
 
+echo "== fuzzing, a few seconds per target (minutes: FUZZTIME=2m ./scripts/test.sh)"
+for target in "tools FuzzDecode" "tools FuzzParseTime" "tools FuzzRender" "repo FuzzCheckFreeForm" "repo FuzzSearchText"; do
+  set -- $target
+  if ! out=$(go test ./"$1" -run '^$' -fuzz "^$2\$" -fuzztime "${FUZZTIME:-5s}" 2>&1); then
+    echo "$out"; echo "$2 failed (the failing input is under $1/testdata/fuzz/$2)"; exit 1
+  fi
+  echo "$2: ok"
+done
+
 echo "== tests on a MongoDB replica set (testcontainers, needs a Docker engine)"
 go test -count=1 -timeout 40m -run '^TestReplicaSet$' -v ./integration/ | grep -v '^=== RUN'
 

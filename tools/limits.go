@@ -99,10 +99,12 @@ func (spec argSpec) describe(s *jsonschema.Schema) {
 		}
 		switch kind {
 		case "string":
-			p.MaxLength = ptr(int(a.max))
+			if len(p.Enum) == 0 { // an enum says more than a length
+				p.MaxLength = ptr(int(a.max))
+			}
 		case "array":
 			p.MaxItems = ptr(int(a.max))
-			if p.Items != nil && p.Items.Type == "string" {
+			if p.Items != nil && p.Items.Type == "string" && len(p.Items.Enum) == 0 {
 				p.Items.MaxLength = ptr(MaxText)
 			}
 		case "integer", "number":
