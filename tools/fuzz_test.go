@@ -96,4 +96,3 @@ func checkLimits(t *testing.T, raw []byte, in *fuzzIn) {
 		t.Fatalf("accepted limit %d over its max tag", *in.Limit)
 	}
 }
-
