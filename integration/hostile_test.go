@@ -411,17 +411,21 @@ func TestHostileInvalidUTF8IsRefused(t *testing.T) {
 	call := func(args string) []byte {
 		return []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_note","arguments":` + args + `}}`)
 	}
-	for name, body := range map[string][]byte{
-		"raw byte 0xff":    call(`{"title":"bad ` + "\xff" + `","contact_ids":["` + h.contact + `"]}`),
-		"overlong form":    call(`{"title":"` + "\xc0\xaf" + `","contact_ids":["` + h.contact + `"]}`),
-		"lone surrogate":   call(`{"title":"bad \ud800 x","contact_ids":["` + h.contact + `"]}`),
-		"low surrogate":    call(`{"content":"\udc00","contact_ids":["` + h.contact + `"]}`),
-		"surrogate in key": call(`{"title":"x","contact_ids":["` + h.contact + `"],"\ud800":1}`),
+	for _, tc := range []struct {
+		name, field string
+		body        []byte
+	}{
+		{"raw byte 0xff", "title", call(`{"title":"bad ` + "\xff" + `","contact_ids":["` + h.contact + `"]}`)},
+		{"overlong form", "title", call(`{"title":"` + "\xc0\xaf" + `","contact_ids":["` + h.contact + `"]}`)},
+		{"lone surrogate", "title", call(`{"title":"bad \ud800 x","contact_ids":["` + h.contact + `"]}`)},
+		{"low surrogate", "content", call(`{"content":"\udc00","contact_ids":["` + h.contact + `"]}`)},
+		{"surrogate in key", "arguments", call(`{"title":"x","contact_ids":["` + h.contact + `"],"\ud800":1}`)},
 	} {
-		status, text := rawCall(t, h, body)
-		ok := status == http.StatusBadRequest || (status == http.StatusOK && strings.Contains(text, `invalid_argument`) && strings.Contains(text, "UTF-8"))
-		if !ok {
-			t.Errorf("%s: %d %s; want a refusal that names UTF-8", name, status, text)
+		status, text := rawCall(t, h, tc.body)
+		for _, want := range []string{`"isError":true`, `invalid_argument`, "UTF-8", `\"field\":\"` + tc.field + `\"`} {
+			if status != http.StatusOK || !strings.Contains(text, want) {
+				t.Errorf("%s: %d %s; want a tool error with %s", tc.name, status, text, want)
+			}
 		}
 	}
 	// A valid pair of surrogates is one character and is accepted.
