@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,14 @@ func TestKill9MidBurstKeepsEveryAcknowledgedWrite(t *testing.T) {
 	var acked ackedWrites
 	// Kill after this many acknowledged writes, plus a random delay of up
 	// to 3 ms, so the kill lands at a different step of the write protocol.
-	for round, killAfter := range []int{1, 12, 40, 90} {
+	// CI runs four rounds; the long run (OUTREACH_LONG_TESTS=1) twenty.
+	kills := []int{1, 12, 40, 90}
+	if longRuns() {
+		for i := len(kills); i < 20; i++ {
+			kills = append(kills, kills[i%4]+i)
+		}
+	}
+	for round, killAfter := range kills {
 		if round > 0 {
 			srv = startServer(t, data)
 			if srv.FirstKey != "" {
@@ -59,6 +67,10 @@ func TestKill9MidBurstKeepsEveryAcknowledgedWrite(t *testing.T) {
 		t.Errorf("outreach verify (server stopped): %s", out)
 	}
 }
+
+// longRuns reports whether the long versions of the stress tests run
+// (OUTREACH_LONG_TESTS=1); without it they run short, as in CI.
+func longRuns() bool { return os.Getenv("OUTREACH_LONG_TESTS") != "" }
 
 // ackedWrites are the writes the server acknowledged to a client.
 type ackedWrites struct {

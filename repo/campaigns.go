@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -317,7 +318,7 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 			c.Tier1++
 		}
 		if x.Reach != nil {
-			c.TotalReach += *x.Reach
+			c.TotalReach = addFigures(c.TotalReach, *x.Reach)
 		}
 	}
 	return m, nil
@@ -390,4 +391,21 @@ func set[T any](dst *T, v *T) {
 	if v != nil {
 		*dst = *v
 	}
+}
+
+// MaxFigure bounds an audience figure (reach, audience_size) on input: a
+// trillion, far enough from the int64 limit that sums of them never wrap.
+const MaxFigure = 1_000_000_000_000
+
+// addFigures adds two figures of 0 or more, held at the largest int64
+// rather than wrapping: a figure stored before MaxFigure (or by hand) must
+// not turn a total negative.
+func addFigures(a, b int64) int64 {
+	if b < 0 {
+		b = 0
+	}
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -97,6 +97,9 @@ func checkCoverage(c *Coverage) error {
 	if c.Reach != nil && *c.Reach < 0 {
 		return Invalid("reach", "%d is negative; use 0 or more", *c.Reach)
 	}
+	if c.Reach != nil && *c.Reach > MaxFigure {
+		return Invalid("reach", "%d is too large; the maximum is %d", *c.Reach, int64(MaxFigure))
+	}
 	return nil
 }
 

@@ -2,7 +2,6 @@ package repo
 
 import (
 	"net/url"
-	"regexp"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -13,7 +12,7 @@ import (
 // element matches an array field one of whose elements is text, whole,
 // literally and case-insensitively: "ai" matches a topic "AI" but not "AI policy".
 func element(text string) bson.M {
-	return bson.M{"$regex": "^" + regexp.QuoteMeta(text) + "$", "$options": "i"}
+	return bson.M{"$regex": "^" + quote(text) + "$", "$options": "i"}
 }
 
 // cleanList trims each entry of a tag list (topics, beats) and drops later
@@ -57,7 +56,7 @@ func setText(dst *string, v *string) {
 // when given, and returns what to store: nil for an empty object, so that
 // `{}` clears the field.
 func freeForm(field string, obj map[string]any) (map[string]any, error) {
-	if err := checkKeys(field, obj); err != nil {
+	if err := CheckFreeForm(field, obj); err != nil {
 		return nil, err
 	}
 	if len(obj) == 0 {

@@ -184,13 +184,13 @@ func TestCheckKeysAtAnyDepth(t *testing.T) {
 		{map[string]any{"a": []any{1, map[string]any{"": 1}}}, "f.a"},
 		{map[string]any{"a": []any{[]any{map[string]any{"$x": 1}}}}, "f.a"},
 	} {
-		err := checkKeys("f", tc.obj)
+		err := CheckFreeForm("f", tc.obj)
 		e, ok := err.(*Error)
 		if !ok || e.Code != CodeInvalid || e.Field != tc.field {
-			t.Errorf("checkKeys(%v) = %v; want invalid_argument on %s", tc.obj, err, tc.field)
+			t.Errorf("CheckFreeForm(%v) = %v; want invalid_argument on %s", tc.obj, err, tc.field)
 		}
 	}
-	if err := checkKeys("f", map[string]any{"a": []any{map[string]any{"b": "$not a key, a value"}}, "x-y": "ok"}); err != nil {
+	if err := CheckFreeForm("f", map[string]any{"a": []any{map[string]any{"b": "$not a key, a value"}}, "x-y": "ok"}); err != nil {
 		t.Errorf("good keys refused: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -38,7 +39,14 @@ func listPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, 
 // literal matches text literally and case-insensitively: the query's
 // characters are never read as a pattern or an operator.
 func literal(text string) bson.M {
-	return bson.M{"$regex": regexp.QuoteMeta(text), "$options": "i"}
+	return bson.M{"$regex": quote(text), "$options": "i"}
+}
+
+// quote escapes text for a regular expression, MongoDB's (PCRE) and Go's
+// alike. A NUL byte, which MongoDB refuses inside a pattern, is written as
+// the escape \x00.
+func quote(text string) string {
+	return strings.ReplaceAll(regexp.QuoteMeta(text), "\x00", `\x00`)
 }
 
 // anyField matches text literally in any of fields.
@@ -72,28 +80,77 @@ func between(filter bson.M, field string, since, until *time.Time) {
 	}
 }
 
-// checkKeys refuses free-form object keys that MongoDB would read as an
-// operator or a path: a leading '$', a '.', or an empty key. Objects nested at
-// any depth, in objects or in arrays (of arrays), are checked too.
-func checkKeys(field string, obj map[string]any) error {
+// Limits of free-form objects (social_links, preferences, attributes, media
+// metadata). MongoDB refuses documents nested deeper than 100 levels, and a
+// free-form object sits inside a record, the record inside its change entry,
+// and the entry inside a rollback plan, each adding levels: 20 levels leave
+// room for all of them, so whatever is accepted can be written, logged and
+// rolled back.
+const (
+	// FreeFormMaxDepth is how deep a free-form object may nest: the object
+	// itself is level 1, and each object or array inside it one more.
+	FreeFormMaxDepth = 20
+	// FreeFormMaxEntries caps the keys and array elements of one free-form
+	// object, counted at every depth.
+	FreeFormMaxEntries = 1000
+	// FreeFormMaxKey caps the length of a key, in bytes.
+	FreeFormMaxKey = 200
+)
+
+// FreeFormRules says in one sentence what a free-form object may hold.
+var FreeFormRules = fmt.Sprintf("at most %d levels deep and %d keys and array elements in all; keys non-empty, at most %d bytes, "+
+	"without a leading '$', a '.' or a NUL character", FreeFormMaxDepth, FreeFormMaxEntries, FreeFormMaxKey)
+
+// CheckFreeForm refuses a free-form object MongoDB would misread or refuse,
+// or that could not be rolled back: keys that are empty, start with '$',
+// contain '.' or NUL, or are too long, and objects nested too deep or too
+// large. Objects inside arrays (of arrays) are checked too. A bad key is
+// reported on the path of the object holding it (social_links.a.b); a size
+// or depth beyond the limits on field itself.
+func CheckFreeForm(field string, obj map[string]any) error {
+	entries := 0
+	return checkObject(field, field, obj, 1, &entries)
+}
+
+func checkObject(field, path string, obj map[string]any, depth int, entries *int) error {
+	if depth > FreeFormMaxDepth {
+		return Invalid(field, "%s is nested more than %d levels deep; free-form objects are %s", path, FreeFormMaxDepth, FreeFormRules)
+	}
 	for k, v := range obj {
-		if k == "" || strings.HasPrefix(k, "$") || strings.Contains(k, ".") {
-			return Invalid(field, "key %q is not allowed: keys may not be empty, start with '$' or contain '.'", k)
+		*entries++
+		if *entries > FreeFormMaxEntries {
+			return Invalid(field, "has more than %d keys and array elements; free-form objects are %s", FreeFormMaxEntries, FreeFormRules)
 		}
-		if err := checkValueKeys(field+"."+k, v); err != nil {
+		switch {
+		case k == "" || strings.HasPrefix(k, "$") || strings.Contains(k, "."):
+			return Invalid(path, "key %q is not allowed: keys may not be empty, start with '$' or contain '.'", k)
+		case strings.ContainsRune(k, 0):
+			return Invalid(path, "key %q contains a NUL character, which keys may not hold", k)
+		case len(k) > FreeFormMaxKey:
+			return Invalid(path, "key %.40q… is %d bytes long; keys are at most %d bytes", k, len(k), FreeFormMaxKey)
+		}
+		if err := checkValue(field, path+"."+k, v, depth, entries); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func checkValueKeys(field string, v any) error {
+// checkValue checks v, held at depth, for the objects and arrays in it.
+func checkValue(field, path string, v any, depth int, entries *int) error {
 	switch x := v.(type) {
 	case map[string]any:
-		return checkKeys(field, x)
+		return checkObject(field, path, x, depth+1, entries)
 	case []any:
+		if depth+1 > FreeFormMaxDepth {
+			return Invalid(field, "%s is nested more than %d levels deep; free-form objects are %s", path, FreeFormMaxDepth, FreeFormRules)
+		}
 		for _, e := range x {
-			if err := checkValueKeys(field, e); err != nil {
+			*entries++
+			if *entries > FreeFormMaxEntries {
+				return Invalid(field, "has more than %d keys and array elements; free-form objects are %s", FreeFormMaxEntries, FreeFormRules)
+			}
+			if err := checkValue(field, path, e, depth+1, entries); err != nil {
 				return err
 			}
 		}

@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -184,10 +186,16 @@ func (s *Store) storeBytes(ctx context.Context, m *Media, r io.Reader, max int64
 }
 
 // UploadMedia stores body as the bytes of pending media id: the PUT of a
-// signed upload URL. The bytes stream to GridFS (never held whole), and the
-// record moves to uploaded with a version-guarded write, so of two uploads
-// racing on one URL exactly one is recorded. The change is attributed to the
-// agent session that asked for the URL.
+// signed upload URL. The change is attributed to the agent session that
+// asked for the URL.
+//
+// Nothing reaches the store before the whole body is known to fit: the body
+// is first spooled to a temporary file (bounded by the cap, never held whole
+// in memory), so a refused upload (over the cap, empty, cut short) leaves no
+// chunk behind. Then, with the URL claimed by this call alone and checked
+// still unused, the file streams into GridFS and the record moves to
+// uploaded with a version-guarded write. A URL thus writes its bytes into
+// the store once, whatever a holder of it retries.
 func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Media, error) {
 	m, err := find[*Media](ctx, s, collMedia, id)
 	if err != nil {
@@ -201,12 +209,30 @@ func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Me
 		return nil, driverErr(err, "media creation", id)
 	}
 	ctx = audit.WithActor(ctx, audit.Actor{UserID: created.UserID, AgentID: created.AgentID, SessionID: created.SessionID, Tool: "upload_media_url (PUT)"})
-	fileID, n, sum, err := s.storeBytes(ctx, m, body, s.media.MaxBytes)
+
+	key := uploadKey{s, id}
+	if _, busy := uploading.LoadOrStore(key, true); busy {
+		return nil, ErrMediaUploadBusy
+	}
+	defer uploading.Delete(key)
+	spool, n, err := spoolUpload(body, s.media.MaxBytes)
 	if err != nil {
 		return nil, err
 	}
+	defer func() { spool.Close(); os.Remove(spool.Name()) }()
 	if n == 0 {
 		return nil, Invalid("body", "the upload is empty; PUT the file's bytes as the request body")
+	}
+	// The URL may have been used while this body was arriving.
+	if m, err = find[*Media](ctx, s, collMedia, id); err != nil {
+		return nil, err
+	}
+	if err := uploadable(m); err != nil {
+		return nil, err
+	}
+	fileID, n, sum, err := s.storeBytes(ctx, m, spool, s.media.MaxBytes)
+	if err != nil {
+		return nil, err
 	}
 	// The version guard makes this transition happen once on MongoDB; the
 	// embedded store does not apply guarded writes atomically, so completions
@@ -221,6 +247,47 @@ func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Me
 		m.State, m.FileID, m.SizeBytes, m.SHA256, m.UploadedAt, m.UploadExpiresAt = MediaUploaded, fileID, &n, sum, &t, nil
 		return nil
 	})
+}
+
+// ErrMediaUploadBusy refuses a second upload to a URL while one is running.
+var ErrMediaUploadBusy = &Error{Code: CodeConflict, Retryable: true, Message: "another upload to this URL is in progress; wait for it to finish (a finished upload uses the URL up)"}
+
+// uploading holds the media ids with an upload running in this process.
+var uploading sync.Map
+
+type uploadKey struct {
+	s  *Store
+	id string
+}
+
+// spoolUpload copies body into a temporary file, failing with
+// ErrMediaTooLarge past max bytes, and returns the file rewound to its start.
+// The caller closes and removes it.
+func spoolUpload(body io.Reader, max int64) (*os.File, int64, error) {
+	f, err := os.CreateTemp("", "outreach-upload-*")
+	if err != nil {
+		return nil, 0, fmt.Errorf("media upload spool: %w", err)
+	}
+	fail := func(err error) (*os.File, int64, error) {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, 0, err
+	}
+	n, err := io.Copy(f, &capped{r: body, left: max})
+	switch {
+	case errors.Is(err, ErrMediaTooLarge):
+		return fail(err)
+	case err != nil:
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return fail(fmt.Errorf("media upload spool: %w", err))
+		}
+		return fail(Invalid("body", "the upload was cut short after %d bytes; PUT the whole file again", n))
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fail(fmt.Errorf("media upload spool: %w", err))
+	}
+	return f, n, nil
 }
 
 func uploadable(m *Media) error {
@@ -258,7 +325,7 @@ func (s *Store) AttachMedia(ctx context.Context, in AttachInput) (*Media, error)
 	if in.DurationSeconds != nil && *in.DurationSeconds < 0 {
 		return nil, Invalid("duration_seconds", "must be 0 or more")
 	}
-	if err := checkKeys("metadata", in.Metadata); err != nil {
+	if err := CheckFreeForm("metadata", in.Metadata); err != nil {
 		return nil, err
 	}
 	if err := s.mustExist(ctx, collCoverage, "coverage_id", in.CoverageID); err != nil {

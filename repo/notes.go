@@ -72,12 +72,15 @@ func (s *Store) newLinks(ctx context.Context, have []NoteLink, t LinkTargets, si
 			field = strings.TrimSuffix(k.arg, "s")
 		}
 		for _, id := range k.ids(t) {
+			// A repeated id was looked up the first time: one look-up per
+			// distinct id, however often a caller repeats it.
+			if slices.ContainsFunc(out, func(l NoteLink) bool { return k.get(l) == id }) {
+				continue
+			}
 			if err := s.mustExist(ctx, k.coll, field, id); err != nil {
 				return nil, err
 			}
-			dup := slices.ContainsFunc(have, func(l NoteLink) bool { return k.get(l) == id }) ||
-				slices.ContainsFunc(out, func(l NoteLink) bool { return k.get(l) == id })
-			if dup {
+			if slices.ContainsFunc(have, func(l NoteLink) bool { return k.get(l) == id }) {
 				continue
 			}
 			l := NoteLink{ID: uuid.NewString(), CreatedAt: at}

@@ -98,6 +98,9 @@ func (f OutletFields) apply(o *Outlet, creating bool) error {
 		if *f.AudienceSize < 0 {
 			return Invalid("audience_size", "%d is negative; give the monthly reach as 0 or more", *f.AudienceSize)
 		}
+		if *f.AudienceSize > MaxFigure {
+			return Invalid("audience_size", "%d is too large; the maximum is %d", *f.AudienceSize, int64(MaxFigure))
+		}
 		n := *f.AudienceSize
 		o.AudienceSize = &n
 	}

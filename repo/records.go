@@ -230,7 +230,12 @@ func (s *Store) checkRefs(ctx context.Context, refs []ref, contactIDs *[]string)
 		}
 	}
 	if contactIDs != nil {
+		seen := map[string]bool{}
 		for i, id := range *contactIDs {
+			if seen[id] {
+				continue // looked up already
+			}
+			seen[id] = true
 			if err := s.mustExist(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
 				return err
 			}

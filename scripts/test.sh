@@ -61,6 +61,15 @@ fi
 echo "== tests"
 go test -count=1 -timeout 40m -skip '^TestReplicaSet$' ./...
 
+echo "== fuzzing, a few seconds per target (minutes: FUZZTIME=2m ./scripts/test.sh)"
+for target in "tools FuzzDecode" "tools FuzzParseTime" "tools FuzzRender" "repo FuzzCheckFreeForm" "repo FuzzSearchText"; do
+  set -- $target
+  if ! out=$(go test ./"$1" -run '^$' -fuzz "^$2\$" -fuzztime "${FUZZTIME:-5s}" 2>&1); then
+    echo "$out"; echo "$2 failed (the failing input is under $1/testdata/fuzz/$2)"; exit 1
+  fi
+  echo "$2: ok"
+done
+
 echo "== write-path tests on a second engine (FerretDB v2 on PostgreSQL with DocumentDB: the ordered protocol)"
 # The kit lives beside the project's clone; it installs from Debian's packages
 # and its own prebuilt files (root only). Elsewhere this step says it skipped.

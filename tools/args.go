@@ -38,23 +38,46 @@ func checkEnum(field, v string, allowed []string) error {
 	return nil
 }
 
+// The dates the service keeps: years 0000 to 9999 in UTC, what RFC 3339
+// (and so every answer) can write. A time that leaves them once converted to
+// UTC (9999-12-31T23:59:59-23:00) is refused, never stored.
+var (
+	minTime = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(9999, 12, 31, 23, 59, 59, 999_000_000, time.UTC)
+)
+
+// dateRange names the range in messages.
+const dateRange = "between 0000-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z (in UTC)"
+
 // parseTime reads an ISO-8601 datetime or a bare YYYY-MM-DD date (midnight
 // UTC). With endOfDay, a bare date means the last instant of that day, so an
-// `until` date includes the whole day.
+// `until` date includes the whole day. Dates outside minTime–maxTime, in
+// UTC, are refused.
 func parseTime(field, s string, endOfDay bool) (time.Time, error) {
 	s = strings.TrimSpace(s)
+	t, ok := readTime(s, endOfDay)
+	if !ok {
+		return time.Time{}, repo.Invalid(field, "%q is not a date; use YYYY-MM-DD or an ISO datetime such as 2026-03-01T14:30:00Z, %s", s, dateRange)
+	}
+	if t.Before(minTime) || t.After(maxTime) {
+		return time.Time{}, repo.Invalid(field, "%q is %s in UTC, outside the dates this service keeps: use a date %s", s, t.Format("2006-01-02T15:04:05Z07:00"), dateRange)
+	}
+	return t, nil
+}
+
+func readTime(s string, endOfDay bool) (time.Time, bool) {
 	if d, err := time.Parse(time.DateOnly, s); err == nil {
 		if endOfDay {
-			return d.Add(24*time.Hour - time.Millisecond), nil
+			return d.Add(24*time.Hour - time.Millisecond), true
 		}
-		return d, nil
+		return d, true
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04"} {
 		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC().Truncate(time.Millisecond), nil
+			return t.UTC().Truncate(time.Millisecond), true
 		}
 	}
-	return time.Time{}, repo.Invalid(field, "%q is not a date; use YYYY-MM-DD or an ISO datetime such as 2026-03-01T14:30:00Z", s)
+	return time.Time{}, false
 }
 
 // Paging defaults and limits shared by every list.

@@ -12,11 +12,11 @@ import (
 func Campaigns(s *repo.Store) []Tool {
 	type createIn struct {
 		Name             string `json:"name" jsonschema:"the campaign's name; General is reserved for the default campaign"`
-		Description      string `json:"description,omitempty" jsonschema:"what the campaign is about"`
+		Description      string `json:"description,omitempty" max:"100000" jsonschema:"what the campaign is about"`
 		Status           string `json:"status,omitempty" enum:"planning,active,paused,completed" jsonschema:"the campaign's status; default active"`
 		StartsOn         string `json:"starts_on,omitempty" jsonschema:"first day (YYYY-MM-DD or ISO datetime)"`
 		EndsOn           string `json:"ends_on,omitempty" jsonschema:"last day (YYYY-MM-DD or ISO datetime); not before starts_on"`
-		Goals            string `json:"goals,omitempty" jsonschema:"the campaign's goals, as text"`
+		Goals            string `json:"goals,omitempty" max:"100000" jsonschema:"the campaign's goals, as text"`
 		TargetPlacements *int64 `json:"target_placements,omitempty" jsonschema:"how many placements the campaign aims for (0 or more)"`
 	}
 	type idIn struct {
@@ -32,11 +32,11 @@ func Campaigns(s *repo.Store) []Tool {
 	type updateIn struct {
 		ID               string  `json:"id" jsonschema:"the campaign's id (UUID)"`
 		Name             *string `json:"name,omitempty" jsonschema:"new name (General cannot be renamed, and no other campaign may take that name)"`
-		Description      *string `json:"description,omitempty" jsonschema:"new description; empty string clears it"`
+		Description      *string `json:"description,omitempty" max:"100000" jsonschema:"new description; empty string clears it"`
 		Status           *string `json:"status,omitempty" enum:"planning,active,paused,completed" jsonschema:"new status"`
 		StartsOn         *string `json:"starts_on,omitempty" jsonschema:"new first day (YYYY-MM-DD or ISO datetime); empty string clears it"`
 		EndsOn           *string `json:"ends_on,omitempty" jsonschema:"new last day (YYYY-MM-DD or ISO datetime); empty string clears it"`
-		Goals            *string `json:"goals,omitempty" jsonschema:"new goals; empty string clears them"`
+		Goals            *string `json:"goals,omitempty" max:"100000" jsonschema:"new goals; empty string clears them"`
 		TargetPlacements *int64  `json:"target_placements,omitempty" jsonschema:"new number of placements aimed for (0 or more)"`
 	}
 	return []Tool{

@@ -14,8 +14,8 @@ func Channels(s *repo.Store) []Tool {
 		OutletID    string         `json:"outlet_id" jsonschema:"the outlet the channel belongs to (UUID of an active outlet); it cannot change later"`
 		Type        string         `json:"type" enum:"website,newsletter,podcast,tv_broadcast,print,event,award" jsonschema:"kind of channel"`
 		Name        *string        `json:"name,omitempty" jsonschema:"the channel's name, e.g. Morning Briefing"`
-		Description *string        `json:"description,omitempty" jsonschema:"what the channel is"`
-		URL         *string        `json:"url,omitempty" jsonschema:"its address, a full http or https URL"`
+		Description *string        `json:"description,omitempty" max:"100000" jsonschema:"what the channel is"`
+		URL         *string        `json:"url,omitempty" max:"2048" jsonschema:"its address, a full http or https URL"`
 		Frequency   *string        `json:"frequency,omitempty" enum:"daily,weekly,monthly,quarterly,annual" jsonschema:"how often it publishes"`
 		Attributes  map[string]any `json:"attributes,omitempty" jsonschema:"other facts as an object, e.g. {\"subscriber_count\": 500000}; keys may not be empty, start with $ or contain a dot"`
 	}
@@ -23,8 +23,8 @@ func Channels(s *repo.Store) []Tool {
 		ID          string         `json:"id" jsonschema:"the channel's id (UUID)"`
 		Type        *string        `json:"type,omitempty" enum:"website,newsletter,podcast,tv_broadcast,print,event,award" jsonschema:"new kind of channel"`
 		Name        *string        `json:"name,omitempty" jsonschema:"new name; empty string clears it"`
-		Description *string        `json:"description,omitempty" jsonschema:"new description; empty string clears it"`
-		URL         *string        `json:"url,omitempty" jsonschema:"new address (full http or https URL); empty string clears it"`
+		Description *string        `json:"description,omitempty" max:"100000" jsonschema:"new description; empty string clears it"`
+		URL         *string        `json:"url,omitempty" max:"2048" jsonschema:"new address (full http or https URL); empty string clears it"`
 		Frequency   *string        `json:"frequency,omitempty" enum:"daily,weekly,monthly,quarterly,annual," jsonschema:"new frequency; empty string clears it"`
 		Attributes  map[string]any `json:"attributes,omitempty" jsonschema:"replaces the whole attributes object; {} clears it"`
 	}

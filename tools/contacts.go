@@ -16,7 +16,7 @@ func Contacts(s *repo.Store) []Tool {
 		Email              *string        `json:"email,omitempty" jsonschema:"email address; unique among active contacts, whatever its case"`
 		Phone              *string        `json:"phone,omitempty" jsonschema:"phone number, free text"`
 		Title              *string        `json:"title,omitempty" jsonschema:"job title, e.g. Senior Technology Reporter"`
-		Bio                *string        `json:"bio,omitempty" jsonschema:"short biography"`
+		Bio                *string        `json:"bio,omitempty" max:"100000" jsonschema:"short biography"`
 		IsFreelance        *bool          `json:"is_freelance,omitempty" jsonschema:"true for a freelancer; default false"`
 		SocialLinks        map[string]any `json:"social_links,omitempty" jsonschema:"social profiles as an object, e.g. {\"linkedin\": \"https://…\"}; keys may not be empty, start with $ or contain a dot"`
 		Preferences        map[string]any `json:"preferences,omitempty" jsonschema:"how they like to be pitched, as an object, e.g. {\"channel\": \"email\", \"embargoes\": true}; same key rules as social_links"`
@@ -34,7 +34,7 @@ func Contacts(s *repo.Store) []Tool {
 		Email              *string        `json:"email,omitempty" jsonschema:"new email address (unique among active contacts); empty string clears it"`
 		Phone              *string        `json:"phone,omitempty" jsonschema:"new phone number; empty string clears it"`
 		Title              *string        `json:"title,omitempty" jsonschema:"new job title; empty string clears it"`
-		Bio                *string        `json:"bio,omitempty" jsonschema:"new biography; empty string clears it"`
+		Bio                *string        `json:"bio,omitempty" max:"100000" jsonschema:"new biography; empty string clears it"`
 		IsFreelance        *bool          `json:"is_freelance,omitempty" jsonschema:"whether they are freelance"`
 		SocialLinks        map[string]any `json:"social_links,omitempty" jsonschema:"replaces the whole social_links object; {} clears it"`
 		Preferences        map[string]any `json:"preferences,omitempty" jsonschema:"replaces the whole preferences object; {} clears it"`

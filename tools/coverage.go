@@ -11,7 +11,7 @@ import (
 func Coverage(s *repo.Store) []Tool {
 	type createIn struct {
 		Title              string   `json:"title" jsonschema:"headline or title of the piece"`
-		URL                string   `json:"url,omitempty" jsonschema:"where it is published (absolute http or https URL)"`
+		URL                string   `json:"url,omitempty" max:"2048" jsonschema:"where it is published (absolute http or https URL)"`
 		PublishedAt        string   `json:"published_at" jsonschema:"when it was published (YYYY-MM-DD or ISO datetime)"`
 		OutletID           string   `json:"outlet_id,omitempty" jsonschema:"outlet (UUID); default the channel's outlet, else the opportunity's"`
 		ChannelID          string   `json:"channel_id,omitempty" jsonschema:"channel (UUID); it must belong to the outlet"`
@@ -23,9 +23,9 @@ func Coverage(s *repo.Store) []Tool {
 		ShareOfVoice       string   `json:"share_of_voice,omitempty" enum:"sole_focus,shared,competitor_included" jsonschema:"whether others share the piece"`
 		SpokespersonQuoted *bool    `json:"spokesperson_quoted,omitempty" jsonschema:"whether our spokesperson is quoted"`
 		InitiatedBy        string   `json:"initiated_by,omitempty" enum:"pitched,organic" jsonschema:"whether it came from our pitch or unprompted"`
-		Reach              *int64   `json:"reach,omitempty" jsonschema:"estimated audience of the piece (0 or more)"`
-		Summary            string   `json:"summary,omitempty" jsonschema:"short summary"`
-		FullText           string   `json:"full_text,omitempty" jsonschema:"the full text, for search and quoting"`
+		Reach              *int64   `json:"reach,omitempty" max:"1000000000000" jsonschema:"estimated audience of the piece (0 or more)"`
+		Summary            string   `json:"summary,omitempty" max:"100000" jsonschema:"short summary"`
+		FullText           string   `json:"full_text,omitempty" max:"100000" jsonschema:"the full text, for search and quoting"`
 	}
 	type idIn struct {
 		ID string `json:"id" jsonschema:"the coverage's id (UUID)"`
@@ -47,7 +47,7 @@ func Coverage(s *repo.Store) []Tool {
 	type updateIn struct {
 		ID                 string    `json:"id" jsonschema:"the coverage's id (UUID)"`
 		Title              *string   `json:"title,omitempty" jsonschema:"new title"`
-		URL                *string   `json:"url,omitempty" jsonschema:"new URL (absolute http or https); empty string clears it"`
+		URL                *string   `json:"url,omitempty" max:"2048" jsonschema:"new URL (absolute http or https); empty string clears it"`
 		PublishedAt        *string   `json:"published_at,omitempty" jsonschema:"new publication time (YYYY-MM-DD or ISO datetime)"`
 		OutletID           *string   `json:"outlet_id,omitempty" jsonschema:"new outlet (UUID); empty string clears it (and needs channel_id cleared too)"`
 		ChannelID          *string   `json:"channel_id,omitempty" jsonschema:"new channel (UUID), which must belong to the outlet; given without outlet_id, the outlet becomes the channel's; empty string clears it"`
@@ -59,9 +59,9 @@ func Coverage(s *repo.Store) []Tool {
 		ShareOfVoice       *string   `json:"share_of_voice,omitempty" enum:"sole_focus,shared,competitor_included" jsonschema:"new share of voice; empty string clears it"`
 		SpokespersonQuoted *bool     `json:"spokesperson_quoted,omitempty" jsonschema:"whether our spokesperson is quoted"`
 		InitiatedBy        *string   `json:"initiated_by,omitempty" enum:"pitched,organic" jsonschema:"new initiator; empty string clears it"`
-		Reach              *int64    `json:"reach,omitempty" jsonschema:"new estimated audience (0 or more)"`
-		Summary            *string   `json:"summary,omitempty" jsonschema:"new summary; empty string clears it"`
-		FullText           *string   `json:"full_text,omitempty" jsonschema:"new full text; empty string clears it"`
+		Reach              *int64    `json:"reach,omitempty" max:"1000000000000" jsonschema:"new estimated audience (0 or more)"`
+		Summary            *string   `json:"summary,omitempty" max:"100000" jsonschema:"new summary; empty string clears it"`
+		FullText           *string   `json:"full_text,omitempty" max:"100000" jsonschema:"new full text; empty string clears it"`
 	}
 	return []Tool{
 		newTool("create_coverage", "Record published coverage. Type defaults to article. The campaign follows from opportunity_id; without outlet_id the outlet is the channel's, else the opportunity's. Linked records must exist and be active.", create,

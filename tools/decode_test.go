@@ -13,14 +13,14 @@ type fuzzIn struct {
 	ID     string            `json:"id"`
 	Type   *string           `json:"type,omitempty"`
 	IDs    []string          `json:"ids,omitempty"`
-	Limit  *int              `json:"limit,omitempty"`
+	Limit  *int              `json:"limit,omitempty" max:"500"`
 	Flag   bool              `json:"flag,omitempty"`
 	Fields map[string]any    `json:"fields,omitempty"`
 	Nested map[string]string `json:"nested,omitempty"`
 }
 
 func TestDecode(t *testing.T) {
-	req := requiredFields(reflect.TypeFor[fuzzIn]())
+	spec := newArgSpec(reflect.TypeFor[fuzzIn]())
 	cases := []struct {
 		in, field string
 	}{
@@ -38,7 +38,7 @@ func TestDecode(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var in fuzzIn
-		err := decode(json.RawMessage(tc.in), &in, req)
+		err := decode(json.RawMessage(tc.in), &in, spec)
 		var e *repo.Error
 		switch {
 		case tc.field == "" && tc.in == `{"id":"x"}`:
@@ -54,16 +54,18 @@ func TestDecode(t *testing.T) {
 }
 
 // FuzzDecode: any bytes as arguments either decode or give an
-// invalid_argument error; never a panic, never another kind of error.
+// invalid_argument error; never a panic, never another kind of error. What
+// decodes keeps within every limit (checkLimits).
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{`{"id":"x"}`, `{"id":"x","ids":["a"],"limit":3,"fields":{"a":{"b":[1,{"c":null}]}}}`, `{"limit":1e400}`, `null`, ``, `{"id":"\ud800"}`, `{"id":"x","type":null}`} {
+	for _, s := range []string{`{"id":"x"}`, `{"id":"x","ids":["a"],"limit":3,"fields":{"a":{"b":[1,{"c":null}]}}}`, `{"limit":1e400}`, `null`, ``, `{"id":"\ud800"}`, `{"id":"x","type":null}`, `{"id":"0B9D5C55-6A7E-4A55-9A63-0C1C1C0A0A01"}`, "{\"id\":\"\xff\"}", `{"id":"x","fields":{"a\u0000":1}}`, `{"id":"\ud83d\ude00"}`} {
 		f.Add([]byte(s))
 	}
-	req := requiredFields(reflect.TypeFor[fuzzIn]())
+	spec := newArgSpec(reflect.TypeFor[fuzzIn]())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var in fuzzIn
-		err := decode(json.RawMessage(b), &in, req)
+		err := decode(json.RawMessage(b), &in, spec)
 		if err == nil {
+			checkLimits(t, b, &in)
 			return
 		}
 		var e *repo.Error

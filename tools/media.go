@@ -94,7 +94,7 @@ func Media(s *repo.Store) []Tool {
 		Type          string `json:"type" enum:"article_pdf,video,video_clip,audio,audio_clip,image,document" jsonschema:"what the file is"`
 		Filename      string `json:"filename" jsonschema:"the file's name (no path)"`
 		MimeType      string `json:"mime_type" jsonschema:"the file's MIME type, e.g. image/png"`
-		ContentBase64 string `json:"content_base64" jsonschema:"the file's bytes in base64; at most 512 KiB decoded (use upload_media_url above that)"`
+		ContentBase64 string `json:"content_base64" max:"700000" jsonschema:"the file's bytes in base64; at most 512 KiB decoded (use upload_media_url above that)"`
 	}
 	type idIn struct {
 		ID string `json:"id" jsonschema:"the media's id (UUID)"`

@@ -12,7 +12,7 @@ func Notes(s *repo.Store) []Tool {
 	type createIn struct {
 		Type           string   `json:"type,omitempty" enum:"general,meeting,phone_call,event,research,other" jsonschema:"note type; default general"`
 		Title          string   `json:"title,omitempty" jsonschema:"short title or subject"`
-		Content        string   `json:"content,omitempty" jsonschema:"the note's body; may be empty"`
+		Content        string   `json:"content,omitempty" max:"100000" jsonschema:"the note's body; may be empty"`
 		OccurredAt     string   `json:"occurred_at,omitempty" jsonschema:"when it happened: ISO datetime or YYYY-MM-DD (midnight UTC); default now"`
 		ContactIDs     []string `json:"contact_ids,omitempty" jsonschema:"contacts to link (UUIDs)"`
 		OutletIDs      []string `json:"outlet_ids,omitempty" jsonschema:"outlets to link (UUIDs)"`
@@ -36,7 +36,7 @@ func Notes(s *repo.Store) []Tool {
 		ID         string  `json:"id" jsonschema:"the note's id (UUID)"`
 		Type       *string `json:"type,omitempty" enum:"general,meeting,phone_call,event,research,other" jsonschema:"new note type"`
 		Title      *string `json:"title,omitempty" jsonschema:"new title"`
-		Content    *string `json:"content,omitempty" jsonschema:"new body; may be empty"`
+		Content    *string `json:"content,omitempty" max:"100000" jsonschema:"new body; may be empty"`
 		OccurredAt *string `json:"occurred_at,omitempty" jsonschema:"new time it happened: ISO datetime or YYYY-MM-DD"`
 	}
 	type addLinkIn struct {

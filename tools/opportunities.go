@@ -12,7 +12,7 @@ import (
 func Opportunities(s *repo.Store) []Tool {
 	type createIn struct {
 		Title           string   `json:"title" jsonschema:"short title of the opportunity"`
-		Description     string   `json:"description,omitempty" jsonschema:"what the opportunity is"`
+		Description     string   `json:"description,omitempty" max:"100000" jsonschema:"what the opportunity is"`
 		CampaignID      string   `json:"campaign_id,omitempty" jsonschema:"campaign (UUID); default the General campaign"`
 		OutletID        string   `json:"outlet_id,omitempty" jsonschema:"outlet (UUID); default the channel's outlet when channel_id is given"`
 		ChannelID       string   `json:"channel_id,omitempty" jsonschema:"channel (UUID); it must belong to outlet_id"`
@@ -20,7 +20,7 @@ func Opportunities(s *repo.Store) []Tool {
 		Priority        string   `json:"priority,omitempty" enum:"high,medium,low" jsonschema:"priority; default medium"`
 		Type            string   `json:"type,omitempty" enum:"pitch,interview,podcast_guest,speaking,contributed_article,award_entry,event,other" jsonschema:"kind of opportunity"`
 		TargetDate      string   `json:"target_date,omitempty" jsonschema:"when it should land (YYYY-MM-DD or ISO datetime)"`
-		NextAction      string   `json:"next_action,omitempty" jsonschema:"the next thing to do"`
+		NextAction      string   `json:"next_action,omitempty" max:"100000" jsonschema:"the next thing to do"`
 		NextActionDate  string   `json:"next_action_date,omitempty" jsonschema:"when the next action is due (YYYY-MM-DD or ISO datetime)"`
 		NextActionOwner string   `json:"next_action_owner,omitempty" jsonschema:"who does the next action (a name or a user id, free text)"`
 		ContactIDs      []string `json:"contact_ids,omitempty" jsonschema:"contacts involved (UUIDs)"`
@@ -44,14 +44,14 @@ func Opportunities(s *repo.Store) []Tool {
 	type updateIn struct {
 		ID              string    `json:"id" jsonschema:"the opportunity's id (UUID)"`
 		Title           *string   `json:"title,omitempty" jsonschema:"new title"`
-		Description     *string   `json:"description,omitempty" jsonschema:"new description; empty string clears it"`
+		Description     *string   `json:"description,omitempty" max:"100000" jsonschema:"new description; empty string clears it"`
 		CampaignID      *string   `json:"campaign_id,omitempty" jsonschema:"move to this campaign (UUID); its coverage moves with it"`
 		OutletID        *string   `json:"outlet_id,omitempty" jsonschema:"new outlet (UUID); empty string clears it (and needs channel_id cleared too)"`
 		ChannelID       *string   `json:"channel_id,omitempty" jsonschema:"new channel (UUID), which must belong to the outlet; given without outlet_id, the outlet becomes the channel's; empty string clears it"`
 		Priority        *string   `json:"priority,omitempty" enum:"high,medium,low" jsonschema:"new priority"`
 		Type            *string   `json:"type,omitempty" enum:"pitch,interview,podcast_guest,speaking,contributed_article,award_entry,event,other" jsonschema:"new kind; empty string clears it"`
 		TargetDate      *string   `json:"target_date,omitempty" jsonschema:"new target date (YYYY-MM-DD or ISO datetime); empty string clears it"`
-		NextAction      *string   `json:"next_action,omitempty" jsonschema:"new next action; empty string clears it"`
+		NextAction      *string   `json:"next_action,omitempty" max:"100000" jsonschema:"new next action; empty string clears it"`
 		NextActionDate  *string   `json:"next_action_date,omitempty" jsonschema:"new due date of the next action; empty string clears it"`
 		NextActionOwner *string   `json:"next_action_owner,omitempty" jsonschema:"new owner of the next action; empty string clears it"`
 		ContactIDs      *[]string `json:"contact_ids,omitempty" jsonschema:"the complete new list of contacts (UUIDs); [] removes all"`
@@ -62,7 +62,7 @@ func Opportunities(s *repo.Store) []Tool {
 		Stage      string `json:"stage" enum:"researching,drafting,pitched,responded,in_progress,placed,published,won,lost" jsonschema:"the stage to move to"`
 		LostReason string `json:"lost_reason,omitempty" jsonschema:"why it was lost; required with stage lost, refused with any other stage"`
 		Reopen     bool   `json:"reopen,omitempty" jsonschema:"must be true to move an opportunity out of won or lost"`
-		Note       string `json:"note,omitempty" jsonschema:"optional text stored as a note linked to the opportunity, titled 'Stage changed to <stage>'"`
+		Note       string `json:"note,omitempty" max:"100000" jsonschema:"optional text stored as a note linked to the opportunity, titled 'Stage changed to <stage>'"`
 	}
 	type contactIn struct {
 		OpportunityID string `json:"opportunity_id" jsonschema:"the opportunity's id (UUID)"`

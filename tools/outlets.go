@@ -13,12 +13,12 @@ func Outlets(s *repo.Store) []Tool {
 		Name         string         `json:"name" jsonschema:"the outlet's name, e.g. The Daily Ledger"`
 		Type         *string        `json:"type,omitempty" enum:"publication,newspaper,magazine,online,broadcaster,podcast_network,newsletter,blog,wire_service,conference_organizer,award_body,other" jsonschema:"kind of outlet; default publication"`
 		Tier         *int           `json:"tier,omitempty" jsonschema:"importance, 1 (top tier) to 3"`
-		Website      *string        `json:"website,omitempty" jsonschema:"home page, a full http or https URL"`
-		Description  *string        `json:"description,omitempty" jsonschema:"what the outlet covers and for whom"`
+		Website      *string        `json:"website,omitempty" max:"2048" jsonschema:"home page, a full http or https URL"`
+		Description  *string        `json:"description,omitempty" max:"100000" jsonschema:"what the outlet covers and for whom"`
 		Country      *string        `json:"country,omitempty" jsonschema:"country of the outlet, free text, e.g. US or Germany"`
 		Language     *string        `json:"language,omitempty" jsonschema:"main language, free text, e.g. en or German"`
 		Topics       []string       `json:"topics,omitempty" jsonschema:"topics the outlet covers, e.g. [\"AI\", \"climate\"]"`
-		AudienceSize *int64         `json:"audience_size,omitempty" jsonschema:"monthly reach, a whole number of 0 or more"`
+		AudienceSize *int64         `json:"audience_size,omitempty" max:"1000000000000" jsonschema:"monthly reach, a whole number of 0 or more"`
 		SocialLinks  map[string]any `json:"social_links,omitempty" jsonschema:"social profiles as an object, e.g. {\"x\": \"https://x.com/ledger\"}; keys may not be empty, start with $ or contain a dot"`
 	}
 	type updateIn struct {
@@ -26,12 +26,12 @@ func Outlets(s *repo.Store) []Tool {
 		Name         *string        `json:"name,omitempty" jsonschema:"new name"`
 		Type         *string        `json:"type,omitempty" enum:"publication,newspaper,magazine,online,broadcaster,podcast_network,newsletter,blog,wire_service,conference_organizer,award_body,other" jsonschema:"new kind of outlet"`
 		Tier         *int           `json:"tier,omitempty" jsonschema:"new tier, 1 (top) to 3; 0 removes the tier"`
-		Website      *string        `json:"website,omitempty" jsonschema:"new home page (full http or https URL); empty string clears it"`
-		Description  *string        `json:"description,omitempty" jsonschema:"new description; empty string clears it"`
+		Website      *string        `json:"website,omitempty" max:"2048" jsonschema:"new home page (full http or https URL); empty string clears it"`
+		Description  *string        `json:"description,omitempty" max:"100000" jsonschema:"new description; empty string clears it"`
 		Country      *string        `json:"country,omitempty" jsonschema:"new country; empty string clears it"`
 		Language     *string        `json:"language,omitempty" jsonschema:"new language; empty string clears it"`
 		Topics       []string       `json:"topics,omitempty" jsonschema:"replaces the whole topic list; [] clears it"`
-		AudienceSize *int64         `json:"audience_size,omitempty" jsonschema:"new monthly reach, 0 or more"`
+		AudienceSize *int64         `json:"audience_size,omitempty" max:"1000000000000" jsonschema:"new monthly reach, 0 or more"`
 		SocialLinks  map[string]any `json:"social_links,omitempty" jsonschema:"replaces the whole social_links object; {} clears it"`
 	}
 	type listIn struct {

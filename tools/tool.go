@@ -51,6 +51,8 @@ func newTool[In any](name, description string, k kind, h func(context.Context, *
 		panic(fmt.Sprintf("tool %s: %v", name, err))
 	}
 	addEnums(schema, reflect.TypeFor[In]())
+	spec := newArgSpec(reflect.TypeFor[In]())
+	spec.describe(schema)
 	t := true
 	f := false
 	ann := &mcp.ToolAnnotations{OpenWorldHint: &f}
@@ -71,13 +73,12 @@ func newTool[In any](name, description string, k kind, h func(context.Context, *
 		ann.DestructiveHint = &f
 		ann.OpenWorldHint = &t
 	}
-	required := requiredFields(reflect.TypeFor[In]())
 	return Tool{
 		Def:   mcp.Tool{Name: name, Description: description, InputSchema: schema, Annotations: ann},
 		Scope: scope,
 		Handle: func(ctx context.Context, raw json.RawMessage) (any, error) {
 			in := new(In)
-			if err := decode(raw, in, required); err != nil {
+			if err := decode(raw, in, spec); err != nil {
 				return nil, err
 			}
 			return h(ctx, in)
@@ -128,9 +129,12 @@ func requiredFields(t reflect.Type) []string {
 	return req
 }
 
-// decode reads raw into in: unknown names are refused, each field must have
-// its JSON type, and required fields must be present and not null.
-func decode(raw json.RawMessage, in any, required []string) error {
+// decode reads raw into in: the text must be valid UTF-8 (a lone surrogate
+// escape counts as invalid), unknown names are refused, each field must have
+// its JSON type, required fields must be present and not null, and every
+// value must keep within its limits (see argSpec). UUIDs in id fields are
+// lower-cased.
+func decode(raw json.RawMessage, in any, spec argSpec) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = []byte("{}")
@@ -138,6 +142,15 @@ func decode(raw json.RawMessage, in any, required []string) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return &repo.Error{Code: repo.CodeInvalid, Message: "arguments must be a JSON object"}
+	}
+	if !validText(raw) {
+		field := "arguments"
+		for k, v := range fields {
+			if !validText(v) {
+				field = k
+			}
+		}
+		return repo.Invalid(field, "is not valid UTF-8 text (an invalid byte sequence, or a \\u escape of a lone surrogate); send text as UTF-8")
 	}
 	allowed := allowedNames(reflect.TypeOf(in).Elem())
 	var unknown []string
@@ -150,7 +163,7 @@ func decode(raw json.RawMessage, in any, required []string) error {
 		sort.Strings(unknown)
 		return repo.Invalid(unknown[0], "unknown argument; this tool takes: %s", strings.Join(allowed, ", "))
 	}
-	for _, r := range required {
+	for _, r := range spec.required {
 		if v, ok := fields[r]; !ok || string(v) == "null" {
 			return repo.Invalid(r, "is required")
 		}
@@ -175,7 +188,7 @@ func decode(raw json.RawMessage, in any, required []string) error {
 		}
 		return &repo.Error{Code: repo.CodeInvalid, Message: "arguments could not be read: " + err.Error()}
 	}
-	return nil
+	return spec.check(reflect.ValueOf(in).Elem())
 }
 
 func allowedNames(t reflect.Type) []string {
@@ -263,7 +276,7 @@ func handler(t Tool) mcp.ToolHandler {
 		if err != nil {
 			return errorResult(err), nil
 		}
-		text, err := json.Marshal(out)
+		text, err := encodeResult(out)
 		if err != nil {
 			log.Error().Err(err).Str("tool", t.Def.Name).Msg("encode result")
 			return errorResult(err), nil

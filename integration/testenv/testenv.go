@@ -45,6 +45,10 @@ type Options struct {
 	Media repo.MediaOptions
 	// Mail, when set, configures the shared inbox that sync_emails reads.
 	Mail *mailsync.Config
+	// DataDir holds the embedded store's files (default: a temporary
+	// directory), and DB names the database (default: a fresh name), for
+	// tests that open the same store again afterwards (outreach verify).
+	DataDir, DB string
 }
 
 // New starts a service for the test and stops it when the test ends.
@@ -90,7 +94,11 @@ func OpenStore(t testing.TB, o Options) *repo.Store {
 	uri := os.Getenv("MONGODB_URI")
 	opts := repo.Options{WriteMode: os.Getenv("OUTREACH_WRITE_MODE"), Lease: o.Lease, Logger: zerolog.Nop(), Media: o.Media}
 	if uri == "" {
-		es, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
+		dir := o.DataDir
+		if dir == "" {
+			dir = t.TempDir()
+		}
+		es, err := embedded.Start(ctx, embedded.Options{Dir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +106,10 @@ func OpenStore(t testing.TB, o Options) *repo.Store {
 		uri = es.URI
 		opts.Exclusive = true
 	}
-	db := "outreach_test_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	db := o.DB
+	if db == "" {
+		db = "outreach_test_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	}
 	store, err := repo.Open(ctx, uri, db, opts)
 	if err != nil {
 		t.Fatal(err)
