@@ -157,6 +157,8 @@ func TestSearch(t *testing.T) {
 		{"a|x", []string{}},
 		{"[ab]", []string{}},
 		{"axb", []string{"note-axb"}},
+		// Inside an email's messages.
+		{"HERE IS THE KIT", []string{"email-kit"}},
 		// Case and accents are ignored both ways.
 		{"cafe", []string{"outlet-cafe"}},
 		{"CAFÉ WEEKLY", []string{"outlet-cafe"}},
