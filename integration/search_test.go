@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
 	"outreach/integration/testenv"
@@ -214,4 +215,43 @@ func TestSearchPathsAgree(t *testing.T) {
 			t.Errorf("%q: text path differs from literal path (-literal +text):\n%s", q, diff)
 		}
 	}
+}
+
+// BenchmarkSearch compares a search over the seeded big log (1,000 notes,
+// 1,000 coverage, 2,000 email messages in threads) with the least any
+// search must do: one literal-match query per collection.
+func BenchmarkSearch(b *testing.B) {
+	store := testenv.OpenStore(b, testenv.Options{})
+	seedBigLog(b, store, 4000)
+	ctx := context.Background()
+	b.Run("search", func(b *testing.B) {
+		for b.Loop() {
+			r, err := store.Search(ctx, repo.SearchQuery{Query: "note", Limit: 20})
+			if err != nil || r.Total < 1000 {
+				b.Fatal(err, r)
+			}
+		}
+	})
+	raw := store.RawCollections()
+	b.Run("raw_find_per_collection", func(b *testing.B) {
+		for b.Loop() {
+			for coll, fields := range map[string][]string{"outlets": {"name", "website", "description", "topics"},
+				"contacts": {"name", "email", "title", "bio", "beats", "location"}, "opportunities": {"title", "description", "next_action"},
+				"coverage": {"title", "summary", "url", "full_text"}, "notes": {"title", "content"},
+				"email_threads": {"subject", "messages.subject", "messages.body_text", "messages.from"}} {
+				or := bson.A{}
+				for _, f := range fields {
+					or = append(or, bson.M{f: bson.M{"$regex": "note", "$options": "i"}})
+				}
+				cur, err := raw.Database.Collection(coll).Find(ctx, bson.M{"$or": or, "archived_at": nil})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var docs []bson.M
+				if err := cur.All(ctx, &docs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }
