@@ -189,7 +189,8 @@ func TestSearch(t *testing.T) {
 }
 
 // TestSearchPathsAgree compares the text-index path with the literal path on
-// the same records, where the server has text search (MongoDB).
+// the same records, where the server has text search (MongoDB): the same
+// hits for whole words.
 func TestSearchPathsAgree(t *testing.T) {
 	env := testenv.New(t)
 	if !env.Store.Capabilities().TextSearch {
@@ -210,8 +211,18 @@ func TestSearchPathsAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A fragment of a word ("launch" in "relaunched") is not a word of
+		// the text index: the text path finds exactly the literal path's
+		// whole-word hits.
+		whole := []repo.SearchHit{}
+		for _, h := range b.Hits {
+			if h.WholeWord {
+				whole = append(whole, h)
+			}
+		}
+		b.Hits, b.Total = whole, len(whole)
 		a.Path, b.Path = "", ""
-		if diff := cmp.Diff(b, a, cmp.AllowUnexported(repo.SearchHit{}), cmpopts.EquateApprox(0, 0.002)); diff != "" {
+		if diff := cmp.Diff(b, a, cmpopts.EquateApprox(0, 0.002)); diff != "" {
 			t.Errorf("%q: text path differs from literal path (-literal +text):\n%s", q, diff)
 		}
 	}

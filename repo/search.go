@@ -57,12 +57,14 @@ type SearchHit struct {
 	Snippet string `json:"snippet"`
 	// Score orders the hits: 4 for a match in the name or title, 2 for a
 	// match of whole words, plus a recency term in (0, 1].
-	Score     float64   `json:"score"`
+	Score float64 `json:"score"`
+	// InTitle: the query matched in the name or title. WholeWord: some
+	// match stands as whole words (no letter or digit right before or after).
+	InTitle   bool      `json:"in_title"`
+	WholeWord bool      `json:"whole_word"`
 	MatchedIn []string  `json:"matched_in"`
 	Date      time.Time `json:"date"`
 	Archived  bool      `json:"archived"`
-
-	inTitle, wholeWord bool
 }
 
 // SearchResult is one page of hits, best first.
@@ -137,10 +139,10 @@ func (s *Store) search(ctx context.Context, q SearchQuery, text bool) (*SearchRe
 		}
 	}
 	slices.SortFunc(hits, func(a, b SearchHit) int {
-		if c := cmp.Compare(b2i(b.inTitle), b2i(a.inTitle)); c != 0 {
+		if c := cmp.Compare(b2i(b.InTitle), b2i(a.InTitle)); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(b2i(b.wholeWord), b2i(a.wholeWord)); c != 0 {
+		if c := cmp.Compare(b2i(b.WholeWord), b2i(a.WholeWord)); c != 0 {
 			return c
 		}
 		if c := b.Date.Compare(a.Date); c != 0 {
@@ -191,10 +193,10 @@ func matchDoc(k searchKind, d bson.M, needle string, t time.Time) (SearchHit, bo
 			if !slices.Contains(h.MatchedIn, f) {
 				h.MatchedIn = append(h.MatchedIn, f)
 			}
-			h.wholeWord = h.wholeWord || whole
+			h.WholeWord = h.WholeWord || whole
 			switch {
 			case i == 0 && titleSnippet == "":
-				h.inTitle = true
+				h.InTitle = true
 				titleSnippet = snippet(v, at, end)
 			case i > 0 && h.Snippet == "":
 				h.Snippet = snippet(v, at, end)
@@ -208,7 +210,7 @@ func matchDoc(k searchKind, d bson.M, needle string, t time.Time) (SearchHit, bo
 		return SearchHit{}, false
 	}
 	h.Title = hitTitle(k, d)
-	h.Score = math.Round((4*float64(b2i(h.inTitle))+2*float64(b2i(h.wholeWord))+recency(h.Date, t))*1000) / 1000
+	h.Score = math.Round((4*float64(b2i(h.InTitle))+2*float64(b2i(h.WholeWord))+recency(h.Date, t))*1000) / 1000
 	return h, true
 }
 
