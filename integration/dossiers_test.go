@@ -475,6 +475,17 @@ func TestOpportunityStatus(t *testing.T) {
 	if s6.ReplySincePitch.PitchedAt != nil || s6.ReplySincePitch.Replied || len(s6.StageHistory) != 1 {
 		t.Errorf("o6 %+v", s6)
 	}
+	// An archived opportunity's status can be read, and says it is archived.
+	var s7 struct {
+		Archived    bool `json:"archived"`
+		Opportunity struct {
+			ID, Title, Stage string
+		} `json:"opportunity"`
+	}
+	c.Must("get_opportunity_status", M{"opportunity_id": w.o7}, &s7)
+	if !s7.Archived || s7.Opportunity.ID != w.o7 || s7.Opportunity.Title != "Archived pitch" || s7.Opportunity.Stage != "pitched" {
+		t.Errorf("o7 %+v", s7)
+	}
 	if e := c.Fail("get_opportunity_status", M{"opportunity_id": w.o6, "as_of": "yesterday"}, "invalid_argument"); e.Field != "as_of" {
 		t.Errorf("field %q", e.Field)
 	}

@@ -41,6 +41,7 @@ func searchWorld(t *testing.T, env *testenv.Env) map[string]string {
 	ids := map[string]string{}
 	ids["outlet-launch"] = mk(t, c, "create_outlet", M{"name": "Launch Daily", "description": "A daily paper"})
 	ids["outlet-cafe"] = mk(t, c, "create_outlet", M{"name": "Café Weekly", "description": "Coffee news"})
+	ids["outlet-decomposed"] = mk(t, c, "create_outlet", M{"name": "Cre\u0301me Monthly"}) // é as e + a combining accent
 	ids["contact-editor"] = mk(t, c, "create_contact", M{"first_name": "Zoë", "last_name": "Kent", "title": "Relaunches editor"})
 	ids["opp-launch"] = mk(t, c, "create_opportunity", M{"title": "Launch feature", "description": "The big one"})
 	ids["opp-archived"] = mkArchived(t, c, "opportunity", M{"title": "Launch archived"})
@@ -165,6 +166,8 @@ func TestSearch(t *testing.T) {
 		{"CAFÉ WEEKLY", []string{"outlet-cafe"}},
 		{"zoe", []string{"contact-editor"}},
 		{"ZOË KENT", []string{"contact-editor"}},
+		{"creme monthly", []string{"outlet-decomposed"}},
+		{"CRÈME", []string{"outlet-decomposed"}},
 	} {
 		if _, got := run(M{"query": tc.query}); !cmp.Equal(got, tc.want) {
 			t.Errorf("query %q: %v, want %v", tc.query, got, tc.want)

@@ -319,13 +319,14 @@ var variants = func() map[rune][]rune {
 
 // foldPattern is a regular expression (to use case-insensitively) matching
 // every text whose fold contains needle: each letter becomes the class of
-// its accented forms, and everything else is quoted, so the query is never
-// read as a pattern.
+// its accented forms, followed by any combining marks, and everything else
+// is quoted, so the query is never read as a pattern.
 func foldPattern(needle string) string {
 	var b strings.Builder
 	for _, r := range needle {
 		if vs := variants[r]; len(vs) > 0 {
-			b.WriteString("[" + string(r) + string(unicode.ToUpper(r)) + string(vs) + "]")
+			// A letter may be followed by combining accents ("e" + U+0301).
+			b.WriteString("[" + string(r) + string(unicode.ToUpper(r)) + string(vs) + `]\p{Mn}*`)
 			continue
 		}
 		b.WriteString(regexp.QuoteMeta(string(r)))
