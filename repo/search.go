@@ -319,17 +319,19 @@ var variants = func() map[rune][]rune {
 
 // foldPattern is a regular expression (to use case-insensitively) matching
 // every text whose fold contains needle: each letter becomes the class of
-// its accented forms, followed by any combining marks, and everything else
-// is quoted, so the query is never read as a pattern.
+// its accented forms, everything else is quoted (so the query is never read
+// as a pattern), and each may be followed by combining marks.
 func foldPattern(needle string) string {
 	var b strings.Builder
 	for _, r := range needle {
 		if vs := variants[r]; len(vs) > 0 {
-			// A letter may be followed by combining accents ("e" + U+0301).
-			b.WriteString("[" + string(r) + string(unicode.ToUpper(r)) + string(vs) + `]\p{Mn}*`)
-			continue
+			b.WriteString("[" + string(r) + string(unicode.ToUpper(r)) + string(vs) + "]")
+		} else {
+			b.WriteString(regexp.QuoteMeta(string(r)))
 		}
-		b.WriteString(regexp.QuoteMeta(string(r)))
+		// Any character may be followed by combining marks ("e" + U+0301),
+		// which the fold drops.
+		b.WriteString(`\p{Mn}*`)
 	}
 	return b.String()
 }
@@ -396,13 +398,14 @@ func snippet(v string, at, to int) string {
 		_, size := utf8.DecodeRuneInString(v[end:])
 		end += size
 	}
-	if start > 0 {
-		if sp := strings.IndexAny(v[start:at], " \n\t"); sp >= 0 {
+	space := func(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
+	if start > 0 && !space(v[start-1]) { // cut inside a word: drop the piece
+		if sp := strings.IndexAny(v[start:at], " \n\t\r"); sp >= 0 {
 			start += sp + 1
 		}
 	}
-	if end < len(v) {
-		if sp := strings.LastIndexAny(v[at:end], " \n\t"); sp > n {
+	if end < len(v) && !space(v[end]) {
+		if sp := strings.LastIndexAny(v[at:end], " \n\t\r"); sp > n {
 			end = at + sp
 		}
 	}
