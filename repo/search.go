@@ -288,29 +288,68 @@ func fold(s string) folded {
 	return folded{text: b.String(), orig: orig}
 }
 
-// foldRune is r lower-cased without its combining marks; "" for a mark.
+// foldRune is r lower-cased without its accents: a letter of the Latin,
+// Greek or Cyrillic blocks whose canonical decomposition is one letter and
+// accents becomes that letter ("É" → "e", "й" → "и"); an accent alone (a
+// combining mark written after its letter) becomes "". Other characters are
+// only lower-cased, so scripts whose decompositions are not accents (Hangul
+// syllables, Indic nukta forms) are compared as they are.
 func foldRune(r rune) string {
-	if r < utf8.RuneSelf {
+	switch {
+	case r < utf8.RuneSelf:
 		return string(unicode.ToLower(r))
-	}
-	var b strings.Builder
-	for _, x := range norm.NFD.String(string(r)) {
-		if !unicode.Is(unicode.Mn, x) {
-			b.WriteRune(unicode.ToLower(x))
+	case accent(r):
+		return ""
+	case accented(r):
+		var base []rune
+		for _, x := range norm.NFD.String(string(r)) {
+			if !accent(x) {
+				base = append(base, x)
+			}
+		}
+		if len(base) == 1 {
+			return string(unicode.ToLower(base[0]))
 		}
 	}
-	return b.String()
+	return string(unicode.ToLower(r))
 }
 
-// variants maps a base letter to the letters that fold to it ("e" → "éèêë…"),
-// for the literal path's pattern: the store compares characters, not folds.
+// foldBlocks are the blocks of letters that may carry accents: Latin-1,
+// Latin Extended-A and B, Greek, Cyrillic, Latin Extended Additional, Greek
+// Extended.
+var foldBlocks = [][2]rune{{0xC0, 0x24F}, {0x370, 0x4FF}, {0x1E00, 0x1FFF}}
+
+func accented(r rune) bool {
+	for _, b := range foldBlocks {
+		if r >= b[0] && r <= b[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// accent reports whether r is a combining diacritical mark (the blocks
+// accents are written with).
+func accent(r rune) bool {
+	return r >= 0x300 && r <= 0x36F || r >= 0x1AB0 && r <= 0x1AFF || r >= 0x1DC0 && r <= 0x1DFF ||
+		r >= 0x20D0 && r <= 0x20FF || r >= 0xFE20 && r <= 0xFE2F
+}
+
+// accents is the pattern of any run of accents; ranges, not \p{Mn}, because
+// a store may compile the pattern for every document it scans, and a
+// Unicode class costs ten times as much to compile.
+const accents = `[\x{0300}-\x{036F}\x{1AB0}-\x{1AFF}\x{1DC0}-\x{1DFF}\x{20D0}-\x{20FF}\x{FE20}-\x{FE2F}]*`
+
+// variants maps a letter to the other letters that fold to it ("e" →
+// "éèêëÉ…"), for the literal path's pattern: the store compares
+// characters, not folds.
 var variants = func() map[rune][]rune {
 	m := map[rune][]rune{}
-	for _, rg := range [][2]rune{{0xC0, 0x24F}, {0x1E00, 0x1EFF}} {
-		for r := rg[0]; r <= rg[1]; r++ {
-			f := foldRune(r)
-			if len(f) == 1 && f[0] >= 'a' && f[0] <= 'z' && string(r) != f {
-				m[rune(f[0])] = append(m[rune(f[0])], r)
+	for _, b := range foldBlocks {
+		for r := b[0]; r <= b[1]; r++ {
+			f := []rune(foldRune(r))
+			if len(f) == 1 && f[0] != r && f[0] != unicode.ToLower(r) {
+				m[f[0]] = append(m[f[0]], r)
 			}
 		}
 	}
@@ -320,7 +359,7 @@ var variants = func() map[rune][]rune {
 // foldPattern is a regular expression (to use case-insensitively) matching
 // every text whose fold contains needle: each letter becomes the class of
 // its accented forms, everything else is quoted (so the query is never read
-// as a pattern), and each may be followed by combining marks.
+// as a pattern), and each may be followed by accents written apart.
 func foldPattern(needle string) string {
 	var b strings.Builder
 	for _, r := range needle {
@@ -329,9 +368,7 @@ func foldPattern(needle string) string {
 		} else {
 			b.WriteString(regexp.QuoteMeta(string(r)))
 		}
-		// Any character may be followed by combining marks ("e" + U+0301),
-		// which the fold drops.
-		b.WriteString(`\p{Mn}*`)
+		b.WriteString(accents)
 	}
 	return b.String()
 }

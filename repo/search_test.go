@@ -27,6 +27,11 @@ func TestLocate(t *testing.T) {
 		{"C++ guide", "c++", "C++", true},
 		{"launch_plan", "launch", "launch", true},
 		{"", "x", "", false},
+		{"Йошкар-Ола", "йошкар", "Йошкар", true},
+		{"Йошкар", "иошкар", "Йошкар", true},
+		{"Αθήνα", "αθηνα", "Αθήνα", true},
+		{"한국어", "한국", "한국", false},
+		{"क़िला", "क़ि", "क़ि", false},
 	} {
 		at, end, whole := locate(tc.text, fold(tc.query).text)
 		got := ""
@@ -62,7 +67,7 @@ func TestSnippet(t *testing.T) {
 // matches every text in which the Go match finds the query, and the query's
 // pattern characters stay literal.
 func TestFoldPatternFindsWhatLocateFinds(t *testing.T) {
-	alphabet := []rune("aAeEéÉèëcCçoOöøn ñ.*+?()[]{}|^$\\-e\u0301ß1")
+	alphabet := []rune("aAeEéÉèëcCçoOöøn ñ.*+?()[]{}|^$\\-e\u0301ß1йИи\u0306ΆάαΑ한क़\u093c")
 	rng := rand.New(rand.NewPCG(3, 4))
 	word := func(n int) string {
 		var b strings.Builder
