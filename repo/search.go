@@ -112,7 +112,7 @@ func (s *Store) search(ctx context.Context, q SearchQuery, text bool) (*SearchRe
 		if text {
 			filter["$text"] = bson.M{"$search": q.Query}
 		} else {
-			pattern := bson.M{"$regex": foldPattern(needle), "$options": "i"}
+			pattern := bson.M{"$regex": foldPattern(needle)}
 			or := bson.A{}
 			for _, f := range k.fields {
 				or = append(or, bson.M{f: pattern})
@@ -335,40 +335,31 @@ func accent(r rune) bool {
 		r >= 0x20D0 && r <= 0x20FF || r >= 0xFE20 && r <= 0xFE2F
 }
 
-// accents is the pattern of any run of accents; ranges, not \p{Mn}, because
-// a store may compile the pattern for every document it scans, and a
-// Unicode class costs ten times as much to compile.
-const accents = `[\x{0300}-\x{036F}\x{1AB0}-\x{1AFF}\x{1DC0}-\x{1DFF}\x{20D0}-\x{20FF}\x{FE20}-\x{FE2F}]*`
+// nonASCII is the class range of every character beyond ASCII.
+const nonASCII = `\x{80}-\x{10FFFF}`
 
-// variants maps a letter to the other letters that fold to it ("e" →
-// "éèêëÉ…"), for the literal path's pattern: the store compares
-// characters, not folds.
-var variants = func() map[rune][]rune {
-	m := map[rune][]rune{}
-	for _, b := range foldBlocks {
-		for r := b[0]; r <= b[1]; r++ {
-			f := []rune(foldRune(r))
-			if len(f) == 1 && f[0] != r && f[0] != unicode.ToLower(r) {
-				m[f[0]] = append(m[f[0]], r)
-			}
-		}
-	}
-	return m
-}()
-
-// foldPattern is a regular expression (to use case-insensitively) matching
-// every text whose fold contains needle: each letter becomes the class of
-// its accented forms, everything else is quoted (so the query is never read
-// as a pattern), and each may be followed by accents written apart.
+// foldPattern is a regular expression matching at least every text whose
+// fold contains needle; the match in Go then decides. An ASCII letter
+// becomes the class of its two cases and of every non-ASCII character (its
+// accented forms among them); another ASCII character is quoted, so the
+// query is never read as a pattern; a non-ASCII character becomes any
+// non-ASCII character; each may be followed by non-ASCII characters
+// (accents written apart). It is coarse on purpose: a store may compile the
+// pattern for every document it scans (the embedded one does), and exact
+// classes of every accented form cost several times as much to compile as
+// the scan itself.
 func foldPattern(needle string) string {
 	var b strings.Builder
 	for _, r := range needle {
-		if vs := variants[r]; len(vs) > 0 {
-			b.WriteString("[" + string(r) + string(unicode.ToUpper(r)) + string(vs) + "]")
-		} else {
+		switch {
+		case r >= utf8.RuneSelf:
+			b.WriteString("[" + nonASCII + "]")
+		case unicode.IsLetter(r):
+			b.WriteString("[" + string(unicode.ToLower(r)) + string(unicode.ToUpper(r)) + nonASCII + "]")
+		default:
 			b.WriteString(regexp.QuoteMeta(string(r)))
 		}
-		b.WriteString(accents)
+		b.WriteString("[" + nonASCII + "]*")
 	}
 	return b.String()
 }
