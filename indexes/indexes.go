@@ -18,7 +18,9 @@ type Index struct {
 	Name       string
 	Keys       bson.D
 	Unique     bool
-	// Text marks a text index, built only where the server supports text search.
+	// Text marks a text index, built only where the server supports text
+	// search. Text indexes take no language: no stemming and no stop words,
+	// so a word is found as it is written (search decides matches literally).
 	Text bool
 }
 
@@ -39,6 +41,7 @@ var List = []Index{
 	{Collection: "notes", Name: "channel_links", Keys: bson.D{{Key: "links.channel_id", Value: 1}}},
 	{Collection: "notes", Name: "link_ids", Keys: bson.D{{Key: "links.id", Value: 1}}},
 	{Collection: "notes", Name: "text", Keys: bson.D{{Key: "title", Value: "text"}, {Key: "content", Value: "text"}}, Text: true},
+	{Collection: "email_threads", Name: "text", Keys: bson.D{{Key: "subject", Value: "text"}, {Key: "messages.subject", Value: "text"}, {Key: "messages.body_text", Value: "text"}, {Key: "messages.from", Value: "text"}}, Text: true},
 	{Collection: "email_threads", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
 	{Collection: "email_threads", Name: "opportunities", Keys: bson.D{{Key: "opportunity_links.opportunity_id", Value: 1}}},
 	{Collection: "email_threads", Name: "last_message", Keys: bson.D{{Key: "last_message_at", Value: -1}}},
@@ -47,15 +50,18 @@ var List = []Index{
 	{Collection: "email_threads", Name: "message_contacts", Keys: bson.D{{Key: "messages.contact_ids", Value: 1}}},
 	{Collection: "email_threads", Name: "subject_key", Keys: bson.D{{Key: "subject_key", Value: 1}, {Key: "last_message_at", Value: -1}}},
 	{Collection: "email_threads", Name: "opportunity_link_ids", Keys: bson.D{{Key: "opportunity_links.id", Value: 1}}},
-	{Collection: "email_threads", Name: "text", Keys: bson.D{{Key: "subject", Value: "text"}, {Key: "messages.subject", Value: "text"}, {Key: "messages.body_text", Value: "text"}, {Key: "messages.from", Value: "text"}}, Text: true},
+	{Collection: "coverage", Name: "text", Keys: bson.D{{Key: "title", Value: "text"}, {Key: "summary", Value: "text"}, {Key: "url", Value: "text"}, {Key: "full_text", Value: "text"}}, Text: true},
 	{Collection: "coverage", Name: "published", Keys: bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: "coverage", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
 	{Collection: "coverage", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},
 	{Collection: "coverage", Name: "opportunity", Keys: bson.D{{Key: "opportunity_id", Value: 1}}},
+	{Collection: "contacts", Name: "text", Keys: bson.D{{Key: "name", Value: "text"}, {Key: "email", Value: "text"}, {Key: "title", Value: "text"}, {Key: "bio", Value: "text"}, {Key: "beats", Value: "text"}, {Key: "location", Value: "text"}}, Text: true},
 	{Collection: "contacts", Name: "email", Keys: bson.D{{Key: "email_lower", Value: 1}}},
 	{Collection: "contacts", Name: "affiliation_outlets", Keys: bson.D{{Key: "affiliations.outlet_id", Value: 1}}},
 	{Collection: "contacts", Name: "affiliation_ids", Keys: bson.D{{Key: "affiliations.id", Value: 1}}},
 	{Collection: "channels", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},
+	{Collection: "outlets", Name: "text", Keys: bson.D{{Key: "name", Value: "text"}, {Key: "website", Value: "text"}, {Key: "description", Value: "text"}, {Key: "topics", Value: "text"}}, Text: true},
+	{Collection: "opportunities", Name: "text", Keys: bson.D{{Key: "title", Value: "text"}, {Key: "description", Value: "text"}, {Key: "next_action", Value: "text"}}, Text: true},
 	{Collection: "opportunities", Name: "campaign", Keys: bson.D{{Key: "campaign_id", Value: 1}}},
 	{Collection: "opportunities", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},
 	{Collection: "opportunities", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
@@ -74,6 +80,9 @@ func Apply(ctx context.Context, db *mongo.Database, text bool) error {
 		opts := options.Index().SetName(ix.Name)
 		if ix.Unique {
 			opts.SetUnique(true)
+		}
+		if ix.Text {
+			opts.SetDefaultLanguage("none")
 		}
 		_, err := db.Collection(ix.Collection).Indexes().CreateOne(ctx, mongo.IndexModel{Keys: ix.Keys, Options: opts})
 		if err != nil {

@@ -101,7 +101,7 @@ func TestBadKeysAreRefusedWith401(t *testing.T) {
 	cases := map[string]string{
 		"missing":   "",
 		"malformed": "hello",
-		"checksum":  good[:len(good)-1] + string("ab"[strings.IndexByte("ab", good[len(good)-1])+1&1]),
+		"checksum":  good[:len(good)-1] + string("ab"[(strings.IndexByte("ab", good[len(good)-1])+1)&1]),
 		"unknown":   repo.NewKey(),
 	}
 	for name, key := range cases {

@@ -16,6 +16,7 @@ func All(s *repo.Store, opts ...Option) []Tool {
 		Opportunities(s),
 		Coverage(s),
 		Notes(s),
+		Search(s),
 		Audit(s),
 		Keys(s),
 		Media(s),

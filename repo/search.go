@@ -1,0 +1,448 @@
+package repo
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/text/unicode/norm"
+)
+
+// SearchTypes are the kinds of record search looks through, in the order
+// ties are broken.
+var SearchTypes = []string{"outlet", "contact", "opportunity", "coverage", "note", "email"}
+
+// searchKind says where a kind of record is stored, which fields are
+// searched (the title field first) and which date measures its recency.
+type searchKind struct {
+	kind, coll string
+	fields     []string
+	date       string
+	// project lists the stored top-level fields a hit needs.
+	project []string
+}
+
+var searchKinds = []searchKind{
+	{kind: "outlet", coll: collOutlets, fields: []string{"name", "website", "description", "topics"}, date: "updated_at"},
+	{kind: "contact", coll: collContacts, fields: []string{"name", "email", "title", "bio", "beats", "location"}, date: "updated_at"},
+	{kind: "opportunity", coll: collOpportunities, fields: []string{"title", "description", "next_action"}, date: "updated_at"},
+	{kind: "coverage", coll: collCoverage, fields: []string{"title", "summary", "url", "full_text"}, date: "published_at"},
+	{kind: "note", coll: collNotes, fields: []string{"title", "content"}, date: "occurred_at"},
+	{kind: "email", coll: collEmails, fields: []string{"subject", "messages.subject", "messages.body_text", "messages.from"}, date: "last_message_at",
+		project: []string{"subject", "messages", "last_message_at"}},
+}
+
+// SearchQuery is what search takes, already checked.
+type SearchQuery struct {
+	Query           string
+	Types           []string // empty: every kind
+	IncludeArchived bool
+	Limit, Offset   int
+}
+
+// SearchHit is one record found.
+type SearchHit struct {
+	Type    string `json:"type"`
+	ID      string `json:"id"`
+	Title   string `json:"title"`
+	Snippet string `json:"snippet"`
+	// Score orders the hits: 4 for a match in the name or title, 2 for a
+	// match of whole words, plus a recency term in (0, 1].
+	Score float64 `json:"score"`
+	// InTitle: the query matched in the name or title. WholeWord: some
+	// match stands as whole words (no letter or digit right before or after).
+	InTitle   bool      `json:"in_title"`
+	WholeWord bool      `json:"whole_word"`
+	MatchedIn []string  `json:"matched_in"`
+	Date      time.Time `json:"date"`
+	Archived  bool      `json:"archived"`
+}
+
+// SearchResult is one page of hits, best first.
+type SearchResult struct {
+	Total int `json:"total"`
+	Hits  []SearchHit
+	// Path is "text" when the text indexes found the candidates, "literal"
+	// when a literal, case- and diacritics-insensitive match did.
+	Path string
+}
+
+// MaxSearchQuery is the longest query, in characters.
+const MaxSearchQuery = 200
+
+// Search finds records of the given kinds holding the query: literally,
+// ignoring case and diacritics. On a server with text search, and for a
+// query of whole words only, the text indexes narrow the candidates; the
+// literal match in Go decides every hit on both paths, so both give the same
+// hits for whole words. Each collection is read once.
+func (s *Store) Search(ctx context.Context, q SearchQuery) (*SearchResult, error) {
+	return s.search(ctx, q, s.caps.TextSearch && wordsOnly(q.Query))
+}
+
+// SearchLiteral always takes the literal path (for comparing the paths).
+func (s *Store) SearchLiteral(ctx context.Context, q SearchQuery) (*SearchResult, error) {
+	return s.search(ctx, q, false)
+}
+
+func (s *Store) search(ctx context.Context, q SearchQuery, text bool) (*SearchResult, error) {
+	needle := fold(q.Query).text
+	if strings.TrimSpace(needle) == "" {
+		return nil, Invalid("query", "must hold at least one letter, digit or sign")
+	}
+	res := &SearchResult{Path: "literal"}
+	if text {
+		res.Path = "text"
+	}
+	t := now()
+	var hits []SearchHit
+	for _, k := range searchKinds {
+		if len(q.Types) > 0 && !slices.Contains(q.Types, k.kind) {
+			continue
+		}
+		filter := bson.M{}
+		if text {
+			filter["$text"] = bson.M{"$search": q.Query}
+		} else {
+			pattern := bson.M{"$regex": foldPattern(needle)}
+			or := bson.A{}
+			for _, f := range k.fields {
+				or = append(or, bson.M{f: pattern})
+			}
+			filter["$or"] = or
+		}
+		active(filter, q.IncludeArchived)
+		fields := k.project
+		if fields == nil {
+			fields = k.fields
+		}
+		proj := bson.M{"archived_at": 1, k.date: 1}
+		for _, f := range fields {
+			proj[f] = 1
+		}
+		var docs []bson.M
+		if err := s.findAll(ctx, k.coll, filter, options.Find().SetProjection(proj), &docs); err != nil {
+			return nil, fmt.Errorf("search %s: %w", k.kind, err)
+		}
+		for _, d := range docs {
+			if h, ok := matchDoc(k, d, needle, t); ok {
+				hits = append(hits, h)
+			}
+		}
+	}
+	slices.SortFunc(hits, func(a, b SearchHit) int {
+		if c := cmp.Compare(b2i(b.InTitle), b2i(a.InTitle)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b2i(b.WholeWord), b2i(a.WholeWord)); c != 0 {
+			return c
+		}
+		if c := b.Date.Compare(a.Date); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(slices.Index(SearchTypes, a.Type), slices.Index(SearchTypes, b.Type)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	res.Total = len(hits)
+	lo, hi := min(q.Offset, len(hits)), min(q.Offset+q.Limit, len(hits))
+	res.Hits = hits[lo:hi]
+	if res.Hits == nil {
+		res.Hits = []SearchHit{}
+	}
+	return res, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// recency is 1 for a record of now (or the future), 1/2 at 30 days, 1/3 at 60.
+func recency(date, now time.Time) float64 {
+	days := max(now.Sub(date).Hours()/24, 0)
+	return 1 / (1 + days/30)
+}
+
+// matchDoc decides whether d holds needle (already folded) and builds its hit.
+func matchDoc(k searchKind, d bson.M, needle string, t time.Time) (SearchHit, bool) {
+	h := SearchHit{Type: k.kind, ID: fmt.Sprint(d["_id"]), MatchedIn: []string{}, Archived: d["archived_at"] != nil}
+	if dt, ok := d[k.date].(bson.DateTime); ok {
+		h.Date = dt.Time().UTC()
+	}
+	// The snippet comes from the first field after the title that matched
+	// (the title is shown already), else from the title.
+	var titleSnippet string
+	for i, f := range k.fields {
+		for _, v := range values(d, f) {
+			at, end, whole := locate(v, needle)
+			if at < 0 {
+				continue
+			}
+			if !slices.Contains(h.MatchedIn, f) {
+				h.MatchedIn = append(h.MatchedIn, f)
+			}
+			h.WholeWord = h.WholeWord || whole
+			switch {
+			case i == 0 && titleSnippet == "":
+				h.InTitle = true
+				titleSnippet = snippet(v, at, end)
+			case i > 0 && h.Snippet == "":
+				h.Snippet = snippet(v, at, end)
+			}
+		}
+	}
+	if h.Snippet == "" {
+		h.Snippet = titleSnippet
+	}
+	if len(h.MatchedIn) == 0 {
+		return SearchHit{}, false
+	}
+	h.Title = hitTitle(k, d)
+	h.Score = math.Round((4*float64(b2i(h.InTitle))+2*float64(b2i(h.WholeWord))+recency(h.Date, t))*1000) / 1000
+	return h, true
+}
+
+func hitTitle(k searchKind, d bson.M) string {
+	str := func(f string) string { v, _ := d[f].(string); return v }
+	switch k.kind {
+	case "note":
+		if t := str("title"); t != "" {
+			return t
+		}
+		if line := firstLine(str("content")); line != "" {
+			return line
+		}
+		return "(untitled note)"
+	case "email":
+		return str("subject")
+	default:
+		return str(k.fields[0])
+	}
+}
+
+// values returns the strings at path in d, walking into arrays.
+func values(d any, path string) []string {
+	head, rest, nested := strings.Cut(path, ".")
+	switch x := d.(type) {
+	case bson.M:
+		if !nested {
+			return strs(x[head])
+		}
+		return values(x[head], rest)
+	case bson.A:
+		var out []string
+		for _, e := range x {
+			out = append(out, values(e, path)...)
+		}
+		return out
+	}
+	return nil
+}
+
+func strs(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case bson.A:
+		var out []string
+		for _, e := range x {
+			out = append(out, strs(e)...)
+		}
+		return out
+	}
+	return nil
+}
+
+// folded is a text lower-cased and without diacritics, with the offset in
+// the original of each of its bytes.
+type folded struct {
+	text string
+	orig []int // orig[i]: where folded byte i comes from; orig[len(text)] = len(original)
+}
+
+// fold lower-cases s and strips its diacritics ("Café" → "cafe"), keeping
+// track of offsets so a match can be shown in the original text.
+func fold(s string) folded {
+	var b strings.Builder
+	orig := make([]int, 0, len(s)+1)
+	for i, r := range s {
+		f := foldRune(r)
+		b.WriteString(f)
+		for range len(f) {
+			orig = append(orig, i)
+		}
+	}
+	orig = append(orig, len(s))
+	return folded{text: b.String(), orig: orig}
+}
+
+// foldRune is r lower-cased without its accents: a letter of the Latin,
+// Greek or Cyrillic blocks whose canonical decomposition is one letter and
+// accents becomes that letter ("É" → "e", "й" → "и"); an accent alone (a
+// combining mark written after its letter) becomes "". Other characters are
+// only lower-cased, so scripts whose decompositions are not accents (Hangul
+// syllables, Indic nukta forms) are compared as they are.
+func foldRune(r rune) string {
+	switch {
+	case r < utf8.RuneSelf:
+		return string(unicode.ToLower(r))
+	case accent(r):
+		return ""
+	case accented(r):
+		var base []rune
+		for _, x := range norm.NFD.String(string(r)) {
+			if !accent(x) {
+				base = append(base, x)
+			}
+		}
+		if len(base) == 1 {
+			return string(unicode.ToLower(base[0]))
+		}
+	}
+	return string(unicode.ToLower(r))
+}
+
+// foldBlocks are the blocks of letters that may carry accents: Latin-1,
+// Latin Extended-A and B, Greek, Cyrillic, Latin Extended Additional, Greek
+// Extended.
+var foldBlocks = [][2]rune{{0xC0, 0x24F}, {0x370, 0x4FF}, {0x1E00, 0x1FFF}}
+
+func accented(r rune) bool {
+	for _, b := range foldBlocks {
+		if r >= b[0] && r <= b[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// accent reports whether r is a combining diacritical mark (the blocks
+// accents are written with).
+func accent(r rune) bool {
+	return r >= 0x300 && r <= 0x36F || r >= 0x1AB0 && r <= 0x1AFF || r >= 0x1DC0 && r <= 0x1DFF ||
+		r >= 0x20D0 && r <= 0x20FF || r >= 0xFE20 && r <= 0xFE2F
+}
+
+// nonASCII is the class range of every character beyond ASCII.
+const nonASCII = `\x{80}-\x{10FFFF}`
+
+// foldPattern is a regular expression matching at least every text whose
+// fold contains needle; the match in Go then decides. An ASCII letter
+// becomes the class of its two cases and of every non-ASCII character (its
+// accented forms among them); another ASCII character is quoted, so the
+// query is never read as a pattern; a non-ASCII character becomes any
+// non-ASCII character; each may be followed by non-ASCII characters
+// (accents written apart). It is coarse on purpose: a store may compile the
+// pattern for every document it scans (the embedded one does), and exact
+// classes of every accented form cost several times as much to compile as
+// the scan itself.
+func foldPattern(needle string) string {
+	var b strings.Builder
+	for _, r := range needle {
+		switch {
+		case r >= utf8.RuneSelf:
+			b.WriteString("[" + nonASCII + "]")
+		case unicode.IsLetter(r):
+			b.WriteString("[" + string(unicode.ToLower(r)) + string(unicode.ToUpper(r)) + nonASCII + "]")
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+		b.WriteString("[" + nonASCII + "]*")
+	}
+	return b.String()
+}
+
+// locate returns where in v the first match of needle (folded) starts and
+// ends, or -1, and whether some match stands as whole words (no letter or
+// digit directly before or after it).
+func locate(v, needle string) (int, int, bool) {
+	f := fold(v)
+	first, end, whole := -1, -1, false
+	for from := 0; from <= len(f.text); {
+		i := strings.Index(f.text[from:], needle)
+		if i < 0 {
+			break
+		}
+		i += from
+		if first < 0 {
+			first, end = f.orig[i], f.orig[i+len(needle)]
+		}
+		before, _ := utf8.DecodeLastRuneInString(f.text[:i])
+		after, _ := utf8.DecodeRuneInString(f.text[i+len(needle):])
+		if !wordRune(before) && !wordRune(after) {
+			whole = true
+			break
+		}
+		_, size := utf8.DecodeRuneInString(f.text[i:])
+		from = i + size
+	}
+	return first, end, whole
+}
+
+func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// wordsOnly reports whether q is made of whole words (letters, digits,
+// spaces): the queries a text index answers exactly. Anything else (a '.',
+// a '+', a '"') takes the literal path even where text search exists.
+func wordsOnly(q string) bool {
+	has := false
+	for _, r := range q {
+		switch {
+		case wordRune(r) || unicode.Is(unicode.Mn, r):
+			has = true
+		case unicode.IsSpace(r):
+		default:
+			return false
+		}
+	}
+	return has
+}
+
+// snippetContext is how many characters of context a snippet shows on each
+// side of the match.
+const snippetContext = 60
+
+// snippet is the text around v[at:to], one line, cut at word boundaries,
+// with "…" where it was cut.
+func snippet(v string, at, to int) string {
+	start, end, n := at, to, to-at
+	for i := 0; i < snippetContext && start > 0; i++ {
+		_, size := utf8.DecodeLastRuneInString(v[:start])
+		start -= size
+	}
+	for i := 0; i < snippetContext && end < len(v); i++ {
+		_, size := utf8.DecodeRuneInString(v[end:])
+		end += size
+	}
+	space := func(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
+	if start > 0 && !space(v[start-1]) { // cut inside a word: drop the piece
+		if sp := strings.IndexAny(v[start:at], " \n\t\r"); sp >= 0 {
+			start += sp + 1
+		}
+	}
+	if end < len(v) && !space(v[end]) {
+		if sp := strings.LastIndexAny(v[at:end], " \n\t\r"); sp > n {
+			end = at + sp
+		}
+	}
+	out := strings.Join(strings.Fields(v[start:end]), " ")
+	if start > 0 {
+		out = "…" + out
+	}
+	if end < len(v) {
+		out += "…"
+	}
+	return out
+}

@@ -1,0 +1,119 @@
+package repo
+
+import (
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLocate(t *testing.T) {
+	for _, tc := range []struct {
+		text, query string
+		match       string // the original text matched; "" for none
+		whole       bool
+	}{
+		{"The Launch plan", "launch", "Launch", true},
+		{"relaunched", "launch", "launch", false},
+		{"relaunch, then launch", "launch", "launch", true}, // the second match is whole
+		{"Café Weekly", "cafe", "Café", true},
+		{"CAFÉ", "café", "CAFÉ", true},
+		{"Cre\u0301me", "creme", "Cre\u0301me", true},
+		{"Zoë Kent", "zoe k", "Zoë K", false},
+		{"a.b and axb", "a.b", "a.b", true},
+		{"axb", "a.b", "", false},
+		{"C++ guide", "c++", "C++", true},
+		{"launch_plan", "launch", "launch", true},
+		{"", "x", "", false},
+		{"Йошкар-Ола", "йошкар", "Йошкар", true},
+		{"Йошкар", "иошкар", "Йошкар", true},
+		{"Αθήνα", "αθηνα", "Αθήνα", true},
+		{"한국어", "한국", "한국", false},
+		{"क़िला", "क़ि", "क़ि", false},
+	} {
+		at, end, whole := locate(tc.text, fold(tc.query).text)
+		got := ""
+		if at >= 0 {
+			got = tc.text[at:end]
+		}
+		if got != tc.match || (at >= 0 && whole != tc.whole) {
+			t.Errorf("locate(%q, %q) = %q whole %v; want %q whole %v", tc.text, tc.query, got, whole, tc.match, tc.whole)
+		}
+	}
+}
+
+func TestSnippet(t *testing.T) {
+	long := strings.Repeat("word ", 30)
+	for _, tc := range []struct {
+		text, query, want string
+	}{
+		{"short text here", "text", "short text here"},
+		{"line one\nline two", "two", "line one line two"},
+		// Cut inside a word: the piece is dropped.
+		{strings.Repeat("abcdefg ", 10) + "needle", "needle", "…" + strings.Repeat("abcdefg ", 7) + "needle"},
+		{long + "needle " + long, "needle", "…" + strings.TrimSpace(strings.Repeat("word ", 12)) + " needle " + strings.TrimSpace(strings.Repeat("word ", 12)) + "…"},
+	} {
+		at, end, _ := locate(tc.text, fold(tc.query).text)
+		if got := snippet(tc.text, at, end); got != tc.want {
+			t.Errorf("snippet of %q in %.30q…:\n got %q\nwant %q", tc.query, tc.text, got, tc.want)
+		}
+	}
+}
+
+// TestFoldPatternFindsWhatLocateFinds checks the literal path's promise: the
+// store's pattern (run here by Go's regexp, as the embedded store runs it)
+// matches every text in which the Go match finds the query, so narrowing on
+// the store loses no hit.
+func TestFoldPatternFindsWhatLocateFinds(t *testing.T) {
+	alphabet := []rune("aAeEéÉèëcCçoOöøn ñ.*+?()[]{}|^$\\-e\u0301ß1йИи\u0306ΆάαΑ한क़\u093ckK\u212aſsS")
+	rng := rand.New(rand.NewPCG(3, 4))
+	word := func(n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteRune(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	checked := 0
+	for range 20000 {
+		text := word(1 + rng.IntN(12))
+		// Half the queries are taken from the text, so they match.
+		q := word(1 + rng.IntN(3))
+		if rng.IntN(2) == 0 {
+			r := []rune(text)
+			i := rng.IntN(len(r))
+			q = string(r[i:min(len(r), i+1+rng.IntN(4))])
+		}
+		needle := fold(q).text
+		if strings.TrimSpace(needle) == "" {
+			continue
+		}
+		re, err := regexp.Compile(foldPattern(needle))
+		if err != nil {
+			t.Fatalf("pattern of %q: %v", q, err)
+		}
+		at, _, _ := locate(text, needle)
+		if at >= 0 {
+			checked++
+			if !re.MatchString(text) {
+				t.Fatalf("query %q is in %q (fold %q), but the pattern %q misses it", q, text, fold(text).text, foldPattern(needle))
+			}
+		}
+	}
+	if checked < 5000 {
+		t.Errorf("only %d matching cases checked", checked)
+	}
+}
+
+func TestWordsOnly(t *testing.T) {
+	got := map[string]bool{}
+	for _, q := range []string{"launch", "Café Weekly", "launch 2026", "a.b", "C++", `"x"`, "-x", "  ", "e\u0301"} {
+		got[q] = wordsOnly(q)
+	}
+	want := map[string]bool{"launch": true, "Café Weekly": true, "launch 2026": true, "a.b": false, "C++": false, `"x"`: false, "-x": false, "  ": false, "e\u0301": true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
