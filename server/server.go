@@ -28,9 +28,9 @@ const MaxBody = 2 << 20
 const Instructions = `Outreach tracks a PR team's media pipeline: outlets, contacts, channels, campaigns, opportunities, coverage, media, notes, emails. Nothing is ever hard-deleted: archive_X/restore_X. Every change is in the change log (get_change_log) and can be rolled back (rollback_change, rollback_session). Errors are JSON {"error": {code, message, field, retryable}}.`
 
 // New returns the service's HTTP handler.
-func New(store *repo.Store, log zerolog.Logger) http.Handler {
+func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "outreach", Version: version.Version}, &mcp.ServerOptions{Instructions: Instructions})
-	tools.Register(srv, tools.All(store))
+	tools.Register(srv, tools.All(store, opts...))
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, SessionTimeout: 30 * time.Minute})
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {

@@ -4,10 +4,23 @@ import (
 	"slices"
 
 	"outreach/repo"
+	"outreach/slackmsg"
 )
 
+// Option configures what All's tools reach outside the store.
+type Option func(*deps)
+
+type deps struct{ slack *slackmsg.Client }
+
+// WithSlack gives the Messaging tools their Slack client.
+func WithSlack(c *slackmsg.Client) Option { return func(d *deps) { d.slack = c } }
+
 // All is every tool of the service, in the order tools/list shows them.
-func All(s *repo.Store) []Tool {
+func All(s *repo.Store, opts ...Option) []Tool {
+	var d deps
+	for _, o := range opts {
+		o(&d)
+	}
 	return slices.Concat(
 		Outlets(s),
 		Contacts(s),
@@ -19,5 +32,7 @@ func All(s *repo.Store) []Tool {
 		Audit(s),
 		Keys(s),
 		Media(s),
+		Notifications(s),
+		Messaging(s, d.slack),
 	)
 }

@@ -25,10 +25,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"outreach/audit"
+	"outreach/delivery"
 	"outreach/embedded"
 	"outreach/repo"
 	"outreach/server"
 	"outreach/server/version"
+	"outreach/tools"
 )
 
 func main() {
@@ -201,8 +203,14 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger
 		defer stopCommands()
 	}
 	go store.RunRecovery(ctx, 10*time.Second)
+	dcfg, err := deliveryConfig(log)
+	if err != nil {
+		return err
+	}
+	store.SetDeliveryTargets(delivery.Targets(dcfg))
+	go delivery.New(store, dcfg).Run(ctx) // also fires next_action_due without targets
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
-	srv.Handler = server.EndStreamsOnShutdown(srv, server.New(store, log))
+	srv.Handler = server.EndStreamsOnShutdown(srv, server.New(store, log, tools.WithSlack(dcfg.Slack)))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info().Str("url", base+"/mcp").Str("version", version.Version).Msg("serving MCP")

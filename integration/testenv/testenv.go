@@ -22,6 +22,7 @@ import (
 	"outreach/embedded"
 	"outreach/repo"
 	"outreach/server"
+	"outreach/tools"
 )
 
 // Env is a running service.
@@ -41,6 +42,8 @@ type Options struct {
 	Lease time.Duration
 	// Media overrides the media upload cap and signed-URL lifetime.
 	Media repo.MediaOptions
+	// Tools configure what the tools reach outside the store (Slack).
+	Tools []tools.Option
 }
 
 // New starts a service for the test and stops it when the test ends.
@@ -53,7 +56,7 @@ func New(t testing.TB) *Env {
 func NewWith(t testing.TB, o Options) *Env {
 	t.Helper()
 	store := OpenStore(t, o)
-	ts := httptest.NewServer(server.New(store, zerolog.Nop()))
+	ts := httptest.NewServer(server.New(store, zerolog.Nop(), o.Tools...))
 	t.Cleanup(ts.Close)
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
 	key, err := store.Bootstrap(ctx)
