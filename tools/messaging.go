@@ -97,15 +97,15 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 				if err := checkUUID("question_id", in.QuestionID); err != nil {
 					return nil, err
 				}
-				q, err := s.Question(ctx, in.QuestionID)
-				if err != nil {
-					return nil, err
-				}
 				if slack == nil {
 					return nil, notConfigured()
 				}
 				if !slack.CanRead() {
 					return nil, &repo.Error{Code: repo.CodeFailedPrecondition, Message: "get_slack_answer: " + slackmsg.ErrNeedsBotToken.Error()}
+				}
+				q, err := s.Question(ctx, in.QuestionID)
+				if err != nil {
+					return nil, err
 				}
 				replies, err := slack.Replies(ctx, q.Channel, q.TS)
 				if err != nil {
