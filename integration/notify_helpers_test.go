@@ -37,6 +37,8 @@ type fakeSlack struct {
 	posts    []slackPost
 	replies  map[string][]map[string]string // channel/ts -> replies
 	limited  int                            // next this many posts answer 429
+	failing  bool                           // posts answer ok:false
+	failures int
 	hits429  int
 	badToken int
 	seq      int
@@ -84,6 +86,11 @@ func (f *fakeSlack) post(w http.ResponseWriter, r *http.Request) {
 	if !f.authorized(r, v) {
 		f.badToken++
 		json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "invalid_auth"})
+		return
+	}
+	if f.failing {
+		f.failures++
+		json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "service_unavailable"})
 		return
 	}
 	if f.limited > 0 {
