@@ -286,6 +286,8 @@ func TestNotifyEventsNotesCoverageRollbackAndDueActions(t *testing.T) {
 func TestNotifyBadInputWritesNothing(t *testing.T) {
 	r := newNotifRig(t)
 	opp := r.opportunity(t, "Award")
+	followed := r.opportunity(t, "Followed")
+	r.c.Must("subscribe_opportunity", M{"opportunity_id": followed}, nil)
 	var before struct{ Total int }
 	r.c.Must("get_change_log", M{}, &before)
 	cases := []struct {
@@ -306,6 +308,10 @@ func TestNotifyBadInputWritesNothing(t *testing.T) {
 		{"send_slack_message", M{"text": "  "}, repo.CodeInvalid, "text"},
 		{"ask_slack", M{"question": "Which?", "options": []string{"a", ""}}, repo.CodeInvalid, "options[1]"},
 		{"get_slack_answer", M{"question_id": "7b0c3f8e-4a8e-4b6e-9d61-2f4f6b7b1a11"}, repo.CodeNotFound, ""},
+		// A change refused on a followed opportunity makes no notification.
+		{"update_opportunity_stage", M{"id": followed, "stage": "researching"}, repo.CodeFailedPrecondition, "stage"},
+		{"update_opportunity_stage", M{"id": followed, "stage": "lost"}, repo.CodeInvalid, "lost_reason"},
+		{"create_note", M{"content": "x", "opportunity_ids": []string{followed}, "type": "memo"}, repo.CodeInvalid, "type"},
 	}
 	for _, tc := range cases {
 		e := r.c.Fail(tc.tool, tc.args, tc.code)
@@ -323,6 +329,9 @@ func TestNotifyBadInputWritesNothing(t *testing.T) {
 	}
 	if len(r.slack.postsContaining("")) != 0 {
 		t.Errorf("refused calls posted to Slack")
+	}
+	if ns := notifications(t, r.c, M{}); len(ns) != 0 {
+		t.Errorf("refused changes made notifications: %+v", ns)
 	}
 }
 
