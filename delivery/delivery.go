@@ -325,7 +325,11 @@ func errKind(err error) string {
 func (w *Worker) sendSlack(ctx context.Context, n *repo.Notification) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
 	defer cancel()
-	text := fmt.Sprintf("*%s* · %s\n%s\n_notification %s_", n.Event, n.Title, n.Text, n.ID)
+	to := ""
+	if u, err := w.store.User(ctx, n.UserID); err == nil && u.SlackUserID != "" {
+		to = "<@" + u.SlackUserID + "> " // the subscriber is mentioned
+	}
+	text := fmt.Sprintf("%s*%s* · %s\n%s\n_notification %s_", to, n.Event, n.Title, n.Text, n.ID)
 	_, err := w.cfg.Slack.Post(ctx, "", text, "")
 	var rl *slackmsg.RateLimitedError
 	if errors.As(err, &rl) {

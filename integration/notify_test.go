@@ -195,7 +195,7 @@ func TestNotifyEventsNotesCoverageRollbackAndDueActions(t *testing.T) {
 	other := r.opportunity(t, "Unfollowed")
 	// A second team member follows notes only.
 	var bob struct{ ID string }
-	r.c.Must("create_user", M{"name": "Bob", "email": "bob@example.com"}, &bob)
+	r.c.Must("create_user", M{"name": "Bob", "email": "bob@example.com", "slack_user_id": "U0BOB"}, &bob)
 	r.c.Must("subscribe_opportunity", M{"opportunity_id": opp}, nil)
 	r.c.Must("subscribe_opportunity", M{"opportunity_id": opp, "user_id": bob.ID, "events": []string{"note_added"}}, nil)
 
@@ -214,6 +214,11 @@ func TestNotifyEventsNotesCoverageRollbackAndDueActions(t *testing.T) {
 	}
 	if diff := cmp.Diff(kinds(bob.ID), []string{"note_added"}); diff != "" {
 		t.Errorf("bob's notifications (-got +want):\n%s", diff)
+	}
+	bobs := notifications(t, r.c, M{"user_id": bob.ID})
+	runUntil(t, delivery.New(r.env.Store, r.cfg), "Bob's notification in Slack", func() bool { return len(r.slack.postsContaining(bobs[0].ID)) == 1 })
+	if p := r.slack.postsContaining(bobs[0].ID); !strings.HasPrefix(p[0].Text, "<@U0BOB> ") {
+		t.Errorf("Bob is not mentioned: %q", p[0].Text)
 	}
 
 	// A stage move, then its rollback: the rollback is itself a move, so it
