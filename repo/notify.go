@@ -238,9 +238,9 @@ func (s *Store) subscribers(ctx context.Context, oppID, event string) ([]Subscri
 	return out, nil
 }
 
-// Targets are the delivery targets new notifications are due to reach,
-// set by the service at start from its configuration (none: notifications
-// are only polled with list_notifications).
+// SetDeliveryTargets sets the targets new notifications are due to reach,
+// from the service's configuration at start (none: notifications are only
+// polled with list_notifications).
 func (s *Store) SetDeliveryTargets(targets []string) { s.targets.Store(&targets) }
 
 func (s *Store) deliveryTargets() []string {
