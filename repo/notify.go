@@ -426,11 +426,14 @@ func (s *Store) ClaimNotification(ctx context.Context, id, worker string, lease 
 
 // FinishDelivery records a worker's attempts on a claimed notification, in
 // one unit with the notification's new delivery state: targets reached,
-// errors, and when to try again (done once every target has it). It fails
-// with ErrClaimed if the worker's lease was lost meanwhile.
+// errors, and when to try again (done once every target has it). If the
+// worker's lease was lost meanwhile (another worker holds or finished it),
+// only the attempts are recorded, and it returns ErrClaimed.
 func (s *Store) FinishDelivery(ctx context.Context, id, worker string, attempts []DeliveryAttempt, retryAt time.Time) (*Notification, error) {
 	var out *Notification
+	lost := false
 	err := s.writeGroup(ctx, func() ([]mutation, error) {
+		lost = false
 		n, m, err := prepare(ctx, s, collNotifications, id, audit.ActionUpdate, func(n *Notification) error {
 			if n.Delivery.LeaseOwner != worker {
 				return ErrClaimed
@@ -459,12 +462,15 @@ func (s *Store) FinishDelivery(ctx context.Context, id, worker string, attempts 
 			n.Delivery.LeaseOwner, n.Delivery.LeaseUntil = "", nil
 			return nil
 		})
+		if errors.Is(err, ErrClaimed) {
+			lost, err = true, nil
+		}
 		if err != nil {
 			return nil, err
 		}
 		out = n
 		var muts []mutation
-		if m != nil {
+		if m != nil && !lost {
 			muts = append(muts, *m)
 		}
 		for i := range attempts {
@@ -479,6 +485,9 @@ func (s *Store) FinishDelivery(ctx context.Context, id, worker string, attempts 
 		}
 		return muts, nil
 	})
+	if err == nil && lost {
+		return nil, ErrClaimed
+	}
 	return out, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -133,5 +134,63 @@ func TestClaimHasOneWinner(t *testing.T) {
 	}
 	if won != 1 {
 		t.Errorf("%d workers won the claim, want 1", won)
+	}
+}
+
+// TestLostLeaseKeepsTheAttempt: a worker whose lease ran out and was taken
+// over cannot finish the notification, but its attempt is still recorded;
+// the worker holding the lease finishes it.
+func TestLostLeaseKeepsTheAttempt(t *testing.T) {
+	s := openEmbedded(t)
+	s.serialWrites = true
+	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
+	if err := s.Seed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.SetDeliveryTargets([]string{TargetWebhook})
+	u := &User{Name: "Ann", Email: "ann@example.com"}
+	if err := insert(ctx, s, collUsers, u); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "lease"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Subscribe(ctx, o.ID, u.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ChangeStage(ctx, o.ID, StageMove{Stage: "drafting"}); err != nil {
+		t.Fatal(err)
+	}
+	due, err := s.DueNotifications(ctx, now(), 10)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("due: %v %d", err, len(due))
+	}
+	id := due[0].ID
+	if _, err := s.ClaimNotification(ctx, id, "slow", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if _, err := s.ClaimNotification(ctx, id, "fast", time.Minute); err != nil {
+		t.Fatalf("take-over after the lease: %v", err)
+	}
+	if _, err := s.ClaimNotification(ctx, id, "third", time.Minute); !errors.Is(err, ErrClaimed) {
+		t.Fatalf("claim during a live lease: %v", err)
+	}
+	slow := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: now().Add(-time.Second)}}
+	if _, err := s.FinishDelivery(ctx, id, "slow", slow, now()); !errors.Is(err, ErrClaimed) {
+		t.Fatalf("finish by the worker that lost its lease: %v", err)
+	}
+	fast := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: now()}}
+	n, err := s.FinishDelivery(ctx, id, "fast", fast, now())
+	if err != nil || !n.Delivery.Done || n.Delivery.Targets[0].Attempts != 1 {
+		t.Fatalf("finish by the lease holder: %v %+v", err, n)
+	}
+	attempts, err := s.DeliveryAttempts(ctx, id)
+	if err != nil || len(attempts) != 2 || attempts[0].Worker != "slow" || attempts[1].Worker != "fast" {
+		t.Errorf("attempts: %v %+v", err, attempts)
+	}
+	if v, err := s.Verify(context.Background()); err != nil || len(v) > 0 {
+		t.Errorf("invariants: %v %+v", err, v)
 	}
 }
