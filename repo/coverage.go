@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -160,7 +161,18 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 		return nil, err
 	}
 	c.Meta = Meta{}
-	if err := insert(ctx, s, collCoverage, c); err != nil {
+	if err := insertWithEvents(ctx, s, collCoverage, c, func() ([]event, error) {
+		if c.OpportunityID == "" {
+			return nil, nil
+		}
+		o, err := find[*Opportunity](ctx, s, collOpportunities, c.OpportunityID)
+		if err != nil {
+			return nil, err
+		}
+		return []event{{kind: EventCoverageAdded, oppID: o.ID, title: o.Title,
+			text: fmt.Sprintf("coverage on %q: %s", o.Title, c.Title),
+			data: map[string]any{"coverage_id": c.ID, "coverage_title": c.Title, "url": c.URL, "type": c.Type}}}, nil
+	}); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -119,7 +119,22 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 	} else {
 		n.OccurredAt = now()
 	}
-	if err := insert(ctx, s, collNotes, n); err != nil {
+	if err := insertWithEvents(ctx, s, collNotes, n, func() ([]event, error) {
+		var evs []event
+		for _, l := range n.Links {
+			if l.OpportunityID == "" {
+				continue
+			}
+			o, err := find[*Opportunity](ctx, s, collOpportunities, l.OpportunityID)
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, event{kind: EventNoteAdded, oppID: o.ID, title: o.Title,
+				text: fmt.Sprintf("note added to %q: %s", o.Title, noteGist(n.Title, n.Content)),
+				data: map[string]any{"note_id": n.ID, "note_type": n.Type, "note_title": n.Title}})
+		}
+		return evs, nil
+	}); err != nil {
 		return nil, err
 	}
 	return n, nil

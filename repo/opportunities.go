@@ -365,10 +365,12 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 			}
 			noteID = note.id
 		}
+		from := ""
 		o, m, err := prepare(ctx, s, collOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
 			if err := activeOpportunity(o); err != nil {
 				return err
 			}
+			from = o.Stage
 			if o.Stage == mv.Stage {
 				return &Error{Code: CodeFailedPrecondition, Field: "stage", Message: fmt.Sprintf("stage: opportunity %s is already %s", id, mv.Stage)}
 			}
@@ -387,7 +389,15 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 		if noteID != "" {
 			muts = append(muts, note)
 		}
-		return muts, nil
+		ev := stageEvent(o, from)
+		if noteID != "" {
+			ev.data["note_id"], ev.data["note"] = noteID, mv.Note
+		}
+		notes, err := s.eventMutations(ctx, ev)
+		if err != nil {
+			return nil, err
+		}
+		return append(muts, notes...), nil
 	})
 	if err != nil {
 		return nil, err

@@ -54,6 +54,7 @@ var kinds = map[string]string{
 	collOutlets: "outlet", collContacts: "contact", collChannels: "channel", collCampaigns: "campaign",
 	collOpportunities: "opportunity", collCoverage: "coverage", collMedia: "media", collNotes: "note",
 	collEmails: "email thread", collUsers: "user", collKeys: "agent key", collSettings: "setting",
+	collSubscriptions: "subscription", collNotifications: "notification", collDeliveries: "delivery", collMessages: "Slack message",
 }
 
 // insert creates rec in coll through the write path.

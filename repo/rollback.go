@@ -447,7 +447,11 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 		}
 		return nil
 	}
-	entries, err := s.writeChecked(ctx, notRolledBackYet, muts...)
+	evs, err := s.rollbackEvents(ctx, muts)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := s.writeChecked(ctx, notRolledBackYet, append(muts, evs...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,11 @@ const (
 	collPlanSteps     = "plan_steps"
 	collSessions      = "agent_sessions"
 	collSettings      = "settings"
+	// The outbox and team messaging (notify.go, messages.go).
+	collSubscriptions = "subscriptions"
+	collNotifications = "notifications"
+	collDeliveries    = "deliveries"
+	collMessages      = "slack_messages"
 	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
 	collFiles  = "fs.files"
 	collChunks = "fs.chunks"
@@ -101,6 +106,8 @@ type Store struct {
 	media    MediaOptions
 	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (media.go)
 	uploadMu sync.Mutex             // one upload completes at a time (media.go)
+
+	targets atomic.Pointer[[]string] // delivery targets of new notifications (notify.go)
 
 	// serialWrites is set on FerretDB, whose update and findAndModify read
 	// and then write without a lock: two guarded writes at one version can

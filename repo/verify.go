@@ -14,7 +14,8 @@ import (
 
 // recordCollections are the collections written through the write path.
 var recordCollections = []string{collOutlets, collContacts, collChannels, collCampaigns, collOpportunities,
-	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys, collSettings}
+	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys, collSettings,
+	collSubscriptions, collNotifications, collDeliveries, collMessages}
 
 // Violation is one broken invariant.
 type Violation struct {

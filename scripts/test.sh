@@ -80,6 +80,8 @@ if [ -x "$kit/install.sh" ] && [ "$(id -u)" = 0 ]; then
   ddb_uri=$("$kit/start.sh" --port-pg 54391 --port-mongo 27091 --dir "$ddb_dir")
   trap '"$kit/stop.sh" --dir "$ddb_dir" >/dev/null 2>&1 || true' EXIT
   env "$ddb_uri" go test -count=1 -timeout 20m ./repo/
+  # Two service processes on one store deliver each notification once; a kill -9 loses none.
+  env "$ddb_uri" go test -count=1 -timeout 10m -run 'TestNotifyTwoInstancesOneStore|TestNotifySeveralWorkers|TestNotifyDeliveredAfterKill9' ./integration/
   "$kit/stop.sh" --dir "$ddb_dir" >/dev/null 2>&1 || true
   trap - EXIT
 else

@@ -4,10 +4,18 @@ import (
 	"slices"
 
 	"outreach/repo"
+	"outreach/slackmsg"
 )
+
+// WithSlack gives the Messaging tools their Slack client.
+func WithSlack(c *slackmsg.Client) Option { return func(o *options) { o.slack = c } }
 
 // All is every tool of the service, in the order tools/list shows them.
 func All(s *repo.Store, opts ...Option) []Tool {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	return slices.Concat(
 		Outlets(s),
 		Contacts(s),
@@ -21,5 +29,7 @@ func All(s *repo.Store, opts ...Option) []Tool {
 		Keys(s),
 		Media(s),
 		Emails(s, opts...),
+		Notifications(s),
+		Messaging(s, o.slack),
 	)
 }

@@ -9,6 +9,7 @@ import (
 
 	"outreach/mailsync"
 	"outreach/repo"
+	"outreach/slackmsg"
 )
 
 // Option configures the tool list.
@@ -17,6 +18,7 @@ type Option func(*options)
 type options struct {
 	mail            *mailsync.Syncer
 	keepAttachments bool
+	slack           *slackmsg.Client
 }
 
 // WithMailSync gives sync_emails the configured shared inbox.

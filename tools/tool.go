@@ -27,11 +27,12 @@ import (
 type kind int
 
 const (
-	read   kind = iota // reads only
-	create             // adds records, changes none
-	change             // changes or archives records
-	admin              // manages keys and users
-	send               // acts outside the service
+	read    kind = iota // reads only
+	create              // adds records, changes none
+	change              // changes or archives records
+	admin               // manages keys and users
+	send                // acts outside the service
+	readOut             // reads from outside the service (Slack)
 )
 
 // Tool is one MCP tool.
@@ -72,6 +73,10 @@ func newTool[In any](name, description string, k kind, h func(context.Context, *
 	case send:
 		ann.DestructiveHint = &f
 		ann.OpenWorldHint = &t
+	case readOut:
+		ann.ReadOnlyHint = true
+		ann.OpenWorldHint = &t
+		scope = repo.ScopeRead
 	}
 	return Tool{
 		Def:   mcp.Tool{Name: name, Description: description, InputSchema: schema, Annotations: ann},

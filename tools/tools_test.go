@@ -78,8 +78,10 @@ func TestToolInventory(t *testing.T) {
 			t.Errorf("%s: annotations not explicit", d.Name)
 			continue
 		}
-		// Only what reaches outside the service (the inbox sync) is open-world.
-		if open := d.Name == "sync_emails"; *a.OpenWorldHint != open && !strings.HasPrefix(d.Name, "send_") {
+		// Only what reaches outside the service is open-world: the inbox
+		// sync and the Messaging group (the catalogue's rule).
+		messaging := map[string]bool{"send_slack_message": true, "ask_slack": true, "get_slack_answer": true, "list_questions": true}
+		if open := d.Name == "sync_emails" || messaging[d.Name]; *a.OpenWorldHint != open {
 			t.Errorf("%s: openWorldHint %v, want %v", d.Name, *a.OpenWorldHint, open)
 		}
 		switch tool.Scope {
@@ -117,6 +119,20 @@ func TestToolInventory(t *testing.T) {
 		"link_email_opportunity", "unlink_email_opportunity"} {
 		if !names[want] {
 			t.Errorf("missing tool %s", want)
+		}
+	}
+	// The catalogue's Notifications and Messaging tools; Messaging reaches
+	// outside the service, so its tools say so (openWorldHint).
+	messaging := map[string]bool{"send_slack_message": true, "ask_slack": true, "get_slack_answer": true, "list_questions": true}
+	for _, want := range []string{"subscribe_opportunity", "unsubscribe_opportunity", "list_subscriptions", "list_notifications",
+		"mark_notifications_read", "send_slack_message", "ask_slack", "get_slack_answer", "list_questions"} {
+		if !names[want] {
+			t.Errorf("missing tool %s", want)
+		}
+	}
+	for _, tool := range tools {
+		if a := tool.Def.Annotations; messaging[tool.Def.Name] && (a == nil || a.OpenWorldHint == nil || !*a.OpenWorldHint) {
+			t.Errorf("%s: a Messaging tool without openWorldHint true", tool.Def.Name)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"outreach/audit"
+	"outreach/delivery"
 	"outreach/embedded"
 	"outreach/mailsync"
 	"outreach/repo"
@@ -260,7 +261,13 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger
 		defer stopCommands()
 	}
 	go store.RunRecovery(ctx, 10*time.Second)
-	topts := []tools.Option{tools.WithEmailAttachments(keep)}
+	dcfg, err := deliveryConfig(log)
+	if err != nil {
+		return err
+	}
+	store.SetDeliveryTargets(delivery.Targets(dcfg))
+	go delivery.New(store, dcfg).Run(ctx) // also fires next_action_due without targets
+	topts := []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack)}
 	if mailCfg != nil {
 		syncer, err := mailsync.New(store, *mailCfg)
 		if err != nil {

@@ -49,6 +49,8 @@ type Options struct {
 	// directory), and DB names the database (default: a fresh name), for
 	// tests that open the same store again afterwards (outreach verify).
 	DataDir, DB string
+	// Tools configure what the tools reach outside the store (Slack).
+	Tools []tools.Option
 }
 
 // New starts a service for the test and stops it when the test ends.
@@ -61,7 +63,7 @@ func New(t testing.TB) *Env {
 func NewWith(t testing.TB, o Options) *Env {
 	t.Helper()
 	store := OpenStore(t, o)
-	var topts []tools.Option
+	topts := append([]tools.Option{}, o.Tools...)
 	if o.Mail != nil {
 		m, err := mailsync.New(store, *o.Mail)
 		if err != nil {

@@ -1,0 +1,121 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"outreach/audit"
+	"outreach/repo"
+)
+
+// Notifications is the subscriptions-and-outbox part of the Notifications
+// group (keys and users are in keys.go).
+func Notifications(s *repo.Store) []Tool {
+	events := strings.Join(repo.Events, ", ")
+	type subscribeIn struct {
+		OpportunityID string   `json:"opportunity_id" jsonschema:"the opportunity to follow (UUID)"`
+		UserID        string   `json:"user_id,omitempty" jsonschema:"the team member who subscribes (UUID); default: the caller's user"`
+		Events        []string `json:"events,omitempty" enum:"stage_changed,coverage_added,note_added,email_received,next_action_due" jsonschema:"event kinds to be notified of; default all"`
+	}
+	type unsubscribeIn struct {
+		OpportunityID string `json:"opportunity_id" jsonschema:"the opportunity to stop following (UUID)"`
+		UserID        string `json:"user_id,omitempty" jsonschema:"the team member (UUID); default: the caller's user"`
+	}
+	type listSubsIn struct {
+		UserID string `json:"user_id,omitempty" jsonschema:"whose subscriptions (UUID); default: the caller's user"`
+		Limit  *int   `json:"limit,omitempty" jsonschema:"maximum results, 1 to 200; default 50"`
+		Offset *int   `json:"offset,omitempty" jsonschema:"results to skip; default 0"`
+	}
+	type listIn struct {
+		UserID     string `json:"user_id,omitempty" jsonschema:"whose notifications (UUID); default: the caller's user"`
+		UnreadOnly bool   `json:"unread_only,omitempty" jsonschema:"only notifications not yet marked read; default false"`
+		Limit      *int   `json:"limit,omitempty" jsonschema:"maximum results, 1 to 200; default 50"`
+		Offset     *int   `json:"offset,omitempty" jsonschema:"results to skip; default 0"`
+	}
+	type markIn struct {
+		IDs []string `json:"ids" jsonschema:"ids of the notifications to mark read (UUIDs), 1 to 200"`
+	}
+	userOr := func(ctx context.Context, id string) (string, error) {
+		if id == "" {
+			a, _ := audit.ActorFrom(ctx)
+			return a.UserID, nil
+		}
+		return id, checkUUID("user_id", id)
+	}
+	return []Tool{
+		newTool("subscribe_opportunity", "Subscribe a team member to an opportunity's events ("+events+"). Each event then becomes a notification for them, delivered to the team's Slack channel and the webhook when configured, and listed by list_notifications. Subscribing again replaces the event kinds.", create,
+			func(ctx context.Context, in *subscribeIn) (any, error) {
+				if err := checkUUID("opportunity_id", in.OpportunityID); err != nil {
+					return nil, err
+				}
+				uid, err := userOr(ctx, in.UserID)
+				if err != nil {
+					return nil, err
+				}
+				for i, e := range in.Events {
+					if err := checkEnum(fmt.Sprintf("events[%d]", i), e, repo.Events); err != nil {
+						return nil, err
+					}
+				}
+				return s.Subscribe(ctx, in.OpportunityID, uid, in.Events)
+			}),
+		newTool("unsubscribe_opportunity", "End a team member's subscription to an opportunity: no more notifications of its events. The subscription is archived, not deleted.", change,
+			func(ctx context.Context, in *unsubscribeIn) (any, error) {
+				if err := checkUUID("opportunity_id", in.OpportunityID); err != nil {
+					return nil, err
+				}
+				uid, err := userOr(ctx, in.UserID)
+				if err != nil {
+					return nil, err
+				}
+				return s.Unsubscribe(ctx, in.OpportunityID, uid)
+			}),
+		newTool("list_subscriptions", "List a team member's active subscriptions, each with the opportunity's current title and stage; newest first.", read,
+			func(ctx context.Context, in *listSubsIn) (any, error) {
+				uid, err := userOr(ctx, in.UserID)
+				if err != nil {
+					return nil, err
+				}
+				limit, offset, err := page(in.Limit, in.Offset, defaultLimit)
+				if err != nil {
+					return nil, err
+				}
+				p, err := s.Subscriptions(ctx, uid, limit, offset)
+				if err != nil {
+					return nil, err
+				}
+				return envelope("subscriptions", p, limit, offset), nil
+			}),
+		newTool("list_notifications", "List a team member's notifications, newest first: event, opportunity, text, when, whether read, and the delivery state per target (slack, webhook). Poll it with unread_only and mark what was handled with mark_notifications_read.", read,
+			func(ctx context.Context, in *listIn) (any, error) {
+				uid, err := userOr(ctx, in.UserID)
+				if err != nil {
+					return nil, err
+				}
+				limit, offset, err := page(in.Limit, in.Offset, defaultLimit)
+				if err != nil {
+					return nil, err
+				}
+				p, err := s.Notifications(ctx, uid, in.UnreadOnly, limit, offset)
+				if err != nil {
+					return nil, err
+				}
+				return envelope("notifications", p, limit, offset), nil
+			}),
+		newTool("mark_notifications_read", "Mark notifications read (all given ids as one unit; one already read stays as it is). Returns the ids it marked.", change,
+			func(ctx context.Context, in *markIn) (any, error) {
+				if len(in.IDs) == 0 || len(in.IDs) > maxLimit {
+					return nil, repo.Invalid("ids", "give 1 to %d notification ids (got %d)", maxLimit, len(in.IDs))
+				}
+				if err := checkUUIDs("ids", in.IDs); err != nil {
+					return nil, err
+				}
+				marked, err := s.MarkRead(ctx, in.IDs)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"marked": marked, "count": len(marked)}, nil
+			}),
+	}
+}
