@@ -61,10 +61,10 @@ fi
 echo "== tests"
 go test -count=1 -timeout 40m -skip '^TestReplicaSet$' ./...
 
-echo "== fuzzing, a few seconds per target (minutes: FUZZTIME=2m ./scripts/test.sh)"
+echo "== fuzzing, a few seconds per target (minutes: FUZZTIME=2m ./scripts/test.sh; by default 500 inputs a target)"
 for target in "tools FuzzDecode" "tools FuzzParseTime" "tools FuzzRender" "repo FuzzCheckFreeForm" "repo FuzzSearchText"; do
   set -- $target
-  if ! out=$(go test ./"$1" -run '^$' -fuzz "^$2\$" -fuzztime "${FUZZTIME:-5s}" 2>&1); then
+  if ! out=$(go test ./"$1" -run '^$' -fuzz "^$2\$" -fuzztime "${FUZZTIME:-500x}" 2>&1); then
     echo "$out"; echo "$2 failed (the failing input is under $1/testdata/fuzz/$2)"; exit 1
   fi
   echo "$2: ok"
