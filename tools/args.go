@@ -30,6 +30,32 @@ func checkUUIDs(field string, ids []string) error {
 	return nil
 }
 
+// checkOptionalUUIDs checks the id filters that were given, in order:
+// field, value, field, value…
+func checkOptionalUUIDs(fieldValues ...string) error {
+	for i := 0; i+1 < len(fieldValues); i += 2 {
+		if fieldValues[i+1] == "" {
+			continue
+		}
+		if err := checkUUID(fieldValues[i], fieldValues[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// optionalTime parses a date argument that may be absent (nil then).
+func optionalTime(field, s string, endOfDay bool) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	t, err := parseTime(field, s, endOfDay)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
 // checkEnum refuses a value outside allowed, listing them.
 func checkEnum(field, v string, allowed []string) error {
 	if !slices.Contains(allowed, v) {

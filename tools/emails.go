@@ -145,19 +145,11 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 					return nil, err
 				}
 				f := repo.EmailThreadFilter{ContactID: in.ContactID, OpportunityID: in.OpportunityID, IncludeArchived: in.IncludeArchived}
-				for field, id := range map[string]string{"contact_id": in.ContactID, "opportunity_id": in.OpportunityID} {
-					if id != "" {
-						if err := checkUUID(field, id); err != nil {
-							return nil, err
-						}
-					}
+				if err := checkOptionalUUIDs("contact_id", in.ContactID, "opportunity_id", in.OpportunityID); err != nil {
+					return nil, err
 				}
-				if in.Since != "" {
-					t, err := parseTime("since", in.Since, false)
-					if err != nil {
-						return nil, err
-					}
-					f.Since = &t
+				if f.Since, err = optionalTime("since", in.Since, false); err != nil {
+					return nil, err
 				}
 				p, err := s.ListEmailThreads(ctx, f, limit, offset)
 				if err != nil {

@@ -107,12 +107,8 @@ func Notes(s *repo.Store) []Tool {
 						return nil, err
 					}
 				}
-				for field, id := range map[string]string{"contact_id": in.ContactID, "outlet_id": in.OutletID, "opportunity_id": in.OpportunityID} {
-					if id != "" {
-						if err := checkUUID(field, id); err != nil {
-							return nil, err
-						}
-					}
+				if err := checkOptionalUUIDs("contact_id", in.ContactID, "outlet_id", in.OutletID, "opportunity_id", in.OpportunityID); err != nil {
+					return nil, err
 				}
 				p, err := s.ListNotes(ctx, repo.NoteFilter{Type: in.Type, ContactID: in.ContactID, OutletID: in.OutletID,
 					OpportunityID: in.OpportunityID, Search: in.Search, IncludeArchived: in.IncludeArchived}, limit, offset)
@@ -217,26 +213,14 @@ func Notes(s *repo.Store) []Tool {
 					return nil, repo.Invalid("contact_id", "give at least one of contact_id, outlet_id, opportunity_id")
 				}
 				q := repo.InteractionQuery{ContactID: in.ContactID, OutletID: in.OutletID, OpportunityID: in.OpportunityID, Limit: limit}
-				for field, id := range map[string]string{"contact_id": in.ContactID, "outlet_id": in.OutletID, "opportunity_id": in.OpportunityID} {
-					if id != "" {
-						if err := checkUUID(field, id); err != nil {
-							return nil, err
-						}
-					}
+				if err := checkOptionalUUIDs("contact_id", in.ContactID, "outlet_id", in.OutletID, "opportunity_id", in.OpportunityID); err != nil {
+					return nil, err
 				}
-				if in.Since != "" {
-					t, err := parseTime("since", in.Since, false)
-					if err != nil {
-						return nil, err
-					}
-					q.Since = &t
+				if q.Since, err = optionalTime("since", in.Since, false); err != nil {
+					return nil, err
 				}
-				if in.Until != "" {
-					t, err := parseTime("until", in.Until, true)
-					if err != nil {
-						return nil, err
-					}
-					q.Until = &t
+				if q.Until, err = optionalTime("until", in.Until, true); err != nil {
+					return nil, err
 				}
 				if q.Since != nil && q.Until != nil && q.Until.Before(*q.Since) {
 					return nil, repo.Invalid("until", "is before since")
