@@ -36,8 +36,13 @@ func TestLargeSessionRollback(t *testing.T) {
 			t.Cleanup(func() { planChunkBytes = old })
 			work := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "big-" + mode, Tool: "test"})
 			start := time.Now()
+			// Created straight through the write path (CreateUser would
+			// also check each email's uniqueness, a scan of the collection
+			// on the embedded store, which is not what is measured here).
 			for i := 0; i < n; i++ {
-				if _, err := s.CreateUser(work, fmt.Sprintf("user %d", i), uuid.NewString()+"@example.com", ""); err != nil {
+				id := uuid.NewString()
+				if _, err := s.write(work, mutation{coll: collUsers, id: id, action: audit.ActionCreate,
+					after: bson.M{"_id": id, "name": fmt.Sprintf("user %d", i), "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}}); err != nil {
 					t.Fatal(err)
 				}
 			}
