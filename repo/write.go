@@ -960,7 +960,7 @@ func (s *Store) heartbeat(ctx context.Context, planID string) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(s.lease / 4)
+		t := time.NewTicker(max(s.lease/4, 10*time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
