@@ -220,13 +220,43 @@ type OpportunityCounts struct {
 	ByStage map[string]int `json:"by_stage"`
 }
 
-// CoverageCounts counts a campaign's active coverage.
-type CoverageCounts struct {
+// CoverageTally counts coverage by type and sentiment (every allowed value
+// listed, 0 when none) and sums its reach without ever wrapping. Campaign
+// metrics and the outlet dossier share it.
+type CoverageTally struct {
 	Total       int            `json:"total"`
 	ByType      map[string]int `json:"by_type"`
 	BySentiment map[string]int `json:"by_sentiment"`
-	Tier1       int            `json:"tier1"`
 	TotalReach  int64          `json:"total_reach"`
+}
+
+func newCoverageTally() CoverageTally {
+	c := CoverageTally{ByType: map[string]int{}, BySentiment: map[string]int{NoSentiment: 0}}
+	for _, ty := range CoverageTypes {
+		c.ByType[ty] = 0
+	}
+	for _, se := range Sentiments {
+		c.BySentiment[se] = 0
+	}
+	return c
+}
+
+func (c *CoverageTally) add(typ, sentiment string, reach *int64) {
+	c.Total++
+	c.ByType[typ]++
+	if sentiment == "" {
+		sentiment = NoSentiment
+	}
+	c.BySentiment[sentiment]++
+	if reach != nil {
+		c.TotalReach = addFigures(c.TotalReach, *reach)
+	}
+}
+
+// CoverageCounts counts a campaign's active coverage.
+type CoverageCounts struct {
+	CoverageTally
+	Tier1 int `json:"tier1"`
 }
 
 // NoSentiment is the by_sentiment bucket of coverage recorded without one.
@@ -270,13 +300,7 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 		m.WinRate = &r
 	}
 	c := &m.Coverage
-	c.ByType, c.BySentiment = map[string]int{}, map[string]int{NoSentiment: 0}
-	for _, ty := range CoverageTypes {
-		c.ByType[ty] = 0
-	}
-	for _, se := range Sentiments {
-		c.BySentiment[se] = 0
-	}
+	c.CoverageTally = newCoverageTally()
 	var cov []struct {
 		Type      string `bson:"type"`
 		Sentiment string `bson:"sentiment"`
@@ -307,18 +331,9 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 		}
 	}
 	for _, x := range cov {
-		c.Total++
-		c.ByType[x.Type]++
-		if x.Sentiment == "" {
-			c.BySentiment[NoSentiment]++
-		} else {
-			c.BySentiment[x.Sentiment]++
-		}
+		c.add(x.Type, x.Sentiment, x.Reach)
 		if tier1[x.OutletID] {
 			c.Tier1++
-		}
-		if x.Reach != nil {
-			c.TotalReach = addFigures(c.TotalReach, *x.Reach)
 		}
 	}
 	return m, nil

@@ -318,14 +318,9 @@ type OutletDossier struct {
 		OpportunityCounts
 		Items []OpportunityBrief `json:"items"`
 	} `json:"opportunities"`
-	Coverage struct {
-		Total       int            `json:"total"`
-		ByType      map[string]int `json:"by_type"`
-		BySentiment map[string]int `json:"by_sentiment"`
-		// TotalReach is the sum of the coverage's reach; the outlet's own
-		// monthly reach is outlet.audience_size.
-		TotalReach int64 `json:"total_reach"`
-	} `json:"coverage"`
+	// Coverage: its total_reach is the sum of the coverage's reach; the
+	// outlet's own monthly reach is outlet.audience_size.
+	Coverage           CoverageTally   `json:"coverage"`
 	LatestInteractions *InteractionLog `json:"latest_interactions"`
 	ComputedAt         time.Time       `json:"computed_at"`
 }
@@ -385,14 +380,7 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 		}
 		oc.Items = append(oc.Items, brief(x))
 	}
-	cv := &d.Coverage
-	cv.ByType, cv.BySentiment = map[string]int{}, map[string]int{NoSentiment: 0}
-	for _, ty := range CoverageTypes {
-		cv.ByType[ty] = 0
-	}
-	for _, se := range Sentiments {
-		cv.BySentiment[se] = 0
-	}
+	d.Coverage = newCoverageTally()
 	var cov []struct {
 		Type      string `bson:"type"`
 		Sentiment string `bson:"sentiment"`
@@ -402,16 +390,7 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 		return nil, err
 	}
 	for _, x := range cov {
-		cv.Total++
-		cv.ByType[x.Type]++
-		if x.Sentiment == "" {
-			cv.BySentiment[NoSentiment]++
-		} else {
-			cv.BySentiment[x.Sentiment]++
-		}
-		if x.Reach != nil {
-			cv.TotalReach += *x.Reach
-		}
+		d.Coverage.add(x.Type, x.Sentiment, x.Reach)
 	}
 	if d.LatestInteractions, err = s.InteractionLog(ctx, InteractionQuery{OutletID: id, Limit: interactions}); err != nil {
 		return nil, err
