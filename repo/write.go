@@ -248,6 +248,16 @@ func (s *Store) bindSession(ctx context.Context, a audit.Actor) error {
 	return &Error{Code: CodeUnavailable, Retryable: true, Message: "could not bind the session; try again"}
 }
 
+// openSession records a session opened by start_session (bookkeeping, like
+// bindSession: no change entry) and binds it to its agent.
+func (s *Store) openSession(ctx context.Context, doc bson.M) error {
+	if _, err := s.coll(collSessions).InsertOne(ctx, doc); err != nil {
+		return fmt.Errorf("open session: %w", err)
+	}
+	s.sessions.Store(doc["_id"], doc["agent_id"])
+	return nil
+}
+
 func sessionOwner(a audit.Actor, owner string) error {
 	if owner == a.AgentID {
 		return nil

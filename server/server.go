@@ -31,8 +31,7 @@ const Instructions = `Outreach tracks a PR team's media pipeline: outlets, conta
 func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "outreach", Version: version.Version}, &mcp.ServerOptions{Instructions: Instructions})
 	tools.Register(srv, tools.All(store, opts...))
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, SessionTimeout: 30 * time.Minute})
+	mcpHandler := revisions(srv)
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		k, err := store.Authenticate(ctx, token)
 		if errors.Is(err, repo.ErrBadKey) {
@@ -51,7 +50,7 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 		}
 		info := &auth.TokenInfo{Scopes: k.Scopes, UserID: k.ID, Extra: map[string]any{tools.ActorKey: audit.Actor{
 			UserID: k.UserID, AgentID: k.AgentID, KeyID: k.ID, KeyName: k.Name, AgentType: k.AgentType, Scopes: k.Scopes,
-		}, tools.BaseURLKey: requestBaseURL(r)}}
+		}, tools.BaseURLKey: requestBaseURL(r), tools.ImplicitSessionKey: implicitSession(store)}}
 		if k.ExpiresAt != nil {
 			info.Expiration = *k.ExpiresAt
 		}

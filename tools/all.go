@@ -26,6 +26,7 @@ func All(s *repo.Store, opts ...Option) []Tool {
 		Notes(s),
 		Search(s),
 		Audit(s),
+		Sessions(s),
 		Keys(s),
 		Media(s),
 		Emails(s, opts...),

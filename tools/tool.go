@@ -252,7 +252,7 @@ func handler(t Tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
 		log := zerolog.Ctx(ctx)
-		actor, err := callActor(req)
+		actor, err := callActor(ctx, req)
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -298,7 +298,20 @@ func errorResult(err error) *mcp.CallToolResult {
 // ActorKey is where the HTTP layer leaves the authenticated actor in the token's Extra.
 const ActorKey = "actor"
 
-func callActor(req *mcp.CallToolRequest) (audit.Actor, error) {
+// MetaSessionKey is the request _meta field naming the caller's agent
+// session, for clients that can set _meta but not HTTP headers.
+const MetaSessionKey = "outreach/session_id"
+
+// ImplicitSessionKey is where the HTTP layer leaves, in the token's Extra, the
+// function that gives a call of the stateless revision naming no session its
+// key's implicit session.
+const ImplicitSessionKey = "implicit_session"
+
+// callActor is the authenticated actor of a call, in the agent session it
+// names: the X-Agent-Session-Id header, else the outreach/session_id _meta
+// field (both must agree when both are sent), else the MCP session on the
+// stateful revisions, else the key's implicit session (stateless revision).
+func callActor(ctx context.Context, req *mcp.CallToolRequest) (audit.Actor, error) {
 	if req.Extra == nil || req.Extra.TokenInfo == nil {
 		return audit.Actor{}, &repo.Error{Code: repo.CodePermissionDenied, Message: "no authenticated key on this call"}
 	}
@@ -306,15 +319,46 @@ func callActor(req *mcp.CallToolRequest) (audit.Actor, error) {
 	if !ok {
 		return audit.Actor{}, &repo.Error{Code: repo.CodePermissionDenied, Message: "no authenticated key on this call"}
 	}
-	if sid := strings.TrimSpace(req.Extra.Header.Get(SessionHeader)); sid != "" {
-		if len(sid) > 128 || strings.ContainsFunc(sid, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
-			return audit.Actor{}, repo.Invalid(SessionHeader, "must be 1 to 128 visible ASCII characters")
+	header := strings.TrimSpace(req.Extra.Header.Get(SessionHeader))
+	var meta string
+	if m := req.Params.GetMeta(); m != nil {
+		if v, ok := m[MetaSessionKey]; ok && v != nil {
+			s, isString := v.(string)
+			if !isString {
+				return audit.Actor{}, repo.Invalid("_meta."+MetaSessionKey, "must be a string: a start_session handle or an id of your own")
+			}
+			meta = strings.TrimSpace(s)
+			if meta == "" {
+				return audit.Actor{}, repo.Invalid("_meta."+MetaSessionKey, "is empty; leave it out or send a start_session handle")
+			}
+		}
+	}
+	switch {
+	case header != "" && meta != "" && header != meta:
+		return audit.Actor{}, repo.Invalid(SessionHeader, "names session %q but _meta.%s names %q; send one, or the same in both", header, MetaSessionKey, meta)
+	case header != "":
+		if err := repo.CheckSessionID(SessionHeader, header); err != nil {
+			return audit.Actor{}, err
+		}
+		actor.SessionID = header
+	case meta != "":
+		if err := repo.CheckSessionID("_meta."+MetaSessionKey, meta); err != nil {
+			return audit.Actor{}, err
+		}
+		actor.SessionID = meta
+	case req.Session != nil && req.Session.ID() != "":
+		actor.SessionID = req.Session.ID()
+	default:
+		implicit, ok := req.Extra.TokenInfo.Extra[ImplicitSessionKey].(func(context.Context, audit.Actor) (string, error))
+		if !ok {
+			actor.SessionID = "key-" + actor.KeyID
+			break
+		}
+		sid, err := implicit(ctx, actor)
+		if err != nil {
+			return audit.Actor{}, err
 		}
 		actor.SessionID = sid
-	} else if req.Session != nil && req.Session.ID() != "" {
-		actor.SessionID = req.Session.ID()
-	} else {
-		actor.SessionID = "key-" + actor.KeyID
 	}
 	return actor, nil
 }

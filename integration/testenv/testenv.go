@@ -142,12 +142,24 @@ type Client struct {
 	t       testing.TB
 }
 
+// ClientRevision is the MCP revision Client speaks: the newest with an MCP
+// session, as every client did before the service served 2026-07-28.
+// ClientAt speaks any other.
+const ClientRevision = "2025-11-25"
+
 // Client connects with key (and, when sessionID is set, X-Agent-Session-Id).
 func (e *Env) Client(key, sessionID string) *Client {
 	e.t.Helper()
+	return e.ClientAt(e.URL, ClientRevision, key, sessionID)
+}
+
+// ClientAt connects to url on MCP revision version with key (and, when
+// sessionID is set, X-Agent-Session-Id).
+func (e *Env) ClientAt(url, version, key, sessionID string) *Client {
+	e.t.Helper()
 	hc := &http.Client{Transport: headers{key: key, session: sessionID}}
 	c := mcp.NewClient(&mcp.Implementation{Name: "outreach-test", Version: "1"}, nil)
-	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.URL, HTTPClient: hc}, nil)
+	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		e.t.Fatalf("connect: %v", err)
 	}
