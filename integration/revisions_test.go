@@ -195,10 +195,10 @@ func TestRevision20260728BehindRoundRobin(t *testing.T) {
 	}
 	for _, id := range implicit {
 		var o struct {
-			Archived bool `json:"archived"`
+			ArchivedAt *string `json:"archived_at"`
 		}
 		c.Must("get_outlet", M{"id": id}, &o)
-		if o.Archived {
+		if o.ArchivedAt != nil {
 			t.Errorf("outlet %s of the implicit session was archived by the other session's rollback", id)
 		}
 	}
