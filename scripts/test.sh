@@ -34,6 +34,15 @@ else
   echo "npm not found: the end-to-end test will skip (and fail under CI=true)"
 fi
 
+# --- MCP conformance suite (issue 14) ---------------------------------------
+echo "== MCP conformance suite (and the Node 22 it needs)"
+if command -v npm >/dev/null 2>&1; then
+  (cd integration/e2e/conformance && npm ci --no-audit --no-fund --loglevel=error)
+else
+  echo "npm not found: the conformance test will skip (and fail under CI=true)"
+fi
+# --- end of the conformance block -------------------------------------------
+
 echo "== docker-compose.yml"
 if ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1 \
     && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
