@@ -29,6 +29,9 @@ const ImplicitIdle = 30 * time.Minute
 // minute the session started follow it.
 const ImplicitPrefix = "auto-"
 
+// sessionClock is the implicit sessions' clock (a test moves it on).
+var sessionClock = now
+
 // MaxLabel is the longest session label.
 const MaxLabel = 200
 
@@ -94,24 +97,27 @@ func (s *Store) StartSession(ctx context.Context, label string) (*Session, error
 // younger than ImplicitIdle, or else a new one named after the minute it
 // starts (so concurrent first calls of one key agree on it). It reads only
 // the store, so every instance behind a load balancer gives the same answer.
-func (s *Store) ImplicitSession(ctx context.Context, a audit.Actor) (string, error) {
+// Until is how long the answer stands whatever other instances do (the
+// session cannot end before it); it is zero for a new session, which other
+// instances may name after a later minute until it has a change.
+func (s *Store) ImplicitSession(ctx context.Context, a audit.Actor) (id string, until time.Time, err error) {
 	if a.KeyID == "" {
-		return "", errors.New("implicit session without a key")
+		return "", time.Time{}, errors.New("implicit session without a key")
 	}
 	prefix := ImplicitPrefix + a.KeyID + "-"
 	match := bson.M{"$regex": "^" + regexp.QuoteMeta(prefix)}
-	t := now()
+	t := sessionClock()
 	var last struct {
 		SessionID string    `bson:"session_id"`
 		At        time.Time `bson:"at"`
 	}
-	err := s.coll(collChangeLog).FindOne(ctx, bson.M{"session_id": match, "state": audit.StateApplied},
+	err = s.coll(collChangeLog).FindOne(ctx, bson.M{"session_id": match, "state": audit.StateApplied},
 		options.FindOne().SetSort(bson.D{{Key: "seq", Value: -1}}).SetProjection(bson.M{"session_id": 1, "at": 1})).Decode(&last)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return "", fmt.Errorf("implicit session: %w", err)
+		return "", time.Time{}, fmt.Errorf("implicit session: %w", err)
 	}
 	if err == nil && t.Sub(last.At) < ImplicitIdle {
-		return last.SessionID, nil
+		return last.SessionID, last.At.Add(ImplicitIdle), nil
 	}
 	// A session bound but whose first change is still being written counts
 	// as active too.
@@ -122,12 +128,12 @@ func (s *Store) ImplicitSession(ctx context.Context, a audit.Actor) (string, err
 	err = s.coll(collSessions).FindOne(ctx, bson.M{"_id": match, "created_at": bson.M{"$gt": t.Add(-ImplicitIdle)}},
 		options.FindOne().SetSort(bson.D{{Key: "created_at", Value: -1}})).Decode(&bound)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return "", fmt.Errorf("implicit session: %w", err)
+		return "", time.Time{}, fmt.Errorf("implicit session: %w", err)
 	}
 	if err == nil && bound.ID > last.SessionID {
-		return bound.ID, nil
+		return bound.ID, bound.CreatedAt.Add(ImplicitIdle), nil
 	}
-	return prefix + t.Format("20060102T1504Z"), nil
+	return prefix + t.Format("20060102T1504Z"), time.Time{}, nil
 }
 
 // SessionFilter selects sessions; empty fields do not filter.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"sync"
 
 	"time"
 
@@ -157,9 +158,28 @@ func (u *unknownSession) Flush() {
 func (u *unknownSession) Unwrap() http.ResponseWriter { return u.ResponseWriter }
 
 // implicitSession gives a call of the stateless revision that names no agent
-// session the key's implicit session (see repo.Store.ImplicitSession).
+// session the key's implicit session (see repo.Store.ImplicitSession). An
+// answer is kept per key for as long as the store says it stands, so a busy
+// key costs one change-log query per idle period, not one per call.
 func implicitSession(store *repo.Store) func(context.Context, audit.Actor) (string, error) {
+	type answer struct {
+		id    string
+		until time.Time
+	}
+	var cache sync.Map // key id -> answer
 	return func(ctx context.Context, a audit.Actor) (string, error) {
-		return store.ImplicitSession(ctx, a)
+		if v, ok := cache.Load(a.KeyID); ok && time.Now().Before(v.(answer).until) {
+			return v.(answer).id, nil
+		}
+		id, until, err := store.ImplicitSession(ctx, a)
+		if err != nil {
+			return "", err
+		}
+		if until.IsZero() {
+			cache.Delete(a.KeyID)
+		} else {
+			cache.Store(a.KeyID, answer{id, until})
+		}
+		return id, nil
 	}
 }
