@@ -16,7 +16,7 @@ func All(s *repo.Store, opts ...Option) []Tool {
 	for _, f := range opts {
 		f(&o)
 	}
-	return slices.Concat(
+	return withOutputs(slices.Concat(
 		Outlets(s),
 		Contacts(s),
 		Channels(s),
@@ -31,5 +31,5 @@ func All(s *repo.Store, opts ...Option) []Tool {
 		Emails(s, opts...),
 		Notifications(s),
 		Messaging(s, o.slack),
-	)
+	))
 }

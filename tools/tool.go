@@ -228,7 +228,8 @@ func jsonType(t reflect.Type) string {
 }
 
 // Register adds tools to server; every call is authorised by scope,
-// attributed, logged once and answered with a JSON text result.
+// attributed, logged once and answered with its JSON result, as text and
+// as structuredContent.
 func Register(server *mcp.Server, tools []Tool) {
 	for _, t := range tools {
 		def := t.Def
@@ -286,8 +287,14 @@ func handler(t Tool) mcp.ToolHandler {
 			log.Error().Err(err).Str("tool", t.Def.Name).Msg("encode result")
 			return errorResult(err), nil
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, nil
+		return textResult(text), nil
 	}
+}
+
+// textResult answers with the result's JSON as text and, the same bytes, as
+// structuredContent (every result is a JSON object; see outputs.go).
+func textResult(text []byte) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: json.RawMessage(text)}
 }
 
 func errorResult(err error) *mcp.CallToolResult {

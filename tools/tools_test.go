@@ -136,3 +136,25 @@ func TestToolInventory(t *testing.T) {
 		}
 	}
 }
+
+// TestToolOutputSchemas checks that every tool declares the schema of its
+// real result type (outputs.go), an object as MCP requires, and that the
+// table names no tool that does not exist.
+func TestToolOutputSchemas(t *testing.T) {
+	names := map[string]bool{}
+	for _, tool := range All(nil) {
+		names[tool.Def.Name] = true
+		if outputs[tool.Def.Name] == nil {
+			t.Errorf("%s: no result type in outputs.go", tool.Def.Name)
+		}
+		s, ok := tool.Def.OutputSchema.(*jsonschema.Schema)
+		if !ok || s.Type != "object" {
+			t.Errorf("%s: output schema is not an object schema: %v", tool.Def.Name, tool.Def.OutputSchema)
+		}
+	}
+	for name := range outputs {
+		if !names[name] {
+			t.Errorf("outputs.go names %s, which is no tool", name)
+		}
+	}
+}
