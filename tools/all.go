@@ -16,7 +16,7 @@ func All(s *repo.Store, opts ...Option) []Tool {
 	for _, f := range opts {
 		f(&o)
 	}
-	return withOutputs(slices.Concat(
+	all := withOutputs(slices.Concat(
 		Outlets(s),
 		Contacts(s),
 		Channels(s),
@@ -32,4 +32,8 @@ func All(s *repo.Store, opts ...Option) []Tool {
 		Notifications(s),
 		Messaging(s, o.slack),
 	))
+	for i := range all {
+		all[i].store = s
+	}
+	return all
 }

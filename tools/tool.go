@@ -41,6 +41,8 @@ type Tool struct {
 	Scope string
 	// Handle runs the tool on its raw JSON arguments.
 	Handle func(ctx context.Context, args json.RawMessage) (any, error)
+	// store keeps the idempotency keys of mutating calls (set by All).
+	store *repo.Store
 }
 
 // newTool builds a tool whose arguments decode strictly into In. Its input
@@ -77,6 +79,13 @@ func newTool[In any](name, description string, k kind, h func(context.Context, *
 		ann.ReadOnlyHint = true
 		ann.OpenWorldHint = &t
 		scope = repo.ScopeRead
+	}
+	if scope != repo.ScopeRead {
+		if schema.Properties == nil {
+			schema.Properties = map[string]*jsonschema.Schema{}
+		}
+		schema.Properties[idempotencyArg] = idempotencyProperty()
+		schema.PropertyOrder = append(schema.PropertyOrder, idempotencyArg)
 	}
 	return Tool{
 		Def:   mcp.Tool{Name: name, Description: description, InputSchema: schema, Annotations: ann},
@@ -265,11 +274,12 @@ func handler(t Tool) mcp.ToolHandler {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(done), Total: float64(total), Message: msg})
 			})
 		}
-		var out any
+		var text []byte
+		replay := false
 		if !slices.Contains(actor.Scopes, t.Scope) && !slices.Contains(actor.Scopes, repo.ScopeAdmin) {
 			err = &repo.Error{Code: repo.CodePermissionDenied, Message: fmt.Sprintf("%s needs a key with the %s scope; this key has: %s", t.Def.Name, t.Scope, strings.Join(actor.Scopes, ", "))}
 		} else {
-			out, err = t.Handle(ctx, req.Params.Arguments)
+			text, replay, err = t.call(ctx, req)
 		}
 		code := repo.ErrorCode(err)
 		ev := log.Info()
@@ -278,17 +288,41 @@ func handler(t Tool) mcp.ToolHandler {
 		}
 		ev.Str("tool", t.Def.Name).Str("user_id", actor.UserID).Str("agent_id", actor.AgentID).
 			Str("session_id", actor.SessionID).Int64("duration_ms", time.Since(start).Milliseconds()).
-			Str("error_code", code).Msg("call")
+			Str("error_code", code).Bool("replay", replay).Msg("call")
 		if err != nil {
-			return errorResult(err), nil
-		}
-		text, err := encodeResult(out)
-		if err != nil {
-			log.Error().Err(err).Str("tool", t.Def.Name).Msg("encode result")
 			return errorResult(err), nil
 		}
 		return textResult(text), nil
 	}
+}
+
+// call runs the tool and returns its result's JSON, under the call's
+// idempotency key when a mutating call gives one (see idempotency.go);
+// replay reports a result given again.
+func (t Tool) call(ctx context.Context, req *mcp.CallToolRequest) (text []byte, replay bool, err error) {
+	args := req.Params.Arguments
+	key := ""
+	if t.Scope != repo.ScopeRead {
+		if args, key, err = takeIdempotencyKey(req, args); err != nil {
+			return nil, false, err
+		}
+	}
+	run := func(ctx context.Context) ([]byte, error) {
+		out, err := t.Handle(ctx, args)
+		if err != nil {
+			return nil, err
+		}
+		text, err := encodeResult(out)
+		if err != nil {
+			return nil, fmt.Errorf("encode result: %w", err)
+		}
+		return text, nil
+	}
+	if key == "" || t.store == nil {
+		text, err = run(ctx)
+		return text, false, err
+	}
+	return t.idempotent(ctx, key, args, run)
 }
 
 // textResult answers with the result's JSON as text and, the same bytes, as
