@@ -19,6 +19,7 @@ type options struct {
 	mail            *mailsync.Syncer
 	keepAttachments bool
 	slack           *slackmsg.Client
+	toolsets        []string // nil: every toolset (toolsets.go)
 }
 
 // WithMailSync gives sync_emails the configured shared inbox.

@@ -41,6 +41,8 @@ type Tool struct {
 	Scope string
 	// Handle runs the tool on its raw JSON arguments.
 	Handle func(ctx context.Context, args json.RawMessage) (any, error)
+	// Toolset is the group the tool belongs to (toolsets.go).
+	Toolset string
 	// store keeps the idempotency keys of mutating calls (set by All).
 	store *repo.Store
 }
@@ -236,14 +238,18 @@ func jsonType(t reflect.Type) string {
 	return "a " + t.Kind().String()
 }
 
-// Register adds tools to server; every call is authorised by scope,
+// Register adds tools to server, and makes tools/list show each key only
+// the tools its scopes may call; every call is authorised by scope,
 // attributed, logged once and answered with its JSON result, as text and
 // as structuredContent.
 func Register(server *mcp.Server, tools []Tool) {
+	scopes := map[string]string{}
 	for _, t := range tools {
 		def := t.Def
 		server.AddTool(&def, handler(t))
+		scopes[def.Name] = t.Scope
 	}
+	server.AddReceivingMiddleware(filterToolsList(scopes))
 }
 
 // SessionHeader lets a client name its own agent session.
@@ -276,7 +282,7 @@ func handler(t Tool) mcp.ToolHandler {
 		}
 		var text []byte
 		replay := false
-		if !slices.Contains(actor.Scopes, t.Scope) && !slices.Contains(actor.Scopes, repo.ScopeAdmin) {
+		if !visible(actor.Scopes, t.Scope) {
 			err = &repo.Error{Code: repo.CodePermissionDenied, Message: fmt.Sprintf("%s needs a key with the %s scope; this key has: %s", t.Def.Name, t.Scope, strings.Join(actor.Scopes, ", "))}
 		} else {
 			text, replay, err = t.call(ctx, req)

@@ -158,3 +158,51 @@ func TestToolOutputSchemas(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsets checks the toolset setting: names, default, all, the
+// always-on audit toolset, and refusal of unknown names.
+func TestToolsets(t *testing.T) {
+	for _, tc := range []struct {
+		spec    string
+		want    []string
+		wantErr bool
+	}{
+		{spec: "", want: DefaultToolsets()},
+		{spec: "default", want: DefaultToolsets()},
+		{spec: "all", want: ToolsetNames()},
+		{spec: "notes", want: []string{"audit", "notes"}},
+		{spec: " Notes , emails,notes", want: []string{"audit", "emails", "notes"}},
+		{spec: "default,messaging", want: append(DefaultToolsets(), "messaging")},
+		{spec: "notes,bogus", wantErr: true},
+	} {
+		opt, err := WithToolsets(tc.spec)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%q: error %v, want error %v", tc.spec, err, tc.wantErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		got := map[string]bool{}
+		for _, tool := range All(nil, opt) {
+			got[tool.Toolset] = true
+		}
+		want := map[string]bool{}
+		for _, n := range tc.want {
+			want[n] = true
+		}
+		if diff := cmp.Diff(got, want); diff != "" {
+			t.Errorf("%q: toolsets served (-got +want):\n%s", tc.spec, diff)
+		}
+	}
+	if n, all := len(All(nil, must(WithToolsets("default")))), len(All(nil)); n >= all || n == 0 {
+		t.Errorf("the default set has %d of %d tools", n, all)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -73,6 +73,7 @@ Every command reads the same configuration:
 
 type config struct {
 	data, addr, mongoListen, uri, db, writeMode string
+	toolsets                                    string
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -100,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		fs.StringVar(&cfg.addr, "addr", env("OUTREACH_ADDR", "127.0.0.1:8080"), "listen address")
 		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also expose the embedded store's MongoDB wire endpoint here (for mongosh)")
+		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", "default"), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; default (the default set: "+strings.Join(tools.DefaultToolsets(), ", ")+"); all")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -267,7 +269,11 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger
 	}
 	store.SetDeliveryTargets(delivery.Targets(dcfg))
 	go delivery.New(store, dcfg).Run(ctx) // also fires next_action_due without targets
-	topts := []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack)}
+	toolsets, err := tools.WithToolsets(cfg.toolsets)
+	if err != nil {
+		return err
+	}
+	topts := []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack), toolsets}
 	if mailCfg != nil {
 		syncer, err := mailsync.New(store, *mailCfg)
 		if err != nil {
