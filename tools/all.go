@@ -17,6 +17,8 @@ func All(s *repo.Store, opts ...Option) []Tool {
 	for _, f := range opts {
 		f(&o)
 	}
+	limits := RateLimitsOf(opts...)
+	calls := NewLimiter(limits.Calls, limits.CallBurst)
 	var all []Tool
 	for _, ts := range toolsets {
 		if o.toolsets != nil && !slices.Contains(o.toolsets, ts.name) {
@@ -25,6 +27,7 @@ func All(s *repo.Store, opts ...Option) []Tool {
 		for _, t := range ts.tools(s, o, opts) {
 			t.Toolset = ts.name
 			t.store = s
+			t.calls = calls
 			all = append(all, t)
 		}
 	}

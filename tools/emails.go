@@ -20,6 +20,7 @@ type options struct {
 	keepAttachments bool
 	slack           *slackmsg.Client
 	toolsets        []string // nil: every toolset (toolsets.go)
+	limits          *RateLimits
 }
 
 // WithMailSync gives sync_emails the configured shared inbox.

@@ -45,6 +45,9 @@ type Tool struct {
 	Toolset string
 	// store keeps the idempotency keys of mutating calls (set by All).
 	store *repo.Store
+	// calls are the per-key buckets of tool calls (ratelimit.go), shared by
+	// every tool of one All.
+	calls *Limiter
 }
 
 // newTool builds a tool whose arguments decode strictly into In. Its input
@@ -282,7 +285,9 @@ func handler(t Tool) mcp.ToolHandler {
 		}
 		var text []byte
 		replay := false
-		if !visible(actor.Scopes, t.Scope) {
+		if wait, ok := t.calls.Take(actor.KeyID); !ok {
+			err = rateLimited(wait, t.calls)
+		} else if !visible(actor.Scopes, t.Scope) {
 			err = &repo.Error{Code: repo.CodePermissionDenied, Message: fmt.Sprintf("%s needs a key with the %s scope; this key has: %s", t.Def.Name, t.Scope, strings.Join(actor.Scopes, ", "))}
 		} else {
 			text, replay, err = t.call(ctx, req)

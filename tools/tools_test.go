@@ -206,3 +206,31 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestParseRateLimits checks the RATE[,BURST] settings.
+func TestParseRateLimits(t *testing.T) {
+	for _, tc := range []struct {
+		calls, requests string
+		want            RateLimits
+		wantErr         bool
+	}{
+		{calls: DefaultCallRate, requests: DefaultRequestRate, want: RateLimits{Calls: 10, CallBurst: 100, Requests: 50, RequestBurst: 500}},
+		{calls: "2", requests: "0", want: RateLimits{Calls: 2, CallBurst: 20, Requests: 0, RequestBurst: 1}},
+		{calls: " 0.5 , 3 ", requests: "1,1", want: RateLimits{Calls: 0.5, CallBurst: 3, Requests: 1, RequestBurst: 1}},
+		{calls: "-1", requests: "1", wantErr: true},
+		{calls: "fast", requests: "1", wantErr: true},
+		{calls: "1,0", requests: "1", wantErr: true},
+		{calls: "1", requests: "1,x", wantErr: true},
+	} {
+		got, err := ParseRateLimits(tc.calls, tc.requests)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%q %q: error %v, want error %v", tc.calls, tc.requests, err, tc.wantErr)
+			continue
+		}
+		if err == nil {
+			if diff := cmp.Diff(got, tc.want); diff != "" {
+				t.Errorf("%q %q (-got +want):\n%s", tc.calls, tc.requests, diff)
+			}
+		}
+	}
+}
