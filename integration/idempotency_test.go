@@ -44,6 +44,43 @@ func headerClient(t *testing.T, env *testenv.Env, key string, extra http.Header)
 	return s
 }
 
+// keyed calls tool with an idempotency key in the call's _meta and returns
+// its JSON result, or its error (as testenv.Client.Call does).
+func keyed(t *testing.T, c *testenv.Client, tool string, args M, key any) (json.RawMessage, *testenv.Error) {
+	t.Helper()
+	res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args, Meta: mcp.Meta{"idempotency_key": key}})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	text := json.RawMessage(res.Content[0].(*mcp.TextContent).Text)
+	if res.IsError {
+		var body struct{ Error testenv.Error }
+		if err := json.Unmarshal(text, &body); err != nil {
+			t.Fatalf("%s: %s", tool, text)
+		}
+		return nil, &body.Error
+	}
+	return text, nil
+}
+
+func mustKeyed(t *testing.T, c *testenv.Client, tool string, args M, key any) json.RawMessage {
+	t.Helper()
+	raw, e := keyed(t, c, tool, args, key)
+	if e != nil {
+		t.Fatalf("%s(%v) with key %v: %s: %s", tool, args, key, e.Code, e.Message)
+	}
+	return raw
+}
+
+func failKeyed(t *testing.T, c *testenv.Client, tool string, args M, key any, code string) *testenv.Error {
+	t.Helper()
+	raw, e := keyed(t, c, tool, args, key)
+	if e == nil || e.Code != code {
+		t.Fatalf("%s(%v) with key %v: %s %+v; want %s", tool, args, key, raw, e, code)
+	}
+	return e
+}
+
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -51,14 +88,14 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // TestIdempotencyKey: a retried mutation with the same key returns the first
 // result and writes once; the same key with other arguments or another tool
 // is refused and writes nothing; the key is scoped to the API key; the
-// Idempotency-Key header works as the argument does.
+// Idempotency-Key header works as the _meta key does.
 func TestIdempotencyKey(t *testing.T) {
 	env := testenv.New(t)
 	c := env.Admin()
 
 	before := collChanges(t, c, "outlets")
-	first := c.Must("create_outlet", M{"name": "Retry Weekly", "idempotency_key": "k-1"}, nil)
-	again := c.Must("create_outlet", M{"idempotency_key": "k-1", "name": "Retry Weekly"}, nil)
+	first := mustKeyed(t, c, "create_outlet", M{"name": "Retry Weekly", "tier": 2}, "k-1")
+	again := mustKeyed(t, c, "create_outlet", M{"tier": 2, "name": "Retry Weekly"}, "k-1")
 	if diff := cmp.Diff(string(again), string(first)); diff != "" {
 		t.Errorf("the retry's result differs from the first (-retry +first):\n%s", diff)
 	}
@@ -72,49 +109,50 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 
 	// The same key with other arguments, or for another tool: refused.
-	e := c.Fail("create_outlet", M{"name": "Other Weekly", "idempotency_key": "k-1"}, "invalid_argument")
-	if e.Field != "idempotency_key" {
-		t.Errorf("reuse with other arguments names %q, want idempotency_key", e.Field)
+	e := failKeyed(t, c, "create_outlet", M{"name": "Other Weekly"}, "k-1", "invalid_argument")
+	if e.Field != "_meta.idempotency_key" {
+		t.Errorf("reuse with other arguments names %q, want _meta.idempotency_key", e.Field)
 	}
-	c.Fail("create_campaign", M{"name": "Retry Weekly", "idempotency_key": "k-1"}, "invalid_argument")
+	failKeyed(t, c, "create_campaign", M{"name": "Retry Weekly"}, "k-1", "invalid_argument")
 	if got := collChanges(t, c, "outlets"); got != before+1 {
 		t.Errorf("a refused reuse wrote: %d outlet changes, want %d", got, before+1)
 	}
-	// Bad keys, and a key on a read tool (reads take none).
-	c.Fail("create_outlet", M{"name": "Bad Key", "idempotency_key": ""}, "invalid_argument")
-	c.Fail("create_outlet", M{"name": "Bad Key", "idempotency_key": 5}, "invalid_argument")
-	c.Fail("list_outlets", M{"idempotency_key": "k-2"}, "invalid_argument")
+	// Bad keys; reads ignore a key.
+	failKeyed(t, c, "create_outlet", M{"name": "Bad Key"}, "", "invalid_argument")
+	failKeyed(t, c, "create_outlet", M{"name": "Bad Key"}, 5, "invalid_argument")
+	failKeyed(t, c, "create_outlet", M{"name": "Bad Key"}, "a b", "invalid_argument")
+	mustKeyed(t, c, "list_outlets", M{}, "k-1")
 
 	// Another API key has its own keys.
 	other := env.Client(env.Key("read", "write"), "")
-	if id := testenv.ID(t, other.Must("create_outlet", M{"name": "Other Key Weekly", "idempotency_key": "k-1"}, nil)); id == testenv.ID(t, first) {
+	if id := testenv.ID(t, mustKeyed(t, other, "create_outlet", M{"name": "Other Key Weekly"}, "k-1")); id == testenv.ID(t, first) {
 		t.Errorf("another API key's call with the same idempotency key got the first key's result")
 	}
 
 	// A failed call releases its key: the retry runs again.
-	c.Fail("create_outlet", M{"name": "Tiered", "tier": 9, "idempotency_key": "k-3"}, "invalid_argument")
-	c.Fail("create_outlet", M{"name": "Tiered", "tier": 9, "idempotency_key": "k-3"}, "invalid_argument")
+	failKeyed(t, c, "create_outlet", M{"name": "Tiered", "tier": 9}, "k-3", "invalid_argument")
+	failKeyed(t, c, "create_outlet", M{"name": "Tiered", "tier": 9}, "k-3", "invalid_argument")
 
 	// The header, and the header with an argument that differs.
 	h := headerClient(t, env, env.AdminKey, http.Header{"Idempotency-Key": {"h-1"}})
-	call := func(s *mcp.ClientSession, args M) (string, bool) {
+	call := func(s *mcp.ClientSession, args M, meta mcp.Meta) (string, bool) {
 		t.Helper()
-		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_contact", Arguments: args})
+		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_contact", Arguments: args, Meta: meta})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.Content[0].(*mcp.TextContent).Text, res.IsError
 	}
 	contacts := collChanges(t, c, "contacts")
-	r1, isErr1 := call(h, M{"first_name": "Hedda", "last_name": "Header"})
-	r2, isErr2 := call(h, M{"first_name": "Hedda", "last_name": "Header"})
+	r1, isErr1 := call(h, M{"first_name": "Hedda", "last_name": "Header"}, nil)
+	r2, isErr2 := call(h, M{"first_name": "Hedda", "last_name": "Header"}, mcp.Meta{"idempotency_key": "h-1"})
 	if isErr1 || isErr2 || r1 != r2 {
 		t.Errorf("header retry: %s / %s", r1, r2)
 	}
 	if got := collChanges(t, c, "contacts"); got != contacts+1 {
 		t.Errorf("%d contact changes after a call and its retry by header, want %d", got, contacts+1)
 	}
-	if r, isErr := call(h, M{"first_name": "Hedda", "last_name": "Header", "idempotency_key": "other"}); !isErr {
+	if r, isErr := call(h, M{"first_name": "Hedda", "last_name": "Header"}, mcp.Meta{"idempotency_key": "other"}); !isErr {
 		t.Errorf("a header and an argument that differ were accepted: %s", r)
 	}
 }
@@ -135,7 +173,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_outlet",
-					Arguments: M{"name": "Race Daily", "idempotency_key": "race-" + string(rune('a'+round))}})
+					Arguments: M{"name": "Race Daily"}, Meta: mcp.Meta{"idempotency_key": "race-" + string(rune('a'+round))}})
 				if err != nil || res.IsError {
 					t.Errorf("call %d: %v %v", i, err, res)
 					return
@@ -181,7 +219,7 @@ func TestIdempotencyWriteLanded(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := collChanges(t, c, "outlets")
-	e := c.Fail("create_outlet", M{"name": "Landed Gazette", "idempotency_key": "landed-1"}, "failed_precondition")
+	e := failKeyed(t, c, "create_outlet", M{"name": "Landed Gazette"}, "landed-1", "failed_precondition")
 	var details struct {
 		Changes []struct {
 			RecordID string `json:"record_id"`

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
@@ -18,65 +17,57 @@ import (
 )
 
 // Safe retries. Every mutating tool (any scope but read) takes an optional
-// idempotency key, as the argument idempotency_key (in its input schema, so
-// an agent sees it) or the HTTP header Idempotency-Key (for clients that set
-// headers per request); both at once must agree. The key is scoped to the
-// API key. Within repo.IdempotencyTTL (24 h) a repeat of the same tool with
-// the same arguments returns the first call's result and writes nothing; the
+// idempotency key, in the call's _meta as "idempotency_key" (MCP's place for
+// what is about a request rather than an argument of the tool, so every
+// tool keeps exactly the catalogue's parameters) or as the HTTP header
+// Idempotency-Key; both at once must agree. The key is scoped to the API
+// key. Within repo.IdempotencyTTL (24 h) a repeat of the same tool with the
+// same arguments returns the first call's result and writes nothing; the
 // same key with another tool or other arguments is invalid_argument naming
-// idempotency_key. A duplicate that arrives while the first call runs waits
-// for its result. A failed call releases the key, so a retry runs again. When
-// a call's write landed but its result was never stored (the process
-// stopped in between), the retry finds the call's change entries (they carry
-// the key) and answers failed_precondition with their ids instead of writing
-// again. Reads ignore the header; they are idempotent already.
+// _meta.idempotency_key. A duplicate that arrives while the first call runs
+// waits for its result. A failed call releases the key, so a retry runs
+// again. When a call's write landed but its result was never stored (the
+// process stopped in between), the retry finds the call's change entries
+// (they carry the key) and answers failed_precondition with their ids
+// instead of writing again. Reads ignore the key: they are idempotent
+// already.
 
 // IdempotencyHeader is the HTTP header of an idempotency key.
 const IdempotencyHeader = "Idempotency-Key"
 
 const (
-	idempotencyArg = "idempotency_key"
+	// IdempotencyMeta is the key of an idempotency key in a call's _meta.
+	IdempotencyMeta = "idempotency_key"
+	// idempotencyField names it in errors.
+	idempotencyField = "_meta." + IdempotencyMeta
 	// maxIdempotencyKey is the longest key, in bytes of visible ASCII.
 	maxIdempotencyKey = 255
 	// idempotencyWait is how long a duplicate waits for the first call.
 	idempotencyWait = 10 * time.Second
 )
 
-// idempotencyProperty is the argument every mutating tool's schema declares.
-func idempotencyProperty() *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(maxIdempotencyKey),
-		Description: "optional key of your choice (e.g. a UUID, 1 to 255 visible ASCII characters) that makes a retry safe: " +
-			"a repeat with the same key and arguments within 24 h returns the first result and writes nothing; " +
-			"the same key with other arguments is refused"}
-}
-
-// takeIdempotencyKey returns the call's arguments without idempotency_key
-// and the key given as that argument or as the header ("" for none).
-func takeIdempotencyKey(req *mcp.CallToolRequest, args json.RawMessage) (json.RawMessage, string, error) {
+// idempotencyKey returns the call's idempotency key, from its _meta or its
+// header ("" for none).
+func idempotencyKey(req *mcp.CallToolRequest) (string, error) {
 	var header string
 	if req.Extra != nil && req.Extra.Header != nil {
 		header = strings.TrimSpace(req.Extra.Header.Get(IdempotencyHeader))
 		if header != "" && !validIdempotencyKey(header) {
-			return nil, "", repo.Invalid(IdempotencyHeader, "must be 1 to %d visible ASCII characters", maxIdempotencyKey)
+			return "", repo.Invalid(IdempotencyHeader, "must be 1 to %d visible ASCII characters", maxIdempotencyKey)
 		}
 	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(args, &fields) != nil || fields[idempotencyArg] == nil {
-		return args, header, nil
+	v, ok := req.Params.GetMeta()[IdempotencyMeta]
+	if !ok || v == nil {
+		return header, nil
 	}
-	var key string
-	if err := json.Unmarshal(fields[idempotencyArg], &key); err != nil || !validIdempotencyKey(key) {
-		return nil, "", repo.Invalid(idempotencyArg, "must be a string of 1 to %d visible ASCII characters", maxIdempotencyKey)
+	key, isString := v.(string)
+	if !isString || !validIdempotencyKey(key) {
+		return "", repo.Invalid(idempotencyField, "must be a string of 1 to %d visible ASCII characters", maxIdempotencyKey)
 	}
 	if header != "" && header != key {
-		return nil, "", repo.Invalid(idempotencyArg, "differs from the %s header; give one, or the same in both", IdempotencyHeader)
+		return "", repo.Invalid(idempotencyField, "differs from the %s header; give one, or the same in both", IdempotencyHeader)
 	}
-	delete(fields, idempotencyArg)
-	rest, err := json.Marshal(fields)
-	if err != nil {
-		return nil, "", repo.Invalid("arguments", "could not be read: %v", err)
-	}
-	return rest, key, nil
+	return key, nil
 }
 
 func validIdempotencyKey(k string) bool {
@@ -117,12 +108,12 @@ func (t Tool) idempotent(ctx context.Context, key string, args json.RawMessage, 
 			if c.Tool != t.Def.Name {
 				what = "another tool (" + c.Tool + ")"
 			}
-			return nil, false, repo.Invalid(idempotencyArg, "this key was used with %s in the last %s; use a new key for a new call", what, repo.IdempotencyTTL)
+			return nil, false, repo.Invalid(idempotencyField, "this key was used with %s in the last %s; use a new key for a new call", what, repo.IdempotencyTTL)
 		case repo.ClaimDone:
 			return []byte(c.Result), true, nil
 		case repo.ClaimRunning:
 			if time.Now().After(deadline) {
-				return nil, false, &repo.Error{Code: repo.CodeConflict, Field: idempotencyArg, Retryable: true,
+				return nil, false, &repo.Error{Code: repo.CodeConflict, Field: idempotencyField, Retryable: true,
 					Message: "a call with this idempotency key is still running; retry later to get its result"}
 			}
 			select {
@@ -165,12 +156,12 @@ func (t Tool) landed(ctx context.Context, c *repo.Idempotency) error {
 	var changes []change
 	for _, e := range entries {
 		if e.State == audit.StatePending {
-			return &repo.Error{Code: repo.CodeUnavailable, Retryable: true, Field: idempotencyArg,
+			return &repo.Error{Code: repo.CodeUnavailable, Retryable: true, Field: idempotencyField,
 				Message: "an earlier call with this idempotency key is being recovered; retry in a moment"}
 		}
 		changes = append(changes, change{e.ID, e.Collection, e.RecordID})
 	}
-	return &repo.Error{Code: repo.CodeFailedPrecondition, Field: idempotencyArg, Details: map[string]any{"changes": changes},
+	return &repo.Error{Code: repo.CodeFailedPrecondition, Field: idempotencyField, Details: map[string]any{"changes": changes},
 		Message: "an earlier call with this idempotency key was applied, but its result was not kept; it is not run again. " +
 			"Read the records it changed (details.changes) or get_change each change id"}
 }

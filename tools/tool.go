@@ -85,13 +85,6 @@ func newTool[In any](name, description string, k kind, h func(context.Context, *
 		ann.OpenWorldHint = &t
 		scope = repo.ScopeRead
 	}
-	if scope != repo.ScopeRead {
-		if schema.Properties == nil {
-			schema.Properties = map[string]*jsonschema.Schema{}
-		}
-		schema.Properties[idempotencyArg] = idempotencyProperty()
-		schema.PropertyOrder = append(schema.PropertyOrder, idempotencyArg)
-	}
 	return Tool{
 		Def:   mcp.Tool{Name: name, Description: description, InputSchema: schema, Annotations: ann},
 		Scope: scope,
@@ -314,7 +307,7 @@ func (t Tool) call(ctx context.Context, req *mcp.CallToolRequest) (text []byte, 
 	args := req.Params.Arguments
 	key := ""
 	if t.Scope != repo.ScopeRead {
-		if args, key, err = takeIdempotencyKey(req, args); err != nil {
+		if key, err = idempotencyKey(req); err != nil {
 			return nil, false, err
 		}
 	}
