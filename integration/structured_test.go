@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 
@@ -160,6 +161,84 @@ func TestStructuredOutput(t *testing.T) {
 	s.call("search_emails", M{"query": "launch"}, "")
 	s.call("list_media", M{}, "")
 	s.call("list_questions", M{}, "")
+
+	// Updates, links, archives and restores of every kind.
+	s.call("update_contact", M{"id": contact, "title": "Reporter"}, "")
+	s.call("update_channel", M{"id": channel, "name": "The Planet Podcast"}, "")
+	s.call("update_campaign", M{"id": campaign, "name": "Launch 2"}, "")
+	s.call("update_opportunity", M{"id": opp, "title": "Launch story, take 2"}, "")
+	s.call("update_coverage", M{"id": cov, "title": "Launch covered again"}, "")
+	s.call("restore_note", M{"id": note}, "") // the rollback above archived it again
+	s.call("update_note", M{"id": note, "title": "Call, edited"}, "")
+	var added struct {
+		Added []struct {
+			ID string `json:"id"`
+		} `json:"added"`
+	}
+	if err := json.Unmarshal(s.call("add_note_link", M{"note_id": note, "outlet_id": outlet}, ""), &added); err != nil || len(added.Added) != 1 {
+		t.Fatalf("add_note_link: %v %+v", err, added)
+	}
+	s.call("remove_note_link", M{"id": added.Added[0].ID}, "")
+	s.call("remove_opportunity_contact", M{"opportunity_id": opp, "contact_id": contact}, "")
+	for _, kind := range []string{"channel", "campaign", "opportunity", "coverage", "contact"} {
+		id := map[string]string{"channel": channel, "campaign": campaign, "opportunity": opp, "coverage": cov, "contact": contact}[kind]
+		s.call("archive_"+kind, M{"id": id}, "")
+		s.call("restore_"+kind, M{"id": id}, "")
+	}
+	var aff struct {
+		Affiliation struct {
+			ID string `json:"id"`
+		} `json:"affiliation"`
+	}
+	other := s.id("create_outlet", M{"name": "The Other Paper"})
+	if err := json.Unmarshal(s.call("add_contact_outlet", M{"contact_id": contact, "outlet_id": other}, ""), &aff); err != nil || aff.Affiliation.ID == "" {
+		t.Fatalf("add_contact_outlet: %v %+v", err, aff)
+	}
+	s.call("remove_contact_outlet", M{"id": aff.Affiliation.ID}, "")
+	s.call("archive_outlet", M{"id": other}, "")
+	s.call("restore_outlet", M{"id": other}, "")
+
+	// Media, email, users and keys.
+	media := s.id("upload_media", M{"coverage_id": cov, "type": "image", "filename": "logo.png", "mime_type": "image/png", "content_base64": "iVBORw0KGgo="})
+	s.call("get_media", M{"id": media}, "")
+	s.call("archive_media", M{"id": media}, "")
+	s.call("restore_media", M{"id": media}, "")
+	eml := "From: Lois Lane <lois@planet.example>\r\nTo: team@us.example\r\nSubject: The launch\r\nMessage-ID: <launch-1@planet.example>\r\nDate: Tue, 10 Mar 2026 10:00:00 +0000\r\n\r\nCan we talk about the launch?\r\n"
+	var imported struct {
+		ThreadID string `json:"thread_id"`
+	}
+	if err := json.Unmarshal(s.call("import_email", M{"raw_base64": base64.StdEncoding.EncodeToString([]byte(eml))}, ""), &imported); err != nil || imported.ThreadID == "" {
+		t.Fatalf("import_email: %v %+v", err, imported)
+	}
+	s.call("get_email_thread", M{"id": imported.ThreadID}, "")
+	var link struct {
+		Link struct {
+			ID string `json:"id"`
+		} `json:"link"`
+	}
+	if err := json.Unmarshal(s.call("link_email_opportunity", M{"thread_id": imported.ThreadID, "opportunity_id": opp}, ""), &link); err != nil || link.Link.ID == "" {
+		t.Fatalf("link_email_opportunity: %v %+v", err, link)
+	}
+	s.call("unlink_email_opportunity", M{"id": link.Link.ID}, "")
+	s.call("get_contact_emails", M{"contact_id": contact}, "")
+	s.call("create_user", M{"name": "Ann Author", "email": "ann@team.example"}, "")
+	var key struct {
+		AgentKey struct {
+			ID string `json:"id"`
+		} `json:"agent_key"`
+	}
+	if err := json.Unmarshal(s.call("create_agent_key", M{"name": "to revoke", "scopes": []string{"read"}}, ""), &key); err != nil || key.AgentKey.ID == "" {
+		t.Fatalf("create_agent_key: %v %+v", err, key)
+	}
+	s.call("revoke_agent_key", M{"id": key.AgentKey.ID}, "")
+	s.call("unsubscribe_opportunity", M{"opportunity_id": opp}, "")
+	var who struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(s.call("whoami", M{}, ""), &who); err != nil {
+		t.Fatal(err)
+	}
+	s.call("rollback_session", M{"session_id": who.SessionID, "dry_run": true}, "")
 
 	// Errors stay isError results with the error model as text.
 	s.call("get_note", M{"id": "not-a-uuid"}, "invalid_argument")
