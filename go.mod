@@ -18,6 +18,7 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	golang.org/x/net v0.56.0
 	golang.org/x/text v0.41.0
+	golang.org/x/time v0.15.0
 )
 
 require (
@@ -110,7 +111,6 @@ require (
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20240814211410-ddb44dafa142 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20240903143218-8af14fe29dc1 // indirect
 	google.golang.org/grpc v1.67.0 // indirect

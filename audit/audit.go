@@ -23,6 +23,9 @@ type Actor struct {
 	Scopes    []string `json:"scopes,omitempty"`
 	// Tool is the MCP tool (or command) being run.
 	Tool string `json:"tool,omitempty"`
+	// IdempotencyKey, when the call gave one, tags every change entry the
+	// call writes (see Entry.IdempotencyKey).
+	IdempotencyKey string `json:"-"`
 }
 
 type actorKey struct{}
@@ -80,6 +83,10 @@ type Entry struct {
 	VersionAfter int64     `bson:"version_after" json:"-"`
 	State        string    `bson:"state" json:"-"`
 	PlanID       string    `bson:"plan_id,omitempty" json:"plan_id,omitempty"`
+	// IdempotencyKey tags the entries of a call made with an idempotency
+	// key, so a retry finds a write that landed even when its stored
+	// result did not.
+	IdempotencyKey string `bson:"idempotency_key,omitempty" json:"-"`
 	// Sealed holds a pending create's redacted values, so recovery can roll
 	// it forward; settling the entry removes it.
 	Sealed bson.M `bson:"sealed,omitempty" json:"-"`

@@ -31,6 +31,8 @@ var List = []Index{
 	{Collection: "change_log", Name: "session", Keys: bson.D{{Key: "session_id", Value: 1}, {Key: "seq", Value: -1}}},
 	{Collection: "change_log", Name: "state_at", Keys: bson.D{{Key: "state", Value: 1}, {Key: "at", Value: 1}}},
 	{Collection: "change_log", Name: "reverts", Keys: bson.D{{Key: "reverts", Value: 1}}},
+	// A retry of a call with an idempotency key looks up the call's entries.
+	{Collection: "change_log", Name: "idempotency_key", Keys: bson.D{{Key: "idempotency_key", Value: 1}}},
 	{Collection: "agent_keys", Name: "hash", Keys: bson.D{{Key: "key_hash", Value: 1}}, Unique: true},
 	{Collection: "agent_keys", Name: "user", Keys: bson.D{{Key: "user_id", Value: 1}}},
 	{Collection: "users", Name: "email", Keys: bson.D{{Key: "email", Value: 1}}, Unique: true},

@@ -176,6 +176,8 @@ func newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
 		Reversible:   !m.irreversible,
 		VersionAfter: m.version + 1,
 		PlanID:       planID,
+		// The call's idempotency claim (tools/idempotency.go).
+		IdempotencyKey: actor.IdempotencyKey,
 	}
 }
 
@@ -1399,6 +1401,25 @@ func (s *Store) touchKeyUsage(ctx context.Context, keyID string, at time.Time) e
 	_, err := s.coll(collKeyUsage).UpdateOne(ctx, bson.M{"_id": keyID},
 		bson.M{"$set": bson.M{"last_used_at": at}}, options.UpdateOne().SetUpsert(true))
 	return err
+}
+
+// putIdempotency stores an idempotency claim (idempotency.go): a new one
+// when filter is nil (false if the id is taken), or in place of the claim
+// that matches filter (false if none does). A claim is not a record: it has
+// no change entry.
+func (s *Store) putIdempotency(ctx context.Context, filter bson.M, claim *Idempotency) (bool, error) {
+	if filter == nil {
+		_, err := s.coll(collIdempotency).InsertOne(ctx, claim)
+		if mongo.IsDuplicateKeyError(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	res, err := s.coll(collIdempotency).ReplaceOne(ctx, filter, claim)
+	if err != nil {
+		return false, err
+	}
+	return res.MatchedCount == 1, nil
 }
 
 // ---------------------------------------------------------------------------

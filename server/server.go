@@ -56,7 +56,7 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 		}
 		return info, nil
 	}
-	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)
+	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(limitRequests(mcpHandler, tools.RateLimitsOf(opts...)))
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(challenge(withLogger(protected, log))))
 	mountMedia(mux, store, log)

@@ -10,27 +10,26 @@ import (
 // WithSlack gives the Messaging tools their Slack client.
 func WithSlack(c *slackmsg.Client) Option { return func(o *options) { o.slack = c } }
 
-// All is every tool of the service, in the order tools/list shows them.
+// All is every tool of the service in the chosen toolsets (every toolset
+// without WithToolsets), in the order tools/list shows them.
 func All(s *repo.Store, opts ...Option) []Tool {
 	var o options
 	for _, f := range opts {
 		f(&o)
 	}
-	return slices.Concat(
-		Outlets(s),
-		Contacts(s),
-		Channels(s),
-		Campaigns(s),
-		Opportunities(s),
-		Coverage(s),
-		Notes(s),
-		Search(s),
-		Audit(s),
-		Sessions(s),
-		Keys(s),
-		Media(s),
-		Emails(s, opts...),
-		Notifications(s),
-		Messaging(s, o.slack),
-	)
+	limits := RateLimitsOf(opts...)
+	calls := NewLimiter(limits.Calls, limits.CallBurst)
+	var all []Tool
+	for _, ts := range toolsets {
+		if o.toolsets != nil && !slices.Contains(o.toolsets, ts.name) {
+			continue
+		}
+		for _, t := range ts.tools(s, o, opts) {
+			t.Toolset = ts.name
+			t.store = s
+			t.calls = calls
+			all = append(all, t)
+		}
+	}
+	return withOutputs(all)
 }

@@ -19,6 +19,8 @@ type options struct {
 	mail            *mailsync.Syncer
 	keepAttachments bool
 	slack           *slackmsg.Client
+	toolsets        []string // nil: every toolset (toolsets.go)
+	limits          *RateLimits
 }
 
 // WithMailSync gives sync_emails the configured shared inbox.

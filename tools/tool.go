@@ -41,6 +41,13 @@ type Tool struct {
 	Scope string
 	// Handle runs the tool on its raw JSON arguments.
 	Handle func(ctx context.Context, args json.RawMessage) (any, error)
+	// Toolset is the group the tool belongs to (toolsets.go).
+	Toolset string
+	// store keeps the idempotency keys of mutating calls (set by All).
+	store *repo.Store
+	// calls are the per-key buckets of tool calls (ratelimit.go), shared by
+	// every tool of one All.
+	calls *Limiter
 }
 
 // newTool builds a tool whose arguments decode strictly into In. Its input
@@ -227,13 +234,18 @@ func jsonType(t reflect.Type) string {
 	return "a " + t.Kind().String()
 }
 
-// Register adds tools to server; every call is authorised by scope,
-// attributed, logged once and answered with a JSON text result.
+// Register adds tools to server, and makes tools/list show each key only
+// the tools its scopes may call; every call is authorised by scope,
+// attributed, logged once and answered with its JSON result, as text and
+// as structuredContent.
 func Register(server *mcp.Server, tools []Tool) {
+	scopes := map[string]string{}
 	for _, t := range tools {
 		def := t.Def
 		server.AddTool(&def, handler(t))
+		scopes[def.Name] = t.Scope
 	}
+	server.AddReceivingMiddleware(filterToolsList(scopes))
 }
 
 // SessionHeader lets a client name its own agent session.
@@ -264,11 +276,14 @@ func handler(t Tool) mcp.ToolHandler {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(done), Total: float64(total), Message: msg})
 			})
 		}
-		var out any
-		if !slices.Contains(actor.Scopes, t.Scope) && !slices.Contains(actor.Scopes, repo.ScopeAdmin) {
+		var text []byte
+		replay := false
+		if wait, ok := t.calls.Take(actor.KeyID); !ok {
+			err = rateLimited(wait, t.calls)
+		} else if !visible(actor.Scopes, t.Scope) {
 			err = &repo.Error{Code: repo.CodePermissionDenied, Message: fmt.Sprintf("%s needs a key with the %s scope; this key has: %s", t.Def.Name, t.Scope, strings.Join(actor.Scopes, ", "))}
 		} else {
-			out, err = t.Handle(ctx, req.Params.Arguments)
+			text, replay, err = t.call(ctx, req)
 		}
 		code := repo.ErrorCode(err)
 		ev := log.Info()
@@ -277,17 +292,47 @@ func handler(t Tool) mcp.ToolHandler {
 		}
 		ev.Str("tool", t.Def.Name).Str("user_id", actor.UserID).Str("agent_id", actor.AgentID).
 			Str("session_id", actor.SessionID).Int64("duration_ms", time.Since(start).Milliseconds()).
-			Str("error_code", code).Msg("call")
+			Str("error_code", code).Bool("replay", replay).Msg("call")
 		if err != nil {
 			return errorResult(err), nil
+		}
+		return textResult(text), nil
+	}
+}
+
+// call runs the tool and returns its result's JSON, under the call's
+// idempotency key when a mutating call gives one (see idempotency.go);
+// replay reports a result given again.
+func (t Tool) call(ctx context.Context, req *mcp.CallToolRequest) (text []byte, replay bool, err error) {
+	args := req.Params.Arguments
+	key := ""
+	if t.Scope != repo.ScopeRead {
+		if key, err = idempotencyKey(req); err != nil {
+			return nil, false, err
+		}
+	}
+	run := func(ctx context.Context) ([]byte, error) {
+		out, err := t.Handle(ctx, args)
+		if err != nil {
+			return nil, err
 		}
 		text, err := encodeResult(out)
 		if err != nil {
-			log.Error().Err(err).Str("tool", t.Def.Name).Msg("encode result")
-			return errorResult(err), nil
+			return nil, fmt.Errorf("encode result: %w", err)
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, nil
+		return text, nil
 	}
+	if key == "" || t.store == nil {
+		text, err = run(ctx)
+		return text, false, err
+	}
+	return t.idempotent(ctx, key, args, run)
+}
+
+// textResult answers with the result's JSON as text and, the same bytes, as
+// structuredContent (every result is a JSON object; see outputs.go).
+func textResult(text []byte) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: json.RawMessage(text)}
 }
 
 func errorResult(err error) *mcp.CallToolResult {

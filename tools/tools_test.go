@@ -136,3 +136,101 @@ func TestToolInventory(t *testing.T) {
 		}
 	}
 }
+
+// TestToolOutputSchemas checks that every tool declares the schema of its
+// real result type (outputs.go), an object as MCP requires, and that the
+// table names no tool that does not exist.
+func TestToolOutputSchemas(t *testing.T) {
+	names := map[string]bool{}
+	for _, tool := range All(nil) {
+		names[tool.Def.Name] = true
+		if outputs[tool.Def.Name] == nil {
+			t.Errorf("%s: no result type in outputs.go", tool.Def.Name)
+		}
+		s, ok := tool.Def.OutputSchema.(*jsonschema.Schema)
+		if !ok || s.Type != "object" {
+			t.Errorf("%s: output schema is not an object schema: %v", tool.Def.Name, tool.Def.OutputSchema)
+		}
+	}
+	for name := range outputs {
+		if !names[name] {
+			t.Errorf("outputs.go names %s, which is no tool", name)
+		}
+	}
+}
+
+// TestToolsets checks the toolset setting: names, default, all, the
+// always-on audit toolset, and refusal of unknown names.
+func TestToolsets(t *testing.T) {
+	for _, tc := range []struct {
+		spec    string
+		want    []string
+		wantErr bool
+	}{
+		{spec: "", want: DefaultToolsets()},
+		{spec: "default", want: DefaultToolsets()},
+		{spec: "all", want: ToolsetNames()},
+		{spec: "notes", want: []string{"audit", "notes"}},
+		{spec: " Notes , emails,notes", want: []string{"audit", "emails", "notes"}},
+		{spec: "default,messaging", want: append(DefaultToolsets(), "messaging")},
+		{spec: "notes,bogus", wantErr: true},
+	} {
+		opt, err := WithToolsets(tc.spec)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%q: error %v, want error %v", tc.spec, err, tc.wantErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		got := map[string]bool{}
+		for _, tool := range All(nil, opt) {
+			got[tool.Toolset] = true
+		}
+		want := map[string]bool{}
+		for _, n := range tc.want {
+			want[n] = true
+		}
+		if diff := cmp.Diff(got, want); diff != "" {
+			t.Errorf("%q: toolsets served (-got +want):\n%s", tc.spec, diff)
+		}
+	}
+	if n, all := len(All(nil, must(WithToolsets("default")))), len(All(nil)); n >= all || n == 0 {
+		t.Errorf("the default set has %d of %d tools", n, all)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestParseRateLimits checks the RATE[,BURST] settings.
+func TestParseRateLimits(t *testing.T) {
+	for _, tc := range []struct {
+		calls, requests string
+		want            RateLimits
+		wantErr         bool
+	}{
+		{calls: DefaultCallRate, requests: DefaultRequestRate, want: RateLimits{Calls: 10, CallBurst: 100, Requests: 50, RequestBurst: 500}},
+		{calls: "2", requests: "0", want: RateLimits{Calls: 2, CallBurst: 20, Requests: 0, RequestBurst: 1}},
+		{calls: " 0.5 , 3 ", requests: "1,1", want: RateLimits{Calls: 0.5, CallBurst: 3, Requests: 1, RequestBurst: 1}},
+		{calls: "-1", requests: "1", wantErr: true},
+		{calls: "fast", requests: "1", wantErr: true},
+		{calls: "1,0", requests: "1", wantErr: true},
+		{calls: "1", requests: "1,x", wantErr: true},
+	} {
+		got, err := ParseRateLimits(tc.calls, tc.requests)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%q %q: error %v, want error %v", tc.calls, tc.requests, err, tc.wantErr)
+			continue
+		}
+		if err == nil {
+			if diff := cmp.Diff(got, tc.want); diff != "" {
+				t.Errorf("%q %q (-got +want):\n%s", tc.calls, tc.requests, diff)
+			}
+		}
+	}
+}

@@ -69,10 +69,14 @@ Every command reads the same configuration:
   OUTREACH_IMAP_INTERVAL    time between automatic syncs, e.g. 5m (default 5m; 0 = only sync_emails)
   OUTREACH_IMAP_MAX_MESSAGE_BYTES  larger messages are skipped and reported (default 52428800, 50 MiB)
   OUTREACH_EMAIL_KEEP_ATTACHMENTS  true: keep attachment bytes in GridFS (default false: metadata only)
+  OUTREACH_TOOLSETS         toolsets to serve, comma-separated (default: default; all: every toolset)
+  OUTREACH_RATE_LIMIT       tool calls per second per key, RATE or RATE,BURST (default 10,100; 0: none)
+  OUTREACH_HTTP_RATE_LIMIT  HTTP requests per second per key, RATE or RATE,BURST (default 50,500; 0: none)
 `
 
 type config struct {
 	data, addr, mongoListen, uri, db, writeMode string
+	toolsets, rateLimit, httpRateLimit          string
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -100,6 +104,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		fs.StringVar(&cfg.addr, "addr", env("OUTREACH_ADDR", "127.0.0.1:8080"), "listen address")
 		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also expose the embedded store's MongoDB wire endpoint here (for mongosh)")
+		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
+		fs.StringVar(&cfg.httpRateLimit, "http-rate-limit", env("OUTREACH_HTTP_RATE_LIMIT", tools.DefaultRequestRate), "HTTP requests per second per key at the edge (429 over it), RATE or RATE,BURST (0: no limit)")
+		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", "default"), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; default (the default set: "+strings.Join(tools.DefaultToolsets(), ", ")+"); all")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -267,7 +274,15 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger
 	}
 	store.SetDeliveryTargets(delivery.Targets(dcfg))
 	go delivery.New(store, dcfg).Run(ctx) // also fires next_action_due without targets
-	topts := []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack)}
+	toolsets, err := tools.WithToolsets(cfg.toolsets)
+	if err != nil {
+		return err
+	}
+	limits, err := tools.ParseRateLimits(cfg.rateLimit, cfg.httpRateLimit)
+	if err != nil {
+		return err
+	}
+	topts := []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack), toolsets, tools.WithRateLimits(limits)}
 	if mailCfg != nil {
 		syncer, err := mailsync.New(store, *mailCfg)
 		if err != nil {

@@ -1,0 +1,212 @@
+package tools
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"outreach/audit"
+	"outreach/mailsync"
+	"outreach/repo"
+)
+
+// Structured output. Every tool declares an outputSchema, derived from the Go
+// type its handler returns (the same type whose JSON is the text result), and
+// every successful call returns that JSON twice: as content[0].text, exactly
+// as before, and as structuredContent. Every result is already a JSON object
+// (a record, or an envelope around a list), as MCP requires of
+// structuredContent, so nothing is wrapped. Errors stay isError results with
+// text content only.
+//
+// The schemas are strict where the Go type is (a record's fields are
+// required unless they are omitted when empty, and no other field appears);
+// an integration test validates real results of every group against them.
+
+// outputs holds each tool's result schema, by tool name. A tool without an
+// entry gets {"type":"object"}; TestToolOutputSchemas fails for it.
+var outputs = map[string]*jsonschema.Schema{
+	// Outlets, contacts, channels
+	"create_outlet":         of[repo.Outlet](),
+	"get_outlet":            of[repo.OutletDetail](),
+	"list_outlets":          list[repo.Outlet]("outlets"),
+	"update_outlet":         of[repo.Outlet](),
+	"archive_outlet":        of[repo.Outlet](),
+	"restore_outlet":        of[repo.Outlet](),
+	"create_contact":        of[repo.Contact](),
+	"get_contact":           of[repo.ContactDetail](),
+	"list_contacts":         list[repo.Contact]("contacts"),
+	"update_contact":        of[repo.Contact](),
+	"add_contact_outlet":    object("affiliation", of[*repo.Affiliation](), "contact", of[*repo.Contact]()),
+	"remove_contact_outlet": object("removed", of[*repo.Affiliation](), "contact", of[*repo.Contact]()),
+	"archive_contact":       of[repo.Contact](),
+	"restore_contact":       of[repo.Contact](),
+	"create_channel":        of[repo.Channel](),
+	"get_channel":           of[repo.ChannelDetail](),
+	"list_channels":         list[repo.Channel]("channels"),
+	"update_channel":        of[repo.Channel](),
+	"archive_channel":       of[repo.Channel](),
+	"restore_channel":       of[repo.Channel](),
+
+	// Campaigns, opportunities, coverage
+	"create_campaign": of[repo.Campaign](),
+	"get_campaign": of[struct {
+		*repo.Campaign
+		Metrics *repo.CampaignMetrics `json:"metrics"`
+	}](),
+	"list_campaigns":             list[campaignWithHeadline]("campaigns"),
+	"update_campaign":            of[repo.Campaign](),
+	"archive_campaign":           of[repo.Campaign](),
+	"restore_campaign":           of[repo.Campaign](),
+	"create_opportunity":         of[repo.Opportunity](),
+	"get_opportunity":            of[repo.OpportunityDetail](),
+	"list_opportunities":         list[repo.Opportunity]("opportunities"),
+	"update_opportunity":         of[repo.Opportunity](),
+	"update_opportunity_stage":   of[repo.Opportunity](),
+	"add_opportunity_contact":    of[repo.Opportunity](),
+	"remove_opportunity_contact": of[repo.Opportunity](),
+	"archive_opportunity":        of[repo.Opportunity](),
+	"restore_opportunity":        of[repo.Opportunity](),
+	"create_coverage":            of[repo.Coverage](),
+	"get_coverage":               of[repo.CoverageDetail](),
+	"list_coverage":              list[repo.Coverage]("coverage"),
+	"update_coverage":            of[repo.Coverage](),
+	"archive_coverage":           of[repo.Coverage](),
+	"restore_coverage":           of[repo.Coverage](),
+
+	// Notes, search, dossiers
+	"create_note":            of[noteResult](),
+	"get_note":               of[noteResult](),
+	"list_notes":             list[repo.Note]("notes"),
+	"update_note":            of[noteResult](),
+	"add_note_link":          of[noteResult](),
+	"remove_note_link":       of[noteResult](),
+	"archive_note":           of[noteResult](),
+	"restore_note":           of[noteResult](),
+	"get_interaction_log":    of[repo.InteractionLog](),
+	"search":                 object("total", of[int](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "search_path", of[string](), "hits", of[[]repo.SearchHit]()),
+	"get_contact_dossier":    of[repo.ContactDossier](),
+	"get_outlet_dossier":     of[repo.OutletDossier](),
+	"get_opportunity_status": of[repo.OpportunityStatus](),
+	"get_agenda":             of[repo.Agenda](),
+
+	// Audit, service, keys
+	"get_change_log":   list[audit.Entry]("changes"),
+	"get_change":       of[audit.Entry](),
+	"rollback_change":  of[repo.Rollback](),
+	"rollback_session": of[repo.Rollback](),
+	"whoami": object("user_id", of[string](), "agent_id", of[string](), "agent_type", of[string](),
+		"key_id", of[string](), "key_name", of[string](), "scopes", of[[]string](), "session_id", of[string]()),
+	"get_service_info": object("version", of[string](), "store", of[repo.Capabilities]()),
+	"create_agent_key": object("key", of[string](), "agent_key", of[*repo.AgentKey](), "note", of[string]()),
+	"list_agent_keys":  object("total", of[int](), "agent_keys", of[[]repo.AgentKey]()),
+	"revoke_agent_key": of[repo.AgentKey](),
+	"list_users":       object("total", of[int](), "users", of[[]repo.User]()),
+	"create_user":      of[repo.User](),
+
+	// Media
+	"upload_media_url": object("media_id", of[string](), "upload_url", of[string](), "expires_at", of[string](), "instructions", of[string]()),
+	"attach_media":     of[repo.Media](),
+	"upload_media":     of[repo.Media](),
+	"get_media":        of[mediaView](),
+	"list_media":       list[repo.Media]("media"),
+	"archive_media":    of[repo.Media](),
+	"restore_media":    of[repo.Media](),
+
+	// Emails
+	"sync_emails":              of[mailsync.Result](),
+	"import_email":             of[repo.IngestResult](),
+	"list_email_threads":       object("total", of[int64](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "threads", of[[]threadSummary]()),
+	"get_email_thread":         of[repo.EmailThreadDetail](),
+	"search_emails":            object("total", of[int](), "showing", of[int](), "limit", of[int](), "messages", of[[]repo.EmailHit]()),
+	"get_contact_emails":       object("total", of[int](), "showing", of[int](), "limit", of[int](), "messages", of[[]repo.EmailHit]()),
+	"link_email_opportunity":   object("link", of[*repo.EmailOpportunityLink](), "thread", of[threadSummary]()),
+	"unlink_email_opportunity": object("thread", of[threadSummary]()),
+
+	// Notifications and messaging
+	"subscribe_opportunity":   of[repo.Subscription](),
+	"unsubscribe_opportunity": of[repo.Subscription](),
+	"list_subscriptions":      list[repo.SubscriptionView]("subscriptions"),
+	"list_notifications":      list[repo.Notification]("notifications"),
+	"mark_notifications_read": object("marked", of[[]string](), "count", of[int]()),
+	"send_slack_message":      of[repo.Message](),
+	"ask_slack":               object("question_id", of[string](), "question", of[*repo.Message]()),
+	"get_slack_answer": object("question_id", of[string](), "question", of[string](), "answered", of[bool](),
+		"status", of[string](), "answers", of[[]repo.Answer]()),
+	"list_questions": list[repo.Message]("questions"),
+}
+
+// campaignWithHeadline is a campaign as list_campaigns shows it.
+type campaignWithHeadline struct {
+	repo.Campaign
+	Headline *repo.CampaignHeadline `json:"headline"`
+}
+
+// withOutputs sets every tool's output schema.
+func withOutputs(tools []Tool) []Tool {
+	for i := range tools {
+		s := outputs[tools[i].Def.Name]
+		if s == nil {
+			s = &jsonschema.Schema{Type: "object"}
+		}
+		tools[i].Def.OutputSchema = s
+	}
+	return tools
+}
+
+// schemaTypes are types whose JSON the inference cannot see: a BSON date
+// is written as an RFC 3339 string, a BSON document as an object or null.
+var schemaTypes = map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[bson.DateTime](): {Type: "string"},
+	reflect.TypeFor[time.Time]():     {Type: "string"},
+	reflect.TypeFor[bson.M]():        {Types: []string{"null", "object"}},
+}
+
+// of is the schema of T's JSON.
+func of[T any]() *jsonschema.Schema {
+	s, err := jsonschema.ForType(reflect.TypeFor[T](), &jsonschema.ForOptions{TypeSchemas: schemaTypes})
+	if err != nil {
+		panic(fmt.Sprintf("output schema of %v: %v", reflect.TypeFor[T](), err))
+	}
+	nullableMaps(s)
+	return s
+}
+
+// nullableMaps lets every map be null, as encoding/json writes a nil map.
+func nullableMaps(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	isFalse := s.AdditionalProperties != nil && s.AdditionalProperties.Not != nil
+	if s.Type == "object" && s.Properties == nil && s.AdditionalProperties != nil && !isFalse {
+		s.Types, s.Type = []string{"null", "object"}, ""
+	}
+	for _, p := range s.Properties {
+		nullableMaps(p)
+	}
+	nullableMaps(s.Items)
+	if !isFalse {
+		nullableMaps(s.AdditionalProperties)
+	}
+}
+
+// list is the schema of the list envelope (see envelope): the page's items
+// under noun, with total, showing, limit and offset.
+func list[T any](noun string) *jsonschema.Schema {
+	return object("total", of[int64](), "showing", of[int](), "limit", of[int](), "offset", of[int](), noun, of[[]T]())
+}
+
+// object is the schema of a JSON object with exactly the given properties
+// (name, schema pairs), all of them always present.
+func object(pairs ...any) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}
+	for i := 0; i < len(pairs); i += 2 {
+		name := pairs[i].(string)
+		s.Properties[name] = pairs[i+1].(*jsonschema.Schema)
+		s.Required = append(s.Required, name)
+		s.PropertyOrder = append(s.PropertyOrder, name)
+	}
+	return s
+}
