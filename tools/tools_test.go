@@ -159,7 +159,7 @@ func TestToolOutputSchemas(t *testing.T) {
 	}
 }
 
-// TestToolsets checks the toolset setting: names, default, all, the
+// TestToolsets checks the toolset setting: names, core, all, the
 // always-on audit toolset, and refusal of unknown names.
 func TestToolsets(t *testing.T) {
 	for _, tc := range []struct {
@@ -167,12 +167,12 @@ func TestToolsets(t *testing.T) {
 		want    []string
 		wantErr bool
 	}{
-		{spec: "", want: DefaultToolsets()},
-		{spec: "default", want: DefaultToolsets()},
+		{spec: "", want: ToolsetNames()},
+		{spec: "core", want: CoreToolsets()},
 		{spec: "all", want: ToolsetNames()},
 		{spec: "notes", want: []string{"audit", "notes"}},
 		{spec: " Notes , emails,notes", want: []string{"audit", "emails", "notes"}},
-		{spec: "default,messaging", want: append(DefaultToolsets(), "messaging")},
+		{spec: "core,messaging", want: append(CoreToolsets(), "messaging")},
 		{spec: "notes,bogus", wantErr: true},
 	} {
 		opt, err := WithToolsets(tc.spec)
@@ -195,8 +195,8 @@ func TestToolsets(t *testing.T) {
 			t.Errorf("%q: toolsets served (-got +want):\n%s", tc.spec, diff)
 		}
 	}
-	if n, all := len(All(nil, must(WithToolsets("default")))), len(All(nil)); n >= all || n == 0 {
-		t.Errorf("the default set has %d of %d tools", n, all)
+	if n, all := len(All(nil, must(WithToolsets("core")))), len(All(nil)); n >= all || n == 0 {
+		t.Errorf("the core set has %d of %d tools", n, all)
 	}
 }
 

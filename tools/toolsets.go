@@ -14,8 +14,9 @@ import (
 
 // Toolsets. About ninety tools do not fit well in an agent's context, so the
 // groups are toolsets an operator enables with one setting (--toolsets,
-// OUTREACH_TOOLSETS: comma-separated names, "default" for the default set,
-// "all" for every toolset). The audit toolset (change log, rollback, whoami)
+// OUTREACH_TOOLSETS: comma-separated names, "core" for the pipeline's core
+// set, "all" for every toolset, the default: the specification's groups are
+// all served unless the operator narrows them). The audit toolset (change log, rollback, whoami)
 // is always on: it is how an agent checks and undoes its work. On top of
 // that, tools/list shows each key only the tools its scopes may call (a
 // read-only key sees no mutating tool); calling a hidden tool is still
@@ -25,7 +26,7 @@ import (
 type toolset struct {
 	name        string
 	description string
-	byDefault   bool
+	core        bool
 	tools       func(s *repo.Store, o options, opts []Option) []Tool
 }
 
@@ -51,8 +52,8 @@ var toolsets = []toolset{
 const alwaysOn = "audit"
 
 // WithToolsets selects the toolsets All returns, from a comma-separated
-// list of names, "default" (the default set) and "all"; empty means
-// "default". Without this option All returns every toolset.
+// list of names, "core" (the core set) and "all"; empty means "all".
+// Without this option All returns every toolset.
 func WithToolsets(spec string) (Option, error) {
 	names, err := parseToolsets(spec)
 	if err != nil {
@@ -61,11 +62,12 @@ func WithToolsets(spec string) (Option, error) {
 	return func(o *options) { o.toolsets = names }, nil
 }
 
-// ToolsetNames lists every toolset, and DefaultToolsets the default set.
+// ToolsetNames lists every toolset, and CoreToolsets the core set.
 func ToolsetNames() []string { return toolsetNames(func(toolset) bool { return true }) }
 
-// DefaultToolsets lists the toolsets enabled when none are chosen.
-func DefaultToolsets() []string { return toolsetNames(func(t toolset) bool { return t.byDefault }) }
+// CoreToolsets lists the toolsets of "core": the pipeline an agent works
+// (outlets, contacts, campaigns, opportunities, coverage, notes, search).
+func CoreToolsets() []string { return toolsetNames(func(t toolset) bool { return t.core }) }
 
 func toolsetNames(keep func(toolset) bool) []string {
 	var out []string
@@ -79,7 +81,7 @@ func toolsetNames(keep func(toolset) bool) []string {
 
 func parseToolsets(spec string) ([]string, error) {
 	if strings.TrimSpace(spec) == "" {
-		spec = "default"
+		spec = "all"
 	}
 	names := []string{alwaysOn}
 	for _, n := range strings.Split(spec, ",") {
@@ -87,12 +89,12 @@ func parseToolsets(spec string) ([]string, error) {
 		case n == "":
 		case n == "all":
 			names = append(names, ToolsetNames()...)
-		case n == "default":
-			names = append(names, DefaultToolsets()...)
+		case n == "core":
+			names = append(names, CoreToolsets()...)
 		case slices.Contains(ToolsetNames(), n):
 			names = append(names, n)
 		default:
-			return nil, fmt.Errorf("unknown toolset %q; the toolsets are %s, or default, or all", n, strings.Join(ToolsetNames(), ", "))
+			return nil, fmt.Errorf("unknown toolset %q; the toolsets are %s, or core, or all", n, strings.Join(ToolsetNames(), ", "))
 		}
 	}
 	slices.Sort(names)

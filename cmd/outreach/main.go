@@ -69,7 +69,7 @@ Every command reads the same configuration:
   OUTREACH_IMAP_INTERVAL    time between automatic syncs, e.g. 5m (default 5m; 0 = only sync_emails)
   OUTREACH_IMAP_MAX_MESSAGE_BYTES  larger messages are skipped and reported (default 52428800, 50 MiB)
   OUTREACH_EMAIL_KEEP_ATTACHMENTS  true: keep attachment bytes in GridFS (default false: metadata only)
-  OUTREACH_TOOLSETS         toolsets to serve, comma-separated (default: default; all: every toolset)
+  OUTREACH_TOOLSETS         toolsets to serve, comma-separated (default: all; core: the core set)
   OUTREACH_RATE_LIMIT       tool calls per second per key, RATE or RATE,BURST (default 10,100; 0: none)
   OUTREACH_HTTP_RATE_LIMIT  HTTP requests per second per key, RATE or RATE,BURST (default 50,500; 0: none)
 `
@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also expose the embedded store's MongoDB wire endpoint here (for mongosh)")
 		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.httpRateLimit, "http-rate-limit", env("OUTREACH_HTTP_RATE_LIMIT", tools.DefaultRequestRate), "HTTP requests per second per key at the edge (429 over it), RATE or RATE,BURST (0: no limit)")
-		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", "default"), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; default (the default set: "+strings.Join(tools.DefaultToolsets(), ", ")+"); all")
+		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", "all"), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, the default)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
