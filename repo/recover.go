@@ -31,6 +31,8 @@ type RecoveryReport struct {
 // all says no other process writes the store (the embedded store at start):
 // then nothing in the store is in flight but this process's own work.
 func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
+	// What recovery rolls forward may be a key's change: forget verified keys.
+	defer s.keys.invalidate()
 	var rep RecoveryReport
 	cutoff := time.Now().Add(-s.lease)
 	if all {

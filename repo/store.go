@@ -102,6 +102,7 @@ type Store struct {
 
 	keyUseMu sync.Mutex
 	keyUse   map[string]time.Time
+	keys     keyCache // verified keys (keys.go)
 
 	media    MediaOptions
 	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (media.go)

@@ -122,6 +122,12 @@ func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation
 	if len(muts) == 0 {
 		return nil, nil
 	}
+	if slices.ContainsFunc(muts, func(m mutation) bool { return m.coll == collKeys }) {
+		// A change to a key empties the verified-key cache before and after
+		// it lands, so no request is let in on the key's old state.
+		s.keys.invalidate()
+		defer s.keys.invalidate()
+	}
 	if err := s.bindSession(ctx, actor); err != nil {
 		return nil, err
 	}
@@ -661,6 +667,9 @@ func isConflict(err error) bool {
 // The write releases the lock unless keepLock (the plan changes the record
 // again in a later step).
 func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID string, keepLock bool) error {
+	if m.coll == collKeys {
+		defer s.keys.invalidate() // recovery rolling a key's change forward
+	}
 	doc := make(bson.M, len(m.after)+4)
 	for k, v := range m.after {
 		doc[k] = v

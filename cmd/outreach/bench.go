@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	peer := fs.String("peer", "", "folder holding the peer's node_modules (bench/peer after npm ci); empty: no peer")
 	only := fs.String("only", "", "comma-separated parts of operation names to keep (e.g. note,log)")
 	out := fs.String("out", "", "also write the table to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (service and store) here, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,6 +40,17 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {

@@ -1,0 +1,62 @@
+package repo
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// TestListPageAnswersAlike checks that the list read in one pass (the
+// embedded store's) and the page-then-count read (every other store) give
+// the same page and the same total for every limit and offset around the
+// list's ends, and that both equal the store's own count.
+func TestListPageAnswersAlike(t *testing.T) {
+	s, ctx := openTestStore(t)
+	for i := range 7 {
+		if _, err := s.Fixture(ctx, collOutlets, map[string]any{"name": fmt.Sprintf("o%d", i), "tier": i % 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sort := bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}
+	for _, filter := range []bson.M{{}, {"tier": 1}, {"name": "none"}} {
+		want, err := s.coll(collOutlets).CountDocuments(ctx, filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, limit := range []int{1, 3, 4, 7, 50} {
+			for _, offset := range []int{0, 1, 3, 4, 6, 7, 8, 20} {
+				name := fmt.Sprintf("filter %v limit %d offset %d", filter, limit, offset)
+				s.serialWrites = true
+				one, err := listPage[Outlet](ctx, s, collOutlets, bson.M(cloneM(filter)), sort, limit, offset)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.serialWrites = false
+				two, err := listPage[Outlet](ctx, s, collOutlets, bson.M(cloneM(filter)), sort, limit, offset)
+				s.serialWrites = true
+				if err != nil {
+					t.Fatal(err)
+				}
+				if one.Total != want || two.Total != want {
+					t.Errorf("%s: totals %d (one pass) and %d (page, count); the store counts %d", name, one.Total, two.Total, want)
+				}
+				if diff := cmp.Diff(names(one.Items), names(two.Items)); diff != "" {
+					t.Errorf("%s: pages differ (-one pass +page, count):\n%s", name, diff)
+				}
+				if wantLen := max(0, min(limit, int(want)-offset)); len(one.Items) != wantLen {
+					t.Errorf("%s: %d items; want %d", name, len(one.Items), wantLen)
+				}
+			}
+		}
+	}
+}
+
+func names(os []Outlet) []string {
+	out := []string{}
+	for _, o := range os {
+		out = append(out, o.Name)
+	}
+	return out
+}
