@@ -138,12 +138,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer store.Close(context.Background())
-	caps := store.Capabilities()
-	mode := caps.WriteMode
-	if mode == repo.ModeOrdered && strings.HasPrefix(caps.Server, "FerretDB 1.") {
-		mode = "serial"
+	mode := store.Capabilities().WriteMode
+	if opts.Exclusive {
+		mode = "serial" // the embedded store: writes serialised in this process
 	}
-	rep.Store += ", " + caps.Server + ", write protocol " + mode
+	rep.Store += ", write protocol " + mode
 	sctx := audit.WithActor(ctx, repo.SystemActor("bench"))
 	if err := store.Seed(sctx); err != nil {
 		return nil, err

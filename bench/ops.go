@@ -217,10 +217,24 @@ func operations(d *data) []operation {
 	}
 	stamp := func(w, i int) string { return fmt.Sprintf("w%d-%d-%d", w, i, time.Now().UnixNano()) }
 	ops := []operation{
-		{name: "get_note", rawOps: 1,
+		// The note and the record its link names (get_note shows its name).
+		{name: "get_note", rawOps: 2,
 			call: func(w, i int) []callSpec { return []callSpec{{"get_note", map[string]any{"id": note(w, i)}}} },
 			raw: func(ctx context.Context, r *rawStore, w, i int) error {
-				return r.db.Collection("notes").FindOne(ctx, bson.M{"_id": note(w, i)}).Err()
+				var n struct {
+					Links []struct {
+						ContactID string `bson:"contact_id"`
+					} `bson:"links"`
+				}
+				if err := r.db.Collection("notes").FindOne(ctx, bson.M{"_id": note(w, i)}).Decode(&n); err != nil {
+					return err
+				}
+				for _, l := range n.Links {
+					if err := r.db.Collection("contacts").FindOne(ctx, bson.M{"_id": l.ContactID}).Err(); err != nil {
+						return err
+					}
+				}
+				return nil
 			},
 			peer: func(w, i int) []callSpec {
 				return []callSpec{{"find", map[string]any{"database": d.db, "collection": "notes", "filter": map[string]any{"_id": note(w, i)}, "limit": 1}}}

@@ -93,6 +93,12 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 		return rep, errors.Join(append(errs, err)...)
 	}
 	for _, in := range intents {
+		// This process's own intent is settled when it holds none in
+		// memory: the stored state of a finished write is not marked done
+		// (see writeSerial), the next write overwrites it.
+		if in.ID == s.intentID && s.ownIntent == nil {
+			continue
+		}
 		// Another process's intent is left to its process until its lease
 		// passes, unless no other process can be writing.
 		if in.ID != s.intentID && !all && !s.exclusive && in.At.After(cutoff) {
