@@ -205,43 +205,28 @@ func newest(a, b Interaction) int {
 func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, limit int) (*InteractionLog, error) {
 	var all []Interaction
 	var total int64
-	find := func(coll string, filter bson.M, dateField string) (*mongo.Cursor, int64, error) {
-		n, err := s.coll(coll).CountDocuments(ctx, filter)
-		if err != nil {
-			return nil, 0, err
-		}
-		cur, err := s.coll(coll).Find(ctx, filter, options.Find().
-			SetSort(bson.D{{Key: dateField, Value: -1}, {Key: "_id", Value: -1}}).SetLimit(int64(limit)))
-		return cur, n, err
-	}
-	cur, n, err := find(collNotes, sc.notes, "occurred_at")
+	// Each source's page and count in one read where a count costs a
+	// second scan (see listPage).
+	notes, err := listPage[Note](ctx, s, collNotes, sc.notes, bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log notes: %w", err)
 	}
-	var notes []Note
-	if err := cur.All(ctx, &notes); err != nil {
-		return nil, err
-	}
-	total += n
-	for _, x := range notes {
+	total += notes.Total
+	for _, x := range notes.Items {
 		all = append(all, Interaction{Type: "note", ID: x.ID, Date: x.OccurredAt, Title: x.Title, Summary: firstLine(x.Content), DetailType: x.Type})
 	}
-	cur, n, err = find(collCoverage, sc.coverage, "published_at")
+	cov, err := listPage[Coverage](ctx, s, collCoverage, sc.coverage, bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log coverage: %w", err)
 	}
-	var cov []Coverage
-	if err := cur.All(ctx, &cov); err != nil {
-		return nil, err
-	}
-	total += n
-	for i := range cov {
-		x := &cov[i]
+	total += cov.Total
+	for i := range cov.Items {
+		x := &cov.Items[i]
 		all = append(all, Interaction{Type: "coverage", ID: x.ID, Date: x.PublishedAt, Title: x.Title, Summary: coverageSummary(x), DetailType: x.Type})
 	}
 	// Messages live inside threads: every matching thread is read, and its
 	// messages filtered, counted and merged here.
-	cur, err = s.coll(collEmails).Find(ctx, sc.threads)
+	cur, err := s.coll(collEmails).Find(ctx, sc.threads)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log emails: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -120,20 +121,81 @@ func hashKey(key string) string {
 // ErrBadKey is wrapped by every authentication failure.
 var ErrBadKey = errors.New("invalid key")
 
-// Authenticate returns the active key that key is, and records its use.
+// keyCacheTTL bounds how long a verified key is trusted without reading it
+// again. A change to any key made through this process (revoke, archive,
+// a rollback) empties the cache at once, so revocation through this server
+// is immediate; only a key revoked by another process that writes the same
+// store (several servers on one MongoDB) may keep working this long.
+const keyCacheTTL = 5 * time.Second
+
+// keyCache holds the keys verified recently, by hash. gen moves on every
+// change to a key, and a look-up only caches its answer if gen did not move
+// while it read the store: a read that raced a revocation is never cached.
+type keyCache struct {
+	mu      sync.Mutex
+	gen     uint64
+	entries map[string]cachedKey
+}
+
+type cachedKey struct {
+	key AgentKey
+	at  time.Time
+}
+
+func (c *keyCache) get(hash string, t time.Time) (AgentKey, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[hash]
+	if !ok || t.Sub(e.at) >= keyCacheTTL || t.Before(e.at) {
+		return AgentKey{}, c.gen, false
+	}
+	k := e.key
+	k.Scopes = slices.Clone(k.Scopes)
+	return k, c.gen, true
+}
+
+func (c *keyCache) put(hash string, k AgentKey, gen uint64, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if c.entries == nil || len(c.entries) >= 10000 {
+		c.entries = map[string]cachedKey{}
+	}
+	k.Scopes = slices.Clone(k.Scopes)
+	c.entries[hash] = cachedKey{key: k, at: t}
+}
+
+// invalidate forgets every cached key; the write path calls it around every
+// change to a key.
+func (c *keyCache) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.entries = nil
+}
+
+// Authenticate returns the active key that key is, and records its use. A
+// key verified within keyCacheTTL is not read again (see keyCacheTTL); its
+// expiry is checked on every call.
 func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error) {
 	if why := WellFormedKey(key); why != "" {
 		return nil, errors.Join(ErrBadKey, errors.New(why))
 	}
-	var k AgentKey
-	err := s.coll(collKeys).FindOne(ctx, bson.M{"key_hash": hashKey(key)}).Decode(&k)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, errors.Join(ErrBadKey, errors.New("unknown key"))
-	}
-	if err != nil {
-		return nil, err
-	}
+	hash := hashKey(key)
 	t := now()
+	k, gen, ok := s.keys.get(hash, t)
+	if !ok {
+		err := s.coll(collKeys).FindOne(ctx, bson.M{"key_hash": hash}).Decode(&k)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil, errors.Join(ErrBadKey, errors.New("unknown key"))
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.keys.put(hash, k, gen, t)
+	}
 	switch {
 	case k.RevokedAt != nil:
 		return nil, errors.Join(ErrBadKey, errors.New("the key was revoked"))

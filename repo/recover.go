@@ -31,6 +31,8 @@ type RecoveryReport struct {
 // all says no other process writes the store (the embedded store at start):
 // then nothing in the store is in flight but this process's own work.
 func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
+	// What recovery rolls forward may be a key's change: forget verified keys.
+	defer s.keys.invalidate()
 	var rep RecoveryReport
 	cutoff := time.Now().Add(-s.lease)
 	if all {
@@ -91,6 +93,12 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 		return rep, errors.Join(append(errs, err)...)
 	}
 	for _, in := range intents {
+		// This process's own intent is settled when it holds none in
+		// memory: the stored state of a finished write is not marked done
+		// (see writeSerial), the next write overwrites it.
+		if in.ID == s.intentID && s.ownIntent == nil {
+			continue
+		}
 		// Another process's intent is left to its process until its lease
 		// passes, unless no other process can be writing.
 		if in.ID != s.intentID && !all && !s.exclusive && in.At.After(cutoff) {

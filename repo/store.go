@@ -102,6 +102,8 @@ type Store struct {
 
 	keyUseMu sync.Mutex
 	keyUse   map[string]time.Time
+	keys     keyCache // verified keys (keys.go)
+	seqs     seqBlock // change seqs reserved by an exclusive store (write.go)
 
 	media    MediaOptions
 	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (media.go)

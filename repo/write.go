@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -121,6 +122,12 @@ func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation
 	}
 	if len(muts) == 0 {
 		return nil, nil
+	}
+	if slices.ContainsFunc(muts, func(m mutation) bool { return m.coll == collKeys }) {
+		// A change to a key empties the verified-key cache before and after
+		// it lands, so no request is let in on the key's old state.
+		s.keys.invalidate()
+		defer s.keys.invalidate()
 	}
 	if err := s.bindSession(ctx, actor); err != nil {
 		return nil, err
@@ -516,6 +523,7 @@ func (s *Store) insertEntry(ctx context.Context, e *audit.Entry) error {
 		if attempt == 4 {
 			return fmt.Errorf("change %s: seq %d is taken: %w", e.ID, e.Seq, err)
 		}
+		s.seqs.drop() // the counter is behind the log: read it again
 		seq, serr := s.nextSeq(ctx)
 		if serr != nil {
 			return serr
@@ -600,13 +608,11 @@ func (s *Store) writeSerial(ctx context.Context, chk precheck, m mutation, e *au
 		}
 	}
 	if werr == nil {
-		// The entry is in: the intent is done.
-		if _, err := s.coll(collIntents).UpdateOne(ctx, bson.M{"_id": in.ID}, bson.M{"$set": bson.M{"state": "done"}}); err != nil {
-			// Applied all the same: the process's next write (or recovery)
-			// settles the intent first, and finds the entry there.
-			s.log.Warn().Err(err).Str("change", e.ID).Msg("intent left pending")
-			return nil
-		}
+		// The entry is in: the intent is settled. Its stored state is not
+		// marked done here (one store write less per change, under the
+		// lock): the process's next write overwrites it, and should the
+		// process stop first, recovery at start settles it again, which is
+		// idempotent (the record carries the entry, the entry is there).
 		s.ownIntent = nil
 		return nil
 	}
@@ -673,6 +679,9 @@ func isConflict(err error) bool {
 // The write releases the lock unless keepLock (the plan changes the record
 // again in a later step).
 func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID string, keepLock bool) error {
+	if m.coll == collKeys {
+		defer s.keys.invalidate() // recovery rolling a key's change forward
+	}
 	doc := make(bson.M, len(m.after)+4)
 	for k, v := range m.after {
 		doc[k] = v
@@ -790,8 +799,53 @@ func (s *Store) nextSeq(ctx context.Context) (int64, error) {
 	return s.nextSeqs(ctx, 1)
 }
 
-// nextSeqs takes n consecutive sequence numbers and returns the last.
+// nextSeqs takes n consecutive sequence numbers and returns the last. A
+// store only this process writes (the embedded one) reserves them from the
+// counter in blocks and hands them out from memory: one counter write per
+// seqBlockSize changes instead of one per change. Numbers are still taken
+// under the write lock, so they increase in the order entries are written;
+// a block left unused when the process stops is a gap, which seq allows.
 func (s *Store) nextSeqs(ctx context.Context, n int) (int64, error) {
+	if s.exclusive && s.serialWrites {
+		return s.seqs.take(n, func(k int) (int64, error) { return s.reserveSeqs(ctx, k) })
+	}
+	return s.reserveSeqs(ctx, n)
+}
+
+// seqBlockSize is how many sequence numbers an exclusive store reserves at once.
+const seqBlockSize = 64
+
+// seqBlock holds the reserved sequence numbers next..last not handed out yet.
+type seqBlock struct {
+	mu         sync.Mutex
+	next, last int64
+}
+
+func (b *seqBlock) take(n int, reserve func(int) (int64, error)) (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.next == 0 || b.next+int64(n)-1 > b.last {
+		k := max(n, seqBlockSize)
+		last, err := reserve(k)
+		if err != nil {
+			return 0, err
+		}
+		b.next, b.last = last-int64(k)+1, last
+	}
+	b.next += int64(n)
+	return b.next - 1, nil
+}
+
+// drop forgets the reserved numbers, so the next take reads the counter.
+func (b *seqBlock) drop() {
+	b.mu.Lock()
+	b.next, b.last = 0, 0
+	b.mu.Unlock()
+}
+
+// reserveSeqs takes n consecutive numbers from the counter document and
+// returns the last.
+func (s *Store) reserveSeqs(ctx context.Context, n int) (int64, error) {
 	var c struct {
 		Seq int64 `bson:"seq"`
 	}

@@ -50,6 +50,7 @@ commands:
   indexes    apply the index list and exit
   keys       create | list | revoke agent keys
   verify     check that every record matches its change-log entry
+  bench      measure the tools beside the floor, the raw store and a peer (Markdown table)
   version    print the version
 
 Every command reads the same configuration:
@@ -118,6 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCommand(ctx, cfg, command{Name: args[0]}, stdout, log)
 	case "keys":
 		return keys(ctx, cfg, args[1:], stdout, stderr, log)
+	case "bench":
+		return benchCommand(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version.Version)
 		return nil

@@ -1,0 +1,373 @@
+// Package bench measures the service beside what bounds it, in one run on
+// one store and one set of documents: the floor (a bare go-sdk server with
+// one trivial tool over the same HTTP stack), the raw store (the same reads,
+// and the store operations each write needs, issued with the driver), and a
+// peer (the MongoDB MCP server over its HTTP transport, running the
+// equivalent find on the same documents). Machines are shared and noisy, so
+// what counts are the ratios measured side by side; the absolute times and
+// the load average are printed beside them.
+//
+// Run it with `outreach bench` (see its -h). The result is a Markdown table.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"outreach/audit"
+	"outreach/embedded"
+	"outreach/repo"
+	"outreach/server"
+)
+
+// Config sizes a run.
+type Config struct {
+	// Notes is how many notes are seeded; coverage (Notes/2) and email
+	// messages (3×Notes, in threads of 50) follow in proportion.
+	Notes int
+	// Cell is how long each measurement (one operation, one target, one
+	// client count) runs. A cell makes at least one call per client.
+	Cell time.Duration
+	// Clients are the client counts measured (default 1 and 8).
+	Clients []int
+	// PeerDir is the folder whose node_modules holds mongodb-mcp-server
+	// (installed with npm ci from its lockfile); empty leaves the peer out.
+	PeerDir string
+	// MongoURI, when set, benchmarks that store instead of a fresh embedded
+	// one (a database named by DB is created and left there).
+	MongoURI, DB string
+	// Only, when set, keeps the operations whose name contains one of these.
+	Only []string
+	// Progress receives one line per cell; nil is silent.
+	Progress io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.Notes <= 0 {
+		c.Notes = 1000
+	}
+	if c.Cell <= 0 {
+		c.Cell = 2 * time.Second
+	}
+	if len(c.Clients) == 0 {
+		c.Clients = []int{1, 8}
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if c.DB == "" {
+		c.DB = fmt.Sprintf("outreach_bench_%d", time.Now().UnixNano())
+	}
+}
+
+// Stats are one cell's figures.
+type Stats struct {
+	Calls      int
+	Errors     int
+	P50, P99   time.Duration
+	Throughput float64 // calls per second, all clients together
+	Load       float64 // one-minute load average when the cell ended
+	FirstError string
+}
+
+// Row is one operation measured on every target.
+type Row struct {
+	Name  string
+	Write bool
+	// RawOps counts the store operations the raw equivalent issues per call.
+	RawOps int
+	// Service, Raw and Peer are keyed by client count; Peer is empty when
+	// there is no comparable peer call.
+	Service, Raw, Peer map[int]Stats
+}
+
+// Report is a run's result.
+type Report struct {
+	Config                Config
+	Machine               string
+	CPUs                  int
+	LoadBefore, LoadAfter string
+	Store                 string
+	Seeded                string
+	SeedTime              time.Duration
+	Floor                 map[int]Stats
+	Rows                  []Row
+	ServerRSS, PeerRSS    int64 // bytes, at the end
+	PeerNote              string
+}
+
+// Run seeds a store, starts the service, the floor and (when configured)
+// the peer, and measures every operation on each.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	rep := &Report{Config: cfg, Machine: cpuModel(), CPUs: runtime.NumCPU(), LoadBefore: loadAvg()}
+	uri := cfg.MongoURI
+	rep.Store = "MongoDB-compatible server at MONGODB_URI"
+	opts := repo.Options{Logger: zerolog.Nop(), WriteMode: os.Getenv("OUTREACH_WRITE_MODE")}
+	if uri == "" {
+		dir, err := os.MkdirTemp("", "outreach-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		es, err := embedded.Start(ctx, embedded.Options{Dir: dir})
+		if err != nil {
+			return nil, err
+		}
+		defer es.Close()
+		uri = es.URI
+		opts.Exclusive = true
+		rep.Store = "embedded FerretDB 1.24 (SQLite, on disk)"
+	}
+	store, err := repo.Open(ctx, uri, cfg.DB, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close(context.Background())
+	mode := store.Capabilities().WriteMode
+	if opts.Exclusive {
+		mode = "serial" // the embedded store: writes serialised in this process
+	}
+	rep.Store += ", write protocol " + mode
+	sctx := audit.WithActor(ctx, repo.SystemActor("bench"))
+	if err := store.Seed(sctx); err != nil {
+		return nil, err
+	}
+	key, err := store.Bootstrap(sctx)
+	if err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return nil, errors.New("the bench database already has keys: give a fresh database name")
+	}
+	svc := httptest.NewServer(server.New(store, zerolog.Nop()))
+	defer svc.Close()
+	floor := httptest.NewServer(floorHandler())
+	defer floor.Close()
+
+	start := time.Now()
+	d, err := seed(sctx, store, svc.URL+"/mcp", key, cfg.Notes)
+	if err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+	rep.SeedTime = time.Since(start)
+	rep.Seeded = d.summary
+	d.db = cfg.DB
+	fmt.Fprintf(cfg.Progress, "seeded %s in %v\n", d.summary, rep.SeedTime.Round(time.Millisecond))
+
+	raw, err := newRaw(ctx, uri, cfg.DB, d)
+	if err != nil {
+		return nil, fmt.Errorf("raw store: %w", err)
+	}
+	defer raw.close(context.Background())
+
+	var peer *peerServer
+	if cfg.PeerDir != "" {
+		peer, err = startPeer(ctx, cfg.PeerDir, uri)
+		if err != nil {
+			rep.PeerNote = "peer not run: " + err.Error()
+			fmt.Fprintln(cfg.Progress, rep.PeerNote)
+		} else {
+			defer peer.stop()
+		}
+	} else {
+		rep.PeerNote = "peer not run: no -peer folder given"
+	}
+
+	rep.Floor = map[int]Stats{}
+	for _, n := range cfg.Clients {
+		st, err := measureMCP(ctx, floor.URL, "", n, cfg.Cell, func(int, int) []callSpec {
+			return []callSpec{{"ping", map[string]any{}}}
+		}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("floor: %w", err)
+		}
+		rep.Floor[n] = st
+		fmt.Fprintf(cfg.Progress, "floor          %d clients: p50 %v, %.0f calls/s\n", n, st.P50, st.Throughput)
+	}
+	for _, o := range operations(d) {
+		if len(cfg.Only) > 0 && !slices.ContainsFunc(cfg.Only, func(s string) bool { return strings.Contains(o.name, s) }) {
+			continue
+		}
+		row := Row{Name: o.name, Write: o.write, RawOps: o.rawOps, Service: map[int]Stats{}, Raw: map[int]Stats{}, Peer: map[int]Stats{}}
+		for _, n := range cfg.Clients {
+			st, err := measureMCP(ctx, svc.URL+"/mcp", key, n, cfg.Cell, o.call, nil)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", o.name, err)
+			}
+			row.Service[n] = st
+			rs := measure(n, cfg.Cell, func(w, i int) error { return o.raw(ctx, raw, w, i) })
+			row.Raw[n] = rs
+			line := fmt.Sprintf("%-34s %d clients: p50 %v (raw %v), %.1f calls/s (raw %.1f)", o.name, n, st.P50, rs.P50, st.Throughput, rs.Throughput)
+			if peer != nil && o.peer != nil {
+				ps, err := measureMCP(ctx, peer.url, "", n, cfg.Cell, o.peer, peerConnection)
+				if err != nil {
+					return nil, fmt.Errorf("%s on the peer: %w", o.name, err)
+				}
+				row.Peer[n] = ps
+				line += fmt.Sprintf(", peer p50 %v", ps.P50)
+			}
+			fmt.Fprintln(cfg.Progress, line)
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	rep.ServerRSS = rss(os.Getpid())
+	if peer != nil {
+		rep.PeerRSS = rss(peer.pid())
+	}
+	rep.LoadAfter = loadAvg()
+	return rep, nil
+}
+
+// floorHandler is the floor: a bare go-sdk server with one trivial tool,
+// served by the same Streamable HTTP handler the service uses.
+func floorHandler() http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "floor", Version: "1"}, nil)
+	type in struct{}
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: "answers pong"}, func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
+	})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+}
+
+type bearer struct{ key string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.key != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+b.key)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connect opens an MCP client session on url.
+func connect(ctx context.Context, url, key string) (*mcp.ClientSession, error) {
+	c := mcp.NewClient(&mcp.Implementation{Name: "outreach-bench", Version: "1"}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key}}}, nil)
+}
+
+// call calls a tool and turns an error result into an error.
+func call(ctx context.Context, s *mcp.ClientSession, tool string, args map[string]any) (string, error) {
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return "", err
+	}
+	var text string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			text += t.Text
+		}
+	}
+	if res.IsError {
+		return "", fmt.Errorf("%s: %.300s", tool, text)
+	}
+	return text, nil
+}
+
+// measureMCP runs clients sessions, each making the calls next gives (worker
+// w, its i-th operation) for d; one operation may be several calls.
+func measureMCP(ctx context.Context, url, key string, clients int, d time.Duration, next func(w, i int) []callSpec,
+	extra func(context.Context, *mcp.ClientSession) (map[string]any, error)) (Stats, error) {
+	sessions := make([]*mcp.ClientSession, clients)
+	extras := make([]map[string]any, clients)
+	for i := range sessions {
+		s, err := connect(ctx, url, key)
+		if err != nil {
+			return Stats{}, err
+		}
+		defer s.Close()
+		sessions[i] = s
+		if extra != nil {
+			if extras[i], err = extra(ctx, s); err != nil {
+				return Stats{}, err
+			}
+		}
+	}
+	st := measure(clients, d, func(w, i int) error {
+		for _, c := range next(w, i) {
+			for k, v := range extras[w] {
+				c.args[k] = v
+			}
+			if _, err := call(ctx, sessions[w], c.tool, c.args); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if st.Calls == st.Errors {
+		return st, fmt.Errorf("every call failed: %s", st.FirstError)
+	}
+	return st, nil
+}
+
+// measure runs fn from clients goroutines until d has passed (each makes at
+// least one call) and returns the latency percentiles and the throughput.
+func measure(clients int, d time.Duration, fn func(w, i int) error) Stats {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var st Stats
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			var errs int
+			var first string
+			for i := 0; i == 0 || time.Now().Before(deadline); i++ {
+				t := time.Now()
+				err := fn(w, i)
+				mine = append(mine, time.Since(t))
+				if err != nil {
+					errs++
+					if first == "" {
+						first = err.Error()
+					}
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			st.Errors += errs
+			if st.FirstError == "" {
+				st.FirstError = first
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	slices.Sort(lat)
+	st.Calls = len(lat)
+	st.P50 = lat[len(lat)/2]
+	st.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	st.Throughput = float64(len(lat)) / elapsed.Seconds()
+	st.Load = load1()
+	return st
+}
+
+// rawStore is the driver's direct view of the same store.
+type rawStore struct {
+	client *mongo.Client
+	db     *mongo.Database
+	// scratch is where the raw equivalents of writes go: a copy of the
+	// collections they touch, so the service's data and change log stay
+	// exactly what the service wrote.
+	scratch *mongo.Database
+	data    *data
+}
