@@ -139,8 +139,17 @@ func (s *Store) applyPlace(ctx context.Context, c *Coverage, outlet, channel, op
 	if outlet == nil && channel == nil && c.OutletID == "" && oppOutlet != "" {
 		outlet = &oppOutlet
 	}
-	c.OutletID, c.ChannelID, err = s.place(ctx, c.OutletID, c.ChannelID, outlet, channel)
-	return err
+	if c.OutletID, c.ChannelID, err = s.place(ctx, c.OutletID, c.ChannelID, outlet, channel); err != nil {
+		return err
+	}
+	g, err := s.view().coverageEmbargo(ctx, c)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		return g.toolError()
+	}
+	return nil
 }
 
 // CreateCoverage records coverage. Its type defaults to article; its
