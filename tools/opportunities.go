@@ -63,11 +63,11 @@ func Opportunities(s *repo.Store) []Tool {
 		EmbargoUntil    *string   `json:"embargo_until,omitempty" jsonschema:"new embargo (RFC 3339 with zone offset); empty string lifts it; refused while active coverage of the opportunity was published before it"`
 	}
 	type stageIn struct {
-		ID         string `json:"id" jsonschema:"the opportunity's id (UUID)"`
-		Stage      string `json:"stage" enum:"researching,drafting,pitched,responded,in_progress,placed,published,won,lost" jsonschema:"the stage to move to"`
-		LostReason string `json:"lost_reason,omitempty" jsonschema:"why it was lost; required with stage lost, refused with any other stage"`
-		Reopen     bool   `json:"reopen,omitempty" jsonschema:"must be true to move an opportunity out of won or lost"`
-		Note       string `json:"note,omitempty" max:"100000" jsonschema:"optional text stored as a note linked to the opportunity, titled 'Stage changed to <stage>'"`
+		ID             string `json:"id" jsonschema:"the opportunity's id (UUID)"`
+		Stage          string `json:"stage" enum:"researching,drafting,pitched,responded,in_progress,placed,published,won,lost" jsonschema:"the stage to move to"`
+		LostReason     string `json:"lost_reason,omitempty" jsonschema:"why it was lost; required with stage lost, refused with any other stage"`
+		Reopen         bool   `json:"reopen,omitempty" jsonschema:"must be true to move an opportunity out of won or lost"`
+		Note           string `json:"note,omitempty" max:"100000" jsonschema:"optional text stored as a note linked to the opportunity, titled 'Stage changed to <stage>'"`
 		OverrideReason string `json:"override_reason,omitempty" max:"2000" jsonschema:"only with stage pitched: why to pitch although a contact was pitched by the team within the double-pitch window; kept in the stage history and the change log"`
 	}
 	type contactIn struct {
