@@ -23,6 +23,7 @@ func All(s *repo.Store, opts ...Option) []Tool {
 		Campaigns(s),
 		Opportunities(s),
 		Coverage(s),
+		Reports(s),
 		Notes(s),
 		Search(s),
 		Audit(s),
