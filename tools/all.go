@@ -24,6 +24,7 @@ func All(s *repo.Store, opts ...Option) []Tool {
 		Opportunities(s),
 		Coverage(s),
 		Reports(s),
+		Imports(s),
 		Notes(s),
 		Search(s),
 		Audit(s),
