@@ -78,6 +78,14 @@ func TestGuardDoNotContact(t *testing.T) {
 	e.refused(t, "rollback_change", M{"id": setFlag.ID}, setFlag.ID, third, "do_not_contact_admin")
 	// An admin may roll the flag back.
 	e.env.Admin().Must("rollback_change", M{"id": setFlag.ID}, nil)
+
+	// Restoring an archived pitched opportunity with a contact marked
+	// do-not-contact since is refused too.
+	q := e.id(t, "create_contact", M{"first_name": "Quinn", "last_name": "Ray"})
+	parked := e.id(t, "create_opportunity", M{"title": "Parked", "stage": "pitched", "contact_ids": []string{q}})
+	e.c.Must("archive_opportunity", M{"id": parked}, nil)
+	e.c.Must("update_contact", M{"id": q, "do_not_contact": true, "do_not_contact_reason": "changed beat"}, nil)
+	refuses(t, e.c, "restore_opportunity", M{"id": parked}, repo.CodeFailedPrecondition, q, "changed beat")
 }
 
 func TestGuardDoublePitch(t *testing.T) {

@@ -233,6 +233,16 @@ func (s *Store) ArchiveCoverage(ctx context.Context, id string) (*Coverage, erro
 
 // RestoreCoverage restores archived coverage.
 func (s *Store) RestoreCoverage(ctx context.Context, id string) (*Coverage, error) {
+	if c, err := s.Coverage(ctx, id); err == nil && c.Archived() {
+		back := *c
+		back.ArchivedAt = nil
+		if g, err := s.view().coverageEmbargo(ctx, &back); err != nil || g != nil {
+			if err != nil {
+				return nil, err
+			}
+			return nil, g.toolError()
+		}
+	}
 	return restore[*Coverage](ctx, s, collCoverage, id)
 }
 

@@ -119,7 +119,8 @@ func (v *ruleView) opportunityGuards(ctx context.Context, id string, was, o *Opp
 				contactLabel(c), c.DoNotContactReason, what)}, nil
 		}
 	}
-	if o.Stage != StagePitched || (was != nil && !was.Archived() && was.Stage == StagePitched) {
+	// Restoring an archived pitched opportunity is not a new pitch.
+	if o.Stage != StagePitched || (was != nil && was.Stage == StagePitched) {
 		return nil, nil
 	}
 	if n := len(o.StageHistory); n > 0 && o.StageHistory[n-1].Stage == StagePitched && o.StageHistory[n-1].OverrideReason != "" {

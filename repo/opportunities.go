@@ -522,6 +522,13 @@ func (s *Store) ArchiveOpportunity(ctx context.Context, id string) (*Opportunity
 
 // RestoreOpportunity restores an archived opportunity.
 func (s *Store) RestoreOpportunity(ctx context.Context, id string) (*Opportunity, error) {
+	if o, err := s.Opportunity(ctx, id); err == nil && o.Archived() {
+		back := snapshot(o)
+		back.ArchivedAt = nil
+		if err := s.guard(ctx, id, o, back); err != nil {
+			return nil, err
+		}
+	}
 	return restore[*Opportunity](ctx, s, collOpportunities, id)
 }
 
