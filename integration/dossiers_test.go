@@ -68,6 +68,9 @@ func seedDossiers(t *testing.T, env *testenv.Env) dossierWorld {
 			if st == "lost" {
 				args["lost_reason"] = "no interest"
 			}
+			if st == "pitched" {
+				args["override_reason"] = "fixture: the same contact is pitched on purpose"
+			}
 			c.Must("update_opportunity_stage", args, nil)
 		}
 	}

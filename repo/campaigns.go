@@ -33,6 +33,10 @@ type Campaign struct {
 	EndsOn           *time.Time `bson:"ends_on,omitempty" json:"ends_on,omitempty"`
 	Goals            string     `bson:"goals,omitempty" json:"goals,omitempty"`
 	TargetPlacements *int64     `bson:"target_placements,omitempty" json:"target_placements,omitempty"`
+	// EmbargoUntil is when the campaign's material may be published (UTC);
+	// EmbargoZone the offset it was given in, for display (guards.go).
+	EmbargoUntil *time.Time `bson:"embargo_until,omitempty" json:"embargo_until,omitempty"`
+	EmbargoZone  string     `bson:"embargo_zone,omitempty" json:"embargo_zone,omitempty"`
 }
 
 // General reports whether c is the General campaign.
@@ -44,6 +48,8 @@ type CampaignPatch struct {
 	Name, Description, Status, Goals *string
 	StartsOn, EndsOn                 **time.Time
 	TargetPlacements                 **int64
+	// Embargo, when given, sets (or, nil, clears) the embargo.
+	Embargo **Embargo
 }
 
 // Seed creates what the service needs from its first start: the General
@@ -163,6 +169,16 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 		set(&c.StartsOn, p.StartsOn)
 		set(&c.EndsOn, p.EndsOn)
 		set(&c.TargetPlacements, p.TargetPlacements)
+		if p.Embargo != nil {
+			c.EmbargoUntil, c.EmbargoZone = embargoFields(*p.Embargo)
+			g, err := s.view().embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil)
+			if err != nil {
+				return err
+			}
+			if g != nil {
+				return g.toolError()
+			}
+		}
 		return checkCampaign(c)
 	})
 }

@@ -40,6 +40,8 @@ type Contact struct {
 	DoNotContact       bool           `bson:"do_not_contact" json:"do_not_contact"`
 	DoNotContactReason string         `bson:"do_not_contact_reason,omitempty" json:"do_not_contact_reason"`
 	Affiliations       []Affiliation  `bson:"affiliations" json:"affiliations"`
+	// OwnerID is the team member (a user id) who owns the relationship.
+	OwnerID string `bson:"owner_id,omitempty" json:"owner_id,omitempty"`
 }
 
 // Affiliation ties a contact to an outlet. It lives inside the contact and
@@ -63,12 +65,14 @@ type ContactFields struct {
 	Location, Timezone                            *string
 	DoNotContact                                  *bool
 	DoNotContactReason                            *string
+	// OwnerID is the team member who owns the relationship ("" clears).
+	OwnerID *string
 }
 
 func (f ContactFields) empty() bool {
 	return f.FirstName == nil && f.LastName == nil && f.Email == nil && f.Phone == nil && f.Title == nil &&
 		f.Bio == nil && f.IsFreelance == nil && f.SocialLinks == nil && f.Preferences == nil && f.Beats == nil &&
-		f.Location == nil && f.Timezone == nil && f.DoNotContact == nil && f.DoNotContactReason == nil
+		f.Location == nil && f.Timezone == nil && f.DoNotContact == nil && f.DoNotContactReason == nil && f.OwnerID == nil
 }
 
 // apply validates f and sets it on c. It does no I/O (email uniqueness is
@@ -137,6 +141,7 @@ func (f ContactFields) apply(c *Contact, creating bool) error {
 		}
 		c.Timezone = tz
 	}
+	setText(&c.OwnerID, f.OwnerID)
 	// do_not_contact needs a reason when it is on; turning it off clears the
 	// reason (the change log keeps it).
 	if f.DoNotContact != nil {
@@ -191,6 +196,9 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 	if err := f.apply(c, true); err != nil {
 		return nil, err
 	}
+	if err := s.mustExist(ctx, collUsers, "owner_id", nonEmpty(c.OwnerID)...); err != nil {
+		return nil, err
+	}
 	for i, id := range outletIDs {
 		if slices.Contains(outletIDs[:i], id) {
 			return nil, Invalid("outlet_ids", "outlet %s is listed twice", id)
@@ -221,6 +229,11 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 	if f.empty() {
 		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
 	}
+	if f.OwnerID != nil {
+		if err := s.mustExist(ctx, collUsers, "owner_id", nonEmpty(strings.TrimSpace(*f.OwnerID))...); err != nil {
+			return nil, err
+		}
+	}
 	if f.Email != nil {
 		email, err := checkEmail(*f.Email)
 		if err != nil {
@@ -234,7 +247,14 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 		if err := refuseArchived(collContacts, &c.Meta); err != nil {
 			return err
 		}
-		return f.apply(c, false)
+		was := *c
+		if err := f.apply(c, false); err != nil {
+			return err
+		}
+		if g := contactFlagGuard(ctx, &was, c); g != nil {
+			return &Error{Code: CodePermissionDenied, Field: g.field, Message: g.message}
+		}
+		return nil
 	})
 }
 

@@ -139,8 +139,17 @@ func (s *Store) applyPlace(ctx context.Context, c *Coverage, outlet, channel, op
 	if outlet == nil && channel == nil && c.OutletID == "" && oppOutlet != "" {
 		outlet = &oppOutlet
 	}
-	c.OutletID, c.ChannelID, err = s.place(ctx, c.OutletID, c.ChannelID, outlet, channel)
-	return err
+	if c.OutletID, c.ChannelID, err = s.place(ctx, c.OutletID, c.ChannelID, outlet, channel); err != nil {
+		return err
+	}
+	g, err := s.view().coverageEmbargo(ctx, c)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		return g.toolError()
+	}
+	return nil
 }
 
 // CreateCoverage records coverage. Its type defaults to article; its
@@ -224,6 +233,16 @@ func (s *Store) ArchiveCoverage(ctx context.Context, id string) (*Coverage, erro
 
 // RestoreCoverage restores archived coverage.
 func (s *Store) RestoreCoverage(ctx context.Context, id string) (*Coverage, error) {
+	if c, err := s.Coverage(ctx, id); err == nil && c.Archived() {
+		back := *c
+		back.ArchivedAt = nil
+		if g, err := s.view().coverageEmbargo(ctx, &back); err != nil || g != nil {
+			if err != nil {
+				return nil, err
+			}
+			return nil, g.toolError()
+		}
+	}
 	return restore[*Coverage](ctx, s, collCoverage, id)
 }
 

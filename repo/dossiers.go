@@ -36,11 +36,39 @@ type OpportunityBrief struct {
 	NextAction     string     `json:"next_action,omitempty"`
 	NextActionDate *time.Time `json:"next_action_date,omitempty"`
 	UpdatedAt      time.Time  `json:"updated_at"`
+	OwnerID        string     `json:"owner_id,omitempty"`
+	EmbargoUntil   *time.Time `json:"embargo_until,omitempty"`
+	// EmbargoLocal is embargo_until in the zone it was given in.
+	EmbargoLocal string `json:"embargo_until_local,omitempty"`
 }
 
 func brief(o *Opportunity) OpportunityBrief {
 	return OpportunityBrief{ID: o.ID, Title: o.Title, Stage: o.Stage, Priority: o.Priority, CampaignID: o.CampaignID,
-		OutletID: o.OutletID, NextAction: o.NextAction, NextActionDate: o.NextActionDate, UpdatedAt: o.UpdatedAt}
+		OutletID: o.OutletID, NextAction: o.NextAction, NextActionDate: o.NextActionDate, UpdatedAt: o.UpdatedAt,
+		OwnerID: o.OwnerID, EmbargoUntil: o.EmbargoUntil, EmbargoLocal: EmbargoLocal(o.EmbargoUntil, o.EmbargoZone)}
+}
+
+// Owner is the team member who owns an opportunity or a contact
+// relationship; Name is empty when the user record is missing.
+type Owner struct {
+	UserID string `json:"user_id"`
+	Name   string `json:"name,omitempty"`
+	Email  string `json:"email,omitempty"`
+}
+
+// owner returns the owner of user id, or nil when id is empty.
+func (s *Store) owner(ctx context.Context, id string) (*Owner, error) {
+	if id == "" {
+		return nil, nil
+	}
+	u, err := s.User(ctx, id)
+	if ErrorCode(err) == CodeNotFound {
+		return &Owner{UserID: id}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Owner{UserID: id, Name: u.Name, Email: u.Email}, nil
 }
 
 // Touch is one dated interaction a figure points at: what it was (via), its
@@ -175,9 +203,11 @@ type DoNotContact struct {
 
 // ContactDossier is everything known about a contact.
 type ContactDossier struct {
-	Contact       *Contact        `json:"contact"`
-	Affiliations  []ContactOutlet `json:"affiliations"`
-	DoNotContact  DoNotContact    `json:"do_not_contact"`
+	Contact      *Contact        `json:"contact"`
+	Affiliations []ContactOutlet `json:"affiliations"`
+	DoNotContact DoNotContact    `json:"do_not_contact"`
+	// Owner is the team member who owns the relationship, if set.
+	Owner         *Owner `json:"owner"`
 	Opportunities struct {
 		Open   []OpportunityBrief `json:"open"`
 		Closed []OpportunityBrief `json:"closed"`
@@ -206,6 +236,9 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 	c := cd.Contact
 	d := &ContactDossier{Contact: c, Affiliations: cd.Outlets, ComputedAt: t,
 		DoNotContact: DoNotContact{DoNotContact: c.DoNotContact, Reason: c.DoNotContactReason}}
+	if d.Owner, err = s.owner(ctx, c.OwnerID); err != nil {
+		return nil, err
+	}
 	d.Opportunities.Open, d.Opportunities.Closed = []OpportunityBrief{}, []OpportunityBrief{}
 	var opps []Opportunity
 	if err := s.findAll(ctx, collOpportunities, bson.M{"contact_ids": id, "archived_at": nil}, options.Find().SetSort(newestFirst), &opps); err != nil {
@@ -433,6 +466,7 @@ type OpportunityStatus struct {
 	Opportunity        OpportunityBrief `json:"opportunity"`
 	Archived           bool             `json:"archived"`
 	Stage              string           `json:"stage"`
+	Owner              *Owner           `json:"owner"`
 	EnteredStageAt     time.Time        `json:"entered_stage_at"`
 	DaysInStage        int              `json:"days_in_stage"`
 	StageHistory       []StageSpan      `json:"stage_history"`
@@ -457,6 +491,9 @@ func (s *Store) OpportunityStatus(ctx context.Context, id string, asOf *time.Tim
 		return nil, err
 	}
 	st := &OpportunityStatus{Opportunity: brief(o), Archived: o.Archived(), Stage: o.Stage, AsOf: t, StageHistory: []StageSpan{}}
+	if st.Owner, err = s.owner(ctx, o.OwnerID); err != nil {
+		return nil, err
+	}
 	for i, h := range o.StageHistory {
 		sp := StageSpan{StageChange: h}
 		end := t
@@ -524,10 +561,11 @@ const (
 	ReasonUnlinkedReply = "unlinked_reply"
 	ReasonDue           = "next_action_due"
 	ReasonUntouched     = "untouched"
+	ReasonEmbargo       = "embargo_lifting"
 )
 
 // AgendaReasons are the reasons an item is on the agenda, in listing order.
-var AgendaReasons = []string{ReasonOverdue, ReasonNoReply, ReasonUnlinkedReply, ReasonDue, ReasonUntouched}
+var AgendaReasons = []string{ReasonOverdue, ReasonNoReply, ReasonUnlinkedReply, ReasonDue, ReasonEmbargo, ReasonUntouched}
 
 // AgendaQuery selects what the agenda looks at.
 type AgendaQuery struct {
@@ -539,14 +577,17 @@ type AgendaQuery struct {
 	// this old without a reply. UntouchedDays: open opportunities with
 	// nothing new for this long. ReplyDays: unlinked replies this recent.
 	DueDays, NoReplyDays, UntouchedDays, ReplyDays int
-	Limit, Offset                                  int
+	// EmbargoDays: embargoes (of opportunities, and of campaigns for the
+	// team) lifting within this many days.
+	EmbargoDays   int
+	Limit, Offset int
 }
 
 // AgendaItem is one thing to do.
 type AgendaItem struct {
 	Reason     string    `json:"reason"`
 	Message    string    `json:"message"`
-	RecordType string    `json:"record_type"` // opportunity or email_thread
+	RecordType string    `json:"record_type"` // opportunity, email_thread or campaign
 	RecordID   string    `json:"record_id"`
 	Title      string    `json:"title"`
 	Date       time.Time `json:"date"`
@@ -568,6 +609,9 @@ type Agenda struct {
 // names the user (id, email or name, ignoring case), or, with no owner set,
 // the user created it.
 func owns(u *User, o *Opportunity) bool {
+	if o.OwnerID != "" && o.OwnerID == u.ID {
+		return true
+	}
 	owner := strings.ToLower(strings.TrimSpace(o.NextActionOwner))
 	if owner == "" {
 		return len(o.StageHistory) > 0 && o.StageHistory[0].By.UserID == u.ID
@@ -674,11 +718,21 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 				add(ReasonNoReply, "pitched with no reply from a contact since", "opportunity", o.ID, o.Title, *at, days(t.Sub(*at)))
 			}
 		}
+		if e := o.EmbargoUntil; e != nil && e.After(t) && !e.After(t.Add(time.Duration(q.EmbargoDays)*day)) {
+			add(ReasonEmbargo, "embargo lifts at "+EmbargoLocal(e, o.EmbargoZone), "opportunity", o.ID, o.Title, *e, days(e.Sub(t)))
+		}
 		if last := touched[o.ID]; !last.After(t.Add(-time.Duration(q.UntouchedDays) * day)) {
 			add(ReasonUntouched, "nothing new on this opportunity", "opportunity", o.ID, o.Title, last, days(t.Sub(last)))
 		}
 	}
 	if user == nil {
+		var camps []Campaign
+		if err := s.findAll(ctx, collCampaigns, bson.M{"archived_at": nil, "embargo_until": bson.M{"$gt": t, "$lte": t.Add(time.Duration(q.EmbargoDays) * day)}}, nil, &camps); err != nil {
+			return nil, err
+		}
+		for _, c := range camps {
+			add(ReasonEmbargo, "campaign embargo lifts at "+EmbargoLocal(c.EmbargoUntil, c.EmbargoZone), "campaign", c.ID, c.Name, *c.EmbargoUntil, days(c.EmbargoUntil.Sub(t)))
+		}
 		for _, th := range mb.threads {
 			if len(th.OpportunityLinks) > 0 {
 				continue

@@ -54,6 +54,12 @@ type Opportunity struct {
 	ContactIDs      []string      `bson:"contact_ids" json:"contact_ids"`
 	LostReason      string        `bson:"lost_reason,omitempty" json:"lost_reason,omitempty"`
 	StageHistory    []StageChange `bson:"stage_history" json:"stage_history"`
+	// OwnerID is the team member (a user id) who owns the opportunity.
+	OwnerID string `bson:"owner_id,omitempty" json:"owner_id,omitempty"`
+	// EmbargoUntil is when the material of the opportunity may be published
+	// (UTC); EmbargoZone the offset it was given in, for display.
+	EmbargoUntil *time.Time `bson:"embargo_until,omitempty" json:"embargo_until,omitempty"`
+	EmbargoZone  string     `bson:"embargo_zone,omitempty" json:"embargo_zone,omitempty"`
 }
 
 // StageChange is one entry of an opportunity's stage history: the stage
@@ -67,6 +73,9 @@ type StageChange struct {
 	LostReason string `bson:"lost_reason,omitempty" json:"lost_reason,omitempty"`
 	// NoteID is the note stored with the change, if any.
 	NoteID string `bson:"note_id,omitempty" json:"note_id,omitempty"`
+	// OverrideReason is why a move to pitched went ahead although the
+	// double-pitch guard refused it.
+	OverrideReason string `bson:"override_reason,omitempty" json:"override_reason,omitempty"`
 }
 
 // StageBy is who made a stage change: the same attribution as the change log.
@@ -139,12 +148,26 @@ type OpportunityPatch struct {
 	LostReason                                          *string
 	TargetDate, NextActionDate                          **time.Time
 	ContactIDs                                          *[]string
+	// OwnerID sets the owner (a user id; "" clears).
+	OwnerID *string
+	// Embargo, when given, sets (or, nil, clears) the embargo.
+	Embargo **Embargo
 }
 
 // CreateOpportunity creates an opportunity: campaign_id defaults to the
 // General campaign, stage to researching, priority to medium. Every linked
-// record must exist and be active.
+// record must exist and be active. The guards hold for a new opportunity
+// too.
 func (s *Store) CreateOpportunity(ctx context.Context, o *Opportunity) (*Opportunity, error) {
+	return s.CreatePitchedOpportunity(ctx, o, "")
+}
+
+// CreatePitchedOpportunity is CreateOpportunity with the override_reason of
+// a double pitch, for an opportunity created at stage pitched.
+func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, override string) (*Opportunity, error) {
+	if strings.TrimSpace(override) != "" && o.Stage != StagePitched {
+		return nil, Invalid("override_reason", "is only taken with stage pitched (not %q): it overrides the double-pitch guard", o.Stage)
+	}
 	o.Title = strings.TrimSpace(o.Title)
 	if o.Title == "" {
 		return nil, Invalid("title", "must not be empty")
@@ -173,8 +196,19 @@ func (s *Store) CreateOpportunity(ctx context.Context, o *Opportunity) (*Opportu
 		return nil, err
 	}
 	o.ContactIDs = uniqueIDs(o.ContactIDs)
+	if err := s.mustExist(ctx, collUsers, "owner_id", nonEmpty(o.OwnerID)...); err != nil {
+		return nil, err
+	}
 	o.Meta = Meta{}
-	o.StageHistory = []StageChange{stageChange(ctx, o.Stage, o.LostReason, "")}
+	first := stageChange(ctx, o.Stage, o.LostReason, "")
+	first.OverrideReason = strings.TrimSpace(override)
+	o.StageHistory = []StageChange{first}
+	if g, err := s.view().opportunityGuards(ctx, "(new)", nil, o); err != nil || g != nil {
+		if err != nil {
+			return nil, err
+		}
+		return nil, g.toolError()
+	}
 	if err := insert(ctx, s, collOpportunities, o); err != nil {
 		return nil, err
 	}
@@ -246,11 +280,28 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 	if err := s.checkLinks(ctx, p); err != nil {
 		return nil, err
 	}
+	if p.OwnerID != nil {
+		if err := s.mustExist(ctx, collUsers, "owner_id", nonEmpty(*p.OwnerID)...); err != nil {
+			return nil, err
+		}
+	}
 	var out *Opportunity
 	err := s.writeGroup(ctx, func() ([]mutation, error) {
 		o, m, err := prepare(ctx, s, collOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
 			if err := activeOpportunity(o); err != nil {
 				return err
+			}
+			was := snapshot(o)
+			set(&o.OwnerID, p.OwnerID)
+			if p.Embargo != nil {
+				o.EmbargoUntil, o.EmbargoZone = embargoFields(*p.Embargo)
+				g, err := s.view().embargoCoverage(ctx, "opportunity_id", id, o.EmbargoUntil)
+				if err != nil {
+					return err
+				}
+				if g != nil {
+					return g.toolError()
+				}
 			}
 			if p.Title != nil {
 				o.Title = strings.TrimSpace(*p.Title)
@@ -277,7 +328,10 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 			if o.OutletID, o.ChannelID, err = s.place(ctx, o.OutletID, o.ChannelID, p.OutletID, p.ChannelID); err != nil {
 				return err
 			}
-			return checkOpportunity(o)
+			if err := checkOpportunity(o); err != nil {
+				return err
+			}
+			return s.guard(ctx, id, was, o)
 		})
 		if err != nil {
 			return nil, err
@@ -335,6 +389,9 @@ type StageMove struct {
 	Reopen bool
 	// Note, when not empty, is stored as a note linked to the opportunity.
 	Note string
+	// OverrideReason lets a move to pitched go ahead past the double-pitch
+	// guard; the stage history keeps it.
+	OverrideReason string
 }
 
 // ChangeStage moves an opportunity to another stage and appends the move to
@@ -353,6 +410,10 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 	}
 	if mv.Stage != StageLost && mv.LostReason != "" {
 		return nil, Invalid("lost_reason", "is only taken with stage lost (not %s)", mv.Stage)
+	}
+	mv.OverrideReason = strings.TrimSpace(mv.OverrideReason)
+	if mv.OverrideReason != "" && mv.Stage != StagePitched {
+		return nil, Invalid("override_reason", "is only taken with stage pitched (not %s): it overrides the double-pitch guard", mv.Stage)
 	}
 	var out *Opportunity
 	err := s.writeGroup(ctx, func() ([]mutation, error) {
@@ -377,9 +438,12 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 			if Terminal(o.Stage) && !mv.Reopen {
 				return &Error{Code: CodeFailedPrecondition, Field: "reopen", Message: fmt.Sprintf("opportunity %s is %s, a final stage; to move it to %s pass reopen: true", id, o.Stage, mv.Stage)}
 			}
+			was := snapshot(o)
 			o.Stage, o.LostReason = mv.Stage, mv.LostReason
-			o.StageHistory = append(o.StageHistory, stageChange(ctx, mv.Stage, mv.LostReason, noteID))
-			return nil
+			ch := stageChange(ctx, mv.Stage, mv.LostReason, noteID)
+			ch.OverrideReason = mv.OverrideReason
+			o.StageHistory = append(o.StageHistory, ch)
+			return s.guard(ctx, id, was, o)
 		})
 		if err != nil {
 			return nil, err
@@ -430,8 +494,9 @@ func (s *Store) LinkContact(ctx context.Context, oppID, contactID string) (*Oppo
 		if slices.Contains(o.ContactIDs, contactID) {
 			return &Error{Code: CodeFailedPrecondition, Field: "contact_id", Message: fmt.Sprintf("contact_id: contact %s is already linked to opportunity %s", contactID, oppID)}
 		}
-		o.ContactIDs = append(o.ContactIDs, contactID)
-		return nil
+		was := snapshot(o)
+		o.ContactIDs = append(slices.Clone(o.ContactIDs), contactID)
+		return s.guard(ctx, oppID, was, o)
 	})
 }
 
@@ -457,6 +522,13 @@ func (s *Store) ArchiveOpportunity(ctx context.Context, id string) (*Opportunity
 
 // RestoreOpportunity restores an archived opportunity.
 func (s *Store) RestoreOpportunity(ctx context.Context, id string) (*Opportunity, error) {
+	if o, err := s.Opportunity(ctx, id); err == nil && o.Archived() {
+		back := snapshot(o)
+		back.ArchivedAt = nil
+		if err := s.guard(ctx, id, o, back); err != nil {
+			return nil, err
+		}
+	}
 	return restore[*Opportunity](ctx, s, collOpportunities, id)
 }
 
@@ -606,4 +678,36 @@ func byIDs(ids []string) bson.M {
 		ids = []string{}
 	}
 	return bson.M{"_id": bson.M{"$in": ids}}
+}
+
+// snapshot copies what the guards compare of o before a change.
+func snapshot(o *Opportunity) *Opportunity {
+	was := *o
+	was.ContactIDs = slices.Clone(o.ContactIDs)
+	was.StageHistory = slices.Clone(o.StageHistory)
+	return &was
+}
+
+// guard runs the pipeline's guards on the change of opportunity id from
+// was to o, as a tool's error.
+func (s *Store) guard(ctx context.Context, id string, was, o *Opportunity) error {
+	g, err := s.view().opportunityGuards(ctx, id, was, o)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		return g.toolError()
+	}
+	return nil
+}
+
+// nonEmpty is ids without empty strings.
+func nonEmpty(ids ...string) []string {
+	out := []string{}
+	for _, id := range ids {
+		if id != "" {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -212,6 +212,22 @@ func contactRule(ctx context.Context, v *ruleView, id string, state bson.M) erro
 			return violation("contact_email_unique", "contact %s would be active with the address %s, which active contact %s (%s) has, and an address belongs to one active contact: change the address of one of them (update_contact) or archive the other first, then retry", id, c.Email, other.ID, other.Name)
 		}
 	}
+	stored, err := v.s.view().record(ctx, collContacts, id)
+	if err != nil {
+		return err
+	}
+	if stored != nil {
+		was, err := decodeState[Contact](id, stored)
+		if err != nil {
+			return err
+		}
+		if g := contactFlagGuard(ctx, was, c); g != nil {
+			return g.asViolation()
+		}
+	}
+	if err := v.linked(ctx, collUsers, "owner_id", c.OwnerID); err != nil {
+		return err
+	}
 	primary := ""
 	for i, a := range c.Affiliations {
 		if slices.ContainsFunc(c.Affiliations[:i], func(x Affiliation) bool { return x.OutletID == a.OutletID }) {
@@ -293,6 +309,12 @@ func campaignRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 			return violation("general_campaign", "the %s campaign cannot be renamed (to %q): it collects opportunities created without a campaign; leave this change as it is", GeneralCampaign, c.Name)
 		}
 	}
+	if g, err := v.embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil); err != nil || g != nil {
+		if err != nil {
+			return err
+		}
+		return g.asViolation()
+	}
 	if strings.EqualFold(c.Name, GeneralCampaign) {
 		others, err := v.matching(ctx, collCampaigns, bson.M{"name": GeneralCampaign}, func(st bson.M) bool {
 			return str(st, "_id") != id && str(st, "name") == GeneralCampaign
@@ -349,6 +371,29 @@ func opportunityRule(ctx context.Context, v *ruleView, id string, state bson.M) 
 	if err := v.channelOf(ctx, "opportunity "+id, o.ChannelID, o.OutletID); err != nil {
 		return err
 	}
+	if err := v.linked(ctx, collUsers, "owner_id", o.OwnerID); err != nil {
+		return err
+	}
+	stored, err := v.s.view().record(ctx, collOpportunities, id)
+	if err != nil {
+		return err
+	}
+	var was *Opportunity
+	if stored != nil {
+		if was, err = decodeState[Opportunity](id, stored); err != nil {
+			return err
+		}
+	}
+	g, err := v.opportunityGuards(ctx, id, was, o)
+	if err == nil && g == nil {
+		g, err = v.embargoCoverage(ctx, "opportunity_id", id, o.EmbargoUntil)
+	}
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		return g.asViolation()
+	}
 	// Coverage follows its opportunity's campaign.
 	off, err := v.matching(ctx, collCoverage, bson.M{"opportunity_id": id}, func(st bson.M) bool {
 		return str(st, "opportunity_id") == id && str(st, "campaign_id") != o.CampaignID
@@ -400,6 +445,13 @@ func coverageRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 	}
 	if c.CampaignID != campaign {
 		return coverageCampaign(id, c.CampaignID, c.OpportunityID, campaign)
+	}
+	g, err := v.coverageEmbargo(ctx, c)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		return g.asViolation()
 	}
 	return nil
 }

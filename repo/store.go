@@ -109,7 +109,8 @@ type Store struct {
 	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (media.go)
 	uploadMu sync.Mutex             // one upload completes at a time (media.go)
 
-	targets atomic.Pointer[[]string] // delivery targets of new notifications (notify.go)
+	targets     atomic.Pointer[[]string] // delivery targets of new notifications (notify.go)
+	pitchWindow atomic.Int64             // the double-pitch window in nanoseconds; 0: the default (guards.go)
 
 	// serialWrites is set on FerretDB, whose update and findAndModify read
 	// and then write without a lock: two guarded writes at one version can

@@ -18,6 +18,7 @@ func Campaigns(s *repo.Store) []Tool {
 		EndsOn           string `json:"ends_on,omitempty" jsonschema:"last day (YYYY-MM-DD or ISO datetime); not before starts_on"`
 		Goals            string `json:"goals,omitempty" max:"100000" jsonschema:"the campaign's goals, as text"`
 		TargetPlacements *int64 `json:"target_placements,omitempty" jsonschema:"how many placements the campaign aims for (0 or more)"`
+		EmbargoUntil     string `json:"embargo_until,omitempty" jsonschema:"when the material may be published: an RFC 3339 time with its zone offset, e.g. 2026-12-01T09:00:00+01:00 (stored in UTC, the offset kept as embargo_zone for display); coverage cannot be recorded as published before it"`
 	}
 	type idIn struct {
 		ID string `json:"id" jsonschema:"the campaign's id (UUID)"`
@@ -38,6 +39,7 @@ func Campaigns(s *repo.Store) []Tool {
 		EndsOn           *string `json:"ends_on,omitempty" jsonschema:"new last day (YYYY-MM-DD or ISO datetime); empty string clears it"`
 		Goals            *string `json:"goals,omitempty" max:"100000" jsonschema:"new goals; empty string clears them"`
 		TargetPlacements *int64  `json:"target_placements,omitempty" jsonschema:"new number of placements aimed for (0 or more)"`
+		EmbargoUntil     *string `json:"embargo_until,omitempty" jsonschema:"new embargo (RFC 3339 with zone offset); empty string lifts it; refused while active coverage of the campaign was published before it"`
 	}
 	return []Tool{
 		newTool("create_campaign", "Create a campaign: a grouping of related opportunities. Status defaults to active.", create,
@@ -54,6 +56,13 @@ func Campaigns(s *repo.Store) []Tool {
 					if err := checkEnum("status", in.Status, repo.CampaignStatuses); err != nil {
 						return nil, err
 					}
+				}
+				e, err := repo.ParseEmbargo("embargo_until", in.EmbargoUntil)
+				if err != nil {
+					return nil, err
+				}
+				if e != nil {
+					c.EmbargoUntil, c.EmbargoZone = &e.Until, e.Zone
 				}
 				return s.CreateCampaign(ctx, c)
 			}),
@@ -128,6 +137,13 @@ func Campaigns(s *repo.Store) []Tool {
 				}
 				if p.EndsOn, err = patchTime("ends_on", in.EndsOn); err != nil {
 					return nil, err
+				}
+				if in.EmbargoUntil != nil {
+					e, err := repo.ParseEmbargo("embargo_until", *in.EmbargoUntil)
+					if err != nil {
+						return nil, err
+					}
+					p.Embargo = &e
 				}
 				return s.UpdateCampaign(ctx, in.ID, p)
 			}),

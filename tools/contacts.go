@@ -25,6 +25,7 @@ func Contacts(s *repo.Store) []Tool {
 		Timezone           *string        `json:"timezone,omitempty" jsonschema:"IANA time zone, e.g. Europe/London"`
 		DoNotContact       *bool          `json:"do_not_contact,omitempty" jsonschema:"true if they must not be contacted; then do_not_contact_reason is required"`
 		DoNotContactReason *string        `json:"do_not_contact_reason,omitempty" jsonschema:"why they must not be contacted; only with do_not_contact true"`
+		OwnerID            *string        `json:"owner_id,omitempty" jsonschema:"the team member who owns the relationship with this contact (a user id, see list_users)"`
 		OutletIDs          []string       `json:"outlet_ids,omitempty" jsonschema:"outlets to affiliate the contact with at once (UUIDs of active outlets); the first becomes the primary affiliation"`
 	}
 	type updateIn struct {
@@ -43,6 +44,7 @@ func Contacts(s *repo.Store) []Tool {
 		Timezone           *string        `json:"timezone,omitempty" jsonschema:"new IANA time zone; empty string clears it"`
 		DoNotContact       *bool          `json:"do_not_contact,omitempty" jsonschema:"true needs a do_not_contact_reason (given now or already stored); false clears the reason"`
 		DoNotContactReason *string        `json:"do_not_contact_reason,omitempty" jsonschema:"why they must not be contacted; only while do_not_contact is true"`
+		OwnerID            *string        `json:"owner_id,omitempty" jsonschema:"the team member who owns the relationship (a user id); empty string clears it"`
 	}
 	type listIn struct {
 		Search          string `json:"search,omitempty" jsonschema:"text found in the full name or email (literal, any case)"`
@@ -84,7 +86,7 @@ func Contacts(s *repo.Store) []Tool {
 				return s.CreateContact(ctx, repo.ContactFields{FirstName: &in.FirstName, LastName: &in.LastName, Email: in.Email,
 					Phone: in.Phone, Title: in.Title, Bio: in.Bio, IsFreelance: in.IsFreelance, SocialLinks: in.SocialLinks,
 					Preferences: in.Preferences, Beats: in.Beats, Location: in.Location, Timezone: in.Timezone,
-					DoNotContact: in.DoNotContact, DoNotContactReason: in.DoNotContactReason}, in.OutletIDs)
+					DoNotContact: in.DoNotContact, DoNotContactReason: in.DoNotContactReason, OwnerID: in.OwnerID}, in.OutletIDs)
 			}),
 		newTool("get_contact", "One contact with their outlets (each affiliation joined with the outlet's name, type and tier; archived outlets marked outlet_archived: true) and the opportunities that name them.", read,
 			byID(func(ctx context.Context, id string) (any, error) { return s.ContactDetail(ctx, id) })),
@@ -106,7 +108,7 @@ func Contacts(s *repo.Store) []Tool {
 				}
 				return envelope("contacts", p, limit, offset), nil
 			}),
-		newTool("update_contact", "Change fields of an active contact; fields not given are left as they are. Lists and objects (beats, social_links, preferences) are replaced whole. Affiliations change through add_contact_outlet and remove_contact_outlet.", change,
+		newTool("update_contact", "Change fields of an active contact; fields not given are left as they are. Clearing do_not_contact needs a key with the admin scope. Lists and objects (beats, social_links, preferences) are replaced whole. Affiliations change through add_contact_outlet and remove_contact_outlet.", change,
 			func(ctx context.Context, in *updateIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
@@ -114,7 +116,7 @@ func Contacts(s *repo.Store) []Tool {
 				return s.UpdateContact(ctx, in.ID, repo.ContactFields{FirstName: in.FirstName, LastName: in.LastName, Email: in.Email,
 					Phone: in.Phone, Title: in.Title, Bio: in.Bio, IsFreelance: in.IsFreelance, SocialLinks: in.SocialLinks,
 					Preferences: in.Preferences, Beats: in.Beats, Location: in.Location, Timezone: in.Timezone,
-					DoNotContact: in.DoNotContact, DoNotContactReason: in.DoNotContactReason})
+					DoNotContact: in.DoNotContact, DoNotContactReason: in.DoNotContactReason, OwnerID: in.OwnerID})
 			}),
 		newTool("add_contact_outlet", "Affiliate a contact with an outlet, with a role. is_primary makes it the primary affiliation. The same outlet twice is a conflict naming the existing affiliation. Returns the new affiliation and the contact.", change,
 			func(ctx context.Context, in *addIn) (any, error) {

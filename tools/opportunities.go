@@ -25,6 +25,9 @@ func Opportunities(s *repo.Store) []Tool {
 		NextActionOwner string   `json:"next_action_owner,omitempty" jsonschema:"who does the next action (a name or a user id, free text)"`
 		ContactIDs      []string `json:"contact_ids,omitempty" jsonschema:"contacts involved (UUIDs)"`
 		LostReason      string   `json:"lost_reason,omitempty" jsonschema:"why it was lost; required when stage is lost, refused otherwise"`
+		OwnerID         string   `json:"owner_id,omitempty" jsonschema:"the team member who owns the opportunity (a user id, see list_users)"`
+		EmbargoUntil    string   `json:"embargo_until,omitempty" jsonschema:"when the material may be published: an RFC 3339 time with its zone offset, e.g. 2026-12-01T09:00:00+01:00 (stored in UTC, the offset kept as embargo_zone for display); coverage cannot be recorded as published before it"`
+		OverrideReason  string   `json:"override_reason,omitempty" jsonschema:"when created at stage pitched: why to pitch a contact the team pitched within the double-pitch window; kept in the stage history"`
 	}
 	type idIn struct {
 		ID string `json:"id" jsonschema:"the opportunity's id (UUID)"`
@@ -56,13 +59,16 @@ func Opportunities(s *repo.Store) []Tool {
 		NextActionOwner *string   `json:"next_action_owner,omitempty" jsonschema:"new owner of the next action; empty string clears it"`
 		ContactIDs      *[]string `json:"contact_ids,omitempty" jsonschema:"the complete new list of contacts (UUIDs); [] removes all"`
 		LostReason      *string   `json:"lost_reason,omitempty" jsonschema:"corrected reason of a lost opportunity (only while it is lost)"`
+		OwnerID         *string   `json:"owner_id,omitempty" jsonschema:"new owner (a user id); empty string clears it"`
+		EmbargoUntil    *string   `json:"embargo_until,omitempty" jsonschema:"new embargo (RFC 3339 with zone offset); empty string lifts it; refused while active coverage of the opportunity was published before it"`
 	}
 	type stageIn struct {
-		ID         string `json:"id" jsonschema:"the opportunity's id (UUID)"`
-		Stage      string `json:"stage" enum:"researching,drafting,pitched,responded,in_progress,placed,published,won,lost" jsonschema:"the stage to move to"`
-		LostReason string `json:"lost_reason,omitempty" jsonschema:"why it was lost; required with stage lost, refused with any other stage"`
-		Reopen     bool   `json:"reopen,omitempty" jsonschema:"must be true to move an opportunity out of won or lost"`
-		Note       string `json:"note,omitempty" max:"100000" jsonschema:"optional text stored as a note linked to the opportunity, titled 'Stage changed to <stage>'"`
+		ID             string `json:"id" jsonschema:"the opportunity's id (UUID)"`
+		Stage          string `json:"stage" enum:"researching,drafting,pitched,responded,in_progress,placed,published,won,lost" jsonschema:"the stage to move to"`
+		LostReason     string `json:"lost_reason,omitempty" jsonschema:"why it was lost; required with stage lost, refused with any other stage"`
+		Reopen         bool   `json:"reopen,omitempty" jsonschema:"must be true to move an opportunity out of won or lost"`
+		Note           string `json:"note,omitempty" max:"100000" jsonschema:"optional text stored as a note linked to the opportunity, titled 'Stage changed to <stage>'"`
+		OverrideReason string `json:"override_reason,omitempty" max:"2000" jsonschema:"only with stage pitched: why to pitch although a contact was pitched by the team within the double-pitch window; kept in the stage history and the change log"`
 	}
 	type contactIn struct {
 		OpportunityID string `json:"opportunity_id" jsonschema:"the opportunity's id (UUID)"`
@@ -87,7 +93,19 @@ func Opportunities(s *repo.Store) []Tool {
 			}
 			p := repo.OpportunityPatch{Title: in.Title, Description: in.Description, CampaignID: in.CampaignID, OutletID: in.OutletID,
 				ChannelID: in.ChannelID, Priority: in.Priority, Type: in.Type, NextAction: in.NextAction, NextActionOwner: in.NextActionOwner,
-				LostReason: in.LostReason, ContactIDs: in.ContactIDs}
+				LostReason: in.LostReason, ContactIDs: in.ContactIDs, OwnerID: in.OwnerID}
+			if in.OwnerID != nil && *in.OwnerID != "" {
+				if err := checkUUID("owner_id", *in.OwnerID); err != nil {
+					return nil, err
+				}
+			}
+			if in.EmbargoUntil != nil {
+				e, err := repo.ParseEmbargo("embargo_until", *in.EmbargoUntil)
+				if err != nil {
+					return nil, err
+				}
+				p.Embargo = &e
+			}
 			var err error
 			if p.TargetDate, err = patchTime("target_date", in.TargetDate); err != nil {
 				return nil, err
@@ -115,15 +133,24 @@ func Opportunities(s *repo.Store) []Tool {
 				}
 				o := &repo.Opportunity{Title: in.Title, Description: in.Description, CampaignID: in.CampaignID, OutletID: in.OutletID,
 					ChannelID: in.ChannelID, Stage: in.Stage, Priority: in.Priority, Type: in.Type, NextAction: in.NextAction,
-					NextActionOwner: in.NextActionOwner, ContactIDs: in.ContactIDs, LostReason: in.LostReason}
-				var err error
+					NextActionOwner: in.NextActionOwner, ContactIDs: in.ContactIDs, LostReason: in.LostReason, OwnerID: in.OwnerID}
+				if err := optUUID("owner_id", in.OwnerID); err != nil {
+					return nil, err
+				}
+				e, err := repo.ParseEmbargo("embargo_until", in.EmbargoUntil)
+				if err != nil {
+					return nil, err
+				}
+				if e != nil {
+					o.EmbargoUntil, o.EmbargoZone = &e.Until, e.Zone
+				}
 				if o.TargetDate, err = optTime("target_date", in.TargetDate); err != nil {
 					return nil, err
 				}
 				if o.NextActionDate, err = optTime("next_action_date", in.NextActionDate); err != nil {
 					return nil, err
 				}
-				return s.CreateOpportunity(ctx, o)
+				return s.CreatePitchedOpportunity(ctx, o, in.OverrideReason)
 			}),
 		newTool("get_opportunity", "One opportunity with its stage history and related records, trimmed: campaign, outlet, channel, contacts, coverage (newest first) and email threads.", read,
 			func(ctx context.Context, in *idIn) (any, error) {
@@ -158,7 +185,7 @@ func Opportunities(s *repo.Store) []Tool {
 				return envelope("opportunities", p, limit, offset), nil
 			}),
 		update,
-		newTool("update_opportunity_stage", "Move an opportunity to another stage; the move is appended to its stage history with who and when. Open stages move freely either way; lost needs lost_reason; leaving won or lost needs reopen: true (leaving lost clears lost_reason, the history keeps it). An optional note is stored as a note linked to the opportunity, written together with the move.", change,
+		newTool("update_opportunity_stage", "Move an opportunity to another stage; the move is appended to its stage history with who and when. Open stages move freely either way; lost needs lost_reason; leaving won or lost needs reopen: true (leaving lost clears lost_reason, the history keeps it). An optional note is stored as a note linked to the opportunity, written together with the move. Guards: a move to pitched or later is refused while a contact of the opportunity is marked do-not-contact; a move to pitched is refused when a contact was pitched by the team within the double-pitch window (the error names the earlier opportunity, its owner and date) unless override_reason is given.", change,
 			func(ctx context.Context, in *stageIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
@@ -166,9 +193,9 @@ func Opportunities(s *repo.Store) []Tool {
 				if err := checkEnum("stage", in.Stage, repo.Stages); err != nil {
 					return nil, err
 				}
-				return s.ChangeStage(ctx, in.ID, repo.StageMove{Stage: in.Stage, LostReason: in.LostReason, Reopen: in.Reopen, Note: in.Note})
+				return s.ChangeStage(ctx, in.ID, repo.StageMove{Stage: in.Stage, LostReason: in.LostReason, Reopen: in.Reopen, Note: in.Note, OverrideReason: in.OverrideReason})
 			}),
-		newTool("add_opportunity_contact", "Link a contact to an opportunity.", change,
+		newTool("add_opportunity_contact", "Link a contact to an opportunity. A contact marked do-not-contact cannot be added to an opportunity at pitched or later.", change,
 			func(ctx context.Context, in *contactIn) (any, error) {
 				if err := checkUUID("opportunity_id", in.OpportunityID); err != nil {
 					return nil, err

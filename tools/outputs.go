@@ -76,6 +76,13 @@ var outputs = map[string]*jsonschema.Schema{
 	"archive_coverage":           of[repo.Coverage](),
 	"restore_coverage":           of[repo.Coverage](),
 
+	// Reports, settings, imports
+	"get_coverage_report": of[repo.CoverageReport](),
+	"get_settings":        of[repo.OrgSettings](),
+	"update_settings":     of[repo.OrgSettings](),
+	"import_contacts":     of[repo.ImportResult](),
+	"import_outlets":      of[repo.ImportResult](),
+
 	// Notes, search, dossiers
 	"create_note":            of[noteResult](),
 	"get_note":               of[noteResult](),

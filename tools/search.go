@@ -41,6 +41,7 @@ func Search(s *repo.Store) []Tool {
 		NoReplyDays   *int   `json:"no_reply_days,omitempty" jsonschema:"list pitches with no reply after this many days, 0 to 365; default 5"`
 		UntouchedDays *int   `json:"untouched_days,omitempty" jsonschema:"list open opportunities with nothing new for this many days, 1 to 365; default 14"`
 		ReplyDays     *int   `json:"reply_days,omitempty" jsonschema:"list replies not linked to an opportunity from the last this many days, 1 to 365; default 14"`
+		EmbargoDays   *int   `json:"embargo_days,omitempty" jsonschema:"list embargoes (of open opportunities, and of campaigns for the team) lifting within this many days, 0 to 365; default 7"`
 		AsOf          string `json:"as_of,omitempty" jsonschema:"compute the agenda as of this time (YYYY-MM-DD or ISO datetime); default now"`
 		Limit         *int   `json:"limit,omitempty" jsonschema:"maximum items, 1 to 200; default 50"`
 		Offset        *int   `json:"offset,omitempty" jsonschema:"items to skip; default 0"`
@@ -107,7 +108,7 @@ func Search(s *repo.Store) []Tool {
 				}
 				return s.OpportunityStatus(ctx, in.OpportunityID, asOf, n)
 			}),
-		newTool("get_agenda", "What needs doing, for the whole team or one member, most urgent first: next actions overdue, pitches with no reply after no_reply_days, replies in email threads not linked to any opportunity (team only), next actions due within due_days, and open opportunities untouched for untouched_days. Each item gives its reason, a message, and the record's type and id.", read,
+		newTool("get_agenda", "What needs doing, for the whole team or one member, most urgent first: next actions overdue, pitches with no reply after no_reply_days, replies in email threads not linked to any opportunity (team only), next actions due within due_days, embargoes lifting within embargo_days (opportunities; campaigns for the team), and open opportunities untouched for untouched_days. Each item gives its reason, a message, and the record's type and id.", read,
 			func(ctx context.Context, in *agendaIn) (any, error) {
 				limit, offset, err := page(in.Limit, in.Offset, defaultLimit)
 				if err != nil {
@@ -122,6 +123,7 @@ func Search(s *repo.Store) []Tool {
 				}{
 					{"due_days", in.DueDays, 7, 0, &q.DueDays}, {"no_reply_days", in.NoReplyDays, 5, 0, &q.NoReplyDays},
 					{"untouched_days", in.UntouchedDays, 14, 1, &q.UntouchedDays}, {"reply_days", in.ReplyDays, 14, 1, &q.ReplyDays},
+					{"embargo_days", in.EmbargoDays, 7, 0, &q.EmbargoDays},
 				} {
 					*p.into = p.def
 					if p.v != nil {

@@ -38,6 +38,8 @@ var toolsets = []toolset{
 	{"campaigns", "campaigns and their metrics", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Campaigns(s) }},
 	{"opportunities", "the pipeline: opportunities, stages, linked contacts", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Opportunities(s) }},
 	{"coverage", "published coverage", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Coverage(s) }},
+	{"reports", "the coverage report and the organisation settings it reads (competitors, AVE rate)", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Reports(s) }},
+	{"imports", "bulk import of contacts and outlets, with a dry run", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Imports(s) }},
 	{"notes", "notes and the interaction log", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Notes(s) }},
 	{"search", "search, dossiers, opportunity status, the agenda", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Search(s) }},
 	{"audit", "change log, rollback, agent sessions, whoami, service info (always on)", true, func(s *repo.Store, _ options, _ []Option) []Tool { return slices.Concat(Audit(s), Sessions(s)) }},

@@ -61,6 +61,7 @@ Every command reads the same configuration:
   OUTREACH_PUBLIC_URL  base URL clients reach the service at, for signed media URLs (default: from each request)
   OUTREACH_MEDIA_MAX_BYTES  size cap of a media upload (default 104857600, 100 MiB)
   OUTREACH_MEDIA_URL_TTL    lifetime of signed media URLs, e.g. 15m (default 15m)
+  OUTREACH_PITCH_WINDOW     double-pitch guard window, e.g. 336h (default 14 days; -pitch-window)
   OUTREACH_IMAP_ADDR        shared inbox host:port, e.g. imap.gmail.com:993 (unset: no email sync)
   OUTREACH_IMAP_SECURITY    tls (default), starttls, or plain (loopback servers only)
   OUTREACH_IMAP_USER / OUTREACH_IMAP_PASSWORD   login with a password
@@ -78,6 +79,8 @@ Every command reads the same configuration:
 type config struct {
 	data, addr, mongoListen, uri, db, writeMode string
 	toolsets, rateLimit, httpRateLimit          string
+	// pitchWindow is the double-pitch guard's window (issue 15).
+	pitchWindow time.Duration
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -108,6 +111,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.httpRateLimit, "http-rate-limit", env("OUTREACH_HTTP_RATE_LIMIT", tools.DefaultRequestRate), "HTTP requests per second per key at the edge (429 over it), RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", "all"), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, the default)")
+		pitchWindow, err := time.ParseDuration(env("OUTREACH_PITCH_WINDOW", repo.DefaultPitchWindow.String()))
+		if err != nil || pitchWindow <= 0 {
+			return fmt.Errorf("OUTREACH_PITCH_WINDOW=%q: want a positive duration, e.g. 336h (14 days)", os.Getenv("OUTREACH_PITCH_WINDOW"))
+		}
+		fs.DurationVar(&cfg.pitchWindow, "pitch-window", pitchWindow, "double-pitch guard: refuse to pitch a contact the team pitched within this window, e.g. 336h (default 14 days)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -248,6 +256,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger
 		return err
 	}
 	defer closeStore()
+	store.SetPitchWindow(cfg.pitchWindow)
 	if err := store.Seed(ctx); err != nil {
 		return err
 	}

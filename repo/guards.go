@@ -1,0 +1,346 @@
+package repo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"outreach/audit"
+)
+
+// The pipeline's guards: what a PR team relies on the server to stop.
+//
+//   - do-not-contact: a contact marked do_not_contact is never on an
+//     opportunity at pitched or later (added to one, or one moved there),
+//     and only a key with the admin scope clears the flag;
+//   - double pitch: an opportunity does not move to pitched with a contact
+//     the team pitched (another opportunity's stage history) within the
+//     pitch window, unless the move carries an override_reason, which the
+//     stage history keeps;
+//   - embargo: coverage of an opportunity or campaign under embargo is not
+//     published before embargo_until.
+//
+// Each guard is one function over a ruleView, called by the tools on the
+// state they are about to write (the view is the store as it is) and by
+// the state rules a rollback checks (the view with the rollback's pending
+// states), so a rollback cannot bring back a state a guard forbids. The
+// guards look at transitions (the stored state against the proposed one):
+// marking a contact do-not-contact while they are on a pitched opportunity
+// is allowed (it is how a team records the request), and the opportunity
+// may still be edited; what is refused is pitching them again.
+
+// DefaultPitchWindow is the double-pitch window when none is configured.
+const DefaultPitchWindow = 14 * 24 * time.Hour
+
+// StagePitched is the stage the double-pitch guard watches.
+const StagePitched = "pitched"
+
+// SetPitchWindow sets the double-pitch window; zero or less restores the
+// default.
+func (s *Store) SetPitchWindow(d time.Duration) {
+	if d <= 0 {
+		d = DefaultPitchWindow
+	}
+	s.pitchWindow.Store(int64(d))
+}
+
+// PitchWindow is the double-pitch window in force.
+func (s *Store) PitchWindow() time.Duration {
+	if d := s.pitchWindow.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return DefaultPitchWindow
+}
+
+// pitchedOrLater reports whether stage is pitched or a later open stage,
+// or won: the stages at which the team has been in touch.
+func pitchedOrLater(stage string) bool {
+	return stage != StageLost && slices.Index(Stages, stage) >= slices.Index(Stages, StagePitched)
+}
+
+// guardError is a refused guard: the rule's name, its message, and the
+// argument the tools name.
+type guardError struct {
+	rule, field, message string
+}
+
+// toolError is the guard as a tool's error: failed_precondition naming the
+// field.
+func (g *guardError) toolError() error {
+	return &Error{Code: CodeFailedPrecondition, Field: g.field, Message: g.message}
+}
+
+// asViolation is the guard as a broken rule of a rollback.
+func (g *guardError) asViolation() error {
+	return violation(g.rule, "%s; a rollback cannot bring back a state this guard forbids", g.message)
+}
+
+func contactLabel(c *Contact) string {
+	name := strings.TrimSpace(c.Name)
+	if name == "" {
+		name = strings.TrimSpace(c.FirstName + " " + c.LastName)
+	}
+	return fmt.Sprintf("%s (%s)", c.ID, name)
+}
+
+// opportunityGuards checks the proposed state o of opportunity id against
+// its stored state was (nil for a new one): the do-not-contact guard, then
+// the double-pitch guard. It returns nil when both hold.
+func (v *ruleView) opportunityGuards(ctx context.Context, id string, was, o *Opportunity) (*guardError, error) {
+	if o.Archived() || !pitchedOrLater(o.Stage) {
+		return nil, nil
+	}
+	entering := was == nil || was.Archived() || !pitchedOrLater(was.Stage)
+	for _, cid := range o.ContactIDs {
+		if !entering && slices.Contains(was.ContactIDs, cid) {
+			continue
+		}
+		st, err := v.record(ctx, collContacts, cid)
+		if err != nil || st == nil {
+			return nil, err
+		}
+		c, err := decodeState[Contact](cid, st)
+		if err != nil {
+			return nil, err
+		}
+		if c.DoNotContact {
+			what := fmt.Sprintf("cannot be added to opportunity %s, which is %s", id, o.Stage)
+			field := "contact_id"
+			if entering {
+				what = fmt.Sprintf("is on opportunity %s, which therefore cannot move to %s", id, o.Stage)
+				field = "stage"
+			}
+			return &guardError{rule: "do_not_contact", field: field, message: fmt.Sprintf(
+				"contact %s is marked do-not-contact (reason on record: %q) and %s; remove the contact from the opportunity (remove_opportunity_contact) or, if they agreed to be contacted again, an admin clears do_not_contact with update_contact",
+				contactLabel(c), c.DoNotContactReason, what)}, nil
+		}
+	}
+	// Restoring an archived pitched opportunity is not a new pitch.
+	if o.Stage != StagePitched || (was != nil && was.Stage == StagePitched) {
+		return nil, nil
+	}
+	if n := len(o.StageHistory); n > 0 && o.StageHistory[n-1].Stage == StagePitched && o.StageHistory[n-1].OverrideReason != "" {
+		return nil, nil
+	}
+	return v.doublePitch(ctx, id, o)
+}
+
+// doublePitch finds, for each contact of o, the latest pitch of that
+// contact by another active opportunity within the pitch window.
+func (v *ruleView) doublePitch(ctx context.Context, id string, o *Opportunity) (*guardError, error) {
+	window := v.s.PitchWindow()
+	since := now().Add(-window)
+	for _, cid := range o.ContactIDs {
+		others, err := v.matching(ctx, collOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
+			return str(st, "_id") != id && st["archived_at"] == nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		var (
+			best   *Opportunity
+			bestAt time.Time
+		)
+		for _, st := range others {
+			other, err := decodeState[Opportunity](str(st, "_id"), st)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(other.ContactIDs, cid) {
+				continue
+			}
+			for _, h := range other.StageHistory {
+				if h.Stage == StagePitched && !h.At.Before(since) && h.At.After(bestAt) {
+					best, bestAt = other, h.At
+				}
+			}
+		}
+		if best == nil {
+			continue
+		}
+		who := cid
+		if st, err := v.record(ctx, collContacts, cid); err == nil && st != nil {
+			if c, err := decodeState[Contact](cid, st); err == nil {
+				who = contactLabel(c)
+			}
+		}
+		owner, err := v.ownerLabel(ctx, best)
+		if err != nil {
+			return nil, err
+		}
+		return &guardError{rule: "double_pitch", field: "override_reason", message: fmt.Sprintf(
+			"contact %s was already pitched by the team on %s in opportunity %s (%q, owner: %s), within the %s double-pitch window; coordinate with the owner, or pass override_reason to pitch anyway (it is kept in the stage history)",
+			who, bestAt.UTC().Format(time.RFC3339), best.ID, best.Title, owner, windowText(window))}, nil
+	}
+	return nil, nil
+}
+
+func windowText(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d-day", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+// ownerLabel names the owner of o: its owner_id, or else whoever moved it
+// to pitched last, as "Name (user id)".
+func (v *ruleView) ownerLabel(ctx context.Context, o *Opportunity) (string, error) {
+	uid := o.OwnerID
+	suffix := ""
+	if uid == "" {
+		for i := len(o.StageHistory) - 1; i >= 0; i-- {
+			if o.StageHistory[i].Stage == StagePitched {
+				uid, suffix = o.StageHistory[i].By.UserID, ", who pitched it; no owner set"
+				break
+			}
+		}
+	}
+	if uid == "" {
+		return "none set", nil
+	}
+	st, err := v.record(ctx, collUsers, uid)
+	if err != nil {
+		return "", err
+	}
+	if st == nil {
+		return uid + suffix, nil
+	}
+	return fmt.Sprintf("%s (%s%s)", str(st, "name"), uid, suffix), nil
+}
+
+// contactFlagGuard checks that do_not_contact is cleared only by a key with
+// the admin scope (the actor in ctx).
+func contactFlagGuard(ctx context.Context, was, c *Contact) *guardError {
+	if was == nil || !was.DoNotContact || c.DoNotContact {
+		return nil
+	}
+	a, _ := audit.ActorFrom(ctx)
+	if slices.Contains(a.Scopes, ScopeAdmin) || a.UserID == SystemActor("").UserID {
+		return nil
+	}
+	return &guardError{rule: "do_not_contact_admin", field: "do_not_contact", message: fmt.Sprintf(
+		"contact %s is marked do-not-contact (reason on record: %q); only a key with the admin scope can clear the flag",
+		contactLabel(was), was.DoNotContactReason)}
+}
+
+// embargoOf returns the embargo in force on coverage placed in opportunity
+// oppID and campaign campaignID: the later of the two embargoes, and which
+// record sets it.
+func (v *ruleView) embargoOf(ctx context.Context, oppID, campaignID string) (time.Time, string, error) {
+	var until time.Time
+	src := ""
+	for _, r := range []struct{ coll, id string }{{collOpportunities, oppID}, {collCampaigns, campaignID}} {
+		if r.id == "" {
+			continue
+		}
+		st, err := v.record(ctx, r.coll, r.id)
+		if err != nil {
+			return time.Time{}, "", err
+		}
+		if st == nil {
+			continue
+		}
+		if t, ok := dateOf(st["embargo_until"]); ok && t.After(until) {
+			until, src = t, fmt.Sprintf("%s %s", kinds[r.coll], r.id)
+		}
+	}
+	return until, src, nil
+}
+
+func dateOf(v any) (time.Time, bool) {
+	switch t := v.(type) {
+	case bson.DateTime:
+		return t.Time().UTC(), true
+	case time.Time:
+		return t.UTC(), true
+	case *time.Time:
+		if t != nil {
+			return t.UTC(), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// coverageEmbargo checks that active coverage c is not published before
+// the embargo of its opportunity or campaign.
+func (v *ruleView) coverageEmbargo(ctx context.Context, c *Coverage) (*guardError, error) {
+	if c.Archived() {
+		return nil, nil
+	}
+	until, src, err := v.embargoOf(ctx, c.OpportunityID, c.CampaignID)
+	if err != nil || until.IsZero() || !c.PublishedAt.Before(until) {
+		return nil, err
+	}
+	return &guardError{rule: "embargo", field: "published_at", message: fmt.Sprintf(
+		"coverage %q would be published at %s, before the embargo of %s lifts at %s; coverage cannot be recorded as published before the embargo: give a published_at at or after it, or change embargo_until on the %s",
+		c.Title, c.PublishedAt.UTC().Format(time.RFC3339), src, until.Format(time.RFC3339), strings.Fields(src)[0])}, nil
+}
+
+// embargoCoverage checks, for an opportunity or campaign (field names the
+// link in coverage) whose embargo is until, that none of its active
+// coverage was published before it.
+func (v *ruleView) embargoCoverage(ctx context.Context, field, id string, until *time.Time) (*guardError, error) {
+	if until == nil {
+		return nil, nil
+	}
+	early, err := v.matching(ctx, collCoverage, bson.M{field: id, "archived_at": nil}, func(st bson.M) bool {
+		t, ok := dateOf(st["published_at"])
+		return str(st, field) == id && st["archived_at"] == nil && ok && t.Before(*until)
+	})
+	if err != nil || len(early) == 0 {
+		return nil, err
+	}
+	t, _ := dateOf(early[0]["published_at"])
+	return &guardError{rule: "embargo", field: "embargo_until", message: fmt.Sprintf(
+		"coverage %s (%q) was published at %s, before the embargo_until %s; an embargo cannot start after coverage it covers was published: correct that coverage's published_at first, or choose an earlier embargo_until",
+		str(early[0], "_id"), str(early[0], "title"), t.Format(time.RFC3339), until.UTC().Format(time.RFC3339))}, nil
+}
+
+// Embargo is an embargo as given: the instant, and the zone offset it was
+// given in, kept for display.
+type Embargo struct {
+	Until time.Time
+	Zone  string
+}
+
+// ParseEmbargo reads an RFC 3339 time with a zone offset ("Z" or ±hh:mm);
+// "" clears. field names the argument in errors.
+func ParseEmbargo(field, s string) (*Embargo, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, Invalid(field, "%q is not an RFC 3339 time with a time zone; give e.g. 2026-12-01T09:00:00+01:00 or 2026-12-01T08:00:00Z", s)
+	}
+	zone := t.Format("Z07:00")
+	return &Embargo{Until: t.UTC().Truncate(time.Millisecond), Zone: zone}, nil
+}
+
+// EmbargoLocal shows an embargo in the zone it was given in.
+func EmbargoLocal(until *time.Time, zone string) string {
+	if until == nil {
+		return ""
+	}
+	loc := time.UTC
+	if zone != "" && zone != "Z" {
+		if t, err := time.Parse("Z07:00", zone); err == nil {
+			loc = t.Location()
+		}
+	}
+	return until.In(loc).Format(time.RFC3339)
+}
+
+// embargoFields are the stored fields of e (nil clears).
+func embargoFields(e *Embargo) (*time.Time, string) {
+	if e == nil {
+		return nil, ""
+	}
+	t := e.Until
+	return &t, e.Zone
+}

@@ -1,0 +1,368 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"outreach/audit"
+)
+
+// Organisation settings: one record in settings, written through the write
+// path like any other (update_settings), so its history is in the change
+// log and a rollback restores it.
+
+// OrgSettings are the organisation-level settings of the coverage report.
+type OrgSettings struct {
+	Meta `bson:",inline"`
+	Name string `bson:"name" json:"-"`
+	// Competitors are the names share of voice looks for in coverage
+	// titles and summaries.
+	Competitors []string `bson:"competitors" json:"competitors"`
+	// AVERatePerThousand is the advertising-value rate per thousand
+	// impressions; nil: no AVE in reports.
+	AVERatePerThousand *float64 `bson:"ave_rate_per_thousand,omitempty" json:"ave_rate_per_thousand"`
+	AVECurrency        string   `bson:"ave_currency,omitempty" json:"ave_currency,omitempty"`
+}
+
+var orgSettingsID = uuid.NewSHA1(uuid.MustParse("8d3c1f4e-2b6a-4e7d-9c5b-1a2f3e4d5c6b"), []byte("organisation")).String()
+
+// MaxCompetitors bounds the competitor list.
+const MaxCompetitors = 50
+
+// Settings returns the organisation settings (empty when never set).
+func (s *Store) Settings(ctx context.Context) (*OrgSettings, error) {
+	st := &OrgSettings{}
+	err := s.coll(collSettings).FindOne(ctx, bson.M{"_id": orgSettingsID}).Decode(st)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return &OrgSettings{Meta: Meta{ID: orgSettingsID}, Name: "organisation", Competitors: []string{}}, nil
+	}
+	if err != nil {
+		return nil, driverErr(err, "setting", "organisation")
+	}
+	if st.Competitors == nil {
+		st.Competitors = []string{}
+	}
+	return st, nil
+}
+
+// SettingsPatch changes the organisation settings: nil leaves a field.
+type SettingsPatch struct {
+	Competitors *[]string
+	// AVERate: a pointer to nil clears the rate.
+	AVERate     **float64
+	AVECurrency *string
+}
+
+// UpdateSettings applies p to the organisation settings.
+func (s *Store) UpdateSettings(ctx context.Context, p SettingsPatch) (*OrgSettings, error) {
+	var names []string
+	if p.Competitors != nil {
+		if len(*p.Competitors) > MaxCompetitors {
+			return nil, Invalid("competitors", "has %d names; the most is %d", len(*p.Competitors), MaxCompetitors)
+		}
+		names = []string{}
+		for i, n := range *p.Competitors {
+			n = strings.TrimSpace(n)
+			if n == "" || len(n) > 200 {
+				return nil, Invalid("competitors", "name %d is empty or longer than 200 characters", i)
+			}
+			if !slices.ContainsFunc(names, func(x string) bool { return strings.EqualFold(x, n) }) {
+				names = append(names, n)
+			}
+		}
+	}
+	if p.AVERate != nil && *p.AVERate != nil {
+		r := **p.AVERate
+		if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || r > 1e9 {
+			return nil, Invalid("ave_rate_per_thousand", "must be 0 to 1e9 (currency per thousand impressions), or null to turn AVE off")
+		}
+	}
+	if p.AVECurrency != nil && len(strings.TrimSpace(*p.AVECurrency)) > 10 {
+		return nil, Invalid("ave_currency", "must be a short currency code such as EUR or USD")
+	}
+	apply := func(st *OrgSettings) error {
+		if names != nil {
+			st.Competitors = names
+		}
+		if p.AVERate != nil {
+			st.AVERatePerThousand = *p.AVERate
+		}
+		setText(&st.AVECurrency, p.AVECurrency)
+		if st.Competitors == nil {
+			st.Competitors = []string{}
+		}
+		return nil
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		cur, err := s.Settings(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if cur.CreatedAt.IsZero() {
+			_ = apply(cur)
+			cur.Meta = Meta{ID: orgSettingsID}
+			err = insert(ctx, s, collSettings, cur)
+			if isConflict(err) {
+				continue // created meanwhile
+			}
+			return cur, err
+		}
+		return modify(ctx, s, collSettings, orgSettingsID, audit.ActionUpdate, apply)
+	}
+	return nil, Errorf(CodeConflict, "the settings changed while being updated; retry")
+}
+
+// CoverageReportQuery selects the coverage a report counts: active coverage
+// published in [Since, Until], of one campaign, of a set of outlets, or of
+// the whole team (neither given).
+type CoverageReportQuery struct {
+	Since, Until time.Time
+	CampaignID   string
+	OutletIDs    []string
+}
+
+// MaxReportItems bounds the coverage one report reads; a larger range is
+// refused with a hint to narrow it.
+const MaxReportItems = 200_000
+
+// Reach is the reach of the coverage counted two ways, each labelled.
+type Reach struct {
+	TotalImpressions      int64  `json:"total_impressions"`
+	TotalImpressionsLabel string `json:"total_impressions_label"`
+	UniqueAudience        int64  `json:"unique_audience"`
+	UniqueAudienceLabel   string `json:"unique_audience_label"`
+	ItemsWithoutReach     int    `json:"items_without_reach"`
+	OutletsWithoutSize    int    `json:"outlets_without_audience_size"`
+	// Saturated is true when a sum reached the largest figure it can hold
+	// (9223372036854775807) and stopped there instead of wrapping.
+	Saturated bool `json:"saturated"`
+}
+
+// ShareOfVoice compares the coverage (every item mentions us) with the
+// items naming each tracked competitor.
+type ShareOfVoice struct {
+	Label       string             `json:"label"`
+	Competitors []string           `json:"competitors"`
+	Ours        int                `json:"ours"`
+	Mentions    map[string]int     `json:"competitor_mentions"`
+	Share       map[string]float64 `json:"share_percent"`
+}
+
+// WeekTrend is one week of the trend: weeks start on Monday, 00:00 UTC.
+type WeekTrend struct {
+	WeekStart        string `json:"week_start"`
+	Items            int    `json:"items"`
+	TotalImpressions int64  `json:"total_impressions"`
+}
+
+// AVE is the advertising value equivalent, given only when a rate is set.
+type AVE struct {
+	Value           float64 `json:"value"`
+	Currency        string  `json:"currency,omitempty"`
+	RatePerThousand float64 `json:"rate_per_thousand"`
+	Label           string  `json:"label"`
+}
+
+// CoverageReport is the coverage report.
+type CoverageReport struct {
+	Scope       string         `json:"scope"` // campaign, outlets or team
+	CampaignID  string         `json:"campaign_id,omitempty"`
+	OutletIDs   []string       `json:"outlet_ids,omitempty"`
+	Since       time.Time      `json:"since"`
+	Until       time.Time      `json:"until"`
+	Items       int            `json:"items"`
+	ByType      map[string]int `json:"by_type"`
+	BySentiment map[string]int `json:"by_sentiment"`
+	ByTier      map[string]int `json:"by_outlet_tier"`
+	Reach       Reach          `json:"reach"`
+	Share       ShareOfVoice   `json:"share_of_voice"`
+	Trend       []WeekTrend    `json:"trend_by_week"`
+	// TrendNote says which weeks the trend lists.
+	TrendNote  string    `json:"trend_note"`
+	AVE        *AVE      `json:"ave"`
+	ComputedAt time.Time `json:"computed_at"`
+}
+
+const (
+	labelImpressions = "total impressions: the sum of reach over every coverage item (an outlet counts once per item)"
+	labelAudience    = "unique audience: the audience_size of each distinct outlet with coverage, counted once per outlet"
+	labelShare       = "share of voice: our coverage items (every item counts for us) against the items whose title or summary names each tracked competitor (literal, any case); share_percent = mentions / (ours + all competitor mentions) × 100"
+	labelAVE         = "AVE (advertising value equivalent): total impressions / 1000 × the configured rate; an estimate of what the space would cost as advertising, not a measure of outcome"
+	untiered         = "untiered"
+	unrated          = "unrated"
+	maxTrendWeeks    = 520
+)
+
+// weekStart is the Monday 00:00 UTC of t's week.
+func weekStart(t time.Time) time.Time {
+	t = t.UTC()
+	d := (int(t.Weekday()) + 6) % 7
+	return time.Date(t.Year(), t.Month(), t.Day()-d, 0, 0, 0, 0, time.UTC)
+}
+
+// CoverageReport computes the report: one bounded read of the coverage in
+// range (published_at is indexed) and one of its outlets, counted in Go, so
+// it gives the same figures on every store.
+func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*CoverageReport, error) {
+	if q.Until.Before(q.Since) {
+		return nil, Invalid("until", "%s is before since %s", q.Until.Format(time.RFC3339), q.Since.Format(time.RFC3339))
+	}
+	r := &CoverageReport{Scope: "team", Since: q.Since, Until: q.Until, ComputedAt: now(),
+		ByType: map[string]int{}, BySentiment: map[string]int{unrated: 0}, ByTier: map[string]int{"1": 0, "2": 0, "3": 0, untiered: 0},
+		Trend: []WeekTrend{}}
+	for _, t := range CoverageTypes {
+		r.ByType[t] = 0
+	}
+	for _, t := range Sentiments {
+		r.BySentiment[t] = 0
+	}
+	filter := bson.M{"archived_at": nil, "published_at": bson.M{"$gte": q.Since, "$lte": q.Until}}
+	switch {
+	case q.CampaignID != "" && len(q.OutletIDs) > 0:
+		return nil, Invalid("outlet_ids", "give either campaign_id or outlet_ids (or neither, for the team), not both")
+	case q.CampaignID != "":
+		if _, err := s.Campaign(ctx, q.CampaignID); err != nil {
+			return nil, withField(err, "campaign_id")
+		}
+		filter["campaign_id"] = q.CampaignID
+		r.Scope, r.CampaignID = "campaign", q.CampaignID
+	case len(q.OutletIDs) > 0:
+		ids := uniqueIDs(q.OutletIDs)
+		for _, id := range ids {
+			if _, err := find[*Outlet](ctx, s, collOutlets, id); err != nil {
+				return nil, withField(err, "outlet_ids")
+			}
+		}
+		filter["outlet_id"] = bson.M{"$in": ids}
+		r.Scope, r.OutletIDs = "outlets", ids
+	}
+	n, err := s.coll(collCoverage).CountDocuments(ctx, filter)
+	if err != nil {
+		return nil, driverErr(err, "coverage", "report")
+	}
+	if n > MaxReportItems {
+		return nil, Errorf(CodeFailedPrecondition, "the range holds %d coverage items, more than the %d one report reads; narrow since/until or the scope", n, MaxReportItems)
+	}
+	var items []Coverage
+	if err := s.findProjected(ctx, collCoverage, filter, bson.M{"title": 1, "summary": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}, &items); err != nil {
+		return nil, err
+	}
+	settings, err := s.Settings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	outletIDs := []string{}
+	for _, c := range items {
+		if c.OutletID != "" && !slices.Contains(outletIDs, c.OutletID) {
+			outletIDs = append(outletIDs, c.OutletID)
+		}
+	}
+	var outlets []Outlet
+	if err := s.findProjected(ctx, collOutlets, byIDs(outletIDs), bson.M{"tier": 1, "audience_size": 1}, &outlets); err != nil {
+		return nil, err
+	}
+	byOutlet := map[string]*Outlet{}
+	for i := range outlets {
+		byOutlet[outlets[i].ID] = &outlets[i]
+	}
+	r.Reach.TotalImpressionsLabel, r.Reach.UniqueAudienceLabel = labelImpressions, labelAudience
+	r.Share = ShareOfVoice{Label: labelShare, Competitors: settings.Competitors, Mentions: map[string]int{}, Share: map[string]float64{}}
+	lowered := make([]string, len(settings.Competitors))
+	for i, c := range settings.Competitors {
+		lowered[i] = strings.ToLower(c)
+		r.Share.Mentions[c] = 0
+	}
+	weeks := map[string]*WeekTrend{}
+	for _, c := range items {
+		r.Items++
+		r.ByType[c.Type]++
+		if c.Sentiment == "" {
+			r.BySentiment[unrated]++
+		} else {
+			r.BySentiment[c.Sentiment]++
+		}
+		tier := untiered
+		if o := byOutlet[c.OutletID]; o != nil && o.Tier != nil {
+			tier = strconv.Itoa(*o.Tier)
+		}
+		r.ByTier[tier]++
+		reach := int64(0)
+		if c.Reach != nil {
+			reach = *c.Reach
+		} else {
+			r.Reach.ItemsWithoutReach++
+		}
+		r.Reach.TotalImpressions = addFigures(r.Reach.TotalImpressions, reach)
+		text := strings.ToLower(c.Title + "\n" + c.Summary)
+		for i, name := range lowered {
+			if strings.Contains(text, name) {
+				r.Share.Mentions[settings.Competitors[i]]++
+			}
+		}
+		wk := weekStart(c.PublishedAt).Format(time.DateOnly)
+		w := weeks[wk]
+		if w == nil {
+			w = &WeekTrend{WeekStart: wk}
+			weeks[wk] = w
+		}
+		w.Items++
+		w.TotalImpressions = addFigures(w.TotalImpressions, reach)
+	}
+	for _, id := range outletIDs {
+		o := byOutlet[id]
+		if o == nil || o.AudienceSize == nil {
+			r.Reach.OutletsWithoutSize++
+			continue
+		}
+		r.Reach.UniqueAudience = addFigures(r.Reach.UniqueAudience, *o.AudienceSize)
+	}
+	r.Reach.Saturated = r.Reach.TotalImpressions == math.MaxInt64 || r.Reach.UniqueAudience == math.MaxInt64
+	r.Share.Ours = r.Items
+	total := r.Items
+	for _, m := range r.Share.Mentions {
+		total += m
+	}
+	if total > 0 {
+		r.Share.Share["ours"] = percent(r.Items, total)
+		for name, m := range r.Share.Mentions {
+			r.Share.Share[name] = percent(m, total)
+		}
+	}
+	first, last := weekStart(q.Since), weekStart(q.Until)
+	if span := int(last.Sub(first).Hours() / (24 * 7)); span < maxTrendWeeks {
+		r.TrendNote = "every week of the range, Monday 00:00 UTC, weeks without coverage at 0"
+		for w := first; !w.After(last); w = w.AddDate(0, 0, 7) {
+			k := w.Format(time.DateOnly)
+			if weeks[k] != nil {
+				r.Trend = append(r.Trend, *weeks[k])
+			} else {
+				r.Trend = append(r.Trend, WeekTrend{WeekStart: k})
+			}
+		}
+	} else {
+		r.TrendNote = fmt.Sprintf("the range spans more than %d weeks: only weeks with coverage are listed (Monday 00:00 UTC)", maxTrendWeeks)
+		for _, w := range weeks {
+			r.Trend = append(r.Trend, *w)
+		}
+		slices.SortFunc(r.Trend, func(a, b WeekTrend) int { return strings.Compare(a.WeekStart, b.WeekStart) })
+	}
+	if rate := settings.AVERatePerThousand; rate != nil {
+		v := float64(r.Reach.TotalImpressions) / 1000 * *rate
+		r.AVE = &AVE{Value: math.Round(v*100) / 100, Currency: settings.AVECurrency, RatePerThousand: *rate, Label: labelAVE}
+	}
+	return r, nil
+}
+
+func percent(n, total int) float64 {
+	return math.Round(float64(n)*1000/float64(total)) / 10
+}
