@@ -73,6 +73,7 @@ Every command reads the same configuration:
 
 type config struct {
 	data, addr, mongoListen, uri, db, writeMode string
+	mongoAllowWrites, demo                      bool
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -99,7 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		fs.StringVar(&cfg.addr, "addr", env("OUTREACH_ADDR", "127.0.0.1:8080"), "listen address")
-		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also expose the embedded store's MongoDB wire endpoint here (for mongosh)")
+		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also expose the embedded store's MongoDB wire endpoint here (for mongosh), read-only")
+		fs.BoolVar(&cfg.mongoAllowWrites, "mongo-allow-writes", os.Getenv("OUTREACH_MONGO_ALLOW_WRITES") == "true", "let writes through the --mongo-listen endpoint (they bypass the change log)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -134,13 +136,17 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 	uri := cfg.uri
 	var es *embedded.Store
 	if uri == "" {
-		es, err = embedded.Start(ctx, embedded.Options{Dir: cfg.data, TCP: cfg.mongoListen})
+		es, err = embedded.Start(ctx, embedded.Options{Dir: cfg.data, TCP: cfg.mongoListen, AllowWrites: cfg.mongoAllowWrites})
 		if err != nil {
 			return nil, nil, err
 		}
 		uri = es.URI
 		opts.Exclusive = true // only this process can have the embedded files open
-		log.Info().Str("data", cfg.data).Str("mongo_listen", cfg.mongoListen).Msg("embedded store started")
+		ev := log.Info().Str("data", cfg.data)
+		if es.PublicURI != "" {
+			ev = ev.Str("mongo_listen", es.PublicURI).Bool("mongo_writes_allowed", cfg.mongoAllowWrites)
+		}
+		ev.Msg("embedded store started")
 	}
 	store, err := repo.Open(ctx, uri, cfg.db, opts)
 	if err != nil {
