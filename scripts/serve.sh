@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds ./bin/outreach and runs `outreach serve` in this process's place, so
+# Ctrl-C and SIGTERM reach the server itself: it finishes the calls in flight,
+# releases the data directory's lock and exits, leaving nothing running.
+#
+#   ./scripts/serve.sh                 # serve on 127.0.0.1:8080, data in ./data
+#   ./scripts/serve.sh --demo          # the same, with the demo data on an empty store
+#   ./scripts/serve.sh --addr :9000    # any flag of `outreach serve`
+#
+# OUTREACH_BIN names another place for the binary (default ./bin/outreach).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin="${OUTREACH_BIN:-./bin/outreach}"
+mkdir -p "$(dirname "$bin")"
+
+total=$(go list -deps ./cmd/outreach 2>/dev/null | wc -l || echo "?")
+if [ -x "$bin" ]; then
+	echo "building $bin (only what changed)…" >&2
+else
+	echo "building $bin: the first build compiles $total packages, about 8 minutes on 2 cores" >&2
+	echo "(later builds take seconds); each line below is one compiled package:" >&2
+fi
+# go build -v names every package it compiles, as it compiles it.
+go build -v -o "$bin" ./cmd/outreach 2>&1 | awk -v total="$total" '
+	/^go: downloading/ { print; fflush(); next }
+	/^(#|[^ ]+\.go:)/  { print; fflush(); next }
+	{ n++; printf "  [%3d/%s] %s\n", n, total, $0; fflush() }' >&2
+echo "starting $bin serve $*" >&2
+exec "$bin" serve "$@"
