@@ -13,11 +13,11 @@ import (
 // progress reports long command-line work: a bar on a terminal, plain lines
 // (one per phase) otherwise, so logs and pipes stay readable.
 type progress struct {
-	w         io.Writer
-	what      string
-	total, n  int
-	bar       *progressbar.ProgressBar
-	seen      map[string]bool
+	w        io.Writer
+	what     string
+	total, n int
+	bar      *progressbar.ProgressBar
+	seen     map[string]bool
 }
 
 // newProgress starts reporting what; total is the number of steps, or -1
