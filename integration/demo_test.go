@@ -53,7 +53,7 @@ func jsonText(v any) string { b, _ := json.Marshal(v); return string(b) }
 // verify`, and takes the whole demo back with rollback_session demo.
 func TestSeedDemo(t *testing.T) {
 	data := dataDir(t)
-	out := mustCLI(t, "seed", "--demo", "--data", data)
+	out := seedDemoCLI(t, data)
 	if !strings.Contains(out, `under session "demo"`) || !regexp.MustCompile(`contacts +40\n`).MatchString(out) {
 		t.Fatalf("seed --demo printed:\n%s", out)
 	}

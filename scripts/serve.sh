@@ -21,9 +21,14 @@ else
 	echo "(later builds take seconds); each line below is one compiled package:" >&2
 fi
 # go build -v names every package it compiles, as it compiles it.
-go build -v -o "$bin" ./cmd/outreach 2>&1 | awk -v total="$total" '
-	/^go: downloading/ { print; fflush(); next }
-	/^(#|[^ ]+\.go:)/  { print; fflush(); next }
-	{ n++; printf "  [%3d/%s] %s\n", n, total, $0; fflush() }' >&2
+go build -v -o "$bin" ./cmd/outreach 2>&1 | {
+	n=0
+	while IFS= read -r line; do
+		case "$line" in
+		"go: "* | "#"* | *.go:*) printf '%s\n' "$line" ;;
+		*) n=$((n + 1)); printf '  [%3d/%s] %s\n' "$n" "$total" "$line" ;;
+		esac
+	done
+} >&2
 echo "starting $bin serve $*" >&2
 exec "$bin" serve "$@"
