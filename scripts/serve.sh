@@ -17,8 +17,8 @@ total=$(go list -deps ./cmd/outreach 2>/dev/null | wc -l || echo "?")
 if [ -x "$bin" ]; then
 	echo "building $bin (only what changed)…" >&2
 else
-	echo "building $bin: the first build compiles $total packages, about 8 minutes on 2 cores" >&2
-	echo "(later builds take seconds); each line below is one compiled package:" >&2
+	echo "building $bin: the first build compiles $total packages: minutes (about 8 on 2 idle cores," >&2
+	echo "28 measured on 2 busy ones); later builds take seconds. One line per compiled package:" >&2
 fi
 # go build -v names every package it compiles, as it compiles it.
 go build -v -o "$bin" ./cmd/outreach 2>&1 | {
