@@ -55,13 +55,13 @@ var dictionaryBookkeeping = map[string]string{
 var dictionaryEnums = map[string][]string{
 	"outlets.type": OutletTypes, "outlets.tier": {"1", "2", "3"},
 	"channels.type": ChannelTypes, "channels.frequency": ChannelFrequencies,
-	"campaigns.status": CampaignStatuses,
+	"campaigns.status":    CampaignStatuses,
 	"opportunities.stage": Stages, "opportunities.priority": Priorities, "opportunities.type": OpportunityTypes,
 	"opportunities.stage_history.stage": Stages,
-	"coverage.type": CoverageTypes, "coverage.sentiment": Sentiments, "coverage.depth": Depths,
+	"coverage.type":                     CoverageTypes, "coverage.sentiment": Sentiments, "coverage.depth": Depths,
 	"coverage.share_of_voice": SharesOfVoice, "coverage.initiated_by": Initiators,
 	"media.type": MediaTypes, "notes.type": NoteTypes, "agent_keys.agent_type": AgentTypes,
-	"agent_keys.scopes": {ScopeRead, ScopeWrite, ScopeAdmin},
+	"agent_keys.scopes":    {ScopeRead, ScopeWrite, ScopeAdmin},
 	"subscriptions.events": Events, "notifications.event": Events,
 	"change_log.action": audit.Actions,
 }
