@@ -22,11 +22,11 @@ type Channel struct {
 	Meta        `bson:",inline"`
 	OutletID    string         `bson:"outlet_id" json:"outlet_id"`
 	Type        string         `bson:"type" json:"type"`
-	Name        string         `bson:"name,omitempty" json:"name"`
-	Description string         `bson:"description,omitempty" json:"description"`
-	URL         string         `bson:"url,omitempty" json:"url"`
-	Frequency   string         `bson:"frequency,omitempty" json:"frequency"`
-	Attributes  map[string]any `bson:"attributes,omitempty" json:"attributes"`
+	Name        string         `bson:"name,omitempty" json:"name,omitempty"`
+	Description string         `bson:"description,omitempty" json:"description,omitempty"`
+	URL         string         `bson:"url,omitempty" json:"url,omitempty"`
+	Frequency   string         `bson:"frequency,omitempty" json:"frequency,omitempty"`
+	Attributes  map[string]any `bson:"attributes,omitempty" json:"attributes,omitempty"`
 }
 
 // ChannelFields are the fields a create or an update sets; nil leaves a

@@ -24,21 +24,21 @@ type Contact struct {
 	// Name is "first last", kept in step with them so a search for a full
 	// name finds the contact.
 	Name  string `bson:"name" json:"name"`
-	Email string `bson:"email,omitempty" json:"email"`
+	Email string `bson:"email,omitempty" json:"email,omitempty"`
 	// EmailLower is the address lower-cased: uniqueness among active
 	// contacts is case-insensitive.
 	EmailLower         string         `bson:"email_lower,omitempty" json:"-"`
-	Phone              string         `bson:"phone,omitempty" json:"phone"`
-	Title              string         `bson:"title,omitempty" json:"title"`
-	Bio                string         `bson:"bio,omitempty" json:"bio"`
+	Phone              string         `bson:"phone,omitempty" json:"phone,omitempty"`
+	Title              string         `bson:"title,omitempty" json:"title,omitempty"`
+	Bio                string         `bson:"bio,omitempty" json:"bio,omitempty"`
 	IsFreelance        bool           `bson:"is_freelance" json:"is_freelance"`
-	SocialLinks        map[string]any `bson:"social_links,omitempty" json:"social_links"`
-	Preferences        map[string]any `bson:"preferences,omitempty" json:"preferences"`
+	SocialLinks        map[string]any `bson:"social_links,omitempty" json:"social_links,omitempty"`
+	Preferences        map[string]any `bson:"preferences,omitempty" json:"preferences,omitempty"`
 	Beats              []string       `bson:"beats" json:"beats"`
-	Location           string         `bson:"location,omitempty" json:"location"`
-	Timezone           string         `bson:"timezone,omitempty" json:"timezone"`
+	Location           string         `bson:"location,omitempty" json:"location,omitempty"`
+	Timezone           string         `bson:"timezone,omitempty" json:"timezone,omitempty"`
 	DoNotContact       bool           `bson:"do_not_contact" json:"do_not_contact"`
-	DoNotContactReason string         `bson:"do_not_contact_reason,omitempty" json:"do_not_contact_reason"`
+	DoNotContactReason string         `bson:"do_not_contact_reason,omitempty" json:"do_not_contact_reason,omitempty"`
 	Affiliations       []Affiliation  `bson:"affiliations" json:"affiliations"`
 	// OwnerID is the team member (a user id) who owns the relationship.
 	OwnerID string `bson:"owner_id,omitempty" json:"owner_id,omitempty"`
@@ -49,10 +49,10 @@ type Contact struct {
 type Affiliation struct {
 	ID        string     `bson:"id" json:"id"`
 	OutletID  string     `bson:"outlet_id" json:"outlet_id"`
-	Role      string     `bson:"role,omitempty" json:"role"`
+	Role      string     `bson:"role,omitempty" json:"role,omitempty"`
 	IsPrimary bool       `bson:"is_primary" json:"is_primary"`
-	StartedOn *time.Time `bson:"started_on,omitempty" json:"started_on"`
-	EndedOn   *time.Time `bson:"ended_on,omitempty" json:"ended_on"`
+	StartedOn *time.Time `bson:"started_on,omitempty" json:"started_on,omitempty"`
+	EndedOn   *time.Time `bson:"ended_on,omitempty" json:"ended_on,omitempty"`
 }
 
 // ContactFields are the fields a create or an update sets; nil (or a nil
@@ -386,12 +386,12 @@ type ContactOutlet struct {
 	OutletID       string     `json:"outlet_id"`
 	Name           string     `json:"name"`
 	Type           string     `json:"type"`
-	Tier           *int       `json:"tier"`
+	Tier           *int       `json:"tier,omitempty"`
 	OutletArchived bool       `json:"outlet_archived"`
-	Role           string     `json:"role"`
+	Role           string     `json:"role,omitempty"`
 	IsPrimary      bool       `json:"is_primary"`
-	StartedOn      *time.Time `json:"started_on"`
-	EndedOn        *time.Time `json:"ended_on"`
+	StartedOn      *time.Time `json:"started_on,omitempty"`
+	EndedOn        *time.Time `json:"ended_on,omitempty"`
 }
 
 // OpportunitySummary is an opportunity as a related record shows it.

@@ -20,14 +20,14 @@ type Outlet struct {
 	Meta         `bson:",inline"`
 	Name         string         `bson:"name" json:"name"`
 	Type         string         `bson:"type" json:"type"`
-	Tier         *int           `bson:"tier,omitempty" json:"tier"`
-	Website      string         `bson:"website,omitempty" json:"website"`
-	Description  string         `bson:"description,omitempty" json:"description"`
-	Country      string         `bson:"country,omitempty" json:"country"`
-	Language     string         `bson:"language,omitempty" json:"language"`
+	Tier         *int           `bson:"tier,omitempty" json:"tier,omitempty"`
+	Website      string         `bson:"website,omitempty" json:"website,omitempty"`
+	Description  string         `bson:"description,omitempty" json:"description,omitempty"`
+	Country      string         `bson:"country,omitempty" json:"country,omitempty"`
+	Language     string         `bson:"language,omitempty" json:"language,omitempty"`
 	Topics       []string       `bson:"topics" json:"topics"`
-	AudienceSize *int64         `bson:"audience_size,omitempty" json:"audience_size"`
-	SocialLinks  map[string]any `bson:"social_links,omitempty" json:"social_links"`
+	AudienceSize *int64         `bson:"audience_size,omitempty" json:"audience_size,omitempty"`
+	SocialLinks  map[string]any `bson:"social_links,omitempty" json:"social_links,omitempty"`
 }
 
 // OutletFields are the fields a create or an update sets; nil (or a nil
@@ -193,8 +193,8 @@ type OutletSummary struct {
 	ID       string `json:"id"`
 	Name     string `json:"name"`
 	Type     string `json:"type"`
-	Tier     *int   `json:"tier"`
-	Website  string `json:"website"`
+	Tier     *int   `json:"tier,omitempty"`
+	Website  string `json:"website,omitempty"`
 	Archived bool   `json:"archived"`
 }
 
@@ -205,10 +205,10 @@ func summarizeOutlet(o *Outlet) OutletSummary {
 // ChannelSummary is a channel as its outlet shows it.
 type ChannelSummary struct {
 	ID        string `json:"id"`
-	Name      string `json:"name"`
+	Name      string `json:"name,omitempty"`
 	Type      string `json:"type"`
-	URL       string `json:"url"`
-	Frequency string `json:"frequency"`
+	URL       string `json:"url,omitempty"`
+	Frequency string `json:"frequency,omitempty"`
 	Archived  bool   `json:"archived"`
 }
 
@@ -217,9 +217,9 @@ type ChannelSummary struct {
 type AffiliatedContact struct {
 	ID            string `json:"id"`
 	Name          string `json:"name"`
-	Title         string `json:"title"`
-	Email         string `json:"email"`
-	Role          string `json:"role"`
+	Title         string `json:"title,omitempty"`
+	Email         string `json:"email,omitempty"`
+	Role          string `json:"role,omitempty"`
 	IsPrimary     bool   `json:"is_primary"`
 	AffiliationID string `json:"affiliation_id"`
 	Ended         bool   `json:"ended"`

@@ -228,3 +228,6 @@ func canonical(v any) any {
 	}
 	return v
 }
+
+// RecordCollections are the collections Verify checks record by record.
+func RecordCollections() []string { return append([]string(nil), recordCollections...) }

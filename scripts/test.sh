@@ -43,6 +43,13 @@ else
 fi
 # --- end of the conformance block -------------------------------------------
 
+echo "== mongosh, for the analyst queries of docs/analyst-queries.md"
+if command -v npm >/dev/null 2>&1; then
+  (cd integration/mongosh && npm ci --no-audit --no-fund --loglevel=error)
+else
+  echo "npm not found: the analyst queries run through the Go driver instead of mongosh"
+fi
+
 echo "== docker-compose.yml"
 if ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1 \
     && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

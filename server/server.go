@@ -25,7 +25,10 @@ import (
 const MaxBody = 2 << 20
 
 // Instructions are sent to clients at initialize.
-const Instructions = `Outreach tracks a PR team's media pipeline: outlets, contacts, channels, campaigns, opportunities, coverage, media, notes, emails. Nothing is ever hard-deleted: archive_X/restore_X. Every change is in the change log (get_change_log) and can be rolled back (rollback_change, rollback_session). Errors are JSON {"error": {code, message, field, retryable}}.`
+const Instructions = `Outreach keeps a PR team's media pipeline. Groups: outlets and their channels; contacts (journalists, with beats, affiliations to outlets and do_not_contact); campaigns; opportunities (pitches moving through stages: update_opportunity_stage keeps a stage history); coverage (with sentiment and reach) and media files; notes and the interaction log; search, dossiers (get_contact_dossier, get_outlet_dossier), get_opportunity_status and get_agenda; emails (a shared inbox synced over IMAP, threads linkable to opportunities); notifications and Slack messaging; agent keys and users (admin). Start with whoami, get_service_info or search.
+Lists are paged (limit, offset; total in the result). Nothing is ever hard-deleted: archive_X hides a record, restore_X brings it back.
+Every change is attributed to the key's user and agent and to a session: the X-Agent-Session-Id header if the client sends one, else the MCP session id. get_change_log shows the changes (filter by session_id, agent_id, record_id, collection or time); rollback_change undoes one change, rollback_session undoes a whole session (dry_run first to see the plan).
+Errors are tool results with isError and JSON {"error": {"code", "message", "field", "retryable"}}; codes: invalid_argument (the field says which argument and what is allowed), not_found, conflict (re-read and retry), permission_denied (the key lacks a scope, or the session belongs to another agent), failed_precondition, rate_limited, unavailable, internal.`
 
 // New returns the service's HTTP handler.
 func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handler {

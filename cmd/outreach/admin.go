@@ -39,6 +39,7 @@ type command struct {
 	AgentType string   `json:"agent_type,omitempty"`
 	Scopes    []string `json:"scopes,omitempty"`
 	ID        string   `json:"id,omitempty"`
+	JSON      bool     `json:"json,omitempty"` // verify --json
 }
 
 type commandResult struct {
@@ -48,7 +49,7 @@ type commandResult struct {
 
 // runCommand runs c in the server serving cfg's data directory, or on the
 // store opened here when none does.
-func runCommand(ctx context.Context, cfg config, c command, stdout io.Writer, log zerolog.Logger) error {
+func runCommand(ctx context.Context, cfg config, c command, stdout, progressTo io.Writer, log zerolog.Logger) error {
 	if cfg.uri == "" {
 		if res, ok, err := callServer(ctx, cfg.data, c); ok {
 			if err != nil {
@@ -66,7 +67,7 @@ func runCommand(ctx context.Context, cfg config, c command, stdout io.Writer, lo
 		return err
 	}
 	defer closeStore()
-	out, err := execute(ctx, store, c)
+	out, err := execute(ctx, store, c, progressTo)
 	fmt.Fprint(stdout, out)
 	return err
 }
@@ -124,7 +125,7 @@ func serveCommands(ctx context.Context, store *repo.Store, dir string, log zerol
 			http.Error(w, "POST a command", http.StatusBadRequest)
 			return
 		}
-		out, err := execute(r.Context(), store, c)
+		out, err := execute(r.Context(), store, c, io.Discard) // the caller gets the output at the end
 		res := commandResult{Output: out}
 		if err != nil {
 			res.Error = err.Error()
@@ -137,27 +138,36 @@ func serveCommands(ctx context.Context, store *repo.Store, dir string, log zerol
 	return func() { srv.Close(); os.Remove(sock) }, nil
 }
 
-// execute runs c on store and returns what the command prints.
-func execute(ctx context.Context, store *repo.Store, c command) (string, error) {
+// execute runs c on store and returns what the command prints; progress is
+// reported on prog.
+func execute(ctx context.Context, store *repo.Store, c command, prog io.Writer) (string, error) {
 	var out strings.Builder
 	ctx = audit.WithActor(ctx, repo.SystemActor(c.Name))
 	switch c.Name {
 	case "indexes":
+		p := newProgress(prog, "indexes: creating the index list", -1)
+		err := store.ApplyIndexes(ctx)
+		p.finish()
 		fmt.Fprintf(&out, "indexes applied (write mode %s)\n", store.Capabilities().WriteMode)
-		return out.String(), store.ApplyIndexes(ctx)
+		return out.String(), err
 	case "verify":
-		v, err := store.Verify(ctx)
+		r, err := runVerify(ctx, store, prog)
 		if err != nil {
 			return "", err
 		}
-		enc := json.NewEncoder(&out)
-		for _, x := range v {
-			enc.Encode(x)
+		r.write(&out, c.JSON)
+		if !r.OK {
+			return out.String(), fmt.Errorf("%d invariant violations", len(r.Violations))
 		}
-		if len(v) > 0 {
-			return out.String(), fmt.Errorf("%d invariant violations", len(v))
+		return out.String(), nil
+	case "seed --demo":
+		p := newProgress(prog, "seed --demo", demoPlan())
+		counts, err := seedDemo(audit.WithActor(ctx, demoActor()), store, p.step)
+		p.finish()
+		if err != nil {
+			return "", err
 		}
-		fmt.Fprintln(&out, "ok: every record matches its change entry")
+		writeSeedSummary(&out, counts)
 		return out.String(), nil
 	case "keys create":
 		user, err := keyOwner(ctx, store, c.UserEmail)

@@ -3,7 +3,8 @@
 //	outreach serve                 start the MCP server (embedded store by default)
 //	outreach indexes               apply the index list and exit
 //	outreach keys create|list|revoke
-//	outreach verify                check the change-log invariants over the whole store
+//	outreach verify [--json]       check the change-log invariants over the whole store
+//	outreach seed --demo           write the demo data
 package main
 
 import (
@@ -46,10 +47,12 @@ func main() {
 const usage = `usage: outreach <command> [flags]
 
 commands:
-  serve      start the MCP server at {addr}/mcp
+  serve      start the MCP server at {addr}/mcp (--demo: demo data on an empty store;
+             --mongo-listen ADDR: a read-only MongoDB wire endpoint, --mongo-allow-writes to allow writes)
   indexes    apply the index list and exit
   keys       create | list | revoke agent keys
-  verify     check that every record matches its change-log entry
+  verify     check that every record matches its change-log entry (--json: machine-readable)
+  seed       seed --demo: write the demo data (rollback_session demo takes it back)
   bench      measure the tools beside the floor, the raw store and a peer (Markdown table)
   version    print the version
 
@@ -79,8 +82,9 @@ Every command reads the same configuration:
 type config struct {
 	data, addr, mongoListen, uri, db, writeMode string
 	toolsets, rateLimit, httpRateLimit          string
-	// pitchWindow is the double-pitch guard's window (issue 15).
-	pitchWindow time.Duration
+	// pitchWindow is the double-pitch guard's window.
+	pitchWindow            time.Duration
+	mongoAllowWrites, demo bool
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -107,7 +111,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		fs.StringVar(&cfg.addr, "addr", env("OUTREACH_ADDR", "127.0.0.1:8080"), "listen address")
-		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also expose the embedded store's MongoDB wire endpoint here (for mongosh)")
+		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also expose the embedded store's MongoDB wire endpoint here (for mongosh), read-only")
+		fs.BoolVar(&cfg.demo, "demo", false, "on an empty store, write the demo data first (as seed --demo)")
+		fs.BoolVar(&cfg.mongoAllowWrites, "mongo-allow-writes", os.Getenv("OUTREACH_MONGO_ALLOW_WRITES") == "true", "let writes through the --mongo-listen endpoint (they bypass the change log)")
 		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.httpRateLimit, "http-rate-limit", env("OUTREACH_HTTP_RATE_LIMIT", tools.DefaultRequestRate), "HTTP requests per second per key at the edge (429 over it), RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", "all"), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, the default)")
@@ -119,12 +125,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		return serve(ctx, cfg, stdout, log)
+		return serve(ctx, cfg, stdout, stderr, log)
 	case "indexes", "verify":
+		asJSON := fs.Bool("json", false, "verify: print the report as JSON")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		return runCommand(ctx, cfg, command{Name: args[0]}, stdout, log)
+		return runCommand(ctx, cfg, command{Name: args[0], JSON: *asJSON}, stdout, stderr, log)
+	case "seed":
+		demo := fs.Bool("demo", false, "write the demo data (fictional; under the session demo, so rollback_session demo takes it back)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if !*demo {
+			return errors.New("usage: outreach seed --demo (the only data set there is)")
+		}
+		return runCommand(ctx, cfg, command{Name: "seed --demo"}, stdout, stderr, log)
 	case "keys":
 		return keys(ctx, cfg, args[1:], stdout, stderr, log)
 	case "bench":
@@ -152,13 +168,17 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 	uri := cfg.uri
 	var es *embedded.Store
 	if uri == "" {
-		es, err = embedded.Start(ctx, embedded.Options{Dir: cfg.data, TCP: cfg.mongoListen})
+		es, err = embedded.Start(ctx, embedded.Options{Dir: cfg.data, TCP: cfg.mongoListen, AllowWrites: cfg.mongoAllowWrites})
 		if err != nil {
 			return nil, nil, err
 		}
 		uri = es.URI
 		opts.Exclusive = true // only this process can have the embedded files open
-		log.Info().Str("data", cfg.data).Str("mongo_listen", cfg.mongoListen).Msg("embedded store started")
+		ev := log.Info().Str("data", cfg.data)
+		if es.PublicURI != "" {
+			ev = ev.Str("mongo_listen", es.PublicURI).Bool("mongo_writes_allowed", cfg.mongoAllowWrites)
+		}
+		ev.Msg("embedded store started")
 	}
 	store, err := repo.Open(ctx, uri, cfg.db, opts)
 	if err != nil {
@@ -246,7 +266,7 @@ func mailConfig() (*mailsync.Config, bool, error) {
 	return c, keep, nil
 }
 
-func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger) error {
+func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolog.Logger) error {
 	mailCfg, keep, err := mailConfig() // refused before anything starts
 	if err != nil {
 		return err
@@ -267,6 +287,11 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log zerolog.Logger
 	key, err := store.Bootstrap(audit.WithActor(ctx, repo.SystemActor("bootstrap")))
 	if err != nil {
 		return fmt.Errorf("first admin key: %w", err)
+	}
+	if cfg.demo {
+		if err := serveDemo(ctx, store, stderr, log); err != nil {
+			return err
+		}
 	}
 	base := "http://" + ln.Addr().String()
 	if key != "" {
@@ -369,7 +394,7 @@ func keys(ctx context.Context, cfg config, args []string, stdout, stderr io.Writ
 	default:
 		return fmt.Errorf("unknown keys command %q: use create, list or revoke", args[0])
 	}
-	return runCommand(ctx, cfg, c, stdout, zerolog.Nop())
+	return runCommand(ctx, cfg, c, stdout, stderr, zerolog.Nop())
 }
 
 // keyOwner finds the user of email, creating it when new; without email, the first admin.
