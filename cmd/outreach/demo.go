@@ -218,10 +218,10 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 		done("campaigns")
 		for k, stage := range repo.Stages {
 			i := (ci*len(repo.Stages) + k) % len(demoOutlets)
-			j := i // the journalist at that outlet
-			if j == demoDoNotContact%len(demoOutlets) && ci == 1 {
-				j += len(demoOutlets) // someone else at the outlet than the one not to be pitched
-			}
+			// A journalist at that outlet (contact i works at outlet i mod 12),
+			// another one per campaign, so no one is pitched twice within the
+			// double-pitch window, and never the one not to be contacted.
+			j := i + ci*len(demoOutlets)
 			if j == demoDoNotContact {
 				j += len(demoOutlets)
 			}
