@@ -1,0 +1,63 @@
+package repo
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+
+	"outreach/embedded"
+)
+
+// TestProbesDecideCapabilities runs the probes on the store of this run: on
+// the embedded FerretDB v1 filtered updates are not atomic and there is
+// nothing else; on a server given by MONGODB_URI the probes must agree with
+// what the server does (checked by the tests of each capability) and the
+// write mode must follow them.
+func TestProbesDecideCapabilities(t *testing.T) {
+	ctx := context.Background()
+	uri := os.Getenv("MONGODB_URI")
+	if uri == "" {
+		es, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(es.Close)
+		uri = es.URI
+	}
+	s, err := Open(ctx, uri, "probe_test_"+strings.ReplaceAll(uuid.NewString()[:8], "-", ""), Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for range 3 {
+		p := s.probe(ctx)
+		t.Logf("%s: %+v", s.caps.Server, p)
+		if os.Getenv("MONGODB_URI") == "" {
+			if p.AtomicUpdates || p.Transactions || p.UnionWith || p.TextSearch {
+				t.Errorf("embedded FerretDB v1: probes found %+v, want nothing", p)
+			}
+		}
+		if p.AtomicUpdates != s.caps.AtomicUpdates || p.Transactions != s.caps.Transactions {
+			t.Errorf("probes at start found %+v, now %+v", s.caps, p)
+		}
+	}
+	if s.serialWrites == s.caps.AtomicUpdates {
+		t.Errorf("serial writes %v with atomic updates %v", s.serialWrites, s.caps.AtomicUpdates)
+	}
+	if want := map[bool]string{true: ModeTransaction, false: ModeOrdered}[s.caps.Transactions]; s.caps.WriteMode != want {
+		t.Errorf("write mode %s with transactions %v", s.caps.WriteMode, s.caps.Transactions)
+	}
+	names, err := s.db.ListCollectionNames(ctx, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if len(n) >= len(probePrefix) && n[:len(probePrefix)] == probePrefix {
+			t.Errorf("probe collection %s left behind", n)
+		}
+	}
+}
