@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	mongoevent "go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -96,6 +97,9 @@ type Options struct {
 	Logger zerolog.Logger
 	// Media configures uploads and signed media URLs; zero values take the defaults.
 	Media MediaOptions
+	// Monitor, when set, sees every command sent to the server (the tests
+	// record the query shapes the service issues, to explain each).
+	Monitor *mongoevent.CommandMonitor
 }
 
 // Store is the service's handle on the database.
@@ -128,6 +132,9 @@ type Store struct {
 	intentID string
 	// exclusive: no other process writes this store (Options.Exclusive).
 	exclusive bool
+	// sweptBefore is the cutoff of the last recovery sweep (unix ns): a
+	// pending write older than it was due to be settled by that sweep.
+	sweptBefore atomic.Int64
 	// unsettled is set when a write failed part-way or recovery left work.
 	unsettled atomic.Bool
 	writeMu   sync.Mutex
@@ -144,8 +151,12 @@ type Store struct {
 // Open connects to uri, applies the index list, detects capabilities, picks
 // the write mode and recovers any write a crash left half-done.
 func Open(ctx context.Context, uri, database string, opts Options) (*Store, error) {
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetTimeout(30 * time.Second).
-		SetBSONOptions(&options.BSONOptions{DefaultDocumentM: true}))
+	copts := options.Client().ApplyURI(uri).SetTimeout(30 * time.Second).
+		SetBSONOptions(&options.BSONOptions{DefaultDocumentM: true})
+	if opts.Monitor != nil {
+		copts.SetMonitor(opts.Monitor)
+	}
+	client, err := mongo.Connect(copts)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

@@ -146,18 +146,32 @@ func execute(ctx context.Context, store *repo.Store, c command) (string, error) 
 		fmt.Fprintf(&out, "indexes applied (write mode %s)\n", store.Capabilities().WriteMode)
 		return out.String(), store.ApplyIndexes(ctx)
 	case "verify":
-		v, err := store.Verify(ctx)
+		r, err := store.VerifyReport(ctx)
 		if err != nil {
 			return "", err
 		}
+		v := r.Violations
 		enc := json.NewEncoder(&out)
 		for _, x := range v {
 			enc.Encode(x)
 		}
+		// Writes within their lease are not violations: their writer or
+		// recovery settles them (listed after the verdict).
+		inFlight := func() {
+			for _, f := range r.InFlight {
+				b, _ := json.Marshal(f)
+				fmt.Fprintf(&out, "in flight (within its lease, or awaiting the next recovery sweep; finished or voided by recovery): %s\n", b)
+			}
+			c := store.Capabilities()
+			fmt.Fprintf(&out, "store: %s; write mode %s, transactions %v, atomic updates %v, serial writes %v, $unionWith %v, text search %v\n",
+				c.Server, c.WriteMode, c.Transactions, c.AtomicUpdates, c.SerialWrites, c.UnionWith, c.TextSearch)
+		}
 		if len(v) > 0 {
+			inFlight()
 			return out.String(), fmt.Errorf("%d invariant violations", len(v))
 		}
 		fmt.Fprintln(&out, "ok: every record matches its change entry")
+		inFlight()
 		return out.String(), nil
 	case "keys create":
 		user, err := keyOwner(ctx, store, c.UserEmail)

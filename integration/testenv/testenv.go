@@ -95,6 +95,9 @@ func OpenStore(t testing.TB, o Options) *repo.Store {
 	ctx := context.Background()
 	uri := os.Getenv("MONGODB_URI")
 	opts := repo.Options{WriteMode: os.Getenv("OUTREACH_WRITE_MODE"), Lease: o.Lease, Logger: zerolog.Nop(), Media: o.Media}
+	if uri != "" {
+		opts.Monitor = recorder
+	}
 	if uri == "" {
 		dir := o.DataDir
 		if dir == "" {
