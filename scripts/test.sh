@@ -74,9 +74,12 @@ else
 fi
 
 echo "== tests (the embedded store)"
-gotestsum --format pkgname --jsonfile "$json_dir/embedded.json" -- -count=1 -timeout 40m -skip '^TestReplicaSet$' ./...
+failed=""
+gotestsum --format pkgname --jsonfile "$json_dir/embedded.json" -- -count=1 -timeout 40m -skip '^TestReplicaSet$' ./... \
+  || failed="${failed}tests failed on the embedded store"$'\n'
 if [ -n "${MONGODB_URI:-}" ]; then store_name="the store at MONGODB_URI"; else store_name="embedded store (FerretDB v1)"; fi
 count_tests "$store_name" "$json_dir/embedded.json"
+if [ -n "$failed" ]; then printf '%s' "$failed"; exit 1; fi
 
 echo "== fuzzing, a few seconds per target (minutes: FUZZTIME=2m ./scripts/test.sh; by default 500 inputs a target)"
 for target in "tools FuzzDecode" "tools FuzzParseTime" "tools FuzzRender" "repo FuzzCheckFreeForm" "repo FuzzSearchText"; do
@@ -113,7 +116,7 @@ if [ -n "${ddb_uri:-}" ]; then
   count_tests "document engine (FerretDB v2 + DocumentDB)" "$json_dir/documentdb.json"
   "$kit/stop.sh" --dir "$ddb_dir" >/dev/null 2>&1 || true
   trap - EXIT
-  [ "$ddb_rc" = 0 ] || { echo "tests failed on the document engine"; exit "$ddb_rc"; }
+  [ "$ddb_rc" = 0 ] || failed="${failed}tests failed on the document engine"$'\n'
 elif [ -x "$kit/install.sh" ] && [ "$(id -u)" = 0 ]; then
   echo "skipped: the document engine could not be installed or started (its messages are above)"
   counts="${counts}document engine: skipped, it could not be installed or started"$'\n'
@@ -127,4 +130,5 @@ go test -count=1 -timeout 40m -run '^TestReplicaSet$' -v ./integration/ | grep -
 
 echo "== counts"
 printf '%s' "$counts"
+if [ -n "$failed" ]; then printf '%s' "$failed"; exit 1; fi
 
