@@ -34,7 +34,11 @@ type Probes struct {
 	AtomicUpdates bool
 	// UnionWith: $unionWith returns the documents of both pipelines.
 	UnionWith bool
-	// TextSearch: a text index can be built and $text finds whole words.
+	// TextIndex: a text index can be built and $text finds a whole word
+	// whatever its case.
+	TextIndex bool
+	// TextSearch: besides, $text finds a word whatever its accents, as the
+	// service's search promises.
 	TextSearch bool
 	// Notes say why a probe came out false.
 	Notes []string
@@ -76,7 +80,7 @@ func (s *Store) probe(ctx context.Context) Probes {
 	if why != "" {
 		note("$unionWith: %s", why)
 	}
-	p.TextSearch, why = probeText(ctx, scratch)
+	p.TextIndex, p.TextSearch, why = probeText(ctx, scratch)
 	if why != "" {
 		note("text search: %s", why)
 	}
@@ -233,26 +237,26 @@ func probeUnionWith(ctx context.Context, scratch *mongo.Collection) (bool, strin
 // service's search promises them (search.go): case-insensitive ("BRAVO"
 // finds "bravo") and diacritic-insensitive ("cafe" finds "Café"). A server
 // whose text index misses either keeps the literal path.
-func probeText(ctx context.Context, scratch *mongo.Collection) (bool, string) {
+func probeText(ctx context.Context, scratch *mongo.Collection) (index, search bool, why string) {
 	if _, err := scratch.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "body", Value: "text"}}}); err != nil {
-		return false, fmt.Sprintf("text index: %v", err)
+		return false, false, fmt.Sprintf("text index: %v", err)
 	}
-	for _, c := range []struct{ search, want string }{{"BRAVO", "word"}, {"cafe", "accent"}} {
+	for i, c := range []struct{ search, want string }{{"BRAVO", "word"}, {"cafe", "accent"}} {
 		cur, err := scratch.Find(ctx, bson.M{"$text": bson.M{"$search": c.search}})
 		if err != nil {
-			return false, err.Error()
+			return i > 0, false, err.Error()
 		}
 		var docs []bson.M
 		if err := cur.All(ctx, &docs); err != nil {
-			return false, err.Error()
+			return i > 0, false, err.Error()
 		}
 		if len(docs) != 1 || docs[0]["_id"] != c.want {
 			ids := []any{}
 			for _, d := range docs {
 				ids = append(ids, d["_id"])
 			}
-			return false, fmt.Sprintf("$text %q found %v, want [%s]", c.search, ids, c.want)
+			return i > 0, false, fmt.Sprintf("$text %q found %v, want [%s]", c.search, ids, c.want)
 		}
 	}
-	return true, ""
+	return true, true, ""
 }

@@ -73,11 +73,14 @@ type Capabilities struct {
 	AtomicUpdates bool `json:"atomic_updates"`
 	// SerialWrites: the write path serialises its steps in this process
 	// (filtered updates not atomic, or the embedded store).
-	SerialWrites bool   `json:"serial_writes"`
-	UnionWith    bool   `json:"union_with"`
-	TextSearch   bool   `json:"text_search"`
-	WriteMode    string `json:"write_mode"`
-	Server       string `json:"server"`
+	SerialWrites bool `json:"serial_writes"`
+	UnionWith    bool `json:"union_with"`
+	// TextIndex: $text works and folds case, but (TextSearch false) not
+	// accents: search keeps the literal path.
+	TextIndex  bool   `json:"text_index"`
+	TextSearch bool   `json:"text_search"`
+	WriteMode  string `json:"write_mode"`
+	Server     string `json:"server"`
 	// Probes say why a probed capability came out false.
 	Probes []string `json:"probes,omitempty"`
 }
@@ -97,6 +100,11 @@ type Options struct {
 	Logger zerolog.Logger
 	// Media configures uploads and signed media URLs; zero values take the defaults.
 	Media MediaOptions
+	// TextSearch "on" uses a text index where one can be built even if the
+	// text-search probe failed (tests compare the text path with the literal
+	// one on what such a server does find); "off" never uses one; empty
+	// follows the probe.
+	TextSearch string
 	// Monitor, when set, sees every command sent to the server (the tests
 	// record the query shapes the service issues, to explain each).
 	Monitor *mongoevent.CommandMonitor
@@ -195,6 +203,16 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("unknown write mode %q: use ordered or transaction", opts.WriteMode)
 	}
+	switch opts.TextSearch {
+	case "":
+	case "on":
+		s.caps.TextSearch = true // probed again below, on the service's own index
+	case "off":
+		s.caps.TextSearch = false
+	default:
+		client.Disconnect(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("unknown text search setting %q: use on or off", opts.TextSearch)
+	}
 	if err := indexes.Apply(ctx, s.db, s.caps.TextSearch); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, err
@@ -260,6 +278,7 @@ func (s *Store) detect(ctx context.Context, probeKey string) error {
 	s.caps.UnionWith = p.UnionWith
 	// The service's own text indexes are built (indexes.Apply) and probed again.
 	s.caps.TextSearch = p.TextSearch
+	s.caps.TextIndex = p.TextIndex
 	s.caps.Probes = p.Notes
 	s.serialWrites = !p.AtomicUpdates
 	s.caps.WriteMode = ModeOrdered
