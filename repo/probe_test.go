@@ -51,6 +51,13 @@ func TestProbesDecideCapabilities(t *testing.T) {
 	if want := map[bool]string{true: ModeTransaction, false: ModeOrdered}[s.caps.Transactions]; s.caps.WriteMode != want {
 		t.Errorf("write mode %s with transactions %v", s.caps.WriteMode, s.caps.Transactions)
 	}
+	// Transaction mode, even when asked for, only where the probe passed.
+	if !s.caps.Transactions {
+		if t2, err := Open(ctx, uri, s.db.Name(), Options{Logger: zerolog.Nop(), WriteMode: ModeTransaction}); err == nil {
+			t2.Close(ctx)
+			t.Error("transaction mode was granted on a server whose transaction probe failed")
+		}
+	}
 	names, err := s.db.ListCollectionNames(ctx, map[string]any{})
 	if err != nil {
 		t.Fatal(err)
