@@ -72,7 +72,7 @@ func TestEveryQueryUsesAnIndex(t *testing.T) {
 	if len(shapes) < 20 {
 		t.Fatalf("only %d query shapes recorded: the recorder sees too little", len(shapes))
 	}
-	var checked, whole, literal int
+	var checked, whole, literal, topN int
 	for _, q := range shapes {
 		if wholeCollection(q.Command) {
 			whole++
@@ -98,11 +98,20 @@ func TestEveryQueryUsesAnIndex(t *testing.T) {
 			continue
 		}
 		checked++
+		if firstPageInOrder(q.Command) && documentDBPlan(out) {
+			// DocumentDB's planner uses no index for an order: the first page
+			// of a whole collection is a scan and a bounded (top-N) sort
+			// there, whatever the indexes (MongoDB reads it from the index).
+			topN++
+			t.Logf("first page of a whole collection in order (a scan and a top-N sort on this engine): %s", q.Shape)
+			continue
+		}
 		if problems := planProblems(out); len(problems) > 0 {
 			t.Errorf("%s (issued %d times, e.g. %v): %s", q.Shape, q.Count, cmd, strings.Join(problems, "; "))
 		}
 	}
-	t.Logf("%d query shapes explained, %d whole-collection reads and %d literal-search shapes listed", checked, whole, literal)
+	t.Logf("%d query shapes explained (%d of them first pages of a whole collection, listed), %d whole-collection reads and %d literal-search shapes listed",
+		checked, topN, whole, literal)
 }
 
 // wholeCollection: a find or count with no filter and no limit, or a pipeline
@@ -138,6 +147,31 @@ func wholeCollection(cmd bson.D) bool {
 		}
 	}
 	return !hasFilter && !hasLimit
+}
+
+// firstPageInOrder: no filter, a sort and a limit.
+func firstPageInOrder(cmd bson.D) bool {
+	var sorted, limited bool
+	for _, e := range cmd {
+		switch e.Key {
+		case "filter":
+			if f, _ := e.Value.(bson.D); len(f) > 0 {
+				return false
+			}
+		case "sort":
+			sorted = true
+		case "limit":
+			limited = true
+		}
+	}
+	return sorted && limited
+}
+
+// documentDBPlan: the explain answer is a PostgreSQL plan.
+func documentDBPlan(explain bson.M) bool {
+	qp, _ := explain["queryPlanner"].(bson.M)
+	_, ok := qp["Plan"]
+	return ok
 }
 
 // planProblems finds collection scans and unbounded in-memory sorts in an
