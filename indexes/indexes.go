@@ -68,6 +68,25 @@ var List = []Index{
 	{Collection: "opportunities", Name: "outlet", Keys: bson.D{{Key: "outlet_id", Value: 1}}},
 	{Collection: "opportunities", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
 	{Collection: "media", Name: "coverage", Keys: bson.D{{Key: "coverage_id", Value: 1}}},
+	// The list tools' pages and totals: records not archived (archived_at
+	// null), newest first. The explain test (integration) found these
+	// shapes scanning without them.
+	{Collection: "contacts", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "channels", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "opportunities", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "media", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "notes", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "coverage", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "email_threads", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "outlets", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "outlets", Name: "created", Keys: bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "coverage", Name: "campaign", Keys: bson.D{{Key: "campaign_id", Value: 1}}},
+	// Every record newest first (include_archived), and channels of one type.
+	{Collection: "contacts", Name: "created", Keys: bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "channels", Name: "created", Keys: bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "opportunities", Name: "created", Keys: bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "media", Name: "created", Keys: bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "channels", Name: "type", Keys: bson.D{{Key: "type", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
 	// GridFS's own indexes, under the names drivers give them, so the bucket is a standard one.
 	{Collection: "fs.chunks", Name: "files_id_1_n_1", Keys: bson.D{{Key: "files_id", Value: 1}, {Key: "n", Value: 1}}, Unique: true},
 	{Collection: "fs.files", Name: "filename_1_uploadDate_1", Keys: bson.D{{Key: "filename", Value: 1}, {Key: "uploadDate", Value: 1}}},

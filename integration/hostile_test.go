@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
@@ -39,7 +40,9 @@ func newHostile(t *testing.T, o testenv.Options) *hostile {
 	t.Helper()
 	// Registered first, so it runs last: once the service and its store are
 	// closed, `outreach verify` opens the store itself and checks it.
-	o.DataDir, o.DB = dataDir(t), "outreach_hostile"
+	// A database of its own: on a server given by MONGODB_URI every test
+	// would otherwise find the previous one's keys (and no first key).
+	o.DataDir, o.DB = dataDir(t), "outreach_hostile_"+strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	t.Cleanup(func() {
 		out, errOut, err := runVerify(t, o.DataDir, o.DB)
 		if err != nil || !strings.HasPrefix(out, "ok") {

@@ -50,6 +50,7 @@ var dictionaryBookkeeping = map[string]string{
 	collDeliveries:  "a notification's delivery state per target (the outbox)",
 	collFiles:       "GridFS: one document per stored media file (bucket `fs`)",
 	collChunks:      "GridFS: the bytes of media files",
+	collProbes:      "the capability probes' scratch documents: each start of the service tests what the server can do (transactions, atomic updates, `$unionWith`, text search) on five small documents of its own; not records",
 	collIdempotency: "idempotency keys of mutating calls: per API key, the arguments' hash and the first result, kept 24 h (a retry is answered from here)",
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	mongoevent "go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -64,12 +65,24 @@ const (
 )
 
 // Capabilities are what the connected server can do, detected at start.
+// Each is decided by a probe (probe.go), never by the server's name.
 type Capabilities struct {
-	Transactions bool   `json:"transactions"`
-	UnionWith    bool   `json:"union_with"`
-	TextSearch   bool   `json:"text_search"`
-	WriteMode    string `json:"write_mode"`
-	Server       string `json:"server"`
+	Transactions bool `json:"transactions"`
+	// AtomicUpdates: the server applies a filtered update atomically. The
+	// ordered protocol then runs without in-process serialisation.
+	AtomicUpdates bool `json:"atomic_updates"`
+	// SerialWrites: the write path serialises its steps in this process
+	// (filtered updates not atomic, or the embedded store).
+	SerialWrites bool `json:"serial_writes"`
+	UnionWith    bool `json:"union_with"`
+	// TextIndex: $text works and folds case, but (TextSearch false) not
+	// accents: search keeps the literal path.
+	TextIndex  bool   `json:"text_index"`
+	TextSearch bool   `json:"text_search"`
+	WriteMode  string `json:"write_mode"`
+	Server     string `json:"server"`
+	// Probes say why a probed capability came out false.
+	Probes []string `json:"probes,omitempty"`
 }
 
 // Options configure Open.
@@ -87,6 +100,14 @@ type Options struct {
 	Logger zerolog.Logger
 	// Media configures uploads and signed media URLs; zero values take the defaults.
 	Media MediaOptions
+	// TextSearch "on" uses a text index where one can be built even if the
+	// text-search probe failed (tests compare the text path with the literal
+	// one on what such a server does find); "off" never uses one; empty
+	// follows the probe.
+	TextSearch string
+	// Monitor, when set, sees every command sent to the server (the tests
+	// record the query shapes the service issues, to explain each).
+	Monitor *mongoevent.CommandMonitor
 }
 
 // Store is the service's handle on the database.
@@ -112,15 +133,19 @@ type Store struct {
 	targets     atomic.Pointer[[]string] // delivery targets of new notifications (notify.go)
 	pitchWindow atomic.Int64             // the double-pitch window in nanoseconds; 0: the default (guards.go)
 
-	// serialWrites is set on FerretDB, whose update and findAndModify read
-	// and then write without a lock: two guarded writes at one version can
-	// both match, and two $inc can return one number. writeMu then makes
-	// the write path's steps atomic among this process's writers.
+	// serialWrites is set when the atomicity probe finds that update and
+	// findAndModify read and then write without a lock (FerretDB v1): two
+	// guarded writes at one version can both match, and two $inc can return
+	// one number. writeMu then makes the write path's steps atomic among
+	// this process's writers. The embedded store always sets it.
 	serialWrites bool
 	// intentID names this process's document in write_intents.
 	intentID string
 	// exclusive: no other process writes this store (Options.Exclusive).
 	exclusive bool
+	// sweptBefore is the cutoff of the last recovery sweep (unix ns): a
+	// pending write older than it was due to be settled by that sweep.
+	sweptBefore atomic.Int64
 	// unsettled is set when a write failed part-way or recovery left work.
 	unsettled atomic.Bool
 	writeMu   sync.Mutex
@@ -137,8 +162,12 @@ type Store struct {
 // Open connects to uri, applies the index list, detects capabilities, picks
 // the write mode and recovers any write a crash left half-done.
 func Open(ctx context.Context, uri, database string, opts Options) (*Store, error) {
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetTimeout(30 * time.Second).
-		SetBSONOptions(&options.BSONOptions{DefaultDocumentM: true}))
+	copts := options.Client().ApplyURI(uri).SetTimeout(30 * time.Second).
+		SetBSONOptions(&options.BSONOptions{DefaultDocumentM: true})
+	if opts.Monitor != nil {
+		copts.SetMonitor(opts.Monitor)
+	}
+	client, err := mongo.Connect(copts)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -151,13 +180,18 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("ping %s: %w", redactURI(uri), err)
 	}
-	if err := s.detect(ctx); err != nil {
+	probeKey := uri
+	if opts.Exclusive {
+		probeKey = "embedded" // the store compiled into this binary
+	}
+	if err := s.detect(ctx, probeKey); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	if opts.Exclusive {
 		s.serialWrites = true
 	}
+	s.caps.SerialWrites = s.serialWrites
 	switch opts.WriteMode {
 	case "":
 	case ModeOrdered:
@@ -172,6 +206,16 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("unknown write mode %q: use ordered or transaction", opts.WriteMode)
 	}
+	switch opts.TextSearch {
+	case "":
+	case "on":
+		s.caps.TextSearch = true // probed again below, on the service's own index
+	case "off":
+		s.caps.TextSearch = false
+	default:
+		client.Disconnect(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("unknown text search setting %q: use on or off", opts.TextSearch)
+	}
 	if err := indexes.Apply(ctx, s.db, s.caps.TextSearch); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, err
@@ -180,8 +224,9 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 		s.caps.TextSearch = s.probeText(ctx)
 	}
 	s.log.Info().Str("write_mode", s.caps.WriteMode).Bool("transactions", s.caps.Transactions).
+		Bool("atomic_updates", s.caps.AtomicUpdates).Bool("serial_writes", s.caps.SerialWrites).
 		Bool("union_with", s.caps.UnionWith).Bool("text_search", s.caps.TextSearch).
-		Str("server", s.caps.Server).Msg("store ready")
+		Str("server", s.caps.Server).Strs("probes", s.caps.Probes).Msg("store ready")
 	if _, err := s.Recover(ctx, opts.Exclusive); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("recover: %w", err)
@@ -205,13 +250,14 @@ func (s *Store) Ping(ctx context.Context) error { return s.client.Ping(ctx, nil)
 
 func (s *Store) coll(name string) *mongo.Collection { return s.db.Collection(name) }
 
-func (s *Store) detect(ctx context.Context) error {
-	var hello bson.M
-	if err := s.db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
-		return fmt.Errorf("hello: %w", err)
-	}
-	_, replSet := hello["setName"]
-	s.caps.Transactions = replSet || hello["msg"] == "isdbgrid"
+// probed holds what the probes found per server (its URI), once per process:
+// the probes take about a second on a server that builds indexes slowly, and
+// the tests open hundreds of stores on one server.
+var probed sync.Map
+
+// detect names the server (for the log and get_service_info only) and runs
+// the capability probes, which decide everything else.
+func (s *Store) detect(ctx context.Context, probeKey string) error {
 	var build bson.M
 	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&build); err == nil {
 		s.caps.Server = fmt.Sprint(build["version"])
@@ -223,19 +269,21 @@ func (s *Store) detect(ctx context.Context) error {
 			s.caps.Server = "MongoDB " + s.caps.Server
 		}
 	}
-	cur, err := s.coll(collCounters).Aggregate(ctx, mongo.Pipeline{
-		{{Key: "$limit", Value: 1}},
-		{{Key: "$unionWith", Value: bson.D{{Key: "coll", Value: collCounters}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$limit", Value: 1}}}}}}},
-	})
-	if err == nil {
-		s.caps.UnionWith = cur.Err() == nil
-		cur.Close(ctx)
+	var p Probes
+	if v, ok := probed.Load(probeKey); ok {
+		p = v.(Probes)
+	} else {
+		p = s.probe(ctx)
+		probed.Store(probeKey, p)
 	}
-	// FerretDB 1.x applies filtered updates without a lock: its writes are
-	// serialised in the one process that may write it.
-	s.serialWrites = strings.HasPrefix(s.caps.Server, "FerretDB 1.")
-	// Text search is decided by whether the text index can be built (indexes.Apply) and then probed.
-	s.caps.TextSearch = s.caps.Transactions || !strings.HasPrefix(s.caps.Server, "FerretDB")
+	s.caps.Transactions = p.Transactions
+	s.caps.AtomicUpdates = p.AtomicUpdates
+	s.caps.UnionWith = p.UnionWith
+	// The service's own text indexes are built (indexes.Apply) and probed again.
+	s.caps.TextSearch = p.TextSearch
+	s.caps.TextIndex = p.TextIndex
+	s.caps.Probes = p.Notes
+	s.serialWrites = !p.AtomicUpdates
 	s.caps.WriteMode = ModeOrdered
 	if s.caps.Transactions {
 		s.caps.WriteMode = ModeTransaction

@@ -24,7 +24,51 @@ type Violation struct {
 	Problem    string `json:"problem"`
 }
 
-// Verify checks the invariants of the write path over the whole store. For
+// InFlight is a write whose writer may still be running: its change entry (or,
+// in the serial protocol, its write intent) is pending and within its lease,
+// or past it but newer than the last recovery sweep's cutoff (the next sweep
+// settles it: AwaitingRecovery). It is not a violation: its writer finishes
+// it, or recovery finishes or voids it once the lease has passed. Visible
+// says whether its record already carries it (a reader can see the change
+// before its entry is applied).
+type InFlight struct {
+	Collection       string    `json:"collection"`
+	RecordID         string    `json:"record_id"`
+	ChangeID         string    `json:"change_id"`
+	Since            time.Time `json:"since"`
+	Visible          bool      `json:"visible"`
+	AwaitingRecovery bool      `json:"awaiting_recovery,omitempty"`
+}
+
+// due reports whether a write pending since at should have been settled:
+// past its lease and, on a store other processes may share, older than the
+// cutoff of the last recovery sweep (an entry whose lease ran out after that
+// sweep is the next sweep's). On a store only this process writes, recovery
+// at start settles everything, and anything past its lease is due.
+func (s *Store) due(at time.Time) bool {
+	if time.Since(at) <= s.lease {
+		return false
+	}
+	return s.exclusive || at.UnixNano() < s.sweptBefore.Load()
+}
+
+// VerifyResult is what Verify found: broken invariants, and the writes in
+// flight, told apart.
+type VerifyResult struct {
+	Violations []Violation `json:"violations"`
+	InFlight   []InFlight  `json:"in_flight"`
+}
+
+// Verify returns the broken invariants (see VerifyReport).
+func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
+	r, err := s.VerifyReport(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Violations, nil
+}
+
+// VerifyReport checks the invariants of the write path over the whole store. For
 // every record, its whole history: versions 1..n each have exactly one
 // applied entry, the first creates it, each entry's before is the previous
 // one's after, and the last is the entry its last_change names, whose after
@@ -32,12 +76,15 @@ type Violation struct {
 // entries; no applied entry stands for a record that does not exist; no
 // record is locked by a plan that is not in progress; no entry is pending
 // past its lease. A record whose last change is still within its lease is
-// a write in flight, not a violation. The tests and `outreach verify` share
-// it.
+// a write in flight, not a violation: it is reported apart, as is a record
+// whose last_change is the entry of a pending write intent within its lease
+// (the serial protocol writes the record before inserting its entry). The
+// tests and `outreach verify` share it.
 //
 // It reads each collection once (the embedded store answers any query by a
 // scan, so per-record look-ups would make it quadratic).
-func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
+func (s *Store) VerifyReport(ctx context.Context) (VerifyResult, error) {
+	var res VerifyResult
 	if s.serialWrites {
 		// No write of this process is between its steps while we read.
 		s.writeMu.Lock()
@@ -45,14 +92,31 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 	}
 	var out []Violation
 	entryByID := map[string]*audit.Entry{}
-	history := map[string][]*audit.Entry{} // coll/id -> applied entries
-	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
+	// The entries of pending write intents within their lease (serial
+	// protocol): the record may carry one before change_log has it.
+	intentEntry := map[string]*audit.Entry{}
+	cur, err := s.coll(collIntents).Find(ctx, bson.M{"state": audit.StatePending})
 	if err != nil {
-		return nil, err
+		return res, err
+	}
+	var intents []intent
+	if err := cur.All(ctx, &intents); err != nil {
+		return res, err
+	}
+	for i := range intents {
+		if !s.due(intents[i].At) {
+			intentEntry[intents[i].Entry.ID] = &intents[i].Entry
+		}
+	}
+	visible := map[string]bool{}           // entry id -> its record carries it
+	history := map[string][]*audit.Entry{} // coll/id -> applied entries
+	cur, err = s.coll(collChangeLog).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
+	if err != nil {
+		return res, err
 	}
 	var entries []audit.Entry
 	if err := cur.All(ctx, &entries); err != nil {
-		return nil, err
+		return res, err
 	}
 	for i := range entries {
 		e := &entries[i]
@@ -65,11 +129,11 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 	planState := map[string]string{}
 	cur, err = s.coll(collPlans).Find(ctx, bson.M{}, options.Find().SetProjection(bson.M{"state": 1}))
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	var plans []plan
 	if err := cur.All(ctx, &plans); err != nil {
-		return nil, err
+		return res, err
 	}
 	for _, p := range plans {
 		planState[p.ID] = p.State
@@ -78,11 +142,11 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 	for _, coll := range recordCollections {
 		cur, err := s.coll(coll).Find(ctx, bson.M{})
 		if err != nil {
-			return nil, err
+			return res, err
 		}
 		var recs []bson.M
 		if err := cur.All(ctx, &recs); err != nil {
-			return nil, err
+			return res, err
 		}
 		for _, rec := range recs {
 			id := fmt.Sprint(rec["_id"])
@@ -102,10 +166,15 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 			}
 			e, ok := entryByID[lc]
 			if !ok {
+				if ie := intentEntry[lc]; ie != nil && ie.Collection == coll && ie.RecordID == id {
+					res.InFlight = append(res.InFlight, InFlight{coll, id, lc, ie.At, true, time.Since(ie.At) > s.lease})
+					continue // the serial protocol's write in flight: its intent holds the entry
+				}
 				bad("last_change %s is not in change_log", lc)
 				continue
 			}
-			if e.State == audit.StatePending && time.Since(e.At) <= s.lease {
+			if e.State == audit.StatePending && !s.due(e.At) {
+				visible[lc] = true
 				continue // a write in flight: recovery settles it if its writer stops
 			}
 			if e.State != audit.StateApplied {
@@ -141,14 +210,17 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 			out = append(out, Violation{collChangeLog, e.ID, fmt.Sprintf("seq %d does not increase (after %d)", e.Seq, last)})
 		}
 		last = e.Seq
-		if e.State == audit.StatePending && time.Since(e.At) > s.lease {
+		if e.State == audit.StatePending && s.due(e.At) {
 			out = append(out, Violation{collChangeLog, e.ID, "pending past its lease"})
+		} else if e.State == audit.StatePending {
+			res.InFlight = append(res.InFlight, InFlight{e.Collection, e.RecordID, e.ID, e.At, visible[e.ID], time.Since(e.At) > s.lease})
 		}
 		if e.State == audit.StateApplied && e.Sealed != nil {
 			out = append(out, Violation{collChangeLog, e.ID, "applied entry still holds sealed values"})
 		}
 	}
-	return out, nil
+	res.Violations = out
+	return res, nil
 }
 
 // chainProblem checks one record's applied entries (in seq order) against

@@ -15,13 +15,19 @@ import (
 // collection writes, drops, and GridFS uploads.
 var driverWrite = regexp.MustCompile(`\.(InsertOne|InsertMany|UpdateOne|UpdateMany|ReplaceOne|BulkWrite|DeleteOne|DeleteMany|FindOneAndUpdate|FindOneAndReplace|FindOneAndDelete|Drop|UploadFromStream|UploadFromStreamWithID|OpenUploadStream|OpenUploadStreamWithID)\(`)
 
-// writePathFile is the one file allowed to write (see write.go).
+// writePathFile is the one file allowed to write records (see write.go).
 const writePathFile = "repo/write.go"
 
 // benchRawFile is the benchmark's raw store: its writes go to a scratch
 // database of their own, never to the service's, to measure what the
 // driver alone costs for the operations a mutation needs.
 const benchRawFile = "bench/raw.go"
+
+// probeFile may write only its own scratch collection, through the variable
+// scratch (the capability probes, probe.go): no record, no change entry.
+const probeFile = "repo/probe.go"
+
+var scratchWrite = regexp.MustCompile(`\bscratch\.(InsertOne|InsertMany|UpdateOne|FindOneAndUpdate|Drop)\(`)
 
 // driverWrites returns each line of src that calls a driver write, without
 // its line comment (a mention in a comment is not a call).
@@ -76,6 +82,9 @@ func TestOnlyTheWritePathWrites(t *testing.T) {
 		}
 		scanned++
 		for _, call := range driverWrites(string(src)) {
+			if rel == probeFile && scratchWrite.MatchString(call) && len(driverWrite.FindAllString(call, -1)) == 1 {
+				continue
+			}
 			found = append(found, rel+": "+call)
 		}
 		return nil

@@ -20,6 +20,21 @@ apt_install() {
 echo "== go modules"
 go mod download
 
+# gotestsum runs go test and counts what passed, failed and was skipped (with
+# each skip's reason); count_tests prints one store's line of those counts
+# from its JSON file, and counts collects the lines for the end of the run.
+gotestsum() { go run gotest.tools/gotestsum@v1.12.3 "$@"; }
+counts=""
+count_tests() { # store-name json-file
+  local p s f
+  p=$(grep '"Action":"pass"' "$2" | grep -c '"Test":' || true)
+  s=$(grep '"Action":"skip"' "$2" | grep -c '"Test":' || true)
+  f=$(grep '"Action":"fail"' "$2" | grep -c '"Test":' || true)
+  counts="$counts$1: $p passed, $s skipped, $f failed (tests and subtests)"$'\n'
+  echo "$1: $p passed, $s skipped, $f failed (tests and subtests)"
+}
+json_dir=$(mktemp -d)
+
 echo "== vet"
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -74,8 +89,13 @@ else
   echo "Dovecot is not installed: the IMAP tests will skip (and fail under CI=true)"
 fi
 
-echo "== tests"
-go test -count=1 -timeout 40m -skip '^TestReplicaSet$' ./...
+echo "== tests (the embedded store)"
+failed=""
+gotestsum --format pkgname --jsonfile "$json_dir/embedded.json" -- -count=1 -timeout 40m -skip '^TestReplicaSet$' ./... \
+  || failed="${failed}tests failed on the embedded store"$'\n'
+if [ -n "${MONGODB_URI:-}" ]; then store_name="the store at MONGODB_URI"; else store_name="embedded store (FerretDB v1)"; fi
+count_tests "$store_name" "$json_dir/embedded.json"
+if [ -n "$failed" ]; then printf '%s' "$failed"; exit 1; fi
 
 echo "== fuzzing, a few seconds per target (minutes: FUZZTIME=2m ./scripts/test.sh; by default 500 inputs a target)"
 for target in "tools FuzzDecode" "tools FuzzParseTime" "tools FuzzRender" "repo FuzzCheckFreeForm" "repo FuzzSearchText"; do
@@ -86,9 +106,12 @@ for target in "tools FuzzDecode" "tools FuzzParseTime" "tools FuzzRender" "repo 
   echo "$2: ok"
 done
 
-echo "== write-path tests on a second engine (FerretDB v2 on PostgreSQL with DocumentDB: the ordered protocol)"
+echo "== the whole suite again on a second engine (FerretDB v2 on PostgreSQL with DocumentDB)"
 # The kit lives beside the project's clone; it installs from Debian's packages
 # and its own prebuilt files (root only). Elsewhere this step says it skipped.
+# Every package whose tests honour MONGODB_URI runs again against it: the
+# ordered protocol without in-process serialisation, $unionWith, real indexes
+# (the explain test) and the multi-process tests the embedded store cannot run.
 kit="$(pwd)/../shared/stores/documentdb"
 if [ -x "$kit/install.sh" ] && [ "$(id -u)" = 0 ]; then
   ddb_dir="${DOCUMENTDB_HOME:-/var/tmp/outreach-documentdb}/test-run"
@@ -99,17 +122,29 @@ if [ -x "$kit/install.sh" ] && [ "$(id -u)" = 0 ]; then
   trap '"$kit/stop.sh" --dir "$ddb_dir" >/dev/null 2>&1 || true' EXIT
 fi
 if [ -n "${ddb_uri:-}" ]; then
-  env "$ddb_uri" go test -count=1 -timeout 20m ./repo/
-  # Two service processes on one store deliver each notification once; a kill -9 loses none.
-  env "$ddb_uri" go test -count=1 -timeout 10m -run 'TestNotifyTwoInstancesOneStore|TestNotifySeveralWorkers|TestNotifyDeliveredAfterKill9' ./integration/
+  store_pkgs=$(go list -f '{{.Dir}} {{.ImportPath}}' ./... | while read -r dir pkg; do
+    if grep -qE 'MONGODB_URI|testenv\.' "$dir"/*_test.go 2>/dev/null; then echo "$pkg"; fi
+  done)
+  echo "packages: $(echo $store_pkgs)"
+  ddb_rc=0
+  env "$ddb_uri" gotestsum --format pkgname --jsonfile "$json_dir/documentdb.json" -- \
+    -count=1 -timeout 60m -skip '^TestReplicaSet$' $store_pkgs || ddb_rc=$?
+  count_tests "document engine (FerretDB v2 + DocumentDB)" "$json_dir/documentdb.json"
   "$kit/stop.sh" --dir "$ddb_dir" >/dev/null 2>&1 || true
   trap - EXIT
+  [ "$ddb_rc" = 0 ] || failed="${failed}tests failed on the document engine"$'\n'
 elif [ -x "$kit/install.sh" ] && [ "$(id -u)" = 0 ]; then
   echo "skipped: the document engine could not be installed or started (its messages are above)"
+  counts="${counts}document engine: skipped, it could not be installed or started"$'\n'
 else
   echo "skipped: the document-engine kit (../shared/stores/documentdb) is not beside this clone, or this is not root"
+  counts="${counts}document engine: skipped, its kit is not beside this clone (or not root)"$'\n'
 fi
 
 echo "== tests on a MongoDB replica set (testcontainers, needs a Docker engine)"
 go test -count=1 -timeout 40m -run '^TestReplicaSet$' -v ./integration/ | grep -v '^=== RUN'
+
+echo "== counts"
+printf '%s' "$counts"
+if [ -n "$failed" ]; then printf '%s' "$failed"; exit 1; fi
 

@@ -20,7 +20,15 @@ type verifyReport struct {
 	ChangeLog  int64            `json:"change_log_entries"`
 	Invariants []string         `json:"invariants"`
 	Violations []verifyProblem  `json:"violations"`
+	// InFlight are writes whose writer may still be running (within their
+	// lease, or awaiting the next recovery sweep): not violations.
+	InFlight []repo.InFlight `json:"in_flight"`
+	// Store is what the capability probes found.
+	Store repo.Capabilities `json:"store"`
 }
+
+// inFlightLine starts each in-flight write's line of the readable report.
+const inFlightLine = "in flight (within its lease, or awaiting the next recovery sweep; finished or voided by recovery): "
 
 type verifyProblem struct {
 	repo.Violation
@@ -62,13 +70,15 @@ func repairOf(problem string) string {
 // runVerify checks the store and builds the report.
 func runVerify(ctx context.Context, store *repo.Store, prog io.Writer) (*verifyReport, error) {
 	p := newProgress(prog, "verify: reading every record and the change log", -1)
-	vs, err := store.Verify(ctx)
+	res, err := store.VerifyReport(ctx)
 	p.finish()
 	if err != nil {
 		return nil, err
 	}
+	vs := res.Violations
 	db := store.RawCollections().Database
-	r := &verifyReport{OK: len(vs) == 0, Checked: map[string]int64{}, Invariants: verifyInvariants, Violations: []verifyProblem{}}
+	r := &verifyReport{OK: len(vs) == 0, Checked: map[string]int64{}, Invariants: verifyInvariants, Violations: []verifyProblem{},
+		InFlight: append([]repo.InFlight{}, res.InFlight...), Store: store.Capabilities()}
 	for _, c := range repo.RecordCollections() {
 		if r.Checked[c], err = db.Collection(c).CountDocuments(ctx, bson.D{}); err != nil {
 			return nil, err
@@ -100,6 +110,13 @@ func (r *verifyReport) write(w io.Writer, asJSON bool) {
 	} else {
 		fmt.Fprintf(w, "FAILED: %d problems in %d records and %d change entries; each with its repair below\n", len(r.Violations), total, r.ChangeLog)
 	}
+	for _, f := range r.InFlight {
+		b, _ := json.Marshal(f)
+		fmt.Fprintf(w, "%s%s\n", inFlightLine, b)
+	}
+	c := r.Store
+	fmt.Fprintf(w, "store: %s; write mode %s, transactions %v, atomic updates %v, serial writes %v, $unionWith %v, text search %v\n",
+		c.Server, c.WriteMode, c.Transactions, c.AtomicUpdates, c.SerialWrites, c.UnionWith, c.TextSearch)
 	fmt.Fprintln(w, "\nChecked (records per collection):")
 	for _, c := range repo.RecordCollections() {
 		fmt.Fprintf(w, "  %-16s %7d\n", c, r.Checked[c])

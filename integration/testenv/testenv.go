@@ -51,6 +51,9 @@ type Options struct {
 	DataDir, DB string
 	// Tools configure what the tools reach outside the store (Slack).
 	Tools []tools.Option
+	// TextSearch forces the text-search path "on" or "off" (default: the
+	// probe decides, or OUTREACH_TEXT_SEARCH when set).
+	TextSearch string
 }
 
 // New starts a service for the test and stops it when the test ends.
@@ -94,7 +97,14 @@ func OpenStore(t testing.TB, o Options) *repo.Store {
 	t.Helper()
 	ctx := context.Background()
 	uri := os.Getenv("MONGODB_URI")
-	opts := repo.Options{WriteMode: os.Getenv("OUTREACH_WRITE_MODE"), Lease: o.Lease, Logger: zerolog.Nop(), Media: o.Media}
+	opts := repo.Options{WriteMode: os.Getenv("OUTREACH_WRITE_MODE"), Lease: o.Lease, Logger: zerolog.Nop(), Media: o.Media,
+		TextSearch: o.TextSearch}
+	if opts.TextSearch == "" {
+		opts.TextSearch = os.Getenv("OUTREACH_TEXT_SEARCH")
+	}
+	if uri != "" {
+		opts.Monitor = recorder
+	}
 	if uri == "" {
 		dir := o.DataDir
 		if dir == "" {
