@@ -54,8 +54,10 @@ func newRaw(ctx context.Context, uri, db string, d *data) (*rawStore, error) {
 	return r, nil
 }
 
+// close disconnects. The scratch copy stays, like the bench's own database:
+// on the embedded store both go with the run's temporary folder; on a server
+// (MONGODB_URI) they are left for inspection, and the service deletes nothing.
 func (r *rawStore) close(ctx context.Context) {
-	r.scratch.Drop(ctx)
 	r.client.Disconnect(ctx)
 }
 
