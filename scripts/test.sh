@@ -49,7 +49,7 @@ else
   echo "npm not found: the end-to-end test will skip (and fail under CI=true)"
 fi
 
-# --- MCP conformance suite (issue 14) ---------------------------------------
+# --- MCP conformance suite ---------------------------------------------------
 echo "== MCP conformance suite (and the Node 22 it needs)"
 if command -v npm >/dev/null 2>&1; then
   (cd integration/e2e/conformance && npm ci --no-audit --no-fund --loglevel=error)
