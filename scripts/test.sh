@@ -127,8 +127,8 @@ if [ -n "${ddb_uri:-}" ]; then
   done)
   echo "packages: $(echo $store_pkgs)"
   ddb_rc=0
-  env "$ddb_uri" gotestsum --format pkgname --jsonfile "$json_dir/documentdb.json" -- \
-    -count=1 -timeout 60m -skip '^TestReplicaSet$' $store_pkgs || ddb_rc=$?
+  (export "$ddb_uri"; gotestsum --format pkgname --jsonfile "$json_dir/documentdb.json" -- \
+    -count=1 -timeout 60m -skip '^TestReplicaSet$' $store_pkgs) || ddb_rc=$?
   count_tests "document engine (FerretDB v2 + DocumentDB)" "$json_dir/documentdb.json"
   "$kit/stop.sh" --dir "$ddb_dir" >/dev/null 2>&1 || true
   trap - EXIT
