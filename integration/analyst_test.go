@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -85,7 +86,8 @@ func runQueryMongosh(ctx context.Context, uri, q string) ([]map[string]any, erro
 }
 
 // TestAnalystQueries runs every query of docs/analyst-queries.md against the
-// demo data through the read-only wire endpoint (with mongosh when
+// demo data through the read-only wire endpoint, or on the MongoDB of
+// MONGODB_URI directly (with mongosh when
 // scripts/test.sh installed it, else the same text through the driver) and
 // checks each answer against plain counts and finds of the same data.
 func TestAnalystQueries(t *testing.T) {
@@ -100,10 +102,24 @@ func TestAnalystQueries(t *testing.T) {
 	}
 	data := dataDir(t)
 	seedDemoCLI(t, data)
-	addr := freeTCP(t)
-	startServer(t, data, "OUTREACH_MONGO_LISTEN="+addr)
 	dbName := storeEnv(data)[0][len("OUTREACH_DB="):]
-	uri := "mongodb://" + addr + "/" + dbName
+	var uri string
+	if base := os.Getenv("MONGODB_URI"); base != "" {
+		// On a MongoDB server analysts query it directly (with a read-only
+		// user in production: see the doc); the embedded store's endpoint
+		// does not exist there.
+		startServer(t, data)
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/" + dbName
+		uri = u.String()
+	} else {
+		addr := freeTCP(t)
+		startServer(t, data, "OUTREACH_MONGO_LISTEN="+addr)
+		uri = "mongodb://" + addr + "/" + dbName
+	}
 	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetTimeout(20 * time.Second))
 	if err != nil {
 		t.Fatal(err)

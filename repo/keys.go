@@ -122,10 +122,12 @@ func hashKey(key string) string {
 var ErrBadKey = errors.New("invalid key")
 
 // keyCacheTTL bounds how long a verified key is trusted without reading it
-// again. A change to any key made through this process (revoke, archive,
-// a rollback) empties the cache at once, so revocation through this server
-// is immediate; only a key revoked by another process that writes the same
-// store (several servers on one MongoDB) may keep working this long.
+// again. The cache is kept only on an exclusive store (the embedded one: no
+// other process writes it, and the key commands go through the running
+// server), where a change to any key (revoke, archive, a rollback) empties it
+// at once. On a store other processes may write (MongoDB), every request
+// reads its key by the indexed hash, so a revocation by any process is
+// immediate there too.
 const keyCacheTTL = 5 * time.Second
 
 // keyCache holds the keys verified recently, by hash. gen moves on every
@@ -176,16 +178,23 @@ func (c *keyCache) invalidate() {
 	c.entries = nil
 }
 
-// Authenticate returns the active key that key is, and records its use. A
-// key verified within keyCacheTTL is not read again (see keyCacheTTL); its
-// expiry is checked on every call.
+// Authenticate returns the active key that key is, and records its use. On
+// an exclusive store a key verified within keyCacheTTL is not read again
+// (see keyCacheTTL); its expiry is checked on every call.
 func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error) {
 	if why := WellFormedKey(key); why != "" {
 		return nil, errors.Join(ErrBadKey, errors.New(why))
 	}
 	hash := hashKey(key)
 	t := now()
-	k, gen, ok := s.keys.get(hash, t)
+	var (
+		k   AgentKey
+		gen uint64
+		ok  bool
+	)
+	if s.exclusive {
+		k, gen, ok = s.keys.get(hash, t)
+	}
 	if !ok {
 		err := s.coll(collKeys).FindOne(ctx, bson.M{"key_hash": hash}).Decode(&k)
 		if errors.Is(err, mongo.ErrNoDocuments) {
@@ -194,7 +203,9 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error)
 		if err != nil {
 			return nil, err
 		}
-		s.keys.put(hash, k, gen, t)
+		if s.exclusive {
+			s.keys.put(hash, k, gen, t)
+		}
 	}
 	switch {
 	case k.RevokedAt != nil:

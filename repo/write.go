@@ -412,9 +412,16 @@ func (s *Store) land(ctx context.Context, e audit.Entry, m mutation) (string, er
 		case found && lc == e.ID:
 			return s.settle(ctx, e.ID, audit.StateApplied)
 		case found && base == 0:
-			// Only this entry creates a record with this fresh id: it landed,
-			// and a later writer settled it before moving the record on.
-			return s.settle(ctx, e.ID, audit.StateApplied)
+			// The record exists without this entry on it. Either this entry
+			// created it and a later writer settled it (applied) before moving
+			// the record on, or another create of the same id (a record with a
+			// fixed id, such as a sync state or the organisation settings) won:
+			// then this entry is still pending and can never land.
+			st, err := s.settle(ctx, e.ID, audit.StateAborted)
+			if st == audit.StateApplied {
+				return st, nil
+			}
+			return st, err
 		case !found && base > 0:
 			return s.settle(ctx, e.ID, audit.StateAborted) // nothing is ever deleted: cannot happen
 		case found && v != base:
