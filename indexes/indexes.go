@@ -80,6 +80,8 @@ var List = []Index{
 	{Collection: "email_threads", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: "outlets", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: "outlets", Name: "created", Keys: bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "outlets", Name: "tier", Keys: bson.D{{Key: "tier", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "users", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "_id", Value: 1}}},
 	{Collection: "coverage", Name: "campaign", Keys: bson.D{{Key: "campaign_id", Value: 1}}},
 	// Every record newest first (include_archived), and channels of one type.
 	{Collection: "contacts", Name: "created", Keys: bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,9 @@ func freeTCP(t *testing.T) string {
 // write goes through, bypassing the change log, and verify names the record,
 // the problem and its repair, readable and as JSON.
 func TestWireEndpointAndVerifyReport(t *testing.T) {
+	if os.Getenv("MONGODB_URI") != "" {
+		t.Skip("the read-only wire endpoint is the embedded store's; on MongoDB analysts connect to the server itself with a read-only user (docs/analyst-queries.md)")
+	}
 	ctx := context.Background()
 	data := dataDir(t)
 	addr := freeTCP(t)
