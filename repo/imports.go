@@ -224,6 +224,38 @@ func (p *importPlan) add(res ImportRowResult, m *mutation) {
 	p.res.Rows = append(p.res.Rows, res)
 }
 
+// addUpdate plans the update of rec, read as raw: updated, or unchanged
+// when no field differs.
+func (p *importPlan) addUpdate(res ImportRowResult, coll string, raw bson.M, rec record) error {
+	m, changed, err := updateMutation(coll, raw, rec)
+	if err != nil {
+		return err
+	}
+	res.Status, res.Changed = ImportUnchanged, changed
+	if m != nil {
+		res.Status = ImportUpdated
+	}
+	p.add(res, m)
+	return nil
+}
+
+// addCreate plans the creation of rec; its id is shown on a real run only.
+func addCreate[P interface {
+	*T
+	record
+}, T any](p *importPlan, res ImportRowResult, coll string, rec P, dryRun bool) error {
+	m, err := creation(coll, rec)
+	if err != nil {
+		return err
+	}
+	res.Status = ImportCreated
+	if !dryRun {
+		res.ID = rec.meta().ID
+	}
+	p.add(res, &m)
+	return nil
+}
+
 // updateMutation is the mutation that stores rec changed from raw, or nil
 // when nothing changed; it also returns the names of the changed fields.
 func updateMutation(coll string, raw bson.M, rec record) (*mutation, []string, error) {
@@ -344,15 +376,9 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 				p.refuse(res, g.field, g.message)
 				continue
 			}
-			m, changed, err := updateMutation(collContacts, raw, c)
-			if err != nil {
+			if err := p.addUpdate(res, collContacts, raw, c); err != nil {
 				return nil, err
 			}
-			res.Status, res.Changed = ImportUnchanged, changed
-			if m != nil {
-				res.Status = ImportUpdated
-			}
-			p.add(res, m)
 			continue
 		}
 		c := &Contact{}
@@ -360,15 +386,9 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 			p.refuse(res, AsError(err).Field, AsError(err).Message)
 			continue
 		}
-		m, err := creation(collContacts, c)
-		if err != nil {
+		if err := addCreate(p, res, collContacts, c, dryRun); err != nil {
 			return nil, err
 		}
-		res.Status = ImportCreated
-		if !dryRun {
-			res.ID = c.ID
-		}
-		p.add(res, &m)
 	}
 	return s.runImport(ctx, p, progress)
 }
@@ -461,15 +481,9 @@ func (s *Store) ImportOutlets(ctx context.Context, rows []ImportRow, dryRun bool
 				p.refuse(res, AsError(err).Field, AsError(err).Message)
 				continue
 			}
-			m, changed, err := updateMutation(collOutlets, raw, o)
-			if err != nil {
+			if err := p.addUpdate(res, collOutlets, raw, o); err != nil {
 				return nil, err
 			}
-			res.Status, res.Changed = ImportUnchanged, changed
-			if m != nil {
-				res.Status = ImportUpdated
-			}
-			p.add(res, m)
 			continue
 		}
 		o := &Outlet{}
@@ -477,15 +491,9 @@ func (s *Store) ImportOutlets(ctx context.Context, rows []ImportRow, dryRun bool
 			p.refuse(res, AsError(err).Field, AsError(err).Message)
 			continue
 		}
-		m, err := creation(collOutlets, o)
-		if err != nil {
+		if err := addCreate(p, res, collOutlets, o, dryRun); err != nil {
 			return nil, err
 		}
-		res.Status = ImportCreated
-		if !dryRun {
-			res.ID = o.ID
-		}
-		p.add(res, &m)
 	}
 	return s.runImport(ctx, p, progress)
 }

@@ -134,3 +134,16 @@ func page(limit, offset *int, def int) (int, int, error) {
 func envelope[T any](noun string, p repo.Page[T], limit, offset int) map[string]any {
 	return map[string]any{"total": p.Total, "showing": len(p.Items), "limit": limit, "offset": offset, noun: p.Items}
 }
+
+// patchEmbargo reads an update's embargo_until: absent (nil) leaves the
+// embargo as it is; "" clears it; otherwise an RFC 3339 time with its offset.
+func patchEmbargo(v *string) (**repo.Embargo, error) {
+	if v == nil {
+		return nil, nil
+	}
+	e, err := repo.ParseEmbargo("embargo_until", *v)
+	if err != nil {
+		return nil, err
+	}
+	return &e, nil
+}

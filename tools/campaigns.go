@@ -138,12 +138,8 @@ func Campaigns(s *repo.Store) []Tool {
 				if p.EndsOn, err = patchTime("ends_on", in.EndsOn); err != nil {
 					return nil, err
 				}
-				if in.EmbargoUntil != nil {
-					e, err := repo.ParseEmbargo("embargo_until", *in.EmbargoUntil)
-					if err != nil {
-						return nil, err
-					}
-					p.Embargo = &e
+				if p.Embargo, err = patchEmbargo(in.EmbargoUntil); err != nil {
+					return nil, err
 				}
 				return s.UpdateCampaign(ctx, in.ID, p)
 			}),

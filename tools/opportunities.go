@@ -99,14 +99,10 @@ func Opportunities(s *repo.Store) []Tool {
 					return nil, err
 				}
 			}
-			if in.EmbargoUntil != nil {
-				e, err := repo.ParseEmbargo("embargo_until", *in.EmbargoUntil)
-				if err != nil {
-					return nil, err
-				}
-				p.Embargo = &e
-			}
 			var err error
+			if p.Embargo, err = patchEmbargo(in.EmbargoUntil); err != nil {
+				return nil, err
+			}
 			if p.TargetDate, err = patchTime("target_date", in.TargetDate); err != nil {
 				return nil, err
 			}
