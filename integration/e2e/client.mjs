@@ -10,34 +10,12 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+import { check, pinVersion } from "./common.mjs";
 
 const [url, key] = process.argv.slice(2);
 if (!url || !key) {
   console.error("usage: node client.mjs URL KEY");
   process.exit(2);
-}
-
-function check(ok, what, got) {
-  if (!ok) {
-    console.error(`FAIL: ${what}` + (got === undefined ? "" : `: got ${JSON.stringify(got)}`));
-    process.exit(1);
-  }
-}
-
-// pinVersion makes the SDK open its session with an older protocol revision:
-// the SDK always offers its latest one, and a server answers with the
-// revision the client asked for when it supports it.
-function pinVersion(version) {
-  return async (input, init) => {
-    if (init?.body && typeof init.body === "string") {
-      const msg = JSON.parse(init.body);
-      if (msg.method === "initialize") {
-        msg.params.protocolVersion = version;
-        init = { ...init, body: JSON.stringify(msg) };
-      }
-    }
-    return fetch(input, init);
-  };
 }
 
 async function connect(version) {

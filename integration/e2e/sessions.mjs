@@ -11,6 +11,7 @@
 // JSON line of findings for the Go test (integration/e2e_test.go) to check
 // against the server's change log.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { check, pinVersion } from "./common.mjs";
 
 const [url, key, revision] = process.argv.slice(2);
 if (!url || !key || !revision) {
@@ -18,34 +19,11 @@ if (!url || !key || !revision) {
   process.exit(2);
 }
 
-function check(ok, what, got) {
-  if (!ok) {
-    console.error(`FAIL: ${what}` + (got === undefined ? "" : `: got ${JSON.stringify(got)}`));
-    process.exit(1);
-  }
-}
-
-// pinLegacy makes the legacy handshake ask for an older revision: the SDK
-// offers its newest, and a server answers with the one asked for when it
-// supports it.
-function pinLegacy(version) {
-  return async (input, init) => {
-    if (init?.body && typeof init.body === "string") {
-      const msg = JSON.parse(init.body);
-      if (msg.method === "initialize") {
-        msg.params.protocolVersion = version;
-        init = { ...init, body: JSON.stringify(msg) };
-      }
-    }
-    return fetch(input, init);
-  };
-}
-
 async function connect(extraHeaders = {}) {
   const modern = revision >= "2026-07-28";
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: { headers: { Authorization: `Bearer ${key}`, ...extraHeaders } },
-    fetch: modern ? undefined : pinLegacy(revision),
+    fetch: modern ? undefined : pinVersion(revision),
   });
   const client = new Client(
     { name: "outreach-e2e-sessions", version: "1.0.0" },
