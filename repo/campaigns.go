@@ -56,7 +56,7 @@ type CampaignPatch struct {
 // campaign, unless a campaign of that name exists. Running it again changes
 // nothing.
 func (s *Store) Seed(ctx context.Context) error {
-	n, err := s.coll(collCampaigns).CountDocuments(ctx, bson.M{"name": GeneralCampaign})
+	n, err := s.count(ctx, collCampaigns, bson.M{"name": GeneralCampaign})
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
@@ -75,7 +75,7 @@ func (s *Store) Seed(ctx context.Context) error {
 // generalID returns the id of the General campaign.
 func (s *Store) generalID(ctx context.Context) (string, error) {
 	var m Meta
-	err := s.coll(collCampaigns).FindOne(ctx, bson.M{"name": GeneralCampaign},
+	err := s.findOne(ctx, collCampaigns, bson.M{"name": GeneralCampaign},
 		options.FindOne().SetSort(bson.D{{Key: "created_at", Value: 1}, {Key: "_id", Value: 1}})).Decode(&m)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return "", Errorf(CodeFailedPrecondition, "the %s campaign is missing; restart the service to create it, or give campaign_id", GeneralCampaign)
@@ -98,7 +98,7 @@ func (s *Store) checkCampaignName(ctx context.Context, name, id string) (string,
 	}
 	if strings.EqualFold(name, GeneralCampaign) {
 		var m Meta
-		err := s.coll(collCampaigns).FindOne(ctx, bson.M{"name": GeneralCampaign}).Decode(&m)
+		err := s.findOne(ctx, collCampaigns, bson.M{"name": GeneralCampaign}).Decode(&m)
 		if err == nil && m.ID != id {
 			return "", &Error{Code: CodeConflict, Field: "name", Message: fmt.Sprintf("name: %q is reserved for the %s campaign (%s); choose another name", name, GeneralCampaign, m.ID)}
 		}

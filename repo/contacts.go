@@ -327,7 +327,7 @@ func (s *Store) AddContactOutlet(ctx context.Context, in AffiliationInput) (*Con
 // brings it back with its id.
 func (s *Store) RemoveContactOutlet(ctx context.Context, affiliationID string) (*Contact, *Affiliation, error) {
 	var owner Contact
-	if err := s.coll(collContacts).FindOne(ctx, bson.M{"affiliations.id": affiliationID}).Decode(&owner); err != nil {
+	if err := s.findOne(ctx, collContacts, bson.M{"affiliations.id": affiliationID}).Decode(&owner); err != nil {
 		return nil, nil, driverErr(err, "affiliation", affiliationID)
 	}
 	var removed Affiliation

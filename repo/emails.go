@@ -168,7 +168,7 @@ func (s *Store) contactsByAddress(ctx context.Context, addrs []string) (map[stri
 	if len(lower) == 0 {
 		return out, nil
 	}
-	cur, err := s.coll(collContacts).Find(ctx, bson.M{"email_lower": bson.M{"$in": lower}, "archived_at": nil},
+	cur, err := s.find(ctx, collContacts, bson.M{"email_lower": bson.M{"$in": lower}, "archived_at": nil},
 		options.Find().SetProjection(bson.M{"_id": 1, "email_lower": 1}).SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return nil, driverErr(err, "contact", "query")
@@ -192,7 +192,7 @@ func (s *Store) contactsByAddress(ctx context.Context, addrs []string) (map[stri
 // by one of keys, or nil.
 func (s *Store) threadWith(ctx context.Context, filter bson.M) (*EmailThread, error) {
 	var t EmailThread
-	err := s.coll(collEmails).FindOne(ctx, filter, options.FindOne().SetSort(bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}})).Decode(&t)
+	err := s.findOne(ctx, collEmails, filter, options.FindOne().SetSort(bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}})).Decode(&t)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
@@ -460,7 +460,7 @@ func (s *Store) ContactEmails(ctx context.Context, contactID string, since *time
 // messages reads the threads of filter and returns the total and the first
 // limit of their messages that keep accepts, newest first.
 func (s *Store) messages(ctx context.Context, filter bson.M, keep func(*EmailThread, *EmailMessage) bool, limit int) (int, []EmailHit, error) {
-	cur, err := s.coll(collEmails).Find(ctx, filter)
+	cur, err := s.find(ctx, collEmails, filter)
 	if err != nil {
 		return 0, nil, driverErr(err, "email thread", "query")
 	}
@@ -525,7 +525,7 @@ func (s *Store) UnlinkEmailOpportunity(ctx context.Context, linkID string) (*Ema
 		return nil, NotFound("email opportunity link", linkID)
 	}
 	var owner Meta
-	if err := s.coll(collEmails).FindOne(ctx, bson.M{"opportunity_links.id": linkID}).Decode(&owner); err != nil {
+	if err := s.findOne(ctx, collEmails, bson.M{"opportunity_links.id": linkID}).Decode(&owner); err != nil {
 		return nil, driverErr(err, "email opportunity link", linkID)
 	}
 	return modify(ctx, s, collEmails, owner.ID, audit.ActionUnlink, func(t *EmailThread) error {

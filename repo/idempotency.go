@@ -129,7 +129,7 @@ func (s *Store) FinishIdempotency(ctx context.Context, c *Idempotency, result st
 // IdempotentChanges returns the change entries (applied or still pending)
 // written under the claim's tag.
 func (s *Store) IdempotentChanges(ctx context.Context, c *Idempotency) ([]audit.Entry, error) {
-	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{"idempotency_key": c.Tag(), "state": bson.M{"$ne": audit.StateAborted}})
+	cur, err := s.find(ctx, collChangeLog, bson.M{"idempotency_key": c.Tag(), "state": bson.M{"$ne": audit.StateAborted}})
 	if err != nil {
 		return nil, driverErr(err, "change log", "")
 	}

@@ -123,7 +123,7 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 }
 
 func (s *Store) distinctIDs(ctx context.Context, coll string, filter bson.M) ([]string, error) {
-	cur, err := s.coll(coll).Find(ctx, filter, options.Find().SetProjection(bson.M{"_id": 1}))
+	cur, err := s.find(ctx, coll, filter, options.Find().SetProjection(bson.M{"_id": 1}))
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	}
 	// Messages live inside threads: every matching thread is read, and its
 	// messages filtered, counted and merged here.
-	cur, err := s.coll(collEmails).Find(ctx, sc.threads)
+	cur, err := s.find(ctx, collEmails, sc.threads)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log emails: %w", err)
 	}

@@ -28,6 +28,19 @@ type Page[T any] struct {
 // second full scan, so there the list is one read: every match comes back
 // in order, the page's records are decoded and the rest only counted.
 func listPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
+	if ids, total, ok, err := s.mirrorIDs(ctx, mirrorQuery{coll: coll, filter: filter, sort: sort, skip: int64(offset), limit: int64(limit)}); err != nil {
+		return Page[T]{}, driverErr(err, kinds[coll], "list")
+	} else if ok {
+		raws, err := s.fetch(ctx, coll, ids, filter, nil)
+		items := []T{}
+		if err == nil {
+			err = decodeAll(raws, &items)
+		}
+		if err != nil {
+			return Page[T]{}, driverErr(err, kinds[coll], "list")
+		}
+		return Page[T]{Total: total, Items: items}, nil
+	}
 	if s.serialWrites {
 		return listOnePass[T](ctx, s, coll, filter, sort, limit, offset)
 	}

@@ -205,7 +205,7 @@ func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Me
 		return nil, err
 	}
 	var created audit.Entry
-	if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"collection": collMedia, "record_id": id, "action": audit.ActionCreate, "state": audit.StateApplied}).Decode(&created); err != nil {
+	if err := s.findOne(ctx, collChangeLog, bson.M{"collection": collMedia, "record_id": id, "action": audit.ActionCreate, "state": audit.StateApplied}).Decode(&created); err != nil {
 		return nil, driverErr(err, "media creation", id)
 	}
 	ctx = audit.WithActor(ctx, audit.Actor{UserID: created.UserID, AgentID: created.AgentID, SessionID: created.SessionID, Tool: "upload_media_url (PUT)"})

@@ -221,7 +221,7 @@ func (s *Store) RemoveNoteLink(ctx context.Context, linkID string) (*Note, error
 		return nil, NotFound("note link", linkID)
 	}
 	var owner Meta
-	if err := s.coll(collNotes).FindOne(ctx, bson.M{"links.id": linkID}).Decode(&owner); err != nil {
+	if err := s.findOne(ctx, collNotes, bson.M{"links.id": linkID}).Decode(&owner); err != nil {
 		return nil, driverErr(err, "note link", linkID)
 	}
 	return modify(ctx, s, collNotes, owner.ID, audit.ActionUnlink, func(n *Note) error {

@@ -513,7 +513,7 @@ func (s *Store) Notification(ctx context.Context, id string) (*Notification, err
 // another instance) finds it made and writes nothing. It returns how many
 // notifications it created.
 func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error) {
-	cur, err := s.coll(collOpportunities).Find(ctx, bson.M{"archived_at": nil, "next_action_date": bson.M{"$lte": at}})
+	cur, err := s.find(ctx, collOpportunities, bson.M{"archived_at": nil, "next_action_date": bson.M{"$lte": at}})
 	if err != nil {
 		return 0, driverErr(err, "opportunity", "due")
 	}

@@ -633,7 +633,7 @@ func (s *Store) trimmed(ctx context.Context, coll string, filter bson.M, sort bs
 	if sort == nil {
 		sort = bson.D{{Key: "_id", Value: 1}}
 	}
-	cur, err := s.coll(coll).Find(ctx, filter, options.Find().SetProjection(projection(fields)).SetSort(sort))
+	cur, err := s.find(ctx, coll, filter, options.Find().SetProjection(projection(fields)).SetSort(sort))
 	if err != nil {
 		return nil, driverErr(err, kinds[coll], "query")
 	}

@@ -265,18 +265,6 @@ func (s *Store) OutletDetail(ctx context.Context, id string) (*OutletDetail, err
 	return d, nil
 }
 
-// findAll reads every record of coll matching filter into out (a slice pointer).
-func (s *Store) findAll(ctx context.Context, coll string, filter bson.M, opts *options.FindOptionsBuilder, out any) error {
-	cur, err := s.coll(coll).Find(ctx, filter, opts)
-	if err != nil {
-		return driverErr(err, kinds[coll], "list")
-	}
-	if err := cur.All(ctx, out); err != nil {
-		return driverErr(err, kinds[coll], "list")
-	}
-	return nil
-}
-
 // refuseArchived stops a change to an archived record: archived is the soft
 // form of deleted, and a change nobody sees in the lists is a surprise.
 func refuseArchived(coll string, m *Meta) error {

@@ -246,7 +246,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		filter["outlet_id"] = bson.M{"$in": ids}
 		r.Scope, r.OutletIDs = "outlets", ids
 	}
-	n, err := s.coll(collCoverage).CountDocuments(ctx, filter)
+	n, err := s.count(ctx, collCoverage, filter)
 	if err != nil {
 		return nil, driverErr(err, "coverage", "report")
 	}

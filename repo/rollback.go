@@ -163,7 +163,7 @@ func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions
 func (s *Store) RollbackSession(ctx context.Context, sessionID string, o RollbackOptions) (*Rollback, error) {
 	for attempt := 1; ; attempt++ {
 		var changes []audit.Entry
-		cur, err := s.coll(collChangeLog).Find(ctx, bson.M{"session_id": sessionID, "state": audit.StateApplied},
+		cur, err := s.find(ctx, collChangeLog, bson.M{"session_id": sessionID, "state": audit.StateApplied},
 			options.Find().SetSort(bson.D{{Key: "seq", Value: -1}}))
 		if err != nil {
 			return nil, driverErr(err, "session", sessionID)
@@ -262,7 +262,7 @@ func (s *Store) rollbackRecords(ctx context.Context, changes []audit.Entry) (map
 	for coll, ids := range byColl {
 		for start := 0; start < len(ids); start += 200 {
 			batch := ids[start:min(start+200, len(ids))]
-			cur, err := s.coll(coll).Find(ctx, bson.M{"_id": bson.M{"$in": batch}})
+			cur, err := s.find(ctx, coll, bson.M{"_id": bson.M{"$in": batch}})
 			if err != nil {
 				return nil, nil, driverErr(err, kindOf(coll), "rollback")
 			}
@@ -303,7 +303,7 @@ func (s *Store) revertGraph(ctx context.Context, ids []string) (revertGraph, err
 		var next []string
 		for start := 0; start < len(frontier); start += 200 {
 			batch := frontier[start:min(start+200, len(frontier))]
-			cur, err := s.coll(collChangeLog).Find(ctx,
+			cur, err := s.find(ctx, collChangeLog,
 				bson.M{"reverts": bson.M{"$in": batch}, "state": bson.M{"$in": bson.A{audit.StatePending, audit.StateApplied}}},
 				options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
 			if err != nil {

@@ -111,7 +111,7 @@ func (s *Store) ImplicitSession(ctx context.Context, a audit.Actor) (id string, 
 		SessionID string    `bson:"session_id"`
 		At        time.Time `bson:"at"`
 	}
-	err = s.coll(collChangeLog).FindOne(ctx, bson.M{"session_id": match, "state": audit.StateApplied},
+	err = s.findOne(ctx, collChangeLog, bson.M{"session_id": match, "state": audit.StateApplied},
 		options.FindOne().SetSort(bson.D{{Key: "seq", Value: -1}}).SetProjection(bson.M{"session_id": 1, "at": 1})).Decode(&last)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return "", time.Time{}, fmt.Errorf("implicit session: %w", err)
@@ -182,7 +182,7 @@ func (s *Store) sessionActivity(ctx context.Context, sess *Session) error {
 	default:
 		sess.Kind = "named"
 	}
-	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{"session_id": sess.ID, "state": audit.StateApplied},
+	cur, err := s.find(ctx, collChangeLog, bson.M{"session_id": sess.ID, "state": audit.StateApplied},
 		options.Find().SetProjection(bson.M{"before": 0, "after": 0}))
 	if err != nil {
 		return driverErr(err, "session", sess.ID)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,15 @@ type Options struct {
 	// Monitor, when set, sees every command sent to the server (the tests
 	// record the query shapes the service issues, to explain each).
 	Monitor *mongoevent.CommandMonitor
+	// OutsideWrites says writes may reach an exclusive store outside the
+	// write path (the embedded store's wire endpoint with writes allowed):
+	// the service then keeps no indexes of its own and every query reads
+	// the store.
+	OutsideWrites bool
+	// IndexCheck runs every query the service's own indexes answer on the
+	// store as well and fails it when the answers differ (tests; also set
+	// by OUTREACH_INDEX_CHECK=1).
+	IndexCheck bool
 }
 
 // Store is the service's handle on the database.
@@ -157,6 +167,9 @@ type Store struct {
 	ownIntent *intent
 	// sessions caches session id -> the agent it is bound to.
 	sessions sync.Map
+	// mirror: the indexes the service keeps for the exclusive embedded
+	// store (mirror.go); nil elsewhere.
+	mirror *mirror
 }
 
 // Open connects to uri, applies the index list, detects capabilities, picks
@@ -230,6 +243,15 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if _, err := s.Recover(ctx, opts.Exclusive); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("recover: %w", err)
+	}
+	if opts.Exclusive && s.serialWrites && !opts.OutsideWrites {
+		started := time.Now()
+		s.mirror = &mirror{check: opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1"}
+		if err := s.buildMirror(ctx); err != nil {
+			client.Disconnect(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		s.log.Info().Dur("took", time.Since(started)).Bool("check", s.mirror.check).Msg("the service's indexes are built")
 	}
 	return s, nil
 }

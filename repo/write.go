@@ -517,14 +517,21 @@ func (s *Store) settle(ctx context.Context, id, state string) (string, error) {
 func (s *Store) insertEntry(ctx context.Context, e *audit.Entry) error {
 	for attempt := 0; ; attempt++ {
 		_, err := s.coll(collChangeLog).InsertOne(ctx, e)
-		if err == nil || !mongo.IsDuplicateKeyError(err) {
+		if err == nil {
+			s.mirrorPut(collChangeLog, e)
+			return nil
+		}
+		if !mongo.IsDuplicateKeyError(err) {
+			s.mirrorRefresh(ctx, collChangeLog, e.ID) // it may have landed
 			return err
 		}
 		n, cerr := s.coll(collChangeLog).CountDocuments(ctx, bson.M{"_id": e.ID})
 		if cerr != nil {
+			s.mirrorRefresh(ctx, collChangeLog, e.ID)
 			return errors.Join(err, cerr)
 		}
 		if n == 1 {
+			s.mirrorRefresh(ctx, collChangeLog, e.ID) // an earlier attempt landed without a reply
 			return nil
 		}
 		if attempt == 4 {
@@ -701,8 +708,13 @@ func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID str
 	}
 	if m.before == nil {
 		_, err := s.coll(m.coll).InsertOne(ctx, doc)
-		if mongo.IsDuplicateKeyError(err) {
+		switch {
+		case mongo.IsDuplicateKeyError(err):
 			return &Error{Code: CodeConflict, Message: fmt.Sprintf("a record with id %s already exists in %s", m.id, m.coll)}
+		case err != nil:
+			s.mirrorRefresh(ctx, m.coll, m.id) // it may have landed
+		default:
+			s.mirrorPut(m.coll, doc)
 		}
 		return err
 	}
@@ -714,11 +726,13 @@ func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID str
 		return s.coll(m.coll).ReplaceOne(ctx, f, doc)
 	})
 	if err != nil {
+		s.mirrorRefresh(ctx, m.coll, m.id) // it may have landed
 		return err
 	}
 	if !ok {
 		return ErrConflict
 	}
+	s.mirrorPut(m.coll, doc)
 	return nil
 }
 
@@ -1434,8 +1448,10 @@ func (s *Store) rollBatchSerial(ctx context.Context, p plan, start, end int, rec
 				_, err = s.coll(st.Coll).ReplaceOne(ctx, bson.M{"_id": st.ID}, doc)
 			}
 			if err != nil {
+				s.mirrorRefresh(ctx, st.Coll, st.ID) // it may have landed
 				return fmt.Errorf("plan %s step %s: %w", p.ID, k, err)
 			}
+			s.mirrorPut(st.Coll, doc)
 			recs[k] = doc
 			if err := s.at("step-record"); err != nil {
 				return err

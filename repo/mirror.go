@@ -1,0 +1,855 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// The mirror: indexes the service keeps for the embedded store.
+//
+// FerretDB 1.24 on SQLite answers every query but an _id equality by
+// decoding every document of the collection, so a list grows with the
+// team's history, not with its answer. The embedded store is owned by one
+// process and every change to a record goes through the one write path, so
+// that process can keep, per collection, every record's small fields (the
+// large text left out) with posting lists on the fields lists select by.
+// A query the mirror can answer exactly is evaluated here for the ids, the
+// order and the total; the records themselves are then read by _id, the
+// store's one cheap read, so what a caller gets is always what is stored.
+// The store stays the single source of truth: the mirror is rebuilt from it
+// at start, updated by the write path after each record and change entry
+// lands (under the write lock), and dropped to a rebuild whenever a write's
+// outcome is unknown. A query it cannot answer exactly (a field it left
+// out, an operator it does not evaluate) goes to the store, as before.
+
+// mirrorSpec says what the mirror keeps of one collection.
+type mirrorSpec struct {
+	// drop lists the fields left out (large text), as dotted paths; a path
+	// through an array of documents drops the field of every element.
+	drop []string
+	// keys are the paths with a posting list: an equality or $in of
+	// strings on one of them picks the candidates instead of every record.
+	keys []string
+}
+
+var mirrorSpecs = map[string]mirrorSpec{
+	collNotes:         {drop: []string{"content"}, keys: []string{"links.contact_id", "links.outlet_id", "links.opportunity_id", "links.id"}},
+	collCoverage:      {drop: []string{"summary", "full_text"}, keys: []string{"contact_ids", "outlet_id", "opportunity_id", "campaign_id"}},
+	collEmails:        {drop: []string{"messages.body_text", "messages.references", "messages.attachments"}, keys: []string{"messages.contact_ids", "contact_ids", "opportunity_links.opportunity_id", "opportunity_links.id"}},
+	collChangeLog:     {drop: []string{"before", "after", "sealed"}, keys: []string{"record_id", "session_id", "idempotency_key"}},
+	collOpportunities: {drop: []string{"notes", "pitch"}, keys: []string{"contact_ids", "outlet_id", "campaign_id"}},
+	collContacts:      {drop: []string{"notes", "bio"}, keys: []string{"affiliations.outlet_id", "affiliations.id", "email_lower"}},
+	collOutlets:       {drop: []string{"notes", "description"}},
+	collCampaigns:     {drop: []string{"notes", "description", "brief"}},
+}
+
+// mirror holds the mirrored collections. Readers take mu for reading;
+// updates come from the write path, under writeMu, and take it for writing.
+type mirror struct {
+	mu    sync.RWMutex
+	colls map[string]*mirrorColl
+	// stale is set when a write's outcome is unknown: every query goes to
+	// the store until a rebuild (under writeMu) clears it.
+	stale atomic.Bool
+	// check, set by tests, runs every query the mirror answers on the store
+	// too and fails it when the answers differ.
+	check bool
+}
+
+type mirrorColl struct {
+	spec mirrorSpec
+	docs map[string]*mirrorDoc
+	// keys: path → value → ids.
+	keys map[string]map[string]map[string]struct{}
+	// next numbers records in the order the store returns them unsorted
+	// (the order of insertion), for queries without a sort.
+	next int64
+}
+
+type mirrorDoc struct {
+	raw bson.Raw
+	ord int64
+}
+
+// errMirrorMismatch is what a query returns, in check mode, when the mirror
+// and the store answer it differently.
+var errMirrorMismatch = errors.New("the service's index answered differently from the store")
+
+// buildMirror reads every mirrored collection once (at start, after
+// recovery, or to repair a stale mirror; writeMu held or no writer yet).
+func (s *Store) buildMirror(ctx context.Context) error {
+	colls := map[string]*mirrorColl{}
+	for name, spec := range mirrorSpecs {
+		mc := &mirrorColl{spec: spec, docs: map[string]*mirrorDoc{}, keys: map[string]map[string]map[string]struct{}{}}
+		var proj bson.M
+		if len(spec.drop) > 0 {
+			proj = bson.M{}
+			for _, f := range spec.drop {
+				proj[f] = 0
+			}
+		}
+		cur, err := s.coll(name).Find(ctx, bson.M{}, options.Find().SetProjection(proj))
+		if err != nil {
+			return fmt.Errorf("index %s: %w", name, err)
+		}
+		for cur.Next(ctx) {
+			raw := slices.Clone(cur.Current)
+			mc.put(raw)
+		}
+		if err := cur.Err(); err != nil {
+			cur.Close(ctx)
+			return fmt.Errorf("index %s: %w", name, err)
+		}
+		cur.Close(ctx)
+		colls[name] = mc
+	}
+	s.mirror.mu.Lock()
+	s.mirror.colls = colls
+	s.mirror.mu.Unlock()
+	s.mirror.stale.Store(false)
+	return nil
+}
+
+// put adds or replaces a record (raw holds only what the spec keeps).
+func (mc *mirrorColl) put(raw bson.Raw) {
+	id, ok := raw.Lookup("_id").StringValueOK()
+	if !ok {
+		return // the service's records have string ids; others are not mirrored
+	}
+	ord := mc.next
+	if old := mc.docs[id]; old != nil {
+		mc.unkey(id, old.raw)
+		ord = old.ord // a replaced record keeps its place, as in the store
+	} else {
+		mc.next++
+	}
+	mc.docs[id] = &mirrorDoc{raw: raw, ord: ord}
+	for _, path := range mc.spec.keys {
+		for _, v := range flatten(valuesAt(raw, strings.Split(path, "."))) {
+			if str, ok := v.StringValueOK(); ok {
+				m := mc.keys[path]
+				if m == nil {
+					m = map[string]map[string]struct{}{}
+					mc.keys[path] = m
+				}
+				set := m[str]
+				if set == nil {
+					set = map[string]struct{}{}
+					m[str] = set
+				}
+				set[id] = struct{}{}
+			}
+		}
+	}
+}
+
+func (mc *mirrorColl) unkey(id string, raw bson.Raw) {
+	for _, path := range mc.spec.keys {
+		for _, v := range flatten(valuesAt(raw, strings.Split(path, "."))) {
+			if str, ok := v.StringValueOK(); ok {
+				delete(mc.keys[path][str], id)
+				if len(mc.keys[path][str]) == 0 {
+					delete(mc.keys[path], str)
+				}
+			}
+		}
+	}
+}
+
+// mirrorPut records a document the write path has just written (writeMu
+// held). doc is the whole stored document.
+func (s *Store) mirrorPut(coll string, doc any) {
+	if s.mirror == nil || !s.serialWrites || s.mirror.stale.Load() {
+		return
+	}
+	spec, ok := mirrorSpecs[coll]
+	if !ok {
+		return
+	}
+	raw, err := bson.Marshal(doc)
+	if err == nil {
+		raw, err = dropFields(raw, spec.drop)
+	}
+	if err != nil {
+		s.mirrorLost(coll, err)
+		return
+	}
+	s.mirror.mu.Lock()
+	if mc := s.mirror.colls[coll]; mc != nil {
+		mc.put(raw)
+	}
+	s.mirror.mu.Unlock()
+}
+
+// mirrorRefresh re-reads a record whose write failed (it may have landed
+// without a reply) and records what is stored (writeMu held). A read that
+// fails too leaves the mirror stale until it is rebuilt.
+func (s *Store) mirrorRefresh(ctx context.Context, coll, id string) {
+	if s.mirror == nil || !s.serialWrites || s.mirror.stale.Load() {
+		return
+	}
+	if _, ok := mirrorSpecs[coll]; !ok {
+		return
+	}
+	var doc bson.Raw
+	err := s.coll(coll).FindOne(context.WithoutCancel(ctx), bson.M{"_id": id}).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return // nothing was written: there is nothing new to know
+	}
+	if err != nil {
+		s.mirrorLost(coll, err)
+		return
+	}
+	s.mirrorPut(coll, doc)
+}
+
+// mirrorLost makes every query go to the store until the mirror is rebuilt.
+func (s *Store) mirrorLost(coll string, err error) {
+	if s.mirror.stale.Swap(true) {
+		return
+	}
+	s.log.Warn().Err(err).Str("collection", coll).Msg("the service's indexes are stale after a failed write: queries read the store until they are rebuilt")
+	go func() {
+		for attempt := 0; ; attempt++ {
+			time.Sleep(time.Duration(min(attempt+1, 30)) * time.Second)
+			s.writeMu.Lock()
+			err := s.buildMirror(context.Background())
+			s.writeMu.Unlock()
+			if err == nil {
+				s.log.Info().Msg("the service's indexes are rebuilt")
+				return
+			}
+			s.log.Warn().Err(err).Msg("rebuilding the service's indexes")
+		}
+	}()
+}
+
+// dropFields returns raw without the fields of drop.
+func dropFields(raw bson.Raw, drop []string) (bson.Raw, error) {
+	if len(drop) == 0 {
+		return raw, nil
+	}
+	var m bson.M
+	if err := bson.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	for _, f := range drop {
+		dropPath(m, strings.Split(f, "."))
+	}
+	return bson.Marshal(m)
+}
+
+func dropPath(m bson.M, path []string) {
+	if len(path) == 1 {
+		delete(m, path[0])
+		return
+	}
+	switch v := m[path[0]].(type) {
+	case bson.M:
+		dropPath(v, path[1:])
+	case bson.A:
+		for _, e := range v {
+			if em, ok := e.(bson.M); ok {
+				dropPath(em, path[1:])
+			}
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Queries
+
+// mirrorQuery is a find the mirror may answer.
+type mirrorQuery struct {
+	coll         string
+	filter       bson.M
+	sort         bson.D
+	skip, limit  int64 // limit 0: no limit
+	wantTotal    bool
+	projection   bson.M
+	onlyIDsProjd bool
+}
+
+// ids answers q: the ids in order, after skip and limit, and the number of
+// matches. ok is false when the mirror cannot answer q exactly.
+func (mi *mirror) ids(q mirrorQuery) (ids []string, total int64, ok bool) {
+	if mi == nil || mi.stale.Load() {
+		return nil, 0, false
+	}
+	mi.mu.RLock()
+	defer mi.mu.RUnlock()
+	mc := mi.colls[q.coll]
+	if mc == nil || !mc.answers(q.filter) || !mc.sorts(q.sort) {
+		return nil, 0, false
+	}
+	type hit struct {
+		id   string
+		doc  *mirrorDoc
+		keys []bson.RawValue
+	}
+	var hits []hit
+	consider := func(id string, d *mirrorDoc) bool {
+		match, ok := evalFilter(d.raw, q.filter)
+		if !ok {
+			return false
+		}
+		if match {
+			h := hit{id: id, doc: d}
+			for _, k := range q.sort {
+				vs := valuesAt(d.raw, strings.Split(k.Key, "."))
+				switch len(vs) {
+				case 0:
+					h.keys = append(h.keys, bson.RawValue{Type: bson.TypeNull})
+				case 1:
+					if t := vs[0].Type; t == bson.TypeArray || t == bson.TypeEmbeddedDocument {
+						return false
+					}
+					h.keys = append(h.keys, vs[0])
+				default:
+					return false // a sort on an array's elements: the store's rule, not ours
+				}
+			}
+			hits = append(hits, h)
+		}
+		return true
+	}
+	if cand, ok := mc.candidates(q.filter); ok {
+		for id := range cand {
+			if d := mc.docs[id]; d != nil && !consider(id, d) {
+				return nil, 0, false
+			}
+		}
+	} else {
+		for id, d := range mc.docs {
+			if !consider(id, d) {
+				return nil, 0, false
+			}
+		}
+	}
+	slices.SortFunc(hits, func(a, b hit) int {
+		for i, k := range q.sort {
+			c := compareValues(a.keys[i], b.keys[i])
+			if dir, _ := asInt(k.Value); dir < 0 {
+				c = -c
+			}
+			if c != 0 {
+				return c
+			}
+		}
+		return compareInt(a.doc.ord, b.doc.ord)
+	})
+	total = int64(len(hits))
+	start := min(q.skip, total)
+	end := total
+	if q.limit > 0 {
+		end = min(start+q.limit, total)
+	}
+	ids = make([]string, 0, end-start)
+	for _, h := range hits[start:end] {
+		ids = append(ids, h.id)
+	}
+	return ids, total, true
+}
+
+func compareInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// answers reports whether every field filter names is kept whole, and
+// every operator is one evalFilter evaluates.
+func (mc *mirrorColl) answers(filter bson.M) bool {
+	for k, v := range filter {
+		switch k {
+		case "$and", "$or":
+			arr, ok := v.(bson.A)
+			if !ok || len(arr) == 0 {
+				return false
+			}
+			for _, e := range arr {
+				sub, ok := e.(bson.M)
+				if !ok || !mc.answers(sub) {
+					return false
+				}
+			}
+			continue
+		}
+		if strings.HasPrefix(k, "$") || !mc.keeps(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// keeps reports whether path is kept whole (no dropped field at or under it).
+func (mc *mirrorColl) keeps(path string) bool {
+	for _, d := range mc.spec.drop {
+		if d == path || strings.HasPrefix(d, path+".") || strings.HasPrefix(path, d+".") {
+			return false
+		}
+	}
+	return true
+}
+
+func (mc *mirrorColl) sorts(sort bson.D) bool {
+	for _, k := range sort {
+		dir, ok := asInt(k.Value)
+		if !ok || (dir != 1 && dir != -1) || !mc.keeps(k.Key) {
+			return false
+		}
+	}
+	return true
+}
+
+// candidates is the smallest posting list the filter's top-level
+// equalities (or $in of strings) on a key pick; ok false when none does.
+func (mc *mirrorColl) candidates(filter bson.M) (map[string]struct{}, bool) {
+	var best map[string]struct{}
+	found := false
+	consider := func(set map[string]struct{}) {
+		if !found || len(set) < len(best) {
+			best, found = set, true
+		}
+	}
+	for k, v := range filter {
+		if k == "$and" {
+			for _, e := range v.(bson.A) {
+				if set, ok := mc.candidates(e.(bson.M)); ok {
+					consider(set)
+				}
+			}
+			continue
+		}
+		if k == "_id" {
+			if set, ok := mc.byID(v); ok {
+				consider(set)
+			}
+			continue
+		}
+		postings, keyed := mc.keys[k]
+		if !keyed && !slices.Contains(mc.spec.keys, k) {
+			continue
+		}
+		switch x := v.(type) {
+		case string:
+			consider(postings[x])
+		case bson.M:
+			in, ok := x["$in"]
+			if !ok {
+				continue
+			}
+			var vals []any
+			switch arr := in.(type) {
+			case bson.A:
+				vals = arr
+			case []string:
+				for _, s := range arr {
+					vals = append(vals, s)
+				}
+			default:
+				continue
+			}
+			union := map[string]struct{}{}
+			all := true
+			for _, e := range vals {
+				s, ok := e.(string)
+				if !ok {
+					all = false
+					break
+				}
+				for id := range postings[s] {
+					union[id] = struct{}{}
+				}
+			}
+			if all {
+				consider(union)
+			}
+		}
+	}
+	return best, found
+}
+
+// byID is the set of ids an _id equality or $in of strings names.
+func (mc *mirrorColl) byID(v any) (map[string]struct{}, bool) {
+	var vals []any
+	switch x := v.(type) {
+	case string:
+		vals = []any{x}
+	case bson.M:
+		in, ok := x["$in"]
+		if !ok || len(x) != 1 {
+			return nil, false
+		}
+		if vals, ok = asList(in); !ok {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	set := map[string]struct{}{}
+	for _, e := range vals {
+		id, ok := e.(string)
+		if !ok {
+			return nil, false
+		}
+		if _, stored := mc.docs[id]; stored {
+			set[id] = struct{}{}
+		}
+	}
+	return set, true
+}
+
+// ---------------------------------------------------------------------------
+// Evaluation: MongoDB's query semantics for the operators the service uses.
+
+// evalFilter reports whether doc matches filter; ok is false when filter
+// holds something this evaluator does not decide exactly.
+func evalFilter(doc bson.Raw, filter bson.M) (match, ok bool) {
+	match = true
+	for k, v := range filter {
+		var m bool
+		switch k {
+		case "$and", "$or":
+			arr, isArr := v.(bson.A)
+			if !isArr {
+				return false, false
+			}
+			m = k == "$and"
+			for _, e := range arr {
+				sub, isM := e.(bson.M)
+				if !isM {
+					return false, false
+				}
+				sm, sok := evalFilter(doc, sub)
+				if !sok {
+					return false, false
+				}
+				if k == "$and" {
+					m = m && sm
+				} else {
+					m = m || sm
+				}
+			}
+		default:
+			if strings.HasPrefix(k, "$") {
+				return false, false
+			}
+			var fok bool
+			m, fok = evalField(doc, k, v)
+			if !fok {
+				return false, false
+			}
+		}
+		match = match && m
+	}
+	return match, true
+}
+
+// evalField evaluates one field's condition: a value (equality) or a
+// document of operators.
+func evalField(doc bson.Raw, path string, cond any) (match, ok bool) {
+	vals, missing := valuesAndGaps(doc, strings.Split(path, "."))
+	ops, isOps := cond.(bson.M)
+	if isOps && !anyOperator(ops) {
+		return false, false // equality with a document: not needed, not decided here
+	}
+	if !isOps {
+		return equalsAny(vals, missing, cond)
+	}
+	match = true
+	for op, arg := range ops {
+		var m bool
+		switch op {
+		case "$eq":
+			m, ok = equalsAny(vals, missing, arg)
+		case "$ne":
+			m, ok = equalsAny(vals, missing, arg)
+			m = !m
+		case "$in", "$nin":
+			list, lok := asList(arg)
+			if !lok {
+				return false, false
+			}
+			for _, e := range list {
+				em, eok := equalsAny(vals, missing, e)
+				if !eok {
+					return false, false
+				}
+				m = m || em
+			}
+			if op == "$nin" {
+				m = !m
+			}
+			ok = true
+		case "$exists":
+			want, bok := arg.(bool)
+			if !bok {
+				return false, false
+			}
+			m, ok = (len(vals) > 0) == want, true
+		case "$gt", "$gte", "$lt", "$lte":
+			want, wok := toRaw(arg)
+			if !wok || want.Type == bson.TypeNull {
+				return false, false
+			}
+			for _, v := range flatten(vals) {
+				if bracket(v.Type) != bracket(want.Type) {
+					continue
+				}
+				c := compareValues(v, want)
+				if (op == "$gt" && c > 0) || (op == "$gte" && c >= 0) || (op == "$lt" && c < 0) || (op == "$lte" && c <= 0) {
+					m = true
+				}
+			}
+			ok = true
+		case "$regex":
+			opts, _ := ops["$options"].(string)
+			pat, pok := arg.(string)
+			if !pok || strings.Trim(opts, "i") != "" {
+				return false, false
+			}
+			if opts == "i" {
+				pat = "(?i)" + pat
+			}
+			re, err := regexp.Compile(pat)
+			if err != nil {
+				return false, false
+			}
+			for _, v := range flatten(vals) {
+				if s, sok := v.StringValueOK(); sok && re.MatchString(s) {
+					m = true
+				}
+			}
+			ok = true
+		case "$options":
+			if _, has := ops["$regex"]; !has {
+				return false, false
+			}
+			m, ok = true, true
+		default:
+			return false, false
+		}
+		if !ok {
+			return false, false
+		}
+		match = match && m
+	}
+	return match, true
+}
+
+func anyOperator(m bson.M) bool {
+	for k := range m {
+		if strings.HasPrefix(k, "$") {
+			return true
+		}
+	}
+	return false
+}
+
+func asList(v any) ([]any, bool) {
+	switch x := v.(type) {
+	case bson.A:
+		return x, true
+	case []any:
+		return x, true
+	case []string:
+		out := make([]any, len(x))
+		for i, s := range x {
+			out[i] = s
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// equalsAny: MongoDB's equality against a path's values: a value equal to
+// want, or an array holding it; null matches a missing field too.
+func equalsAny(vals []bson.RawValue, missing bool, want any) (match, ok bool) {
+	w, wok := toRaw(want)
+	if !wok {
+		return false, false
+	}
+	if w.Type == bson.TypeArray || w.Type == bson.TypeEmbeddedDocument || w.Type == bson.TypeRegex {
+		return false, false
+	}
+	if w.Type == bson.TypeNull {
+		if len(vals) == 0 {
+			return true, true
+		}
+		if missing {
+			// Some elements of an array of documents lack the field and
+			// others hold it: stores differ on whether null matches.
+			return false, false
+		}
+		for _, v := range flatten(vals) {
+			if v.Type == bson.TypeNull || v.Type == bson.TypeUndefined {
+				return true, true
+			}
+		}
+		return false, true
+	}
+	for _, v := range flatten(vals) {
+		if bracket(v.Type) == bracket(w.Type) && compareValues(v, w) == 0 {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// flatten adds the elements of array values to the values (an equality or
+// a comparison matches an array when it matches one of its elements).
+func flatten(vals []bson.RawValue) []bson.RawValue {
+	out := vals
+	for _, v := range vals {
+		if v.Type == bson.TypeArray {
+			elems, err := v.Array().Values()
+			if err == nil {
+				out = append(out, elems...)
+			}
+		}
+	}
+	return out
+}
+
+// toRaw converts a Go value of a filter to a BSON value.
+func toRaw(v any) (bson.RawValue, bool) {
+	if v == nil {
+		return bson.RawValue{Type: bson.TypeNull}, true
+	}
+	t, data, err := bson.MarshalValue(v)
+	if err != nil {
+		return bson.RawValue{}, false
+	}
+	return bson.RawValue{Type: t, Value: data}, true
+}
+
+// valuesAt is the values at path, descending into arrays of documents.
+func valuesAt(doc bson.Raw, path []string) []bson.RawValue {
+	vals, _ := valuesAndGaps(doc, path)
+	return vals
+}
+
+// valuesAndGaps is valuesAt, also reporting whether the path is missing
+// somewhere (a document, or an element of an array of documents, lacks it):
+// there an equality with null matches.
+func valuesAndGaps(doc bson.Raw, path []string) (vals []bson.RawValue, missing bool) {
+	v, err := doc.LookupErr(path[0])
+	if err != nil {
+		return nil, true
+	}
+	if len(path) == 1 {
+		return []bson.RawValue{v}, false
+	}
+	switch v.Type {
+	case bson.TypeEmbeddedDocument:
+		return valuesAndGaps(v.Document(), path[1:])
+	case bson.TypeArray:
+		elems, err := v.Array().Values()
+		if err != nil {
+			return nil, true
+		}
+		for _, e := range elems {
+			if e.Type != bson.TypeEmbeddedDocument {
+				continue
+			}
+			sv, sm := valuesAndGaps(e.Document(), path[1:])
+			vals = append(vals, sv...)
+			missing = missing || sm
+		}
+		return vals, missing
+	}
+	return nil, true
+}
+
+// bracket is MongoDB's type bracket: values compare within one only.
+func bracket(t bson.Type) int {
+	switch t {
+	case bson.TypeNull, bson.TypeUndefined:
+		return 1
+	case bson.TypeInt32, bson.TypeInt64, bson.TypeDouble, bson.TypeDecimal128:
+		return 2
+	case bson.TypeString, bson.TypeSymbol:
+		return 3
+	case bson.TypeEmbeddedDocument:
+		return 4
+	case bson.TypeArray:
+		return 5
+	case bson.TypeBinary:
+		return 6
+	case bson.TypeObjectID:
+		return 7
+	case bson.TypeBoolean:
+		return 8
+	case bson.TypeDateTime:
+		return 9
+	case bson.TypeTimestamp:
+		return 10
+	case bson.TypeRegex:
+		return 11
+	}
+	return 12
+}
+
+// compareValues orders two values as MongoDB sorts them: by type bracket,
+// then by value (strings by bytes, the simple collation).
+func compareValues(a, b bson.RawValue) int {
+	if ba, bb := bracket(a.Type), bracket(b.Type); ba != bb {
+		return ba - bb
+	}
+	switch bracket(a.Type) {
+	case 1:
+		return 0
+	case 2:
+		fa, fb := number(a), number(b)
+		switch {
+		case fa < fb:
+			return -1
+		case fa > fb:
+			return 1
+		}
+		return 0
+	case 3:
+		return strings.Compare(a.StringValue(), b.StringValue())
+	case 8:
+		x, y := a.Boolean(), b.Boolean()
+		switch {
+		case x == y:
+			return 0
+		case !x:
+			return -1
+		}
+		return 1
+	case 9:
+		return compareInt(a.DateTime(), b.DateTime())
+	}
+	return strings.Compare(string(a.Value), string(b.Value))
+}
+
+func number(v bson.RawValue) float64 {
+	switch v.Type {
+	case bson.TypeInt32:
+		return float64(v.Int32())
+	case bson.TypeInt64:
+		return float64(v.Int64())
+	case bson.TypeDouble:
+		return v.Double()
+	}
+	return math.NaN()
+}

@@ -1,0 +1,355 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// The read side of the mirror (mirror.go): find, findOne and count take
+// the mirror's answer where it has one and the store's otherwise; every
+// record returned is read from the store by _id.
+
+// findQuery turns a Find's options into a mirror query; ok is false for an
+// option the mirror does not apply (it then goes to the store).
+func findQuery(coll string, filter bson.M, opts *options.FindOptionsBuilder) (mirrorQuery, bool) {
+	q := mirrorQuery{coll: coll, filter: filter}
+	if opts == nil {
+		return q, true
+	}
+	var fo options.FindOptions
+	for _, set := range opts.Opts {
+		if err := set(&fo); err != nil {
+			return q, false
+		}
+	}
+	if fo.AllowPartialResults != nil || fo.Collation != nil || fo.Hint != nil || fo.Max != nil || fo.Min != nil ||
+		fo.ReturnKey != nil || fo.ShowRecordID != nil || fo.Let != nil || fo.CursorType != nil {
+		return q, false
+	}
+	return q.with(fo.Sort, fo.Projection, fo.Skip, fo.Limit)
+}
+
+func findOneQuery(coll string, filter bson.M, opts *options.FindOneOptionsBuilder) (mirrorQuery, bool) {
+	q := mirrorQuery{coll: coll, filter: filter}
+	one := int64(1)
+	if opts == nil {
+		return q.with(nil, nil, nil, &one)
+	}
+	var fo options.FindOneOptions
+	for _, set := range opts.Opts {
+		if err := set(&fo); err != nil {
+			return q, false
+		}
+	}
+	if fo.AllowPartialResults != nil || fo.Collation != nil || fo.Hint != nil || fo.Max != nil || fo.Min != nil ||
+		fo.ReturnKey != nil || fo.ShowRecordID != nil {
+		return q, false
+	}
+	return q.with(fo.Sort, fo.Projection, fo.Skip, &one)
+}
+
+func (q mirrorQuery) with(sort, projection any, skip, limit *int64) (mirrorQuery, bool) {
+	switch x := sort.(type) {
+	case nil:
+	case bson.D:
+		q.sort = x
+	case bson.M:
+		if len(x) > 1 {
+			return q, false // a map's order is not the caller's
+		}
+		for k, v := range x {
+			q.sort = bson.D{{Key: k, Value: v}}
+		}
+	default:
+		return q, false
+	}
+	switch x := projection.(type) {
+	case nil:
+	case bson.M:
+		q.projection = x
+	default:
+		return q, false
+	}
+	if skip != nil {
+		q.skip = *skip
+	}
+	if limit != nil {
+		if *limit < 0 {
+			return q, false
+		}
+		q.limit = *limit
+	}
+	return q, true
+}
+
+// onlyID reports whether a projection asks for nothing but _id.
+func onlyID(p bson.M) bool {
+	if len(p) != 1 {
+		return false
+	}
+	v, ok := asInt(p["_id"])
+	return ok && v == 1
+}
+
+// mirrorIDs asks the mirror, and in check mode the store too.
+func (s *Store) mirrorIDs(ctx context.Context, q mirrorQuery) (ids []string, total int64, ok bool, err error) {
+	if s.mirror == nil || !s.serialWrites {
+		return nil, 0, false, nil
+	}
+	if _, isID := q.filter["_id"].(string); isID && len(q.filter) == 1 {
+		return nil, 0, false, nil // the store's own cheap read
+	}
+	for attempt := 0; ; attempt++ {
+		ids, total, ok = s.mirror.ids(q)
+		if !ok || !s.mirror.check {
+			return ids, total, ok, nil
+		}
+		sids, stotal, err := s.storeIDs(ctx, q)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if slices.Equal(ids, sids) && total == stotal {
+			return ids, total, true, nil
+		}
+		// A write may have landed between the two reads: ask again.
+		if attempt == 3 {
+			s.log.Error().Str("collection", q.coll).Interface("filter", q.filter).Interface("sort", q.sort).
+				Strs("index", ids).Int64("index_total", total).Strs("store", sids).Int64("store_total", stotal).Msg("index mismatch")
+			return nil, 0, false, fmt.Errorf("%w: %s %v sort %v skip %d limit %d: index %v (%d), store %v (%d)", errMirrorMismatch,
+				q.coll, q.filter, q.sort, q.skip, q.limit, ids[:min(len(ids), 5)], total, sids[:min(len(sids), 5)], stotal)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// storeIDs is the store's answer to q (check mode).
+func (s *Store) storeIDs(ctx context.Context, q mirrorQuery) ([]string, int64, error) {
+	opts := options.Find().SetProjection(bson.M{"_id": 1})
+	if q.sort != nil {
+		opts.SetSort(q.sort)
+	}
+	cur, err := s.coll(q.coll).Find(ctx, q.filter, opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	var docs []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, 0, err
+	}
+	ids := []string{}
+	for i, d := range docs {
+		if int64(i) >= q.skip && (q.limit == 0 || int64(len(ids)) < q.limit) {
+			ids = append(ids, d.ID)
+		}
+	}
+	return ids, int64(len(docs)), nil
+}
+
+// fetch reads the records ids of coll by _id, in order, a few at a time.
+// A record changed since the mirror chose it so that it no longer matches
+// filter is left out (checked when the whole record is read).
+func (s *Store) fetch(ctx context.Context, coll string, ids []string, filter, projection bson.M) ([]bson.Raw, error) {
+	if projection != nil && onlyID(projection) {
+		out := make([]bson.Raw, len(ids))
+		for i, id := range ids {
+			raw, err := bson.Marshal(bson.M{"_id": id})
+			if err != nil {
+				return nil, err
+			}
+			out[i] = raw
+		}
+		return out, nil
+	}
+	out := make([]bson.Raw, len(ids))
+	errs := make([]error, len(ids))
+	var opts *options.FindOneOptionsBuilder
+	if projection != nil {
+		opts = options.FindOne().SetProjection(projection)
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < min(4, len(ids)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				var raw bson.Raw
+				err := s.coll(coll).FindOne(ctx, bson.M{"_id": ids[i]}, opts).Decode(&raw)
+				if errors.Is(err, mongo.ErrNoDocuments) {
+					continue
+				}
+				out[i], errs[i] = raw, err
+			}
+		}()
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for _, raw := range out {
+		if raw == nil {
+			continue
+		}
+		if projection == nil {
+			if match, ok := evalFilter(raw, filter); ok && !match {
+				continue
+			}
+		}
+		kept = append(kept, raw)
+	}
+	return kept, nil
+}
+
+// findAll reads every record of coll matching filter into out (a pointer
+// to a slice), through the mirror where it answers.
+func (s *Store) findAll(ctx context.Context, coll string, filter bson.M, opts *options.FindOptionsBuilder, out any) error {
+	if q, ok := findQuery(coll, filter, opts); ok {
+		ids, _, ok, err := s.mirrorIDs(ctx, q)
+		if err != nil {
+			return driverErr(err, kinds[coll], "list")
+		}
+		if ok {
+			raws, err := s.fetch(ctx, coll, ids, filter, q.projection)
+			if err == nil {
+				err = decodeAll(raws, out)
+			}
+			if err != nil {
+				return driverErr(err, kinds[coll], "list")
+			}
+			return nil
+		}
+	}
+	cur, err := s.coll(coll).Find(ctx, filter, opts)
+	if err != nil {
+		return driverErr(err, kinds[coll], "list")
+	}
+	if err := cur.All(ctx, out); err != nil {
+		return driverErr(err, kinds[coll], "list")
+	}
+	return nil
+}
+
+// findOne is FindOne on coll, through the mirror where it answers.
+func (s *Store) findOne(ctx context.Context, coll string, filter bson.M, opts ...*options.FindOneOptionsBuilder) *mongo.SingleResult {
+	all := options.FindOne()
+	for _, o := range opts {
+		if o != nil {
+			all.Opts = append(all.Opts, o.Opts...)
+		}
+	}
+	if q, ok := findOneQuery(coll, filter, all); ok {
+		ids, _, ok, err := s.mirrorIDs(ctx, q)
+		if err != nil {
+			return mongo.NewSingleResultFromDocument(bson.D{}, err, nil)
+		}
+		if ok {
+			if len(ids) == 0 {
+				return mongo.NewSingleResultFromDocument(bson.D{}, mongo.ErrNoDocuments, nil)
+			}
+			var byID *options.FindOneOptionsBuilder
+			if q.projection != nil {
+				byID = options.FindOne().SetProjection(q.projection)
+			}
+			return s.coll(coll).FindOne(ctx, bson.M{"_id": ids[0]}, byID)
+		}
+	}
+	return s.coll(coll).FindOne(ctx, filter, all)
+}
+
+// count is CountDocuments on coll, through the mirror where it answers.
+func (s *Store) count(ctx context.Context, coll string, filter bson.M) (int64, error) {
+	_, total, ok, err := s.mirrorIDs(ctx, mirrorQuery{coll: coll, filter: filter, limit: 1})
+	if err != nil {
+		return 0, err
+	}
+	if ok {
+		return total, nil
+	}
+	return s.coll(coll).CountDocuments(ctx, filter)
+}
+
+// decodeAll decodes raws into out, a pointer to a slice, as the store's
+// client does (documents inside documents as bson.M).
+func decodeAll(raws []bson.Raw, out any) error {
+	rv := reflect.ValueOf(out)
+	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Slice {
+		return fmt.Errorf("decodeAll: %T is not a pointer to a slice", out)
+	}
+	sl := rv.Elem()
+	items := reflect.MakeSlice(sl.Type(), 0, len(raws))
+	for _, raw := range raws {
+		item := reflect.New(sl.Type().Elem())
+		if err := decodeRaw(raw, item.Interface()); err != nil {
+			return err
+		}
+		items = reflect.Append(items, item.Elem())
+	}
+	sl.Set(items)
+	return nil
+}
+
+func decodeRaw(raw bson.Raw, into any) error {
+	dec := bson.NewDecoder(bson.NewDocumentReader(bytes.NewReader(raw)))
+	dec.DefaultDocumentM()
+	return dec.Decode(into)
+}
+
+// found is what find returns: the records the mirror chose (read by _id),
+// or the store's cursor.
+type found struct {
+	raws []bson.Raw
+	cur  *mongo.Cursor
+}
+
+// All decodes every record into out, a pointer to a slice.
+func (f *found) All(ctx context.Context, out any) error {
+	if f.cur != nil {
+		return f.cur.All(ctx, out)
+	}
+	return decodeAll(f.raws, out)
+}
+
+// find is Find on coll, through the mirror where it answers.
+func (s *Store) find(ctx context.Context, coll string, filter bson.M, opts ...*options.FindOptionsBuilder) (*found, error) {
+	all := options.Find()
+	for _, o := range opts {
+		if o != nil {
+			all.Opts = append(all.Opts, o.Opts...)
+		}
+	}
+	if q, ok := findQuery(coll, filter, all); ok {
+		ids, _, ok, err := s.mirrorIDs(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			raws, err := s.fetch(ctx, coll, ids, filter, q.projection)
+			if err != nil {
+				return nil, err
+			}
+			return &found{raws: raws}, nil
+		}
+	}
+	cur, err := s.coll(coll).Find(ctx, filter, all)
+	if err != nil {
+		return nil, err
+	}
+	return &found{cur: cur}, nil
+}

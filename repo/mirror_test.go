@@ -1,0 +1,361 @@
+package repo
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/audit"
+	"outreach/embedded"
+)
+
+// The evaluator decides each operator as the store does, on documents of
+// every shape the records take (a field missing, null, a scalar, an array,
+// an array of documents with and without the field), compared on the store
+// itself (the embedded one, or MONGODB_URI's).
+func TestIndexEvaluatorAgreesWithTheStore(t *testing.T) {
+	s := openStore(t, "")
+	ctx := context.Background()
+	coll := s.db.Collection("index_semantics_" + uuid.NewString()[:8])
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	docs := []bson.M{
+		{"_id": "a", "k": "x", "n": int64(3), "at": t0, "tags": bson.A{"x", "y"}, "links": bson.A{bson.M{"c": "x"}, bson.M{"o": "p"}}},
+		{"_id": "b", "k": nil, "n": int32(3), "at": t0.Add(time.Hour), "tags": bson.A{}, "links": bson.A{bson.M{"c": "y"}}},
+		{"_id": "c", "n": 2.5, "at": t0.Add(-time.Hour), "tags": bson.A{"y"}, "links": bson.A{}},
+		{"_id": "d", "k": "y", "n": "3", "at": "2026-01-01", "tags": "x", "links": bson.A{bson.M{"c": nil}}},
+		{"_id": "e", "k": "X", "n": int64(10), "at": t0, "sub": bson.M{"c": "x"}},
+		{"_id": "f", "k": "x y", "n": int64(-1), "at": nil, "tags": bson.A{"z", "x"}, "links": bson.A{bson.M{"c": "x"}, bson.M{"c": "z"}}},
+	}
+	for _, d := range docs {
+		if _, err := coll.InsertOne(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mc := &mirrorColl{spec: mirrorSpec{keys: []string{"links.c", "tags", "k"}}, docs: map[string]*mirrorDoc{}, keys: map[string]map[string]map[string]struct{}{}}
+	cur, err := coll.Find(ctx, bson.M{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cur.Next(ctx) {
+		mc.put(slices.Clone(cur.Current))
+	}
+	mi := &mirror{colls: map[string]*mirrorColl{coll.Name(): mc}}
+	filters := []bson.M{
+		{}, {"k": "x"}, {"k": nil}, {"k": bson.M{"$ne": nil}}, {"k": bson.M{"$exists": false}}, {"k": bson.M{"$exists": true}},
+		{"k": bson.M{"$in": bson.A{"x", nil}}}, {"k": bson.M{"$nin": bson.A{"x", "y"}}}, {"k": bson.M{"$in": []string{"y", "X"}}},
+		{"n": 3}, {"n": bson.M{"$gte": 3}}, {"n": bson.M{"$lt": 3}}, {"n": bson.M{"$gt": "2"}}, {"n": bson.M{"$lte": 2.5, "$gt": -5}},
+		{"at": bson.M{"$gte": t0}}, {"at": bson.M{"$lte": t0, "$gte": t0.Add(-2 * time.Hour)}}, {"at": nil},
+		{"tags": "x"}, {"tags": "y", "k": "x"}, {"tags": bson.M{"$in": bson.A{"z"}}}, {"tags": bson.M{"$ne": "x"}},
+		{"links.c": "x"}, {"links.c": bson.M{"$exists": true}}, {"links.o": "p"}, {"links.c": bson.M{"$in": bson.A{"y", "z"}}},
+		{"sub.c": "x"}, {"sub.c": nil},
+		{"k": literal("X")}, {"k": bson.M{"$regex": "^x"}}, {"k": literal("x y")},
+		{"$or": bson.A{bson.M{"k": "y"}, bson.M{"tags": "z"}}}, {"$and": bson.A{bson.M{"k": bson.M{"$ne": nil}}, bson.M{"links.c": "x"}}},
+		{"_id": bson.M{"$in": bson.A{"a", "c", "zz"}}}, {"_id": "b"},
+	}
+	sorts := []bson.D{nil, {{Key: "at", Value: -1}, {Key: "_id", Value: -1}}, {{Key: "n", Value: 1}, {Key: "_id", Value: 1}}, {{Key: "k", Value: 1}, {Key: "_id", Value: -1}}}
+	for _, f := range filters {
+		for _, sort := range sorts {
+			q := mirrorQuery{coll: coll.Name(), filter: f, sort: sort}
+			ids, total, ok := mi.ids(q)
+			if !ok {
+				t.Errorf("filter %v sort %v: the index does not answer", f, sort)
+				continue
+			}
+			opts := options.Find()
+			if sort != nil {
+				opts.SetSort(sort)
+			}
+			var want []struct {
+				ID string `bson:"_id"`
+			}
+			cur, err := coll.Find(ctx, f, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cur.All(ctx, &want); err != nil {
+				t.Fatal(err)
+			}
+			wantIDs := []string{}
+			for _, w := range want {
+				wantIDs = append(wantIDs, w.ID)
+			}
+			if sort == nil {
+				slices.Sort(ids) // the store's unsorted order is its own
+				slices.Sort(wantIDs)
+			}
+			if !slices.Equal(ids, wantIDs) || total != int64(len(wantIDs)) {
+				t.Errorf("filter %v sort %v: index %v (total %d), store %v", f, sort, ids, total, wantIDs)
+			}
+		}
+	}
+	// What it does not decide exactly, it leaves to the store.
+	for _, f := range []bson.M{{"k": bson.M{"$size": 1}}, {"$where": "1"}, {"sub": bson.M{"c": "x"}}, {"links": bson.M{"$elemMatch": bson.M{"c": "x"}}}, {"links.c": nil}, {"tags": bson.A{"x", "y"}}} {
+		if _, _, ok := mi.ids(mirrorQuery{coll: coll.Name(), filter: f}); ok {
+			t.Errorf("filter %v: the index answered a query it cannot decide", f)
+		}
+	}
+	if _, _, ok := mi.ids(mirrorQuery{coll: coll.Name(), filter: bson.M{}, sort: bson.D{{Key: "tags", Value: 1}}}); ok {
+		t.Error("a sort on an array field was answered by the index")
+	}
+}
+
+// Every list the tools serve gives the same page and total through the
+// service's indexes as through the store's own query, after random
+// creates, updates, archives, groups, a rollback, failed writes and a
+// restart that rebuilds the indexes.
+func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
+	if os.Getenv("MONGODB_URI") != "" {
+		t.Skip("the service keeps its own indexes for the embedded store only")
+	}
+	ctx := testCtx()
+	dir := t.TempDir()
+	es, err := embedded.Start(context.Background(), embedded.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() *Store {
+		s, err := Open(context.Background(), es.URI, "mirror", Options{Logger: zerolog.Nop(), Exclusive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.mirror == nil {
+			t.Fatal("the exclusive embedded store keeps no indexes")
+		}
+		return s
+	}
+	s := open()
+	rng := rand.New(rand.NewPCG(7, 18))
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	ids := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = uuid.NewString()
+		}
+		return out
+	}
+	contacts, outlets, opps := ids(4), ids(2), ids(3)
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	day := func() time.Time { return base.Add(time.Duration(rng.IntN(40)) * 24 * time.Hour) }
+	var notes, coverage, threads []string
+	for _, c := range contacts {
+		if _, err := s.Fixture(ctx, collContacts, map[string]any{"_id": c, "name": "Contact " + c, "affiliations": bson.A{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range outlets {
+		if _, err := s.Fixture(ctx, collOutlets, map[string]any{"_id": o, "name": "Outlet " + o}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range opps {
+		if _, err := s.Fixture(ctx, collOpportunities, map[string]any{"_id": p, "title": "Opportunity " + p, "stage": "identified", "contact_ids": bson.A{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func() {
+		links := bson.A{}
+		for range rng.IntN(3) + 1 {
+			l := bson.M{"id": uuid.NewString(), "created_at": base}
+			switch rng.IntN(3) {
+			case 0:
+				l["contact_id"] = pick(contacts)
+			case 1:
+				l["outlet_id"] = pick(outlets)
+			default:
+				l["opportunity_id"] = pick(opps)
+			}
+			links = append(links, l)
+		}
+		id, err := s.Fixture(ctx, collNotes, map[string]any{"type": pick([]string{"call", "meeting"}), "title": "t", "content": "c", "occurred_at": day(), "links": links})
+		if err != nil {
+			t.Fatal(err)
+		}
+		notes = append(notes, id)
+		cov := map[string]any{"title": "cov", "published_at": day(), "type": "article", "contact_ids": bson.A{pick(contacts)}, "outlet_id": pick(outlets)}
+		if rng.IntN(2) == 0 {
+			cov["opportunity_id"] = pick(opps)
+		}
+		if id, err = s.Fixture(ctx, collCoverage, cov); err != nil {
+			t.Fatal(err)
+		}
+		coverage = append(coverage, id)
+		msgs := bson.A{}
+		last := base
+		for range rng.IntN(3) + 1 {
+			d := day()
+			if d.After(last) {
+				last = d
+			}
+			msgs = append(msgs, bson.M{"id": uuid.NewString(), "message_id": uuid.NewString(), "from": "a@x.org", "to": bson.A{}, "subject": "s", "date": d, "body_text": "b", "contact_ids": bson.A{pick(contacts)}})
+		}
+		if id, err = s.Fixture(ctx, collEmails, map[string]any{"subject": "s", "messages": msgs, "contact_ids": bson.A{}, "opportunity_links": bson.A{bson.M{"id": uuid.NewString(), "opportunity_id": pick(opps), "linked_at": base}}, "last_message_at": last}); err != nil {
+			t.Fatal(err)
+		}
+		threads = append(threads, id)
+	}
+	update := func(coll, id string, set bson.M) error {
+		var cur bson.M
+		if err := s.coll(coll).FindOne(context.Background(), bson.M{"_id": id}).Decode(&cur); err != nil {
+			t.Fatal(err)
+		}
+		v, _ := asInt(cur[fieldVersion])
+		before := strip(cur)
+		after := strip(cur)
+		for k, x := range set {
+			after[k] = x
+		}
+		_, err := s.write(ctx, mutation{coll: coll, id: id, action: "update", before: before, after: after, version: v})
+		return err
+	}
+	compare := func(stage string) {
+		t.Helper()
+		answered := 0
+		for _, q := range listQueries(contacts, outlets, opps, base) {
+			ids, total, ok := s.mirror.ids(q)
+			if !ok {
+				t.Errorf("%s: %s %v: the index does not answer", stage, q.coll, q.filter)
+				continue
+			}
+			answered++
+			want, wantTotal, err := s.storeIDs(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ids, want) || total != wantTotal {
+				t.Errorf("%s: %s %v sort %v skip %d limit %d: index %v (%d), store %v (%d)", stage, q.coll, q.filter, q.sort, q.skip, q.limit, ids, total, want, wantTotal)
+			}
+		}
+		if answered == 0 {
+			t.Fatalf("%s: no query answered", stage)
+		}
+	}
+	for range 30 {
+		create()
+	}
+	compare("after creates")
+	for range 20 {
+		i := rng.IntN(len(notes))
+		if err := update(collNotes, notes[i], bson.M{"occurred_at": day(), "links": bson.A{bson.M{"id": uuid.NewString(), "contact_id": pick(contacts), "created_at": base}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := update(collCoverage, coverage[rng.IntN(len(coverage))], bson.M{"archived_at": base, "outlet_id": pick(outlets)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compare("after updates and archives")
+	// A group (the serial plan) and a rollback of the whole session.
+	sctx := testCtxSession("s-group")
+	var muts []mutation
+	for _, id := range notes[:5] {
+		var cur bson.M
+		if err := s.coll(collNotes).FindOne(context.Background(), bson.M{"_id": id}).Decode(&cur); err != nil {
+			t.Fatal(err)
+		}
+		v, _ := asInt(cur[fieldVersion])
+		after := strip(cur)
+		after["occurred_at"] = base.Add(-24 * time.Hour)
+		muts = append(muts, mutation{coll: collNotes, id: id, action: "update", before: strip(cur), after: after, version: v})
+	}
+	if _, err := s.write(sctx, muts...); err != nil {
+		t.Fatal(err)
+	}
+	compare("after a group")
+	if _, err := s.RollbackSession(sctx, "s-group", RollbackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	compare("after a session rollback")
+	// Writes that fail at each step, with recovery after each.
+	for _, point := range []string{"entry", "record", "entry-insert", "applied"} {
+		crashAt(s, point, 1)
+		err := update(collNotes, notes[rng.IntN(len(notes))], bson.M{"links": bson.A{bson.M{"id": uuid.NewString(), "outlet_id": pick(outlets), "created_at": base}}})
+		s.hook = nil
+		if err == nil {
+			t.Fatalf("a write crashed at %s succeeded", point)
+		}
+		if _, err := s.Recover(context.Background(), true); err != nil {
+			t.Fatal(err)
+		}
+		if s.mirror.stale.Load() {
+			s.writeMu.Lock()
+			err := s.buildMirror(context.Background())
+			s.writeMu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		compare("after a crash at " + point)
+	}
+	for range 10 {
+		create()
+	}
+	compare("after more creates")
+	before := map[string][]string{}
+	for _, q := range listQueries(contacts, outlets, opps, base) {
+		ids, _, _ := s.mirror.ids(q)
+		before[fmt.Sprint(q)] = ids
+	}
+	s.Close(context.Background())
+	s = open()
+	defer s.Close(context.Background())
+	compare("after a restart")
+	for _, q := range listQueries(contacts, outlets, opps, base) {
+		if ids, _, _ := s.mirror.ids(q); !slices.Equal(ids, before[fmt.Sprint(q)]) {
+			t.Errorf("%v: rebuilt index %v, before the restart %v", q.filter, ids, before[fmt.Sprint(q)])
+		}
+	}
+}
+
+func testCtxSession(session string) context.Context {
+	return audit.WithActor(context.Background(), audit.Actor{UserID: "u-test", AgentID: "a-test", SessionID: session, Tool: "test"})
+}
+
+// listQueries are the queries the list tools, the interaction log and the
+// dossiers make, over the given ids.
+func listQueries(contacts, outlets, opps []string, base time.Time) []mirrorQuery {
+	byDate := func(f string) bson.D { return bson.D{{Key: f, Value: -1}, {Key: "_id", Value: -1}} }
+	var qs []mirrorQuery
+	for _, c := range contacts {
+		for _, page := range [][2]int64{{0, 50}, {0, 3}, {3, 3}, {100, 10}} {
+			qs = append(qs,
+				mirrorQuery{coll: collNotes, filter: bson.M{"links.contact_id": c, "archived_at": nil}, sort: byDate("occurred_at"), skip: page[0], limit: page[1]},
+				mirrorQuery{coll: collCoverage, filter: bson.M{"contact_ids": c, "archived_at": nil}, sort: byDate("published_at"), skip: page[0], limit: page[1]},
+				mirrorQuery{coll: collEmails, filter: bson.M{"messages.contact_ids": c, "archived_at": nil}, sort: byDate("last_message_at"), skip: page[0], limit: page[1]},
+			)
+		}
+		qs = append(qs,
+			mirrorQuery{coll: collNotes, filter: bson.M{"links.contact_id": c, "archived_at": nil, "occurred_at": bson.M{"$gte": base.Add(5 * 24 * time.Hour), "$lte": base.Add(20 * 24 * time.Hour)}}, sort: byDate("occurred_at")},
+			mirrorQuery{coll: collEmails, filter: bson.M{"$or": bson.A{bson.M{"messages.contact_ids": c}, bson.M{"contact_ids": c}}, "archived_at": nil}},
+			mirrorQuery{coll: collChangeLog, filter: bson.M{"record_id": c, "state": "applied"}, sort: bson.D{{Key: "seq", Value: -1}}},
+		)
+	}
+	for _, o := range outlets {
+		qs = append(qs,
+			mirrorQuery{coll: collNotes, filter: bson.M{"links.outlet_id": o, "archived_at": nil}, sort: byDate("occurred_at"), limit: 50},
+			mirrorQuery{coll: collCoverage, filter: bson.M{"outlet_id": o, "archived_at": nil}, sort: byDate("published_at")},
+			mirrorQuery{coll: collCoverage, filter: bson.M{"outlet_id": o}, sort: byDate("published_at")},
+		)
+	}
+	for _, p := range opps {
+		qs = append(qs,
+			mirrorQuery{coll: collNotes, filter: bson.M{"links.opportunity_id": bson.M{"$in": bson.A{p, "none"}}, "archived_at": nil}},
+			mirrorQuery{coll: collCoverage, filter: bson.M{"opportunity_id": p, "archived_at": nil}, sort: byDate("published_at")},
+			mirrorQuery{coll: collEmails, filter: bson.M{"opportunity_links.opportunity_id": p, "archived_at": nil}, sort: byDate("last_message_at")},
+		)
+	}
+	qs = append(qs,
+		mirrorQuery{coll: collChangeLog, filter: bson.M{"session_id": "s-group", "state": "applied"}, sort: bson.D{{Key: "seq", Value: -1}}},
+		mirrorQuery{coll: collChangeLog, filter: bson.M{"session_id": "s-test"}, sort: bson.D{{Key: "seq", Value: -1}}, skip: 5, limit: 20},
+		mirrorQuery{coll: collChangeLog, filter: bson.M{"collection": collNotes, "at": bson.M{"$gte": base}}, sort: bson.D{{Key: "seq", Value: -1}}, limit: 50},
+		mirrorQuery{coll: collNotes, filter: bson.M{"archived_at": nil}, sort: byDate("occurred_at"), limit: 50},
+	)
+	return qs
+}
