@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -90,6 +91,19 @@ var errMirrorMismatch = errors.New("the service's index answered differently fro
 // buildMirror reads every mirrored collection once (at start, after
 // recovery, or to repair a stale mirror; writeMu held or no writer yet).
 func (s *Store) buildMirror(ctx context.Context) error {
+	colls, err := s.readMirror(ctx)
+	if err != nil {
+		return err
+	}
+	s.mirror.mu.Lock()
+	s.mirror.colls = colls
+	s.mirror.mu.Unlock()
+	s.mirror.stale.Store(false)
+	return nil
+}
+
+// readMirror reads the mirrored collections from the store.
+func (s *Store) readMirror(ctx context.Context) (map[string]*mirrorColl, error) {
 	colls := map[string]*mirrorColl{}
 	for name, spec := range mirrorSpecs {
 		mc := &mirrorColl{spec: spec, docs: map[string]*mirrorDoc{}, keys: map[string]map[string]map[string]struct{}{}}
@@ -102,7 +116,7 @@ func (s *Store) buildMirror(ctx context.Context) error {
 		}
 		cur, err := s.coll(name).Find(ctx, bson.M{}, options.Find().SetProjection(proj))
 		if err != nil {
-			return fmt.Errorf("index %s: %w", name, err)
+			return nil, fmt.Errorf("index %s: %w", name, err)
 		}
 		for cur.Next(ctx) {
 			raw := slices.Clone(cur.Current)
@@ -110,16 +124,54 @@ func (s *Store) buildMirror(ctx context.Context) error {
 		}
 		if err := cur.Err(); err != nil {
 			cur.Close(ctx)
-			return fmt.Errorf("index %s: %w", name, err)
+			return nil, fmt.Errorf("index %s: %w", name, err)
 		}
 		cur.Close(ctx)
 		colls[name] = mc
 	}
-	s.mirror.mu.Lock()
-	s.mirror.colls = colls
-	s.mirror.mu.Unlock()
-	s.mirror.stale.Store(false)
-	return nil
+	return colls, nil
+}
+
+// mirrorViolations compares the mirror with the store (writeMu held): a
+// record missing from it, held there but not stored, or held in another
+// state is a violation (verify reports it; tests fail on it).
+func (s *Store) mirrorViolations(ctx context.Context) ([]Violation, error) {
+	if s.mirror == nil || !s.serialWrites || s.mirror.stale.Load() {
+		return nil, nil
+	}
+	fresh, err := s.readMirror(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mirror.mu.RLock()
+	defer s.mirror.mu.RUnlock()
+	var out []Violation
+	for name, want := range fresh {
+		have := s.mirror.colls[name]
+		for id, d := range want.docs {
+			h := have.docs[id]
+			if h == nil {
+				out = append(out, Violation{name, id, "stored, but missing from the service's index"})
+				continue
+			}
+			var a, b bson.M
+			if err := decodeRaw(d.raw, &a); err != nil {
+				return nil, err
+			}
+			if err := decodeRaw(h.raw, &b); err != nil {
+				return nil, err
+			}
+			if !reflect.DeepEqual(a, b) {
+				out = append(out, Violation{name, id, "the service's index holds another state than the stored record"})
+			}
+		}
+		for id := range have.docs {
+			if want.docs[id] == nil {
+				out = append(out, Violation{name, id, "in the service's index, but not stored"})
+			}
+		}
+	}
+	return out, nil
 }
 
 // put adds or replaces a record (raw holds only what the spec keeps).
@@ -434,6 +486,25 @@ func (mc *mirrorColl) candidates(filter bson.M) (map[string]struct{}, bool) {
 				if set, ok := mc.candidates(e.(bson.M)); ok {
 					consider(set)
 				}
+			}
+			continue
+		}
+		if k == "$or" {
+			// Every branch must pick its candidates, for their union to.
+			union := map[string]struct{}{}
+			all := true
+			for _, e := range v.(bson.A) {
+				set, ok := mc.candidates(e.(bson.M))
+				if !ok {
+					all = false
+					break
+				}
+				for id := range set {
+					union[id] = struct{}{}
+				}
+			}
+			if all {
+				consider(union)
 			}
 			continue
 		}

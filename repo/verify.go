@@ -219,7 +219,11 @@ func (s *Store) VerifyReport(ctx context.Context) (VerifyResult, error) {
 			out = append(out, Violation{collChangeLog, e.ID, "applied entry still holds sealed values"})
 		}
 	}
-	res.Violations = out
+	mv, err := s.mirrorViolations(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Violations = append(out, mv...)
 	return res, nil
 }
 
