@@ -294,7 +294,7 @@ func dropFields(raw bson.Raw, drop []string) (bson.Raw, error) {
 		return raw, nil
 	}
 	var m bson.M
-	if err := bson.Unmarshal(raw, &m); err != nil {
+	if err := decodeRaw(raw, &m); err != nil {
 		return nil, err
 	}
 	for _, f := range drop {
