@@ -28,6 +28,7 @@ type Store struct {
 	// Options.TCP for people (mongosh), empty without one.
 	PublicURI string
 	gate      net.Listener
+	dir       string // the SQLite files' folder; empty in memory
 	stop      context.CancelFunc
 	done      chan struct{}
 }
@@ -47,6 +48,7 @@ type Options struct {
 // Start starts FerretDB on opts.Dir and returns once it accepts connections.
 func Start(ctx context.Context, opts Options) (*Store, error) {
 	sqliteURL := "file:/?mode=memory"
+	dataDir := ""
 	var unlock *os.File
 	listener := ferretdb.ListenerConfig{}
 	if opts.AllowWrites {
@@ -74,6 +76,7 @@ func Start(ctx context.Context, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("data directory: %w", err)
 		}
 		sqliteURL = (&url.URL{Scheme: "file", Path: abs + "/"}).String()
+		dataDir = abs
 		lock, err := os.OpenFile(filepath.Join(abs, "LOCK"), os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
 			fail()
@@ -103,7 +106,7 @@ func Start(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("start embedded store: %w", err)
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Store{URI: f.MongoDBURI(), stop: stop, done: make(chan struct{})}
+	s := &Store{URI: f.MongoDBURI(), stop: stop, done: make(chan struct{}), dir: dataDir}
 	if opts.TCP != "" {
 		s.PublicURI = s.URI
 	}

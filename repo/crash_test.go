@@ -38,6 +38,7 @@ func openStore(t *testing.T, mode string) *Store {
 		t.Cleanup(es.Close)
 		uri = es.URI
 		opts.Exclusive = true
+		opts.PrepareStore = es.IndexIDs
 	}
 	db := "outreach_test_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	s, err := Open(ctx, uri, db, opts)

@@ -699,7 +699,7 @@ func evalField(doc bson.Raw, path string, cond any) (match, ok bool) {
 			if opts == "i" {
 				pat = "(?i)" + pat
 			}
-			re, err := regexp.Compile(pat)
+			re, err := compiled(pat)
 			if err != nil {
 				return false, false
 			}
@@ -723,6 +723,30 @@ func evalField(doc bson.Raw, path string, cond any) (match, ok bool) {
 		match = match && m
 	}
 	return match, true
+}
+
+// regexps caches compiled patterns (a query evaluates its pattern on every
+// candidate); it is emptied when full, so callers' patterns cannot grow it.
+var (
+	regexpsMu sync.Mutex
+	regexps   = map[string]*regexp.Regexp{}
+)
+
+func compiled(pat string) (*regexp.Regexp, error) {
+	regexpsMu.Lock()
+	defer regexpsMu.Unlock()
+	if re, ok := regexps[pat]; ok {
+		return re, nil
+	}
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return nil, err
+	}
+	if len(regexps) >= 256 {
+		clear(regexps)
+	}
+	regexps[pat] = re
+	return re, nil
 }
 
 func anyOperator(m bson.M) bool {

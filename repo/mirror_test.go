@@ -123,7 +123,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := func() *Store {
-		s, err := Open(context.Background(), es.URI, "mirror", Options{Logger: zerolog.Nop(), Exclusive: true})
+		s, err := Open(context.Background(), es.URI, "mirror", Options{Logger: zerolog.Nop(), Exclusive: true, PrepareStore: es.IndexIDs})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -109,6 +109,10 @@ type Options struct {
 	// Monitor, when set, sees every command sent to the server (the tests
 	// record the query shapes the service issues, to explain each).
 	Monitor *mongoevent.CommandMonitor
+	// PrepareStore, when set, runs once the service's collections exist
+	// (the embedded store gives FerretDB's look-ups by _id an index there:
+	// embedded.Store.IndexIDs).
+	PrepareStore func(ctx context.Context, database string) error
 	// OutsideWrites says writes may reach an exclusive store outside the
 	// write path (the embedded store's wire endpoint with writes allowed):
 	// the service then keeps no indexes of its own and every query reads
@@ -235,6 +239,12 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	}
 	if s.caps.TextSearch {
 		s.caps.TextSearch = s.probeText(ctx)
+	}
+	if opts.PrepareStore != nil {
+		if err := opts.PrepareStore(ctx, database); err != nil {
+			client.Disconnect(context.WithoutCancel(ctx))
+			return nil, err
+		}
 	}
 	s.log.Info().Str("write_mode", s.caps.WriteMode).Bool("transactions", s.caps.Transactions).
 		Bool("atomic_updates", s.caps.AtomicUpdates).Bool("serial_writes", s.caps.SerialWrites).

@@ -175,6 +175,7 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 		uri = es.URI
 		opts.Exclusive = true // only this process can have the embedded files open
 		opts.OutsideWrites = cfg.mongoAllowWrites
+		opts.PrepareStore = es.IndexIDs
 		ev := log.Info().Str("data", cfg.data)
 		if es.PublicURI != "" {
 			ev = ev.Str("mongo_listen", es.PublicURI).Bool("mongo_writes_allowed", cfg.mongoAllowWrites)

@@ -117,6 +117,7 @@ func OpenStore(t testing.TB, o Options) *repo.Store {
 		t.Cleanup(es.Close)
 		uri = es.URI
 		opts.Exclusive = true
+		opts.PrepareStore = es.IndexIDs
 	}
 	db := o.DB
 	if db == "" {
