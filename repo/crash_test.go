@@ -49,6 +49,9 @@ func openStore(t *testing.T, mode string) *Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
+	if err := s.IndexesReady(ctx); err != nil {
+		t.Fatal(err)
+	}
 	switch {
 	case protocol == modeSerial && !s.serialWrites:
 		// A server with atomic filtered writes runs the ordered protocol;

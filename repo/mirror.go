@@ -61,12 +61,29 @@ var mirrorSpecs = map[string]mirrorSpec{
 type mirror struct {
 	mu    sync.RWMutex
 	colls map[string]*mirrorColl
-	// stale is set when a write's outcome is unknown: every query goes to
-	// the store until a rebuild (under writeMu) clears it.
+	// stale is set until the first build ends and whenever a write's
+	// outcome was unknown: every query then goes to the store.
 	stale atomic.Bool
 	// check, set by tests, runs every query the mirror answers on the store
 	// too and fails it when the answers differ.
 	check bool
+	// Under mu: a build is reading the store (building), and the records
+	// written meanwhile wait in journal to be applied over what it read;
+	// lost counts the writes whose outcome was unknown, so a build that
+	// overlapped one is not trusted; rebuilding: a build loop runs.
+	building   bool
+	journal    []journaled
+	lost       int
+	rebuilding bool
+	// ready is closed when the first build has ended; stop ends the build
+	// loop (Close).
+	ready chan struct{}
+	stop  context.Context
+}
+
+type journaled struct {
+	coll string
+	raw  bson.Raw
 }
 
 type mirrorColl struct {
@@ -88,8 +105,81 @@ type mirrorDoc struct {
 // and the store answer it differently.
 var errMirrorMismatch = errors.New("the service's index answered differently from the store")
 
-// buildMirror reads every mirrored collection once (at start, after
-// recovery, or to repair a stale mirror; writeMu held or no writer yet).
+// startMirror begins the first build in the background: until it ends,
+// queries read the store. Writes go on meanwhile; the build applies them
+// over what it read, so it needs no lock on writers (at 100k notes a
+// build reads for tens of seconds on a loaded machine).
+func (s *Store) startMirror(check bool) {
+	stop, cancel := context.WithCancel(context.Background())
+	s.stopMirror = cancel
+	s.mirror = &mirror{check: check, ready: make(chan struct{}), stop: stop}
+	s.mirror.stale.Store(true)
+	s.mirror.rebuilding = true
+	go s.buildLoop()
+}
+
+// IndexesReady waits until the service's own indexes are built (at once
+// where there are none).
+func (s *Store) IndexesReady(ctx context.Context) error {
+	if s.mirror == nil {
+		return nil
+	}
+	select {
+	case <-s.mirror.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// buildLoop builds the mirror until a build overlaps no lost write.
+func (s *Store) buildLoop() {
+	mi := s.mirror
+	for attempt := 0; ; attempt++ {
+		mi.mu.Lock()
+		gen := mi.lost
+		mi.building, mi.journal = true, nil
+		mi.mu.Unlock()
+		started := time.Now()
+		colls, err := s.readMirror(mi.stop)
+		mi.mu.Lock()
+		if err == nil && mi.lost == gen {
+			for _, j := range mi.journal {
+				colls[j.coll].put(j.raw)
+			}
+			mi.colls = colls
+			mi.building, mi.journal, mi.rebuilding = false, nil, false
+			mi.stale.Store(false)
+			mi.mu.Unlock()
+			select {
+			case <-mi.ready:
+			default:
+				close(mi.ready)
+			}
+			n := 0
+			for _, c := range colls {
+				n += len(c.docs)
+			}
+			s.log.Info().Dur("took", time.Since(started)).Int("records", n).Bool("check", mi.check).Msg("the service's indexes are built")
+			return
+		}
+		mi.building, mi.journal = false, nil
+		mi.mu.Unlock()
+		if mi.stop.Err() != nil {
+			return // the store is closing
+		}
+		if err != nil {
+			s.log.Warn().Err(err).Msg("building the service's indexes; queries read the store meanwhile")
+			select {
+			case <-time.After(time.Duration(min(attempt+1, 30)) * time.Second):
+			case <-mi.stop.Done():
+				return
+			}
+		}
+	}
+}
+
+// buildMirror builds the mirror at once (tests, after forcing a state).
 func (s *Store) buildMirror(ctx context.Context) error {
 	colls, err := s.readMirror(ctx)
 	if err != nil {
@@ -128,6 +218,9 @@ func (s *Store) readMirror(ctx context.Context) (map[string]*mirrorColl, error) 
 		}
 		cur.Close(ctx)
 		colls[name] = mc
+		if err := s.at("index-read"); err != nil {
+			return nil, err
+		}
 	}
 	return colls, nil
 }
@@ -223,7 +316,7 @@ func (mc *mirrorColl) unkey(id string, raw bson.Raw) {
 // mirrorPut records a document the write path has just written (writeMu
 // held). doc is the whole stored document.
 func (s *Store) mirrorPut(coll string, doc any) {
-	if s.mirror == nil || !s.serialWrites || s.mirror.stale.Load() {
+	if s.mirror == nil || !s.serialWrites {
 		return
 	}
 	spec, ok := mirrorSpecs[coll]
@@ -238,18 +331,26 @@ func (s *Store) mirrorPut(coll string, doc any) {
 		s.mirrorLost(coll, err)
 		return
 	}
-	s.mirror.mu.Lock()
-	if mc := s.mirror.colls[coll]; mc != nil {
-		mc.put(raw)
+	mi := s.mirror
+	mi.mu.Lock()
+	defer mi.mu.Unlock()
+	switch {
+	case mi.building:
+		mi.journal = append(mi.journal, journaled{coll, raw})
+	case mi.stale.Load():
+		// Lost, and the next build has not begun reading: it will read this.
+	default:
+		if mc := mi.colls[coll]; mc != nil {
+			mc.put(raw)
+		}
 	}
-	s.mirror.mu.Unlock()
 }
 
 // mirrorRefresh re-reads a record whose write failed (it may have landed
 // without a reply) and records what is stored (writeMu held). A read that
 // fails too leaves the mirror stale until it is rebuilt.
 func (s *Store) mirrorRefresh(ctx context.Context, coll, id string) {
-	if s.mirror == nil || !s.serialWrites || s.mirror.stale.Load() {
+	if s.mirror == nil || !s.serialWrites {
 		return
 	}
 	if _, ok := mirrorSpecs[coll]; !ok {
@@ -269,23 +370,17 @@ func (s *Store) mirrorRefresh(ctx context.Context, coll, id string) {
 
 // mirrorLost makes every query go to the store until the mirror is rebuilt.
 func (s *Store) mirrorLost(coll string, err error) {
-	if s.mirror.stale.Swap(true) {
-		return
+	mi := s.mirror
+	mi.mu.Lock()
+	mi.lost++
+	mi.stale.Store(true)
+	start := !mi.rebuilding
+	mi.rebuilding = true
+	mi.mu.Unlock()
+	if start {
+		s.log.Warn().Err(err).Str("collection", coll).Msg("the service's indexes are stale after a failed write: queries read the store until they are rebuilt")
+		go s.buildLoop()
 	}
-	s.log.Warn().Err(err).Str("collection", coll).Msg("the service's indexes are stale after a failed write: queries read the store until they are rebuilt")
-	go func() {
-		for attempt := 0; ; attempt++ {
-			time.Sleep(time.Duration(min(attempt+1, 30)) * time.Second)
-			s.writeMu.Lock()
-			err := s.buildMirror(context.Background())
-			s.writeMu.Unlock()
-			if err == nil {
-				s.log.Info().Msg("the service's indexes are rebuilt")
-				return
-			}
-			s.log.Warn().Err(err).Msg("rebuilding the service's indexes")
-		}
-	}()
 }
 
 // dropFields returns raw without the fields of drop.

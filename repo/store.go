@@ -173,7 +173,8 @@ type Store struct {
 	sessions sync.Map
 	// mirror: the indexes the service keeps for the exclusive embedded
 	// store (mirror.go); nil elsewhere.
-	mirror *mirror
+	mirror     *mirror
+	stopMirror context.CancelFunc
 }
 
 // Open connects to uri, applies the index list, detects capabilities, picks
@@ -255,13 +256,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 		return nil, fmt.Errorf("recover: %w", err)
 	}
 	if opts.Exclusive && s.serialWrites && !opts.OutsideWrites {
-		started := time.Now()
-		s.mirror = &mirror{check: opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1"}
-		if err := s.buildMirror(ctx); err != nil {
-			client.Disconnect(context.WithoutCancel(ctx))
-			return nil, err
-		}
-		s.log.Info().Dur("took", time.Since(started)).Bool("check", s.mirror.check).Msg("the service's indexes are built")
+		s.startMirror(opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1")
 	}
 	return s, nil
 }
@@ -272,7 +267,12 @@ func (s *Store) ApplyIndexes(ctx context.Context) error {
 }
 
 // Close disconnects.
-func (s *Store) Close(ctx context.Context) error { return s.client.Disconnect(ctx) }
+func (s *Store) Close(ctx context.Context) error {
+	if s.stopMirror != nil {
+		s.stopMirror()
+	}
+	return s.client.Disconnect(ctx)
+}
 
 // Capabilities reports what was detected at start and the write mode chosen.
 func (s *Store) Capabilities() Capabilities { return s.caps }

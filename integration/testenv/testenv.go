@@ -127,6 +127,11 @@ func OpenStore(t testing.TB, o Options) *repo.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The service's own indexes (embedded store) build in the background;
+	// the tests hold them to the store's answers, so they wait for them.
+	if err := store.IndexesReady(ctx); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if v, err := store.Verify(context.Background()); err != nil || len(v) > 0 {
 			t.Errorf("invariants after the test: %v %+v", err, v)
