@@ -282,7 +282,7 @@ func (mc *mirrorColl) put(raw bson.Raw) {
 	}
 	mc.docs[id] = &mirrorDoc{raw: raw, ord: ord}
 	for _, path := range mc.spec.keys {
-		for _, v := range flatten(valuesAt(raw, strings.Split(path, "."))) {
+		for _, v := range flatten(valuesAt(raw, path)) {
 			if str, ok := v.StringValueOK(); ok {
 				m := mc.keys[path]
 				if m == nil {
@@ -302,7 +302,7 @@ func (mc *mirrorColl) put(raw bson.Raw) {
 
 func (mc *mirrorColl) unkey(id string, raw bson.Raw) {
 	for _, path := range mc.spec.keys {
-		for _, v := range flatten(valuesAt(raw, strings.Split(path, "."))) {
+		for _, v := range flatten(valuesAt(raw, path)) {
 			if str, ok := v.StringValueOK(); ok {
 				delete(mc.keys[path][str], id)
 				if len(mc.keys[path][str]) == 0 {
@@ -441,35 +441,77 @@ func (mi *mirror) ids(q mirrorQuery) (ids []string, total int64, ok bool) {
 	if mc == nil || !mc.answers(q.filter) || !mc.sorts(q.sort) {
 		return nil, 0, false
 	}
-	type hit struct {
-		id   string
-		doc  *mirrorDoc
-		keys []bson.RawValue
+	paths := make([]string, len(q.sort))
+	desc := make([]bool, len(q.sort))
+	for i, k := range q.sort {
+		paths[i] = k.Key
+		dir, _ := asInt(k.Value)
+		desc[i] = dir < 0
 	}
-	var hits []hit
+	// Only the first skip+limit hits in order are kept (the rest are only
+	// counted): a list of 100k records sorts 50, not 100k.
+	keep := -1
+	if q.limit > 0 {
+		keep = int(q.skip + q.limit)
+	}
+	less := func(a, b *hit) bool {
+		for i := range a.keys {
+			c := compareKeys(a.keys[i], b.keys[i])
+			if desc[i] {
+				c = -c
+			}
+			if c != 0 {
+				return c < 0
+			}
+		}
+		return a.doc.ord < b.doc.ord
+	}
+	var hits []*hit
+	var n int64
+	scratch := hit{keys: make([]sortKey, len(paths))}
 	consider := func(id string, d *mirrorDoc) bool {
 		match, ok := evalFilter(d.raw, q.filter)
 		if !ok {
 			return false
 		}
-		if match {
-			h := hit{id: id, doc: d}
-			for _, k := range q.sort {
-				vs := valuesAt(d.raw, strings.Split(k.Key, "."))
-				switch len(vs) {
-				case 0:
-					h.keys = append(h.keys, bson.RawValue{Type: bson.TypeNull})
-				case 1:
-					if t := vs[0].Type; t == bson.TypeArray || t == bson.TypeEmbeddedDocument {
-						return false
-					}
-					h.keys = append(h.keys, vs[0])
-				default:
-					return false // a sort on an array's elements: the store's rule, not ours
-				}
-			}
-			hits = append(hits, h)
+		if !match {
+			return true
 		}
+		n++
+		h := &scratch
+		h.id, h.doc = id, d
+		for i, path := range paths {
+			vs := valuesAt(d.raw, path)
+			switch len(vs) {
+			case 0:
+				h.keys[i] = sortKey{bracket: bracket(bson.TypeNull)}
+			case 1:
+				if t := vs[0].Type; t == bson.TypeArray || t == bson.TypeEmbeddedDocument {
+					return false
+				}
+				h.keys[i] = keyOf(vs[0])
+			default:
+				return false // a sort on an array's elements: the store's rule, not ours
+			}
+		}
+		if keep == 0 || (keep > 0 && len(hits) == keep && !less(h, hits[keep-1])) {
+			return true
+		}
+		h = &hit{id: id, doc: d, keys: slices.Clone(scratch.keys)}
+		if keep < 0 {
+			hits = append(hits, h)
+			return true
+		}
+		at, _ := slices.BinarySearchFunc(hits, h, func(a, b *hit) int {
+			if less(a, b) {
+				return -1
+			}
+			return 1
+		})
+		if len(hits) == keep {
+			hits = hits[:keep-1]
+		}
+		hits = slices.Insert(hits, at, h)
 		return true
 	}
 	if cand, ok := mc.candidates(q.filter); ok {
@@ -485,29 +527,80 @@ func (mi *mirror) ids(q mirrorQuery) (ids []string, total int64, ok bool) {
 			}
 		}
 	}
-	slices.SortFunc(hits, func(a, b hit) int {
-		for i, k := range q.sort {
-			c := compareValues(a.keys[i], b.keys[i])
-			if dir, _ := asInt(k.Value); dir < 0 {
-				c = -c
+	if keep < 0 {
+		slices.SortFunc(hits, func(a, b *hit) int {
+			if less(a, b) {
+				return -1
 			}
-			if c != 0 {
-				return c
-			}
-		}
-		return compareInt(a.doc.ord, b.doc.ord)
-	})
-	total = int64(len(hits))
-	start := min(q.skip, total)
-	end := total
-	if q.limit > 0 {
-		end = min(start+q.limit, total)
+			return 1
+		})
 	}
-	ids = make([]string, 0, end-start)
-	for _, h := range hits[start:end] {
+	total = n
+	start := min(int(q.skip), len(hits))
+	ids = make([]string, 0, len(hits)-start)
+	for _, h := range hits[start:] {
 		ids = append(ids, h.id)
 	}
 	return ids, total, true
+}
+
+type hit struct {
+	id   string
+	doc  *mirrorDoc
+	keys []sortKey
+}
+
+// sortKey is a sort value decoded once: its type bracket and its value.
+type sortKey struct {
+	bracket int
+	num     float64
+	i64     int64
+	str     string
+	other   []byte
+}
+
+func keyOf(v bson.RawValue) sortKey {
+	k := sortKey{bracket: bracket(v.Type)}
+	switch k.bracket {
+	case 2:
+		k.num = number(v)
+	case 3:
+		k.str = v.StringValue()
+	case 8:
+		if v.Boolean() {
+			k.i64 = 1
+		}
+	case 9:
+		k.i64 = v.DateTime()
+	case 1:
+	default:
+		k.other = v.Value
+	}
+	return k
+}
+
+// compareKeys orders as compareValues does.
+func compareKeys(a, b sortKey) int {
+	if a.bracket != b.bracket {
+		return a.bracket - b.bracket
+	}
+	switch a.bracket {
+	case 1:
+		return 0
+	case 2:
+		switch {
+		case a.num < b.num:
+			return -1
+		case a.num > b.num:
+			return 1
+		}
+		return 0
+	case 3:
+		return strings.Compare(a.str, b.str)
+	case 8, 9:
+		return compareInt(a.i64, b.i64)
+	}
+	return strings.Compare(string(a.other), string(b.other))
 }
 
 func compareInt(a, b int64) int {
@@ -731,7 +824,7 @@ func evalFilter(doc bson.Raw, filter bson.M) (match, ok bool) {
 // evalField evaluates one field's condition: a value (equality) or a
 // document of operators.
 func evalField(doc bson.Raw, path string, cond any) (match, ok bool) {
-	vals, missing := valuesAndGaps(doc, strings.Split(path, "."))
+	vals, missing := valuesAndGaps(doc, path)
 	ops, isOps := cond.(bson.M)
 	if isOps && !anyOperator(ops) {
 		return false, false // equality with a document: not needed, not decided here
@@ -930,8 +1023,9 @@ func toRaw(v any) (bson.RawValue, bool) {
 	return bson.RawValue{Type: t, Value: data}, true
 }
 
-// valuesAt is the values at path, descending into arrays of documents.
-func valuesAt(doc bson.Raw, path []string) []bson.RawValue {
+// valuesAt is the values at a dotted path, descending into arrays of
+// documents.
+func valuesAt(doc bson.Raw, path string) []bson.RawValue {
 	vals, _ := valuesAndGaps(doc, path)
 	return vals
 }
@@ -939,17 +1033,18 @@ func valuesAt(doc bson.Raw, path []string) []bson.RawValue {
 // valuesAndGaps is valuesAt, also reporting whether the path is missing
 // somewhere (a document, or an element of an array of documents, lacks it):
 // there an equality with null matches.
-func valuesAndGaps(doc bson.Raw, path []string) (vals []bson.RawValue, missing bool) {
-	v, err := doc.LookupErr(path[0])
+func valuesAndGaps(doc bson.Raw, path string) (vals []bson.RawValue, missing bool) {
+	head, rest, nested := strings.Cut(path, ".")
+	v, err := doc.LookupErr(head)
 	if err != nil {
 		return nil, true
 	}
-	if len(path) == 1 {
+	if !nested {
 		return []bson.RawValue{v}, false
 	}
 	switch v.Type {
 	case bson.TypeEmbeddedDocument:
-		return valuesAndGaps(v.Document(), path[1:])
+		return valuesAndGaps(v.Document(), rest)
 	case bson.TypeArray:
 		elems, err := v.Array().Values()
 		if err != nil {
@@ -959,7 +1054,7 @@ func valuesAndGaps(doc bson.Raw, path []string) (vals []bson.RawValue, missing b
 			if e.Type != bson.TypeEmbeddedDocument {
 				continue
 			}
-			sv, sm := valuesAndGaps(e.Document(), path[1:])
+			sv, sm := valuesAndGaps(e.Document(), rest)
 			vals = append(vals, sv...)
 			missing = missing || sm
 		}
