@@ -710,6 +710,30 @@ func (mc *mirrorColl) candidates(filter bson.M) (map[string]struct{}, bool) {
 		case string:
 			consider(postings[x])
 		case bson.M:
+			if pat, ok := x["$regex"].(string); ok {
+				// A pattern on a keyed field (a session id's prefix): the
+				// ids of the values it matches, among the distinct ones.
+				opts, _ := x["$options"].(string)
+				if opts == "i" {
+					pat = "(?i)" + pat
+				} else if opts != "" {
+					continue
+				}
+				re, err := compiled(pat)
+				if err != nil {
+					continue
+				}
+				union := map[string]struct{}{}
+				for v, ids := range postings {
+					if re.MatchString(v) {
+						for id := range ids {
+							union[id] = struct{}{}
+						}
+					}
+				}
+				consider(union)
+				continue
+			}
 			in, ok := x["$in"]
 			if !ok {
 				continue
