@@ -32,6 +32,7 @@ import (
 	"outreach/embedded"
 	"outreach/repo"
 	"outreach/server"
+	"outreach/tools"
 )
 
 // Config sizes a run.
@@ -54,6 +55,12 @@ type Config struct {
 	// MongoURI, when set, benchmarks that store instead of a fresh embedded
 	// one (a database named by DB is created and left there).
 	MongoURI, DB string
+	// AgentSession, when set, is the agent session every measured call
+	// names (X-Agent-Session-Id). Unset, the clients name none, and the
+	// service finds each call's session itself (the key's implicit session
+	// on the protocol revision the go-sdk client speaks), as for a client
+	// that leaves it to the service.
+	AgentSession string
 	// Only, when set, keeps the operations whose name contains one of these.
 	Only []string
 	// Progress receives one line per cell; nil is silent.
@@ -258,7 +265,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	rep.Floor = map[int]Stats{}
 	for _, n := range cfg.Clients {
-		st, err := measureMCP(ctx, floor.URL, "", n, cfg.Cell, func(int, int) []callSpec {
+		st, err := measureMCP(ctx, floor.URL, bearer{}, n, cfg.Cell, func(int, int) []callSpec {
 			return []callSpec{{"ping", map[string]any{}}}
 		}, nil)
 		if err != nil {
@@ -270,7 +277,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, o := range ops {
 		row := Row{Name: o.name, Write: o.write, RawOps: o.rawOps, Service: map[int]Stats{}, Raw: map[int]Stats{}, Peer: map[int]Stats{}}
 		for _, n := range cfg.Clients {
-			st, err := measureMCP(ctx, svc.URL+"/mcp", key, n, cfg.Cell, o.call, nil)
+			st, err := measureMCP(ctx, svc.URL+"/mcp", bearer{key, cfg.AgentSession}, n, cfg.Cell, o.call, nil)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", o.name, err)
 			}
@@ -279,7 +286,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			row.Raw[n] = rs
 			line := fmt.Sprintf("%-34s %d clients: p50 %v (raw %v), %.1f calls/s (raw %.1f)", o.name, n, st.P50, rs.P50, st.Throughput, rs.Throughput)
 			if peer != nil && o.peer != nil {
-				ps, err := measureMCP(ctx, peer.url, "", n, cfg.Cell, o.peer, peerConnection)
+				ps, err := measureMCP(ctx, peer.url, bearer{}, n, cfg.Cell, o.peer, peerConnection)
 				if err != nil {
 					return nil, fmt.Errorf("%s on the peer: %w", o.name, err)
 				}
@@ -361,20 +368,26 @@ func floorHandler() http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 }
 
-type bearer struct{ key string }
+// bearer is how a client presents itself: the key, and, when set, the
+// agent session it names on every call (X-Agent-Session-Id).
+type bearer struct{ key, session string }
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	if b.key != "" {
 		r = r.Clone(r.Context())
 		r.Header.Set("Authorization", "Bearer "+b.key)
 	}
+	if b.session != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set(tools.SessionHeader, b.session)
+	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 
 // connect opens an MCP client session on url.
-func connect(ctx context.Context, url, key string) (*mcp.ClientSession, error) {
+func connect(ctx context.Context, url string, b bearer) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "outreach-bench", Version: "1"}, nil)
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key}}}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: b}}, nil)
 }
 
 // call calls a tool and turns an error result into an error.
@@ -397,12 +410,12 @@ func call(ctx context.Context, s *mcp.ClientSession, tool string, args map[strin
 
 // measureMCP runs clients sessions, each making the calls next gives (worker
 // w, its i-th operation) for d; one operation may be several calls.
-func measureMCP(ctx context.Context, url, key string, clients int, d time.Duration, next func(w, i int) []callSpec,
+func measureMCP(ctx context.Context, url string, b bearer, clients int, d time.Duration, next func(w, i int) []callSpec,
 	extra func(context.Context, *mcp.ClientSession) (map[string]any, error)) (Stats, error) {
 	sessions := make([]*mcp.ClientSession, clients)
 	extras := make([]map[string]any, clients)
 	for i := range sessions {
-		s, err := connect(ctx, url, key)
+		s, err := connect(ctx, url, b)
 		if err != nil {
 			return Stats{}, err
 		}

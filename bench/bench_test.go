@@ -142,7 +142,7 @@ func TestBulkSeedIsWhatTheWritePathWrites(t *testing.T) {
 		t.Fatalf("verify after a bulk seed: %+v", res)
 	}
 
-	s, err := connect(ctx, tg.svc.URL+"/mcp", key)
+	s, err := connect(ctx, tg.svc.URL+"/mcp", bearer{key: key})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,10 @@ type GrowthConfig struct {
 	// MongoURI, when set, is the server each size gets a new database on.
 	MongoURI string
 	// Seed is the seeding method (Config.Seed).
-	Seed     string
-	Progress io.Writer
+	Seed string
+	// AgentSession is Config.AgentSession.
+	AgentSession string
+	Progress     io.Writer
 }
 
 // growthOps are the operations the growth table follows: the reads the
@@ -46,7 +48,7 @@ func RunGrowth(ctx context.Context, cfg GrowthConfig) (*Growth, error) {
 		// end of this one is this size's.
 		debug.FreeOSMemory()
 		rep, err := Run(ctx, Config{Notes: n, Cell: cfg.Cell, Clients: []int{1}, MongoURI: cfg.MongoURI,
-			Only: growthOps, Seed: cfg.Seed, Progress: cfg.Progress})
+			Only: growthOps, Seed: cfg.Seed, AgentSession: cfg.AgentSession, Progress: cfg.Progress})
 		if err != nil {
 			return nil, fmt.Errorf("%d notes: %w", n, err)
 		}
@@ -66,8 +68,13 @@ func (g *Growth) Markdown() string {
 	first := g.Runs[0]
 	fmt.Fprintf(&b, "Machine: %d CPUs (`nproc`), %s; load average %s before, %s after. Store: %s.\n", g.CPUs, g.Machine, g.LoadBefore, g.LoadAfter, first.Store)
 	fmt.Fprintf(&b, "1 client, %v per cell, p50 in ms: service / raw store. A fresh store per column; the hot contact, which the reads ask for, "+
-		"holds a third of the data up to %d notes, %d coverage and %s email messages (in threads of its own), the same answer from 1,000 notes on.\n\n",
+		"holds a third of the data up to %d notes, %d coverage and %s email messages (in threads of its own), the same answer from 1,000 notes on. ",
 		first.Config.Cell, hotNotes, hotCoverage, thousands(hotMessages))
+	if first.Config.AgentSession != "" {
+		fmt.Fprintf(&b, "Every measured call names the agent session %q (X-Agent-Session-Id).\n\n", first.Config.AgentSession)
+	} else {
+		b.WriteString("The measured calls name no agent session: the service finds each call's session (the key's implicit session, on the protocol revision the go-sdk client speaks).\n\n")
+	}
 	b.WriteString("| operation (1 client, p50 ms: service / raw) |")
 	for _, r := range g.Runs {
 		fmt.Fprintf(&b, " %s notes |", thousands(r.Config.Notes))

@@ -44,7 +44,7 @@ func hotShare(n, limit int) int { return min((n+1)/3, limit) }
 // per 100 notes and a contact per 25 (at least 5 and 10). The first contact
 // is the hot one.
 func seedDirectory(ctx context.Context, url, key string, notes int) (*data, error) {
-	s, err := connect(ctx, url, key)
+	s, err := connect(ctx, url, bearer{key: key})
 	if err != nil {
 		return nil, err
 	}

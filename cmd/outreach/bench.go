@@ -35,6 +35,7 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	only := fs.String("only", "", "comma-separated parts of operation names to keep (e.g. note,log)")
 	out := fs.String("out", "", "also write the table to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (service and store) here, for go tool pprof")
+	session := fs.String("session", "", "an agent session id every measured call names (X-Agent-Session-Id); empty: none, the service finds the key's implicit session per call")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,13 +49,13 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return fmt.Errorf("-growth %q: %w", *growth, err)
 		}
-		g, err := bench.RunGrowth(ctx, bench.GrowthConfig{Sizes: sizes, Cell: *cell, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow, Progress: stderr})
+		g, err := bench.RunGrowth(ctx, bench.GrowthConfig{Sizes: sizes, Cell: *cell, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow, AgentSession: *session, Progress: stderr})
 		if err != nil {
 			return err
 		}
 		return output(g.Markdown(), *out, stdout)
 	}
-	cfg := bench.Config{Notes: *notes, Cell: *cell, PeerDir: *peer, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow, Progress: stderr}
+	cfg := bench.Config{Notes: *notes, Cell: *cell, PeerDir: *peer, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow, AgentSession: *session, Progress: stderr}
 	var err error
 	if cfg.Clients, err = positiveInts(*clients); err != nil {
 		return fmt.Errorf("-clients %q: %w", *clients, err)
