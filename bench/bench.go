@@ -32,13 +32,18 @@ import (
 	"outreach/embedded"
 	"outreach/repo"
 	"outreach/server"
+	"outreach/tools"
 )
 
 // Config sizes a run.
 type Config struct {
 	// Notes is how many notes are seeded; coverage (Notes/2) and email
-	// messages (3×Notes, in threads of 50) follow in proportion.
+	// messages (3×Notes, in threads of 50) follow in proportion, except
+	// the hot contact's share, which stops growing at 1,000 notes (hotShare).
 	Notes int
+	// Seed is how the notes, coverage and threads are stored: SeedAuto
+	// (the default), SeedWrite or SeedBulk.
+	Seed string
 	// Cell is how long each measurement (one operation, one target, one
 	// client count) runs. A cell makes at least one call per client.
 	Cell time.Duration
@@ -50,6 +55,12 @@ type Config struct {
 	// MongoURI, when set, benchmarks that store instead of a fresh embedded
 	// one (a database named by DB is created and left there).
 	MongoURI, DB string
+	// AgentSession, when set, is the agent session every measured call
+	// names (X-Agent-Session-Id). Unset, the clients name none, and the
+	// service finds each call's session itself (the key's implicit session
+	// on the protocol revision the go-sdk client speaks), as for a client
+	// that leaves it to the service.
+	AgentSession string
 	// Only, when set, keeps the operations whose name contains one of these.
 	Only []string
 	// Progress receives one line per cell; nil is silent.
@@ -65,6 +76,9 @@ func (c *Config) defaults() {
 	}
 	if len(c.Clients) == 0 {
 		c.Clients = []int{1, 8}
+	}
+	if c.Seed == "" {
+		c.Seed = SeedAuto
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
@@ -103,73 +117,134 @@ type Report struct {
 	LoadBefore, LoadAfter string
 	Store                 string
 	Seeded                string
+	SeedMethod            string // SeedWrite or SeedBulk
 	SeedTime              time.Duration
-	Floor                 map[int]Stats
-	Rows                  []Row
-	ServerRSS, PeerRSS    int64 // bytes, at the end
-	PeerNote              string
+	// OpenTime is the time to open the seeded store and start the service.
+	OpenTime           time.Duration
+	Floor              map[int]Stats
+	Rows               []Row
+	ServerRSS, PeerRSS int64 // bytes, at the end
+	PeerNote           string
 }
 
-// Run seeds a store, starts the service, the floor and (when configured)
-// the peer, and measures every operation on each.
+// Seeding methods (Config.Seed).
+const (
+	SeedAuto  = "auto"  // bulk above bulkAbove notes, the write path up to it
+	SeedWrite = "write" // each record through the write path
+	SeedBulk  = "bulk"  // a batch at a time, with the change entries the write path would write
+)
+
+// bulkAbove is the size above which SeedAuto seeds in bulk: the write path
+// stores tens of records a second here, an hour's work at 100,000 notes.
+const bulkAbove = 2000
+
+// target is the store and the service on it. The bench opens it twice:
+// to seed, then again on the seeded data, as a restart would, which is what
+// opening the store costs at that size (whatever the store rebuilds at start).
+type target struct {
+	uri, db string
+	// dir is the embedded store's folder; empty on a server (uri).
+	dir   string
+	opts  repo.Options
+	es    *embedded.Store
+	store *repo.Store
+	svc   *httptest.Server
+}
+
+func (t *target) open(ctx context.Context) error {
+	if t.dir != "" {
+		es, err := embedded.Start(ctx, embedded.Options{Dir: t.dir})
+		if err != nil {
+			return err
+		}
+		t.es = es
+	}
+	store, err := repo.Open(ctx, t.storeURI(), t.db, t.opts)
+	if err != nil {
+		t.close()
+		return err
+	}
+	t.store = store
+	t.svc = httptest.NewServer(server.New(store, zerolog.Nop()))
+	return nil
+}
+
+// storeURI is where the driver reaches the store (the embedded store's
+// address changes with each start).
+func (t *target) storeURI() string {
+	if t.es != nil {
+		return t.es.URI
+	}
+	return t.uri
+}
+
+// closeService stops the service and closes its store handle; the embedded
+// server stays up.
+func (t *target) closeService() {
+	if t.svc != nil {
+		t.svc.Close()
+		t.svc = nil
+	}
+	if t.store != nil {
+		t.store.Close(context.Background())
+		t.store = nil
+	}
+}
+
+func (t *target) close() {
+	t.closeService()
+	if t.es != nil {
+		t.es.Close()
+		t.es = nil
+	}
+}
+
+// Run seeds a store, reopens it, starts the service, the floor and (when
+// configured) the peer, and measures every operation on each.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	rep := &Report{Config: cfg, Machine: cpuModel(), CPUs: runtime.NumCPU(), LoadBefore: loadAvg()}
-	uri := cfg.MongoURI
+	t := &target{uri: cfg.MongoURI, db: cfg.DB, opts: repo.Options{Logger: zerolog.Nop(), WriteMode: os.Getenv("OUTREACH_WRITE_MODE")}}
 	rep.Store = "MongoDB-compatible server at MONGODB_URI"
-	opts := repo.Options{Logger: zerolog.Nop(), WriteMode: os.Getenv("OUTREACH_WRITE_MODE")}
-	if uri == "" {
+	if t.uri == "" {
 		dir, err := os.MkdirTemp("", "outreach-bench-")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		es, err := embedded.Start(ctx, embedded.Options{Dir: dir})
-		if err != nil {
-			return nil, err
-		}
-		defer es.Close()
-		uri = es.URI
-		opts.Exclusive = true
+		t.dir, t.opts.Exclusive = dir, true
 		rep.Store = "embedded FerretDB 1.24 (SQLite, on disk)"
 	}
-	store, err := repo.Open(ctx, uri, cfg.DB, opts)
-	if err != nil {
+	defer t.close()
+	if err := t.open(ctx); err != nil {
 		return nil, err
 	}
-	defer store.Close(context.Background())
-	mode := store.Capabilities().WriteMode
-	if opts.Exclusive {
+	mode := t.store.Capabilities().WriteMode
+	if t.opts.Exclusive {
 		mode = "serial" // the embedded store: writes serialised in this process
 	}
 	rep.Store += ", write protocol " + mode
-	sctx := audit.WithActor(ctx, repo.SystemActor("bench"))
-	if err := store.Seed(sctx); err != nil {
-		return nil, err
-	}
-	key, err := store.Bootstrap(sctx)
+	d, key, err := prepare(ctx, t, cfg, rep)
 	if err != nil {
 		return nil, err
 	}
-	if key == "" {
-		return nil, errors.New("the bench database already has keys: give a fresh database name")
-	}
-	svc := httptest.NewServer(server.New(store, zerolog.Nop()))
-	defer svc.Close()
+	svc := t.svc
+	uri := t.storeURI()
 	floor := httptest.NewServer(floorHandler())
 	defer floor.Close()
 
-	start := time.Now()
-	d, err := seed(sctx, store, svc.URL+"/mcp", key, cfg.Notes)
-	if err != nil {
-		return nil, fmt.Errorf("seed: %w", err)
+	var ops []operation
+	var copies []string
+	for _, o := range operations(d) {
+		if len(cfg.Only) > 0 && !slices.ContainsFunc(cfg.Only, func(s string) bool { return strings.Contains(o.name, s) }) {
+			continue
+		}
+		ops = append(ops, o)
+		if o.scratch != "" && !slices.Contains(copies, o.scratch) {
+			copies = append(copies, o.scratch)
+		}
 	}
-	rep.SeedTime = time.Since(start)
-	rep.Seeded = d.summary
-	d.db = cfg.DB
-	fmt.Fprintf(cfg.Progress, "seeded %s in %v\n", d.summary, rep.SeedTime.Round(time.Millisecond))
-
-	raw, err := newRaw(ctx, uri, cfg.DB, d)
+	raw, err := newRaw(ctx, uri, cfg.DB, d, copies)
 	if err != nil {
 		return nil, fmt.Errorf("raw store: %w", err)
 	}
@@ -190,7 +265,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	rep.Floor = map[int]Stats{}
 	for _, n := range cfg.Clients {
-		st, err := measureMCP(ctx, floor.URL, "", n, cfg.Cell, func(int, int) []callSpec {
+		st, err := measureMCP(ctx, floor.URL, bearer{}, n, cfg.Cell, func(int, int) []callSpec {
 			return []callSpec{{"ping", map[string]any{}}}
 		}, nil)
 		if err != nil {
@@ -199,13 +274,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Floor[n] = st
 		fmt.Fprintf(cfg.Progress, "floor          %d clients: p50 %v, %.0f calls/s\n", n, st.P50, st.Throughput)
 	}
-	for _, o := range operations(d) {
-		if len(cfg.Only) > 0 && !slices.ContainsFunc(cfg.Only, func(s string) bool { return strings.Contains(o.name, s) }) {
-			continue
-		}
+	for _, o := range ops {
 		row := Row{Name: o.name, Write: o.write, RawOps: o.rawOps, Service: map[int]Stats{}, Raw: map[int]Stats{}, Peer: map[int]Stats{}}
 		for _, n := range cfg.Clients {
-			st, err := measureMCP(ctx, svc.URL+"/mcp", key, n, cfg.Cell, o.call, nil)
+			st, err := measureMCP(ctx, svc.URL+"/mcp", bearer{key, cfg.AgentSession}, n, cfg.Cell, o.call, nil)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", o.name, err)
 			}
@@ -214,7 +286,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			row.Raw[n] = rs
 			line := fmt.Sprintf("%-34s %d clients: p50 %v (raw %v), %.1f calls/s (raw %.1f)", o.name, n, st.P50, rs.P50, st.Throughput, rs.Throughput)
 			if peer != nil && o.peer != nil {
-				ps, err := measureMCP(ctx, peer.url, "", n, cfg.Cell, o.peer, peerConnection)
+				ps, err := measureMCP(ctx, peer.url, bearer{}, n, cfg.Cell, o.peer, peerConnection)
 				if err != nil {
 					return nil, fmt.Errorf("%s on the peer: %w", o.name, err)
 				}
@@ -233,6 +305,58 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
+// prepare seeds the target's store (the directory through the tools, the
+// notes, coverage and threads as cfg.Seed says), then closes it and opens it
+// again, timing that; it returns what it seeded and the service's key.
+func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, string, error) {
+	actor := repo.SystemActor("bench")
+	sctx := audit.WithActor(ctx, actor)
+	if err := t.store.Seed(sctx); err != nil {
+		return nil, "", err
+	}
+	key, err := t.store.Bootstrap(sctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if key == "" {
+		return nil, "", errors.New("the bench database already has keys: give a fresh database name")
+	}
+
+	start := time.Now()
+	d, err := seedDirectory(sctx, t.svc.URL+"/mcp", key, cfg.Notes)
+	if err != nil {
+		return nil, "", fmt.Errorf("seed: %w", err)
+	}
+	rep.SeedMethod = SeedWrite
+	if cfg.Seed == SeedBulk || cfg.Seed == SeedAuto && cfg.Notes > bulkAbove {
+		rep.SeedMethod = SeedBulk
+		t.closeService()
+		b, err := newBulk(t.storeURI(), cfg.DB, actor)
+		if err != nil {
+			return nil, "", err
+		}
+		err = seedRecords(sctx, d, cfg.Notes, b.put)
+		if err = errors.Join(err, b.close(ctx)); err != nil {
+			return nil, "", fmt.Errorf("bulk seed: %w", err)
+		}
+	} else if err := seedRecords(sctx, d, cfg.Notes, t.store.Fixture); err != nil {
+		return nil, "", fmt.Errorf("seed: %w", err)
+	}
+	rep.SeedTime = time.Since(start)
+	rep.Seeded = d.summary
+	d.db = cfg.DB
+	fmt.Fprintf(cfg.Progress, "seeded %s in %v (%s)\n", d.summary, rep.SeedTime.Round(time.Millisecond), rep.SeedMethod)
+
+	t.close()
+	start = time.Now()
+	if err := t.open(ctx); err != nil {
+		return nil, "", fmt.Errorf("reopen: %w", err)
+	}
+	rep.OpenTime = time.Since(start)
+	fmt.Fprintf(cfg.Progress, "reopened the store and started the service in %v\n", rep.OpenTime.Round(time.Millisecond))
+	return d, key, nil
+}
+
 // floorHandler is the floor: a bare go-sdk server with one trivial tool,
 // served by the same Streamable HTTP handler the service uses.
 func floorHandler() http.Handler {
@@ -244,20 +368,26 @@ func floorHandler() http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 }
 
-type bearer struct{ key string }
+// bearer is how a client presents itself: the key, and, when set, the
+// agent session it names on every call (X-Agent-Session-Id).
+type bearer struct{ key, session string }
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	if b.key != "" {
 		r = r.Clone(r.Context())
 		r.Header.Set("Authorization", "Bearer "+b.key)
 	}
+	if b.session != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set(tools.SessionHeader, b.session)
+	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 
 // connect opens an MCP client session on url.
-func connect(ctx context.Context, url, key string) (*mcp.ClientSession, error) {
+func connect(ctx context.Context, url string, b bearer) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "outreach-bench", Version: "1"}, nil)
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key}}}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: b}}, nil)
 }
 
 // call calls a tool and turns an error result into an error.
@@ -280,12 +410,12 @@ func call(ctx context.Context, s *mcp.ClientSession, tool string, args map[strin
 
 // measureMCP runs clients sessions, each making the calls next gives (worker
 // w, its i-th operation) for d; one operation may be several calls.
-func measureMCP(ctx context.Context, url, key string, clients int, d time.Duration, next func(w, i int) []callSpec,
+func measureMCP(ctx context.Context, url string, b bearer, clients int, d time.Duration, next func(w, i int) []callSpec,
 	extra func(context.Context, *mcp.ClientSession) (map[string]any, error)) (Stats, error) {
 	sessions := make([]*mcp.ClientSession, clients)
 	extras := make([]map[string]any, clients)
 	for i := range sessions {
-		s, err := connect(ctx, url, key)
+		s, err := connect(ctx, url, b)
 		if err != nil {
 			return Stats{}, err
 		}

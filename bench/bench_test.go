@@ -2,9 +2,16 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"outreach/repo"
 )
 
 // TestRunMeasuresEveryTarget runs a tiny benchmark (a few notes, short
@@ -42,5 +49,131 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 	}
 	if len(rep.Checks()) != 5*2+2 { // p50 and throughput per operation, more-than-one-client per write
 		t.Errorf("%d checks; want 12", len(rep.Checks()))
+	}
+}
+
+// TestHotContactShareStopsGrowing checks the seed's shape at growing sizes:
+// the hot contact holds a third of the notes, coverage and messages up to
+// 333, 167 and 1,000 (its messages in threads of its own), the rest go to
+// the other contacts.
+func TestHotContactShareStopsGrowing(t *testing.T) {
+	for _, tc := range []struct {
+		notes                                     int
+		hotNotes, hotCoverage, hotMsgs, hotThread int
+	}{
+		{30, 10, 5, 30, 1},
+		{1000, 333, 167, 1000, 20},
+		{10000, 333, 167, 1000, 20},
+	} {
+		d := &data{hot: "hot", contacts: []string{"hot", "a", "b"}, outlets: []string{"o"}}
+		var got struct{ notes, coverage, msgs, hotThreads, otherMsgs, mixed int }
+		put := func(_ context.Context, coll string, f map[string]any) (string, error) {
+			switch coll {
+			case "notes":
+				if f["links"].([]map[string]any)[0]["contact_id"] == "hot" {
+					got.notes++
+				}
+			case "coverage":
+				if f["contact_ids"].([]string)[0] == "hot" {
+					got.coverage++
+				}
+			case "email_threads":
+				ids := f["contact_ids"].([]string)
+				if slices.Contains(ids, "hot") {
+					got.hotThreads++
+					if len(ids) > 1 {
+						got.mixed++
+					}
+				}
+				for _, m := range f["messages"].([]map[string]any) {
+					if m["contact_ids"].([]string)[0] == "hot" {
+						got.msgs++
+					} else {
+						got.otherMsgs++
+					}
+				}
+			}
+			return coll, nil
+		}
+		if err := seedRecords(context.Background(), d, tc.notes, put); err != nil {
+			t.Fatal(err)
+		}
+		if got.notes != tc.hotNotes || got.coverage != tc.hotCoverage || got.msgs != tc.hotMsgs || got.hotThreads != tc.hotThread ||
+			got.mixed != 0 || got.msgs+got.otherMsgs != 3*tc.notes || len(d.notes) != tc.notes {
+			t.Errorf("%d notes: hot %d notes, %d coverage, %d messages in %d threads (%d mixed), %d messages in all, %d notes; want %d, %d, %d in %d, 0 mixed, %d, %d",
+				tc.notes, got.notes, got.coverage, got.msgs, got.hotThreads, got.mixed, got.msgs+got.otherMsgs, len(d.notes),
+				tc.hotNotes, tc.hotCoverage, tc.hotMsgs, tc.hotThread, 3*tc.notes, tc.notes)
+		}
+	}
+}
+
+// TestBulkSeedIsWhatTheWritePathWrites seeds a small store in bulk and
+// reopens it: the store's invariants hold (every record has its change
+// history, seq numbers are unique, nothing pending), and the service
+// answers the seeded data. On MONGODB_URI when set, else the embedded store.
+func TestBulkSeedIsWhatTheWritePathWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a store and seeds it")
+	}
+	ctx := context.Background()
+	cfg := Config{Notes: 30, Seed: SeedBulk}
+	cfg.defaults()
+	tg := &target{uri: os.Getenv("MONGODB_URI"), db: cfg.DB, opts: repo.Options{Logger: zerolog.Nop()}}
+	if tg.uri == "" {
+		tg.dir, tg.opts.Exclusive = t.TempDir(), true
+	}
+	defer tg.close()
+	if err := tg.open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{}
+	d, key, err := prepare(ctx, tg, cfg, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.SeedMethod != SeedBulk {
+		t.Fatalf("seeded by %s; want bulk", rep.SeedMethod)
+	}
+	res, err := tg.store.VerifyReport(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Violations) > 0 || len(res.InFlight) > 0 {
+		t.Fatalf("verify after a bulk seed: %+v", res)
+	}
+
+	s, err := connect(ctx, tg.svc.URL+"/mcp", bearer{key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	answer := func(tool string, args map[string]any) map[string]any {
+		t.Helper()
+		text, err := call(ctx, s, tool, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		if err := json.Unmarshal([]byte(text), &out); err != nil {
+			t.Fatalf("%s: %v: %s", tool, err, text)
+		}
+		return out
+	}
+	if got := answer("get_note", map[string]any{"id": d.notes[7]})["title"]; got != "Note 7" {
+		t.Errorf("get_note title %v; want Note 7", got)
+	}
+	if got := answer("list_notes", map[string]any{"contact_id": d.hot})["total"]; got != 10.0 {
+		t.Errorf("list_notes of the hot contact: total %v; want 10", got)
+	}
+	// The hot contact's 10 notes, 5 coverage records and 30 messages.
+	if got := answer("get_interaction_log", map[string]any{"contact_id": d.hot})["total_entries"]; got != 45.0 {
+		t.Errorf("get_interaction_log of the hot contact: total %v; want 45", got)
+	}
+	// The service writes on top of the seeded data, and the history stays whole.
+	if _, err := call(ctx, s, "update_note", map[string]any{"id": d.notes[7], "title": "Note 7, edited"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := tg.store.Verify(ctx); err != nil || len(v) > 0 {
+		t.Errorf("verify after an update of a bulk-seeded note: %v %+v", err, v)
 	}
 }

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"outreach/repo"
 )
 
 // data is what the seed made, for the operations to name.
@@ -27,12 +26,25 @@ type data struct {
 // searchWord is in every tenth note's content and coverage title.
 const searchWord = "quarterly"
 
-// seed creates outlets and contacts through the tools, then notes, coverage
-// and email threads through the write path (repo.Fixture: every record has
-// its change entry). A third of the notes, coverage and messages involve
-// one contact, the rest spread over the others.
-func seed(ctx context.Context, store *repo.Store, url, key string, notes int) (*data, error) {
-	s, err := connect(ctx, url, key)
+// The hot contact's share of the data: a third of the notes, coverage and
+// email messages, up to these, so that from 1,000 notes on the reads that ask
+// for it get the same answer at every size and the growth table shows what
+// the size of the rest costs. Its messages fill threads of their own.
+const (
+	hotNotes    = 333
+	hotCoverage = 167
+	hotMessages = 1000
+	perThread   = 50
+)
+
+// hotShare is the hot contact's part of n records: a third, rounded, at most limit.
+func hotShare(n, limit int) int { return min((n+1)/3, limit) }
+
+// seedDirectory creates outlets and contacts through the tools: an outlet
+// per 100 notes and a contact per 25 (at least 5 and 10). The first contact
+// is the hot one.
+func seedDirectory(ctx context.Context, url, key string, notes int) (*data, error) {
+	s, err := connect(ctx, url, bearer{key: key})
 	if err != nil {
 		return nil, err
 	}
@@ -68,13 +80,23 @@ func seed(ctx context.Context, store *repo.Store, url, key string, notes int) (*
 		d.contacts = append(d.contacts, c)
 	}
 	d.hot = d.contacts[0]
+	return d, nil
+}
+
+// putFunc stores one record of a collection (fields as the tools store
+// them) and returns its id: the write path (repo.Fixture), or the bulk seed.
+type putFunc func(ctx context.Context, coll string, fields map[string]any) (string, error)
+
+// seedRecords makes the notes, half as many coverage records and three
+// times as many email messages (in threads of 50), spread over the
+// directory's contacts, with the hot contact's share (hotShare) spread
+// evenly through them; put stores each.
+func seedRecords(ctx context.Context, d *data, notes int, put putFunc) error {
 	rng := rand.New(rand.NewPCG(18, 18))
-	contact := func() string {
-		if rng.IntN(3) == 0 {
-			return d.hot
-		}
-		return d.contacts[1+rng.IntN(len(d.contacts)-1)]
-	}
+	other := func() string { return d.contacts[1+rng.IntN(len(d.contacts)-1)] }
+	// spread says whether the i-th of n records is one of the hot contact's
+	// h, which fall evenly through the n.
+	spread := func(i, n, h int) bool { return (i+1)*h/n > i*h/n }
 	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	date := func() time.Time { return base.Add(time.Duration(rng.IntN(2*365*24*60)) * time.Minute) }
 	text := func(i int) string {
@@ -84,52 +106,75 @@ func seed(ctx context.Context, store *repo.Store, url, key string, notes int) (*
 		}
 		return t
 	}
+	hot := hotShare(notes, hotNotes)
 	for i := range notes {
-		at := date()
-		nid, err := store.Fixture(ctx, "notes", map[string]any{"type": "phone_call", "title": fmt.Sprintf("Note %d", i), "content": text(i),
-			"occurred_at": at, "links": []map[string]any{{"id": uuid.NewString(), "contact_id": contact(), "created_at": at}}})
+		at, c := date(), other()
+		if spread(i, notes, hot) {
+			c = d.hot
+		}
+		nid, err := put(ctx, "notes", map[string]any{"type": "phone_call", "title": fmt.Sprintf("Note %d", i), "content": text(i),
+			"occurred_at": at, "links": []map[string]any{{"id": uuid.NewString(), "contact_id": c, "created_at": at}}})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.notes = append(d.notes, nid)
 	}
 	nCoverage := notes / 2
+	hot = hotShare(nCoverage, hotCoverage)
 	for i := range nCoverage {
-		title := fmt.Sprintf("Coverage %d", i)
+		title, c := fmt.Sprintf("Coverage %d", i), other()
 		if i%10 == 0 {
 			title += " " + searchWord
 		}
-		if _, err := store.Fixture(ctx, "coverage", map[string]any{"title": title, "published_at": date(), "type": "article",
-			"outlet_id": d.outlets[i%nOutlets], "contact_ids": []string{contact()}}); err != nil {
-			return nil, err
+		if spread(i, nCoverage, hot) {
+			c = d.hot
+		}
+		if _, err := put(ctx, "coverage", map[string]any{"title": title, "published_at": date(), "type": "article",
+			"outlet_id": d.outlets[i%len(d.outlets)], "contact_ids": []string{c}}); err != nil {
+			return err
 		}
 	}
-	messages, perThread := 3*notes, 50
-	for t := 0; t*perThread < messages; t++ {
-		var msgs []map[string]any
-		var last time.Time
-		involved := map[string]bool{}
-		for range min(perThread, messages-t*perThread) {
-			at, mid, c := date(), uuid.NewString(), contact()
-			involved[c] = true
-			if at.After(last) {
-				last = at
+	// The hot contact's messages first, in threads of their own; then the
+	// others', each message from a contact drawn at random.
+	messages := 3 * notes
+	hot = hotShare(messages, hotMessages)
+	threads := 0
+	for _, part := range []struct {
+		n   int
+		hot bool
+	}{{hot, true}, {messages - hot, false}} {
+		for done := 0; done < part.n; done += perThread {
+			var msgs []map[string]any
+			var last time.Time
+			involved := map[string]bool{}
+			for range min(perThread, part.n-done) {
+				at, mid, c := date(), uuid.NewString(), d.hot
+				if !part.hot {
+					c = other()
+				}
+				involved[c] = true
+				if at.After(last) {
+					last = at
+				}
+				msgs = append(msgs, map[string]any{"id": mid, "message_id": "<" + mid + "@example.org>", "subject": fmt.Sprintf("Thread %d", threads),
+					"date": at, "from": "someone@example.org", "body_text": text(threads), "contact_ids": []string{c}})
 			}
-			msgs = append(msgs, map[string]any{"id": mid, "message_id": "<" + mid + "@example.org>", "subject": fmt.Sprintf("Thread %d", t),
-				"date": at, "from": "someone@example.org", "body_text": text(t), "contact_ids": []string{c}})
-		}
-		var ids []string
-		for c := range involved {
-			ids = append(ids, c)
-		}
-		if _, err := store.Fixture(ctx, "email_threads", map[string]any{"subject": fmt.Sprintf("Thread %d", t), "contact_ids": ids,
-			"opportunity_links": []any{}, "messages": msgs, "last_message_at": last}); err != nil {
-			return nil, err
+			var ids []string
+			for c := range involved {
+				ids = append(ids, c)
+			}
+			slices.Sort(ids)
+			if _, err := put(ctx, "email_threads", map[string]any{"subject": fmt.Sprintf("Thread %d", threads), "contact_ids": ids,
+				"opportunity_links": []any{}, "messages": msgs, "last_message_at": last}); err != nil {
+				return err
+			}
+			threads++
 		}
 	}
-	d.summary = fmt.Sprintf("%d notes, %d coverage, %d email messages in %d threads, %d contacts, %d outlets",
-		notes, nCoverage, messages, (messages+perThread-1)/perThread, nContacts, nOutlets)
-	return d, nil
+	d.summary = fmt.Sprintf("%d notes, %d coverage, %d email messages in %d threads, %d contacts, %d outlets; the hot contact's share: %d notes, %d coverage, %d messages",
+		notes, nCoverage, messages, threads, len(d.contacts), len(d.outlets),
+		hotShare(notes, hotNotes), hotShare(nCoverage, hotCoverage), hotShare(messages, hotMessages))
+	return nil
 }
 
 // callSpec is one tool call.
@@ -148,6 +193,8 @@ type operation struct {
 	call   func(w, i int) []callSpec
 	raw    func(ctx context.Context, r *rawStore, w, i int) error
 	peer   func(w, i int) []callSpec
+	// scratch is the collection a raw write changes, copied for it.
+	scratch string
 }
 
 var (
@@ -289,7 +336,7 @@ func operations(d *data) []operation {
 			}},
 		// Writes. Each worker updates records of its own, so no two clients
 		// race for one record (a lost race is retried, and measured).
-		{name: "create_note", write: true, rawOps: 4,
+		{name: "create_note", write: true, scratch: "notes", rawOps: 4,
 			call: func(w, i int) []callSpec {
 				return []callSpec{{"create_note", map[string]any{"title": "bench " + stamp(w, i), "content": "a call", "type": "phone_call",
 					"contact_ids": []string{d.contacts[(w+i)%len(d.contacts)]}}}}
@@ -298,28 +345,28 @@ func operations(d *data) []operation {
 				return r.create(ctx, "notes", []string{d.contacts[(w+i)%len(d.contacts)]}, bson.M{"title": "bench " + stamp(w, i), "content": "a call", "type": "phone_call",
 					"occurred_at": time.Now(), "links": bson.A{bson.M{"id": uuid.NewString(), "contact_id": d.contacts[(w+i)%len(d.contacts)], "created_at": time.Now()}}})
 			}},
-		{name: "update_note", write: true, rawOps: 4,
+		{name: "update_note", write: true, scratch: "notes", rawOps: 4,
 			call: func(w, i int) []callSpec {
 				return []callSpec{{"update_note", map[string]any{"id": d.notes[w], "title": "bench " + stamp(w, i)}}}
 			},
 			raw: func(ctx context.Context, r *rawStore, w, i int) error {
 				return r.update(ctx, "notes", d.notes[w], bson.M{"title": "bench " + stamp(w, i)})
 			}},
-		{name: "create_contact", write: true, rawOps: 3,
+		{name: "create_contact", write: true, scratch: "contacts", rawOps: 3,
 			call: func(w, i int) []callSpec {
 				return []callSpec{{"create_contact", map[string]any{"first_name": "Bench", "last_name": stamp(w, i)}}}
 			},
 			raw: func(ctx context.Context, r *rawStore, w, i int) error {
 				return r.create(ctx, "contacts", nil, bson.M{"first_name": "Bench", "last_name": stamp(w, i)})
 			}},
-		{name: "update_contact", write: true, rawOps: 4,
+		{name: "update_contact", write: true, scratch: "contacts", rawOps: 4,
 			call: func(w, i int) []callSpec {
 				return []callSpec{{"update_contact", map[string]any{"id": d.contacts[1+w%(len(d.contacts)-1)], "title": "Editor " + stamp(w, i)}}}
 			},
 			raw: func(ctx context.Context, r *rawStore, w, i int) error {
 				return r.update(ctx, "contacts", d.contacts[1+w%(len(d.contacts)-1)], bson.M{"title": "Editor " + stamp(w, i)})
 			}},
-		{name: "create_coverage", write: true, rawOps: 5,
+		{name: "create_coverage", write: true, scratch: "coverage", rawOps: 5,
 			call: func(w, i int) []callSpec {
 				return []callSpec{{"create_coverage", map[string]any{"title": "bench " + stamp(w, i), "published_at": "2026-01-02",
 					"outlet_id": d.outlets[i%len(d.outlets)], "contact_ids": []string{d.contacts[(w+i)%len(d.contacts)]}}}}

@@ -47,7 +47,7 @@ func startPeer(ctx context.Context, dir, uri string) (*peerServer, error) {
 	p := &peerServer{cmd: cmd, url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), log: &log}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		s, err := connect(ctx, p.url, "")
+		s, err := connect(ctx, p.url, bearer{})
 		if err == nil {
 			s.Close()
 			return p, nil

@@ -81,7 +81,8 @@ func (r *Report) Markdown() string {
 	var b strings.Builder
 	c := r.Config
 	fmt.Fprintf(&b, "Machine: %d CPUs (`nproc`), %s; load average %s before, %s after. Store: %s.\n", r.CPUs, r.Machine, r.LoadBefore, r.LoadAfter, r.Store)
-	fmt.Fprintf(&b, "Data: %s (seeded in %v). %v per cell. Times in ms.\n\n", r.Seeded, r.SeedTime.Round(time.Second), c.Cell)
+	fmt.Fprintf(&b, "Data: %s (seeded in %v, %s; store reopened and service started in %v). %v per cell. Times in ms.\n\n",
+		r.Seeded, r.SeedTime.Round(time.Second), r.SeedMethod, r.OpenTime.Round(time.Millisecond), c.Cell)
 	fmt.Fprintf(&b, "| operation | clients | p50 | p99 | calls/s | floor p50 | raw p50 (store ops) | raw calls/s | p50 ÷ (floor + raw) | peer p50 | load |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range c.Clients {

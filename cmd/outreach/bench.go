@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,23 +21,44 @@ import (
 func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	notes := fs.Int("notes", 1000, "notes to seed (coverage: half as many; email messages: three times as many)")
+	notes := fs.Int("notes", 1000, "notes to seed (coverage: half as many; email messages: three times as many, in threads of 50); "+
+		"the contact the reads ask for holds a third of each, at most 333 notes, 167 coverage and 1,000 messages in 20 threads of its own, "+
+		"so from 1,000 notes on every size asks for the same answer")
+	growth := fs.String("growth", "", "note counts, comma-separated (e.g. 1000,10000,100000): the growth table instead of the main one; "+
+		"a fresh store (or database on MONGODB_URI) per size, 1 client, get_note, list_notes by contact, the interaction log, "+
+		"the dossier, create_note and update_note, with seeding time, the time to reopen the seeded store and start the service, and RSS")
+	seedHow := fs.String("seed", bench.SeedAuto, "how notes, coverage and email threads are stored: write (each through the write path), "+
+		"bulk (batches of 1,000 with the change entries the write path would write), auto (bulk above 2,000 notes)")
 	cell := fs.Duration("cell", 2*time.Second, "how long each measurement runs")
 	clients := fs.String("clients", "1,8", "client counts, comma-separated")
 	peer := fs.String("peer", "", "folder holding the peer's node_modules (bench/peer after npm ci); empty: no peer")
 	only := fs.String("only", "", "comma-separated parts of operation names to keep (e.g. note,log)")
 	out := fs.String("out", "", "also write the table to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (service and store) here, for go tool pprof")
+	session := fs.String("session", "", "an agent session id every measured call names (X-Agent-Session-Id); empty: none, the service finds the key's implicit session per call")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := bench.Config{Notes: *notes, Cell: *cell, PeerDir: *peer, MongoURI: os.Getenv("MONGODB_URI"), Progress: stderr}
-	for _, c := range strings.Split(*clients, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(c))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-clients %q: want positive numbers, e.g. 1,8", *clients)
+	switch *seedHow {
+	case bench.SeedAuto, bench.SeedWrite, bench.SeedBulk:
+	default:
+		return fmt.Errorf("-seed %q: want auto, write or bulk", *seedHow)
+	}
+	if *growth != "" {
+		sizes, err := positiveInts(*growth)
+		if err != nil {
+			return fmt.Errorf("-growth %q: %w", *growth, err)
 		}
-		cfg.Clients = append(cfg.Clients, n)
+		g, err := bench.RunGrowth(ctx, bench.GrowthConfig{Sizes: sizes, Cell: *cell, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow, AgentSession: *session, Progress: stderr})
+		if err != nil {
+			return err
+		}
+		return output(g.Markdown(), *out, stdout)
+	}
+	cfg := bench.Config{Notes: *notes, Cell: *cell, PeerDir: *peer, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow, AgentSession: *session, Progress: stderr}
+	var err error
+	if cfg.Clients, err = positiveInts(*clients); err != nil {
+		return fmt.Errorf("-clients %q: %w", *clients, err)
 	}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
@@ -56,10 +78,27 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	md := rep.Markdown()
+	return output(rep.Markdown(), *out, stdout)
+}
+
+// output prints the table, and writes it to the file out when given.
+func output(md, out string, stdout io.Writer) error {
 	fmt.Fprint(stdout, md)
-	if *out != "" {
-		return os.WriteFile(*out, []byte(md), 0o644)
+	if out != "" {
+		return os.WriteFile(out, []byte(md), 0o644)
 	}
 	return nil
+}
+
+// positiveInts reads a comma-separated list of positive numbers.
+func positiveInts(list string) ([]int, error) {
+	var out []int
+	for _, c := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return nil, errors.New("want positive numbers, comma-separated")
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// GrowthConfig sizes a growth run: the same reads and writes, one client,
+// on a fresh store per size.
+type GrowthConfig struct {
+	// Sizes are the note counts, one fresh store (or database) each.
+	Sizes []int
+	// Cell is how long each measurement runs.
+	Cell time.Duration
+	// MongoURI, when set, is the server each size gets a new database on.
+	MongoURI string
+	// Seed is the seeding method (Config.Seed).
+	Seed string
+	// AgentSession is Config.AgentSession.
+	AgentSession string
+	Progress     io.Writer
+}
+
+// growthOps are the operations the growth table follows: the reads the
+// issue's target names (a contact's notes, its interaction log, its
+// dossier), a read by id, and the two commonest writes.
+var growthOps = []string{"get_note", "list_notes (by contact)", "get_interaction_log", "get_contact_dossier", "create_note", "update_note"}
+
+// Growth is a growth run's result: one benchmark report per size.
+type Growth struct {
+	Machine               string
+	CPUs                  int
+	LoadBefore, LoadAfter string
+	Runs                  []*Report
+}
+
+// RunGrowth runs the benchmark once per size, one client, on the growth
+// operations.
+func RunGrowth(ctx context.Context, cfg GrowthConfig) (*Growth, error) {
+	g := &Growth{Machine: cpuModel(), CPUs: runtime.NumCPU(), LoadBefore: loadAvg()}
+	for _, n := range cfg.Sizes {
+		// Hand the previous size's memory back, so the RSS measured at the
+		// end of this one is this size's.
+		debug.FreeOSMemory()
+		rep, err := Run(ctx, Config{Notes: n, Cell: cfg.Cell, Clients: []int{1}, MongoURI: cfg.MongoURI,
+			Only: growthOps, Seed: cfg.Seed, AgentSession: cfg.AgentSession, Progress: cfg.Progress})
+		if err != nil {
+			return nil, fmt.Errorf("%d notes: %w", n, err)
+		}
+		g.Runs = append(g.Runs, rep)
+	}
+	g.LoadAfter = loadAvg()
+	return g, nil
+}
+
+// Markdown renders the growth table: sizes as columns, p50 of the service
+// and of the raw store per operation, then seeding, opening, memory and load.
+func (g *Growth) Markdown() string {
+	var b strings.Builder
+	if len(g.Runs) == 0 {
+		return ""
+	}
+	first := g.Runs[0]
+	fmt.Fprintf(&b, "Machine: %d CPUs (`nproc`), %s; load average %s before, %s after. Store: %s.\n", g.CPUs, g.Machine, g.LoadBefore, g.LoadAfter, first.Store)
+	fmt.Fprintf(&b, "1 client, %v per cell, p50 in ms: service / raw store. A fresh store per column; the hot contact, which the reads ask for, "+
+		"holds a third of the data up to %d notes, %d coverage and %s email messages (in threads of its own), the same answer from 1,000 notes on. ",
+		first.Config.Cell, hotNotes, hotCoverage, thousands(hotMessages))
+	if first.Config.AgentSession != "" {
+		fmt.Fprintf(&b, "Every measured call names the agent session %q (X-Agent-Session-Id).\n\n", first.Config.AgentSession)
+	} else {
+		b.WriteString("The measured calls name no agent session: the service finds each call's session (the key's implicit session, on the protocol revision the go-sdk client speaks).\n\n")
+	}
+	b.WriteString("| operation (1 client, p50 ms: service / raw) |")
+	for _, r := range g.Runs {
+		fmt.Fprintf(&b, " %s notes |", thousands(r.Config.Notes))
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(g.Runs)) + "\n")
+	row := func(label string, cell func(r *Report) string) {
+		fmt.Fprintf(&b, "| %s |", label)
+		for _, r := range g.Runs {
+			fmt.Fprintf(&b, " %s |", cell(r))
+		}
+		b.WriteString("\n")
+	}
+	row("*floor: trivial tool*", func(r *Report) string { return ms(r.Floor[1].P50) })
+	for i, op := range first.Rows {
+		name := op.Name
+		if op.Write {
+			name += " ✎"
+		}
+		row(name, func(r *Report) string {
+			if i >= len(r.Rows) {
+				return "–"
+			}
+			s, raw := r.Rows[i].Service[1], r.Rows[i].Raw[1]
+			out := ms(s.P50) + " / " + ms(raw.P50)
+			if s.Errors > 0 {
+				out += fmt.Sprintf(" (%d errors)", s.Errors)
+			}
+			return out
+		})
+	}
+	row("seeding (how)", func(r *Report) string {
+		how := "write path"
+		if r.SeedMethod == SeedBulk {
+			how = "bulk"
+		}
+		return fmt.Sprintf("%v (%s)", r.SeedTime.Round(100*time.Millisecond), how)
+	})
+	row("open the seeded store and start the service", func(r *Report) string { return r.OpenTime.Round(time.Millisecond).String() })
+	rssLabel := "RSS of the bench process at the end (service, clients, embedded store)"
+	if first.Config.MongoURI != "" {
+		rssLabel = "RSS of the bench process at the end (service, clients; the store runs apart)"
+	}
+	row(rssLabel, func(r *Report) string { return fmt.Sprintf("%d MB", r.ServerRSS>>20) })
+	row("load average (1 min), start–end", func(r *Report) string {
+		return strings.Fields(r.LoadBefore + " ?")[0] + "–" + strings.Fields(r.LoadAfter + " ?")[0]
+	})
+	b.WriteString("\n✎ a mutation. Raw: the same reads with the driver; for a mutation, the store operations it needs at the least.\n")
+	for _, r := range g.Runs {
+		fmt.Fprintf(&b, "- %s notes: %s.\n", thousands(r.Config.Notes), r.Seeded)
+	}
+	return b.String()
+}
+
+// thousands writes n with comma separators (100,000).
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
