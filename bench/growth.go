@@ -113,6 +113,7 @@ func (g *Growth) Markdown() string {
 		return fmt.Sprintf("%v (%s)", r.SeedTime.Round(100*time.Millisecond), how)
 	})
 	row("open the seeded store and start the service", func(r *Report) string { return r.OpenTime.Round(time.Millisecond).String() })
+	row("then build the service's own indexes (embedded store, in the background)", func(r *Report) string { return r.IndexTime.Round(time.Millisecond).String() })
 	rssLabel := "RSS of the bench process at the end (service, clients, embedded store)"
 	if first.Config.MongoURI != "" {
 		rssLabel = "RSS of the bench process at the end (service, clients; the store runs apart)"
