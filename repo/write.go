@@ -579,11 +579,13 @@ func (in intent) changes() []audit.Entry {
 // of entries, however many writers it carries, so more clients bring more
 // throughput instead of a longer wait for the lock.
 //
-// A batch never holds two writes of one record: recovery decides each entry
-// by whether its record carries it, and a record written twice in one batch
-// would carry only the second. The later write waits for the next batch,
-// where it meets the first one's version as it would without batching (a
-// conflict, which modify retries on the fresh state).
+// A batch never holds two writes of one record. The later one was read
+// before the earlier was written, so beside it in a batch it could only
+// conflict, whatever became of the earlier one. It waits for the next batch
+// instead and meets the earlier one's outcome there, as it would without
+// batching: a conflict if that landed (modify retries it on the fresh
+// state), written if that was refused. So a precheck, too, never runs
+// before a write of its own record by its own batch.
 
 // maxCommitBatch bounds the writers one batch carries.
 const maxCommitBatch = 32
