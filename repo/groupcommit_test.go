@@ -530,3 +530,52 @@ func TestGroupCommitSameRecordTwiceGoesToTheNextBatch(t *testing.T) {
 		checkInvariants(t, s)
 	})
 }
+
+// BenchmarkSerialWrites measures the serial protocol's throughput for
+// creates and for updates of distinct records, with one writer and with
+// eight at once, on a store on disk, with group commit (batch=32) and with
+// one write at a time (batch=1). Compare the calls/s of one run.
+func BenchmarkSerialWrites(b *testing.B) {
+	defer func(n int) { maxCommitBatch = n }(maxCommitBatch)
+	for _, op := range []string{"create", "update"} {
+		for _, clients := range []int{1, 8} {
+			for _, batch := range []int{1, 32} {
+				b.Run(fmt.Sprintf("%s/clients=%d/batch=%d", op, clients, batch), func(b *testing.B) {
+					maxCommitBatch = batch
+					s, ctx := openTestStoreB(b)
+					ids := make([]string, clients)
+					for i := range ids {
+						m := createUserMutation("seed")
+						if _, err := s.write(ctx, m); err != nil {
+							b.Fatal(err)
+						}
+						ids[i] = m.id
+					}
+					var wg sync.WaitGroup
+					b.ResetTimer()
+					start := time.Now()
+					for c := range clients {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for i := c; i < b.N; i += clients {
+								var err error
+								if op == "create" {
+									_, err = s.write(ctx, createUserMutation("bench"))
+								} else {
+									_, err = modify(ctx, s, collUsers, ids[c], audit.ActionUpdate, func(u *User) error { u.Name = fmt.Sprint("bench ", i); return nil })
+								}
+								if err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						}()
+					}
+					wg.Wait()
+					b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+				})
+			}
+		}
+	}
+}

@@ -587,8 +587,10 @@ func (in intent) changes() []audit.Entry {
 // state), written if that was refused. So a precheck, too, never runs
 // before a write of its own record by its own batch.
 
-// maxCommitBatch bounds the writers one batch carries.
-const maxCommitBatch = 32
+// maxCommitBatch bounds the writers one batch carries. A variable, so that
+// a benchmark can set it to 1 (one write at a time, as before batching) and
+// compare the two in one run.
+var maxCommitBatch = 32
 
 // commitBatchBytes bounds the entries one intent holds, well under the
 // store's 16 MiB document limit (an entry holds two states of its record).
