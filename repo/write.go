@@ -76,8 +76,9 @@ func (m mutation) key() string { return m.coll + "/" + m.id }
 // precheck is a condition the write path re-checks where no other write of
 // the process can slip in between the check and the write (under the
 // serial lock, inside the transaction, or after the pending entries that
-// make concurrent writers visible). A rollback uses it to re-read whether
-// its change was rolled back meanwhile.
+// make concurrent writers visible; in a batch of the serial protocol, only
+// writes of other records come between, see commitBatch). A rollback uses
+// it to re-read whether its change was rolled back meanwhile.
 type precheck func(ctx context.Context) error
 
 // errCrashed is returned when a test hook stops the protocol as a crash would.
