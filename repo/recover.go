@@ -106,7 +106,8 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 			rep.Waiting++
 			continue
 		}
-		applied, err := s.settleIntent(ctx, in)
+		// A batch's entries are settled each by its own record, as one's is.
+		carried, err := s.settleIntent(ctx, in)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("settle intent %s: %w", in.ID, err))
 			rep.Waiting++
@@ -115,11 +116,8 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 		if in.ID == s.intentID {
 			s.ownIntent = nil
 		}
-		if applied {
-			rep.Applied++
-		} else {
-			rep.Aborted++
-		}
+		rep.Applied += len(carried)
+		rep.Aborted += len(in.changes()) - len(carried)
 	}
 	var pending []audit.Entry
 	cur, err = s.coll(collChangeLog).Find(ctx, bson.M{"state": audit.StatePending})

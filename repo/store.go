@@ -169,6 +169,8 @@ type Store struct {
 	locks     map[string]string
 	running   map[string]bool
 	ownIntent *intent
+	// commits queues single-record writes for group commit (serial mode).
+	commits commitQueue
 	// sessions caches session id -> the agent it is bound to.
 	sessions sync.Map
 	// mirror: the indexes the service keeps for the exclusive embedded

@@ -103,9 +103,11 @@ func (s *Store) VerifyReport(ctx context.Context) (VerifyResult, error) {
 	if err := cur.All(ctx, &intents); err != nil {
 		return res, err
 	}
-	for i := range intents {
-		if !s.due(intents[i].At) {
-			intentEntry[intents[i].Entry.ID] = &intents[i].Entry
+	for _, in := range intents {
+		if !s.due(in.At) {
+			for _, e := range in.changes() {
+				intentEntry[e.ID] = &e
+			}
 		}
 	}
 	visible := map[string]bool{}           // entry id -> its record carries it

@@ -76,8 +76,9 @@ func (m mutation) key() string { return m.coll + "/" + m.id }
 // precheck is a condition the write path re-checks where no other write of
 // the process can slip in between the check and the write (under the
 // serial lock, inside the transaction, or after the pending entries that
-// make concurrent writers visible). A rollback uses it to re-read whether
-// its change was rolled back meanwhile.
+// make concurrent writers visible; in a batch of the serial protocol, only
+// writes of other records come between, see commitBatch). A rollback uses
+// it to re-read whether its change was rolled back meanwhile.
 type precheck func(ctx context.Context) error
 
 // errCrashed is returned when a test hook stops the protocol as a crash would.
@@ -556,96 +557,339 @@ func (s *Store) insertEntry(ctx context.Context, e *audit.Entry) error {
 // query.
 
 // intent is the write-ahead record of the serial protocol: one document per
-// process, rewritten by each of its writes once the previous one is settled.
+// process, rewritten by each of its batches once the previous one is settled.
 type intent struct {
-	ID    string      `bson:"_id"`
-	State string      `bson:"state"` // pending or done
-	At    time.Time   `bson:"at"`
-	Entry audit.Entry `bson:"entry"`
+	ID    string    `bson:"_id"`
+	State string    `bson:"state"` // pending or done
+	At    time.Time `bson:"at"`
+	// Entries are the changes of one batch, in seq order.
+	Entries []audit.Entry `bson:"entries,omitempty"`
+	// Entry is the one change of an intent written before writes were
+	// batched; such an intent is only ever read (a store written by an
+	// earlier version and stopped with its last intent unsettled).
+	Entry *audit.Entry `bson:"entry,omitempty"`
 }
 
-// writeSerial: intent pending (holding the entry), record written by _id
-// after its guard is checked, entry inserted applied, intent done. Once the
-// intent is written the write is finished regardless of the caller, and the
-// intent is never overwritten before it is settled: a failure settles it at
-// once, or leaves it for the next write of the process (which settles it
-// first) and for recovery.
+// changes returns the entries an intent holds, in either form.
+func (in intent) changes() []audit.Entry {
+	if len(in.Entries) == 0 && in.Entry != nil {
+		return []audit.Entry{*in.Entry}
+	}
+	return in.Entries
+}
+
+// Group commit. Single-record writes that arrive while others are being
+// written wait in a queue; the writer at its head (the leader) takes writeMu
+// and then the queue, and writes what it took as one batch: one intent
+// holding every entry, each record through writeRecord, the entries with
+// one InsertMany. It gives each writer its own result and names the new
+// head of the queue leader. A batch costs one intent write and one insert
+// of entries, however many writers it carries, so more clients bring more
+// throughput instead of a longer wait for the lock.
+//
+// A batch never holds two writes of one record. The later one was read
+// before the earlier was written, so beside it in a batch it could only
+// conflict, whatever became of the earlier one. It waits for the next batch
+// instead and meets the earlier one's outcome there, as it would without
+// batching: a conflict if that landed (modify retries it on the fresh
+// state), written if that was refused. So a precheck, too, never runs
+// before a write of its own record by its own batch.
+
+// maxCommitBatch bounds the writers one batch carries. A variable, so that
+// a benchmark can set it to 1 (one write at a time, as before batching) and
+// compare the two in one run.
+var maxCommitBatch = 32
+
+// commitBatchBytes bounds the entries one intent holds, well under the
+// store's 16 MiB document limit (an entry holds two states of its record).
+// A batch always takes its first writer.
+const commitBatchBytes = 8 << 20
+
+// commitQueue holds the single-record writes waiting for the serial lock.
+// busy is set while a leader is named: from the moment a writer finds the
+// queue idle until a leader finds it empty after its batch. A non-empty
+// queue always has a leader.
+type commitQueue struct {
+	mu      sync.Mutex
+	waiting []*commitReq
+	busy    bool
+}
+
+// commitReq is one writer's mutation in the queue.
+type commitReq struct {
+	ctx  context.Context
+	chk  precheck
+	m    mutation
+	e    *audit.Entry
+	size int // the entry's size as stored, to bound the intent
+	// wake is signalled once: the writer is named leader, or its result is set.
+	wake chan struct{}
+	// lead and taken are read and written under commitQueue.mu.
+	lead, taken bool
+	// err is the writer's result, set by the leader before wake.
+	err error
+}
+
+// writeSerial queues m and waits until a batch carrying it is written (or
+// leads that batch itself). A writer whose ctx ends while it is queued
+// leaves the queue with ctx's error and nothing written; once a batch has
+// taken it, it waits for the batch, which writes it or not as one write
+// alone would (see commitBatch).
 func (s *Store) writeSerial(ctx context.Context, chk precheck, m mutation, e *audit.Entry) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if err := s.settleOwnIntent(ctx); err != nil {
-		return &Error{Code: CodeUnavailable, Retryable: true, Message: "the store failed while finishing an earlier write; try again in a moment"}
+	// The entry is marshalled here, outside the lock, for its size; an
+	// entry that cannot be stored fails alone, not the batch it would join.
+	probe := *e
+	probe.Seq, probe.At, probe.State = 1, time.Now().UTC(), audit.StateApplied
+	raw, err := bson.Marshal(probe)
+	if err != nil {
+		return fmt.Errorf("change %s: %w", e.ID, err)
 	}
-	if s.locks[m.key()] != "" {
-		return ErrConflict
+	r := &commitReq{ctx: ctx, chk: chk, m: m, e: e, size: len(raw), wake: make(chan struct{}, 1)}
+	q := &s.commits
+	q.mu.Lock()
+	q.waiting = append(q.waiting, r)
+	if !q.busy {
+		q.busy, r.lead = true, true
 	}
-	if chk != nil {
-		if err := chk(ctx); err != nil {
-			return err
+	lead := r.lead
+	q.mu.Unlock()
+	if !lead {
+		select {
+		case <-r.wake:
+		case <-ctx.Done():
+			if q.withdraw(r) {
+				return ctx.Err()
+			}
+			<-r.wake // taken into a batch, or named leader: see it through
+		}
+		q.mu.Lock()
+		lead = r.lead && !r.taken
+		q.mu.Unlock()
+		if !lead {
+			return r.err
 		}
 	}
-	seq, err := s.nextSeq(ctx)
-	if err != nil {
-		return err
+	s.leadBatch(r)
+	return r.err
+}
+
+// leadBatch writes one batch, led by r (the head of the queue, so the batch
+// carries it), wakes its writers and names the next leader.
+func (s *Store) leadBatch(r *commitReq) {
+	q := &s.commits
+	s.writeMu.Lock()
+	// The queue is taken once the lock is held: the writers that queued
+	// while another write held it all join this batch.
+	q.mu.Lock()
+	batch := q.take()
+	q.mu.Unlock()
+	s.commitBatch(batch)
+	s.writeMu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, w := range batch {
+		if w != r {
+			w.wake <- struct{}{}
+		}
 	}
-	e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StateApplied
-	in := intent{ID: s.intentID, State: audit.StatePending, At: e.At, Entry: *e}
+	if len(q.waiting) == 0 {
+		q.busy = false
+		return
+	}
+	next := q.waiting[0]
+	next.lead = true
+	next.wake <- struct{}{}
+}
+
+// take removes the next batch from the queue, in arrival order: at most
+// maxCommitBatch writers and commitBatchBytes of entries, one write per
+// record (a later write of a record already taken stays queued, ahead of
+// the writers that came after it). q.mu held.
+func (q *commitQueue) take() []*commitReq {
+	var batch, rest []*commitReq
+	records := map[string]bool{}
+	size := 0
+	for _, w := range q.waiting {
+		k := w.m.key()
+		if len(batch) == maxCommitBatch || records[k] || (len(batch) > 0 && size+w.size > commitBatchBytes) {
+			rest = append(rest, w)
+			continue
+		}
+		records[k] = true
+		size += w.size
+		w.taken = true
+		batch = append(batch, w)
+	}
+	q.waiting = rest
+	return batch
+}
+
+// withdraw removes r from the queue if no batch has taken it and it was
+// not named leader, and reports whether it did.
+func (q *commitQueue) withdraw(r *commitReq) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if r.taken || r.lead {
+		return false
+	}
+	q.waiting = slices.DeleteFunc(q.waiting, func(w *commitReq) bool { return w == r })
+	return true
+}
+
+// commitBatch writes a batch (writeMu held) and sets each writer's result:
+// intent pending (holding every entry), each record written by _id after
+// its guard is checked, the entries inserted applied. Each writer's
+// precheck and guard are its own: one that fails, or whose caller went
+// away before the batch, is left out before anything is written, and the
+// others go on. Once the intent is written every change in it is decided
+// and finished regardless of the callers, and the intent is never
+// overwritten before it is settled: a failure settles it at once, or leaves
+// it for the next batch of the process (which settles it first) and for
+// recovery. A precheck sees the store as the batch found it: the other
+// writes of its batch are of other records, and are not yet written.
+func (s *Store) commitBatch(batch []*commitReq) {
+	ctx := context.WithoutCancel(batch[0].ctx)
+	fail := func(rs []*commitReq, err error) {
+		for _, w := range rs {
+			w.err = err
+		}
+	}
+	if len(batch) > 1 {
+		if err := s.at("batch"); err != nil {
+			fail(batch, err)
+			return
+		}
+	}
+	if err := s.settleOwnIntent(ctx); err != nil {
+		fail(batch, &Error{Code: CodeUnavailable, Retryable: true, Message: "the store failed while finishing an earlier write; try again in a moment"})
+		return
+	}
+	var live []*commitReq
+	for _, w := range batch {
+		switch {
+		case w.ctx.Err() != nil:
+			w.err = w.ctx.Err()
+		case s.locks[w.m.key()] != "":
+			w.err = ErrConflict
+		case w.chk != nil:
+			w.err = w.chk(w.ctx)
+		}
+		if w.err == nil {
+			live = append(live, w)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	last, err := s.nextSeqs(ctx, len(live))
+	if err != nil {
+		fail(live, err)
+		return
+	}
+	at := time.Now().UTC()
+	in := intent{ID: s.intentID, State: audit.StatePending, At: at, Entries: make([]audit.Entry, len(live))}
+	raws := make([]any, len(live))
+	for i, w := range live {
+		w.e.Seq, w.e.At, w.e.State = last-int64(len(live)-1-i), at, audit.StateApplied
+		in.Entries[i] = *w.e
+		// Marshalled once for the intent and the insert of the entries.
+		raw, err := bson.Marshal(w.e)
+		if err != nil {
+			fail(live, fmt.Errorf("change %s: %w", w.e.ID, err))
+			return
+		}
+		raws[i] = bson.Raw(raw)
+	}
 	// Even a failed intent write may have landed: settle it before the next.
 	s.ownIntent = &in
-	if _, err := s.coll(collIntents).ReplaceOne(ctx, bson.M{"_id": in.ID}, in, options.Replace().SetUpsert(true)); err != nil {
-		if serr := s.settleOwnIntent(context.WithoutCancel(ctx)); serr == nil {
-			return fmt.Errorf("write intent: %w", err) // settled: nothing was written
+	doc := bson.D{{Key: "_id", Value: in.ID}, {Key: "state", Value: in.State}, {Key: "at", Value: in.At}, {Key: "entries", Value: raws}}
+	if _, err := s.coll(collIntents).ReplaceOne(ctx, bson.M{"_id": in.ID}, doc, options.Replace().SetUpsert(true)); err != nil {
+		if serr := s.settleOwnIntent(ctx); serr == nil {
+			fail(live, fmt.Errorf("write intent: %w", err)) // settled: nothing was written
+		} else {
+			fail(live, errors.Join(errOutcomePending, err))
 		}
-		return errors.Join(errOutcomePending, err)
+		return
 	}
-	ctx = context.WithoutCancel(ctx)
 	if err := s.at("entry"); err != nil {
-		return err
+		fail(live, err)
+		return
 	}
-	werr := s.writeRecord(ctx, m, e.ID, "", false)
-	if werr == nil {
-		if werr = s.at("record"); errors.Is(werr, errCrashed) {
-			return werr
-		}
-	}
-	if werr == nil {
-		if werr = s.at("entry-insert"); errors.Is(werr, errCrashed) {
-			return werr
-		}
-	}
-	if werr == nil {
-		if werr = s.insertEntry(ctx, &in.Entry); werr == nil {
-			e.Seq = in.Entry.Seq
-			if werr = s.at("applied"); errors.Is(werr, errCrashed) {
-				return werr
+	// Each record: a conflict is certain (nothing written); any other
+	// failure leaves its outcome to be read back from the record.
+	werrs := make([]error, len(live))
+	var landed []any
+	certain := true
+	for i, w := range live {
+		err := s.writeRecord(context.WithoutCancel(w.ctx), w.m, w.e.ID, "", false)
+		if err == nil {
+			if err = s.at("record"); errors.Is(err, errCrashed) {
+				fail(live, err)
+				return
 			}
 		}
+		werrs[i] = err
+		switch {
+		case err == nil:
+			landed = append(landed, raws[i])
+		case !isConflict(err):
+			certain = false
+		}
 	}
-	if werr == nil {
-		// The entry is in: the intent is settled. Its stored state is not
-		// marked done here (one store write less per change, under the
-		// lock): the process's next write overwrites it, and should the
-		// process stop first, recovery at start settles it again, which is
-		// idempotent (the record carries the entry, the entry is there).
-		s.ownIntent = nil
-		return nil
+	err = s.at("entry-insert")
+	if errors.Is(err, errCrashed) {
+		fail(live, err)
+		return
 	}
-	// A step failed: settle the intent by reading the record (its write may
-	// have landed without a reply).
-	applied, serr := s.settleIntent(ctx, in)
+	if err == nil && certain {
+		if len(landed) > 0 {
+			_, err = s.coll(collChangeLog).InsertMany(ctx, landed, options.InsertMany().SetOrdered(true))
+		}
+		if err == nil {
+			if err = s.at("applied"); errors.Is(err, errCrashed) {
+				fail(live, err)
+				return
+			}
+		}
+		if err == nil {
+			// The entries are in: the intent is settled. Its stored state
+			// is not marked done (one store write less per batch, under the
+			// lock): the process's next batch overwrites it, and should the
+			// process stop first, recovery at start settles it again, which
+			// is idempotent (each record carries its entry, the entry is
+			// there, or the record does not carry it).
+			s.ownIntent = nil
+			for i, w := range live {
+				w.err = werrs[i]
+			}
+			return
+		}
+	}
+	// A step failed: settle the intent by reading each record (a write may
+	// have landed without a reply), inserting the entries one by one.
+	carried, serr := s.settleIntent(ctx, in)
 	if serr != nil {
-		s.log.Error().Err(serr).Str("change", e.ID).Msg("write left to recovery")
-		return errors.Join(errOutcomePending, werr, serr)
+		s.log.Error().Err(serr).Str("intent", in.ID).Msg("write left to recovery")
+		for i, w := range live {
+			if isConflict(werrs[i]) {
+				w.err = werrs[i]
+			} else {
+				w.err = errors.Join(errOutcomePending, werrs[i], serr)
+			}
+		}
+		return
 	}
 	s.ownIntent = nil
-	e.Seq = in.Entry.Seq
-	switch {
-	case applied:
-		return nil
-	case werr != nil:
-		return werr
-	default:
-		return fmt.Errorf("change %s: record write reported success but the record does not carry it", e.ID)
+	for i, w := range live {
+		w.e.Seq = in.Entries[i].Seq // a duplicate seq took a new one
+		switch {
+		case carried[w.e.ID]:
+			w.err = nil
+		case werrs[i] != nil:
+			w.err = werrs[i]
+		default:
+			w.err = fmt.Errorf("change %s: record write reported success but the record does not carry it", w.e.ID)
+		}
 	}
 }
 
@@ -662,25 +906,34 @@ func (s *Store) settleOwnIntent(ctx context.Context) error {
 	return nil
 }
 
-// settleIntent finishes or drops a pending intent (writeMu held): the entry
-// goes in when the record carries it. A read that fails settles nothing.
-func (s *Store) settleIntent(ctx context.Context, in intent) (applied bool, err error) {
-	if err := s.at("settle-read"); err != nil {
-		return false, err
-	}
-	var rec bson.M
-	err = s.coll(in.Entry.Collection).FindOne(ctx, bson.M{"_id": in.Entry.RecordID}).Decode(&rec)
-	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return false, err
-	}
-	if err == nil && rec[fieldLastChange] == in.Entry.ID {
-		if err := s.insertEntry(ctx, &in.Entry); err != nil {
-			return false, err
+// settleIntent finishes or drops a pending intent (writeMu held): each entry
+// goes in when its record carries it. It returns the ids of the entries
+// whose records carry them. A read that fails settles nothing more: the
+// intent stays pending, and settling it again is idempotent (an entry
+// already in is found by its id). An entry given a new seq on insert (its
+// seq taken) has it in in's entries.
+func (s *Store) settleIntent(ctx context.Context, in intent) (map[string]bool, error) {
+	carried := map[string]bool{}
+	es := in.changes()
+	for i := range es {
+		e := &es[i]
+		if err := s.at("settle-read"); err != nil {
+			return nil, err
 		}
-		applied = true
+		var rec bson.M
+		err := s.coll(e.Collection).FindOne(ctx, bson.M{"_id": e.RecordID}).Decode(&rec)
+		if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+			return nil, err
+		}
+		if err == nil && rec[fieldLastChange] == e.ID {
+			if err := s.insertEntry(ctx, e); err != nil {
+				return nil, err
+			}
+			carried[e.ID] = true
+		}
 	}
-	_, err = s.coll(collIntents).UpdateOne(ctx, bson.M{"_id": in.ID}, bson.M{"$set": bson.M{"state": "done"}})
-	return applied, err
+	_, err := s.coll(collIntents).UpdateOne(ctx, bson.M{"_id": in.ID}, bson.M{"$set": bson.M{"state": "done"}})
+	return carried, err
 }
 
 func isConflict(err error) bool {
