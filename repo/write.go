@@ -844,6 +844,11 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	if err == nil && certain {
 		if len(landed) > 0 {
 			_, err = s.coll(collChangeLog).InsertMany(ctx, landed, options.InsertMany().SetOrdered(true))
+			if err == nil {
+				for _, raw := range landed {
+					s.mirrorPut(collChangeLog, raw)
+				}
+			}
 		}
 		if err == nil {
 			if err = s.at("applied"); errors.Is(err, errCrashed) {
