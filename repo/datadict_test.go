@@ -44,7 +44,7 @@ var dictionaryBookkeeping = map[string]string{
 	collKeyUsage:    "a key's `last_used_at`, at most once a minute (usage is not a change: no change entry)",
 	collCounters:    "the change log's `seq` counter",
 	collPlans:       "rollback plans in progress (the ordered write protocol)",
-	collIntents:     "write intents of the ordered protocol (a change between its steps)",
+	collIntents:     "write-ahead intents of the serial protocol: per process, the entries of the batch it is writing",
 	collPlanSteps:   "the steps of a rollback plan",
 	collSessions:    "which agent a session id belongs to (the first that wrote in it)",
 	collDeliveries:  "a notification's delivery state per target (the outbox)",
