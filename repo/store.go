@@ -253,7 +253,13 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 		Bool("atomic_updates", s.caps.AtomicUpdates).Bool("serial_writes", s.caps.SerialWrites).
 		Bool("union_with", s.caps.UnionWith).Bool("text_search", s.caps.TextSearch).
 		Str("server", s.caps.Server).Strs("probes", s.caps.Probes).Msg("store ready")
-	if _, err := s.Recover(ctx, opts.Exclusive); err != nil {
+	// Recovery reads the change log for pending entries: on the embedded
+	// store a scan of the whole log, which at 100k notes outlasts the
+	// client's 30 s limit on a loaded machine. A deadline of its own lifts
+	// that limit for this one pass.
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	if _, err := s.Recover(rctx, opts.Exclusive); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("recover: %w", err)
 	}
