@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 // The read side of the mirror (mirror.go): find, findOne and count take
@@ -170,6 +172,9 @@ func (s *Store) fetch(ctx context.Context, coll string, ids []string, filter, pr
 			}
 			out[i] = raw
 		}
+		return out, nil
+	}
+	if out, ok := s.covered(coll, ids, projection); ok {
 		return out, nil
 	}
 	out := make([]bson.Raw, len(ids))
@@ -352,4 +357,75 @@ func (s *Store) find(ctx context.Context, coll string, filter bson.M, opts ...*o
 		return nil, err
 	}
 	return &found{cur: cur}, nil
+}
+
+// covered answers a fetch from the index alone when the projection asks
+// only for top-level fields the index keeps whole, as MongoDB answers a
+// covered query from its index: the index holds those fields as stored
+// (Verify compares them, record by record), and one read of the store per
+// record is what it saves. ok is false for any other projection, or when a
+// record is not (or no longer) there.
+func (s *Store) covered(coll string, ids []string, projection bson.M) ([]bson.Raw, bool) {
+	if projection == nil || s.mirror == nil {
+		return nil, false
+	}
+	want := map[string]bool{"_id": true}
+	for k, v := range projection {
+		on, ok := asInt(v)
+		if b, isBool := v.(bool); isBool {
+			on, ok = 0, true
+			if b {
+				on = 1
+			}
+		}
+		if !ok || strings.Contains(k, ".") || strings.HasPrefix(k, "$") {
+			return nil, false
+		}
+		if k == "_id" {
+			want["_id"] = on == 1
+			continue
+		}
+		if on != 1 {
+			return nil, false // an exclusion: the index may lack what it keeps
+		}
+		want[k] = true
+	}
+	mi := s.mirror
+	if mi.stale.Load() {
+		return nil, false
+	}
+	mi.mu.RLock()
+	defer mi.mu.RUnlock()
+	mc := mi.colls[coll]
+	if mc == nil {
+		return nil, false
+	}
+	for k := range want {
+		if !mc.keeps(k) {
+			return nil, false
+		}
+	}
+	out := make([]bson.Raw, 0, len(ids))
+	for _, id := range ids {
+		d := mc.docs[id]
+		if d == nil {
+			return nil, false
+		}
+		elems, err := d.raw.Elements()
+		if err != nil {
+			return nil, false
+		}
+		idx, doc := bsoncore.AppendDocumentStart(nil)
+		for _, e := range elems {
+			if want[e.Key()] {
+				doc = append(doc, e...)
+			}
+		}
+		doc, err = bsoncore.AppendDocumentEnd(doc, idx)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, bson.Raw(doc))
+	}
+	return out, true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -297,6 +298,29 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 	for _, q := range listQueries(contacts, outlets, opps, base) {
 		ids, _, _ := s.mirror.ids(q)
 		before[fmt.Sprint(q)] = ids
+	}
+	// A fetch the index covers gives what the store gives for the same projection.
+	proj := projection(trimCoverage)
+	got, ok := s.covered(collCoverage, coverage, proj)
+	if !ok || len(got) != len(coverage) {
+		t.Fatalf("the index does not cover %v (%v, %d of %d)", proj, ok, len(got), len(coverage))
+	}
+	for i, id := range coverage {
+		var want, have bson.M
+		if err := s.coll(collCoverage).FindOne(context.Background(), bson.M{"_id": id}, options.FindOne().SetProjection(proj)).Decode(&want); err != nil {
+			t.Fatal(err)
+		}
+		if err := decodeRaw(got[i], &have); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(want, have) {
+			t.Errorf("covered %s: index %v, store %v", id, have, want)
+		}
+	}
+	for _, p := range []bson.M{{"summary": 1}, {"archived_at": 0}, {"links.contact_id": 1}} {
+		if _, ok := s.covered(collCoverage, coverage[:1], p); ok {
+			t.Errorf("the index covered %v, which it cannot", p)
+		}
 	}
 	s.Close(context.Background())
 	s = open()
