@@ -309,7 +309,11 @@ func TestSIGTERMEndsOpenEventStreams(t *testing.T) {
 	if code := srv.term(30 * time.Second); code != 0 {
 		t.Errorf("exit code %d", code)
 	}
-	if d := time.Since(begin); d > 5*time.Second {
-		t.Errorf("SIGTERM with an open event stream took %v to exit", d)
+	// Shutdown gives calls in flight 20 s; a stream that was not ended would
+	// hold the process that long. The bound sits well below that and well
+	// above what a loaded machine adds to a prompt exit (seen: 5.8 s while
+	// the whole suite and a benchmark shared two cores).
+	if d := time.Since(begin); d > 15*time.Second {
+		t.Errorf("SIGTERM with an open event stream took %v to exit: the stream held the shutdown", d)
 	}
 }
