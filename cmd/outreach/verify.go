@@ -42,6 +42,7 @@ var verifyInvariants = []string{
 	"no applied change entry stands for a record that does not exist",
 	"seq increases strictly over applied entries",
 	"no entry is pending past its lease and no record is locked by a plan that is not in progress",
+	"the service's own indexes (embedded store, once built) hold every record as it is stored",
 }
 
 // repairs are what to do about a violation, by the start of its problem.
@@ -55,6 +56,9 @@ var repairs = []struct{ prefix, repair string }{
 	{"seq ", "the change log was edited outside the service: restore it from a backup"},
 	{"pending past its lease", "a write was interrupted: start the server (recovery runs at start and every 10 seconds), then run verify again"},
 	{"locked by plan", "a rollback plan was interrupted: start the server (recovery finishes or undoes it), then run verify again"},
+	{"stored, but missing from the service's index", "a record reached the store outside the write path (or the index missed a write): restart the server, which rebuilds its indexes from the store, then run verify again"},
+	{"in the service's index, but not stored", "a record left the store outside the service (it never deletes): restore it from a backup, or restart the server to rebuild its indexes from the store"},
+	{"the service's index holds another state", "the record was changed outside the write path, or the index missed a write: restart the server, which rebuilds its indexes from the store, then run verify again"},
 	{"applied entry still holds sealed values", "an interrupted write left sealed values: start the server so recovery completes it, then run verify again"},
 }
 
