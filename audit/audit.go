@@ -26,6 +26,9 @@ type Actor struct {
 	// IdempotencyKey, when the call gave one, tags every change entry the
 	// call writes (see Entry.IdempotencyKey).
 	IdempotencyKey string `json:"-"`
+	// OnBehalfOf, when an admin acts on another team member's own data
+	// (their subscriptions), names that member on the change entries.
+	OnBehalfOf string `json:"-"`
 }
 
 type actorKey struct{}
@@ -78,6 +81,10 @@ type Entry struct {
 	AgentID      string    `bson:"agent_id" json:"agent_id"`
 	SessionID    string    `bson:"session_id" json:"session_id"`
 	Tool         string    `bson:"tool" json:"tool"`
+	// OnBehalfOf names the team member whose own data (notifications,
+	// subscriptions) an admin changed for them; empty when the actor
+	// changed their own, or team records.
+	OnBehalfOf string `bson:"on_behalf_of,omitempty" json:"on_behalf_of,omitempty"`
 	Reverts      string    `bson:"reverts,omitempty" json:"reverts,omitempty"`
 	Reversible   bool      `bson:"reversible" json:"reversible"`
 	VersionAfter int64     `bson:"version_after" json:"-"`

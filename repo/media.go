@@ -46,6 +46,11 @@ type MediaOptions struct {
 	// host, e.g. https://outreach.example.com), used in signed URLs. Empty:
 	// derived from each request.
 	PublicURL string
+	// SigningKey is the secret signed media URLs are made with, at least
+	// MinSigningKey bytes; every instance on one database needs the same
+	// one to accept the others' URLs. Empty: a random one made when the
+	// store opens, good for this process only.
+	SigningKey []byte
 }
 
 func (o MediaOptions) withDefaults() MediaOptions {
@@ -543,9 +548,12 @@ func (b *blobReader) Close() error { return b.cur.Close(context.WithoutCancel(b.
 // Signed URLs.
 //
 // A URL carries the media id, the action (upload or download), its expiry
-// and an HMAC-SHA256 of the three under a secret kept in the database
-// (settings), so every server instance on the same database accepts the URLs
-// of the others. The secret never enters change_log (see redacted).
+// and an HMAC-SHA256 of the three under the signing secret. The secret is
+// never in the store, where every reader of the database (the analyst
+// endpoint, a backup) would see it and could forge URLs: it is
+// MediaOptions.SigningKey (the embedded store keeps it in a 0600 file in its
+// data directory; with MongoDB the operator gives it to every instance), or
+// a random one made when the store opens.
 
 // Actions of signed media URLs.
 const (
@@ -553,44 +561,71 @@ const (
 	MediaDownload = "download"
 )
 
-// signingID is the id of the settings record holding the URL-signing secret.
+// MinSigningKey is the shortest URL-signing secret accepted, in bytes.
+const MinSigningKey = 32
+
+// signingID is the id of the settings record that held the URL-signing
+// secret before it left the store (dropStoredSigningSecret).
 const signingID = "6d1f4a8e-3c2b-4f7a-9e05-8b1c2d3e4f50"
 
 type setting struct {
 	Meta   `bson:",inline"`
 	Name   string `bson:"name"`
-	Secret string `bson:"secret"`
+	Secret string `bson:"secret,omitempty"`
 }
 
-// signingKey returns the URL-signing secret, creating it on first use.
-func (s *Store) signingKey(ctx context.Context) ([]byte, error) {
+// signingKey returns the URL-signing secret.
+func (s *Store) signingKey(context.Context) ([]byte, error) {
 	if k := s.mediaKey.Load(); k != nil {
 		return *k, nil
 	}
-	for attempt := 0; ; attempt++ {
-		var st setting
-		err := s.coll(collSettings).FindOne(ctx, bson.M{"_id": signingID}).Decode(&st)
-		if errors.Is(err, mongo.ErrNoDocuments) && attempt == 0 {
-			secret := make([]byte, 32)
-			if _, err := rand.Read(secret); err != nil {
-				return nil, err
-			}
-			st = setting{Meta: Meta{ID: signingID}, Name: "media_url_signing", Secret: hex.EncodeToString(secret)}
-			err = insert(audit.WithActor(ctx, SystemActor("media-url-signing")), s, collSettings, &st)
-			if isConflict(err) {
-				continue // another instance created it first: read theirs
-			}
+	return nil, errors.New("media URL secret: none configured")
+}
+
+// setSigningKey sets the URL-signing secret: key, or a random one.
+func (s *Store) setSigningKey(key []byte) error {
+	if len(key) == 0 {
+		key = make([]byte, MinSigningKey)
+		if _, err := rand.Read(key); err != nil {
+			return fmt.Errorf("media URL secret: %w", err)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("media URL secret: %w", err)
-		}
-		key, err := hex.DecodeString(st.Secret)
-		if err != nil || len(key) < 16 {
-			return nil, errors.New("media URL secret: the stored secret is malformed")
-		}
-		s.mediaKey.Store(&key)
-		return key, nil
+	} else if len(key) < MinSigningKey {
+		return fmt.Errorf("media URL secret: it is %d bytes; give at least %d", len(key), MinSigningKey)
 	}
+	key = bytes.Clone(key)
+	s.mediaKey.Store(&key)
+	return nil
+}
+
+// dropStoredSigningSecret takes the URL-signing secret out of the settings
+// record that older versions kept it in: an update through the write path
+// that removes it (its change entry shows it as [redacted]) and archives the
+// record, which nothing reads any more. The old secret is not adopted: it
+// was readable by whoever could read the store, so URLs signed with it stop
+// working (they live minutes), and a store that never had one is untouched.
+func (s *Store) dropStoredSigningSecret(ctx context.Context) error {
+	var st setting
+	err := s.coll(collSettings).FindOne(ctx, bson.M{"_id": signingID, "secret": bson.M{"$exists": true}}).Decode(&st)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("media URL secret: %w", err)
+	}
+	ctx = audit.WithActor(ctx, SystemActor("media-url-signing"))
+	_, err = modify(ctx, s, collSettings, signingID, audit.ActionArchive, func(st *setting) error {
+		st.Secret = ""
+		if st.ArchivedAt == nil {
+			t := now()
+			st.ArchivedAt = &t
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("media URL secret: remove the copy older versions stored in settings: %w", err)
+	}
+	s.log.Info().Msg("media URL signing: the secret older versions kept in the settings collection was removed; URLs signed before now are refused")
+	return nil
 }
 
 func sign(key []byte, id, action string, exp int64) string {
@@ -605,13 +640,16 @@ func (s *Store) MediaURLExpiry() time.Time {
 	return time.Now().Add(s.media.URLTTL).Truncate(time.Second).UTC()
 }
 
-// SignMediaURL returns a URL under base that allows action on media id until exp.
-func (s *Store) SignMediaURL(ctx context.Context, base, id, action string, exp time.Time) (string, error) {
+// SignMediaURL returns a URL under base that allows action on media id until
+// exp. It is a Secret (whoever holds it may act): its kept form is the URL
+// without its signature.
+func (s *Store) SignMediaURL(ctx context.Context, base, id, action string, exp time.Time) (Secret, error) {
 	key, err := s.signingKey(ctx)
 	if err != nil {
-		return "", err
+		return Secret{}, err
 	}
-	return fmt.Sprintf("%s/media/%s/%s?expires=%d&signature=%s", strings.TrimRight(base, "/"), id, action, exp.Unix(), sign(key, id, action, exp.Unix())), nil
+	unsigned := fmt.Sprintf("%s/media/%s/%s?expires=%d", strings.TrimRight(base, "/"), id, action, exp.Unix())
+	return NewSecret(unsigned+"&signature="+sign(key, id, action, exp.Unix()), unsigned), nil
 }
 
 // CheckMediaURL verifies a signed URL's parts: ErrMediaURLInvalid when the

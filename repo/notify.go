@@ -338,8 +338,25 @@ func (s *Store) Notifications(ctx context.Context, userID string, unreadOnly boo
 	return listPage[Notification](ctx, s, collNotifications, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 
+// ActFor checks that the caller may act on userID's own data (their
+// notifications and subscriptions): a key acts on its own user's, and a key
+// with the admin scope on anyone's (the change entries then name the member
+// in on_behalf_of). Otherwise it is permission_denied naming field.
+func ActFor(ctx context.Context, field, userID string) error {
+	a, _ := audit.ActorFrom(ctx)
+	if userID == a.UserID || slices.Contains(a.Scopes, ScopeAdmin) {
+		return nil
+	}
+	what := "names another team member"
+	if strings.HasPrefix(field, "ids[") {
+		what = "is another team member's notification"
+	}
+	return &Error{Code: CodePermissionDenied, Field: field, Message: fmt.Sprintf("%s %s: a key reads and changes only its own user's notifications and subscriptions (user %s); acting for another member needs the admin scope", field, what, a.UserID)}
+}
+
 // MarkRead marks notifications read, as one unit; one already read is left
-// as it is. It returns the ids it marked.
+// as it is. It returns the ids it marked. Only the caller's own
+// notifications, or anyone's with the admin scope (ActFor).
 func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 	for i, id := range ids {
 		if checkID(id) != nil {
@@ -356,7 +373,12 @@ func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 				continue
 			}
 			seen[id] = true
+			owner := ""
 			_, m, err := prepare(ctx, s, collNotifications, id, audit.ActionUpdate, func(n *Notification) error {
+				if err := ActFor(ctx, fmt.Sprintf("ids[%d]", i), n.UserID); err != nil {
+					return err
+				}
+				owner = n.UserID
 				if n.ReadAt == nil {
 					t := now()
 					n.ReadAt = &t
@@ -370,6 +392,9 @@ func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 				return nil, err
 			}
 			if m != nil {
+				if a, _ := audit.ActorFrom(ctx); owner != a.UserID {
+					m.onBehalfOf = owner
+				}
 				muts = append(muts, *m)
 				marked = append(marked, id)
 			}

@@ -196,6 +196,10 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if s.lease == 0 {
 		s.lease = 30 * time.Second
 	}
+	if err := s.setSigningKey(opts.Media.SigningKey); err != nil {
+		client.Disconnect(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	if err := client.Ping(ctx, nil); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("ping %s: %w", redactURI(uri), err)
@@ -265,6 +269,10 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	}
 	if opts.Exclusive && s.serialWrites && !opts.OutsideWrites {
 		s.startMirror(opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1")
+	}
+	if err := s.dropStoredSigningSecret(ctx); err != nil {
+		s.Close(context.WithoutCancel(ctx))
+		return nil, err
 	}
 	return s, nil
 }

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +70,9 @@ type mutation struct {
 	reverts string
 	// irreversible marks an action that left the system (a message sent).
 	irreversible bool
+	// onBehalfOf names the member whose own record an admin changed (see
+	// audit.Entry.OnBehalfOf); the actor's OnBehalfOf when empty.
+	onBehalfOf string
 }
 
 func (m mutation) key() string { return m.coll + "/" + m.id }
@@ -180,6 +184,7 @@ func newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
 		AgentID:      actor.AgentID,
 		SessionID:    actor.SessionID,
 		Tool:         actor.Tool,
+		OnBehalfOf:   cmp.Or(m.onBehalfOf, actor.OnBehalfOf),
 		Reverts:      m.reverts,
 		Reversible:   !m.irreversible,
 		VersionAfter: m.version + 1,

@@ -55,7 +55,7 @@ func FuzzRender(f *testing.F) {
 		out := map[string]any{"at": at, "list": []any{map[string]any{"at": &at}}, "s": struct {
 			At time.Time `json:"at"`
 		}{at}}
-		if _, err := encodeResult(out); err != nil {
+		if _, _, err := encodeResult(out); err != nil {
 			t.Fatalf("a result holding %v cannot be written: %v", at, err)
 		}
 	})

@@ -93,7 +93,13 @@ func ArgsHash(tool string, args json.RawMessage) string {
 
 // idempotent runs the call under its idempotency key: at most once per key
 // and arguments. It returns the result's JSON and whether it is a replay.
-func (t Tool) idempotent(ctx context.Context, key string, args json.RawMessage, run func(context.Context) ([]byte, error)) ([]byte, bool, error) {
+//
+// What is stored is the result's kept form (encodeResult): a secret it
+// carried (a new agent key, a signed URL) is never stored as shown. A replay
+// answers with the kept form, which says where a secret was and that it is
+// not shown again, or, for a tool with a replay function, with what that
+// function derives from it again (a signed URL is signed anew).
+func (t Tool) idempotent(ctx context.Context, key string, args json.RawMessage, run func(context.Context) ([]byte, []byte, error)) ([]byte, bool, error) {
 	actor, _ := audit.ActorFrom(ctx)
 	hash := ArgsHash(t.Def.Name, args)
 	deadline := time.Now().Add(idempotencyWait)
@@ -110,7 +116,15 @@ func (t Tool) idempotent(ctx context.Context, key string, args json.RawMessage, 
 			}
 			return nil, false, repo.Invalid(idempotencyField, "this key was used with %s in the last %s; use a new key for a new call", what, repo.IdempotencyTTL)
 		case repo.ClaimDone:
-			return []byte(c.Result), true, nil
+			if t.replay == nil {
+				return []byte(c.Result), true, nil
+			}
+			out, err := t.replay(ctx, args, []byte(c.Result))
+			if err != nil {
+				return nil, true, err
+			}
+			shown, _, err := encodeResult(out)
+			return shown, true, err
 		case repo.ClaimRunning:
 			if time.Now().After(deadline) {
 				return nil, false, &repo.Error{Code: repo.CodeConflict, Field: idempotencyField, Retryable: true,
@@ -129,10 +143,10 @@ func (t Tool) idempotent(ctx context.Context, key string, args json.RawMessage, 
 			}
 		}
 		actor.IdempotencyKey = c.Tag()
-		text, err := run(audit.WithActor(ctx, actor))
+		text, kept, err := run(audit.WithActor(ctx, actor))
 		result := ""
 		if err == nil {
-			result = string(text)
+			result = string(kept)
 		}
 		if ferr := t.store.FinishIdempotency(context.WithoutCancel(ctx), c, result); ferr != nil {
 			zerolog.Ctx(ctx).Error().Err(ferr).Str("tool", t.Def.Name).Msg("store idempotency result")

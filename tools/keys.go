@@ -8,6 +8,12 @@ import (
 	"outreach/repo"
 )
 
+// KeyNotShownAgain stands for a new agent key wherever create_agent_key's
+// result is kept: a replay under the same idempotency key shows it instead
+// of the key.
+const KeyNotShownAgain = "not shown again: an agent key is shown only in the result of the call that created it. " +
+	"If it was lost, revoke this key (revoke_agent_key with agent_key.id) and create another."
+
 // Keys is the agent-key and team-member part of the Notifications group.
 func Keys(s *repo.Store) []Tool {
 	type createKeyIn struct {
@@ -48,7 +54,8 @@ func Keys(s *repo.Store) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				return map[string]any{"key": key, "agent_key": k, "note": "This is the only time the key is shown. Send it as 'Authorization: Bearer <key>'."}, nil
+				return map[string]any{"key": repo.NewSecret(key, KeyNotShownAgain), "agent_key": k,
+					"note": "The key is shown only in the result of the call that created it and is kept nowhere (only its hash): store it now. Send it as 'Authorization: Bearer <key>'."}, nil
 			}),
 		newTool("list_agent_keys", "List agent keys: id, name, agent type, display prefix, scopes, created, last used, expires, revoked. Never the key itself. Needs the admin scope.", admin,
 			func(ctx context.Context, in *listKeysIn) (any, error) {

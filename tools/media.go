@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -46,7 +47,7 @@ func mediaBase(ctx context.Context, s *repo.Store) (string, error) {
 type mediaView struct {
 	*repo.Media
 	Coverage          *repo.MediaCoverage `json:"coverage"`
-	DownloadURL       string              `json:"download_url,omitempty"`
+	DownloadURL       repo.Secret         `json:"download_url,omitzero"`
 	DownloadExpiresAt *time.Time          `json:"download_expires_at,omitempty"`
 	Note              string              `json:"note,omitempty"`
 }
@@ -73,7 +74,6 @@ func decodeBase64(s string) ([]byte, error) {
 // Media is the Media group: files attached to coverage, stored in GridFS,
 // moved through short-lived signed URLs on this service.
 func Media(s *repo.Store) []Tool {
-	types := strings.Join(repo.MediaTypes, ", ")
 	type urlIn struct {
 		CoverageID string `json:"coverage_id" jsonschema:"the coverage the file belongs to (UUID)"`
 		Filename   string `json:"filename" jsonschema:"the file's name, e.g. interview.mp4 (no path)"`
@@ -107,7 +107,7 @@ func Media(s *repo.Store) []Tool {
 		Offset          *int   `json:"offset,omitempty" jsonschema:"results to skip; default 0"`
 	}
 	return []Tool{
-		newTool("upload_media_url", "Start a file upload for coverage: returns media_id and a short-lived, single-use upload_url on this service. PUT the file's bytes to upload_url (e.g. curl -T FILE 'URL'), then call attach_media with the media_id. For files up to 512 KiB, upload_media takes the bytes inline instead.", create,
+		withReplay(newTool("upload_media_url", "Start a file upload for coverage: returns media_id and a short-lived, single-use upload_url on this service. PUT the file's bytes to upload_url (e.g. curl -T FILE 'URL'), then call attach_media with the media_id. For files up to 512 KiB, upload_media takes the bytes inline instead.", create,
 			func(ctx context.Context, in *urlIn) (any, error) {
 				if err := checkUUID("coverage_id", in.CoverageID); err != nil {
 					return nil, err
@@ -125,13 +125,8 @@ func Media(s *repo.Store) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				max := s.MediaOptions().MaxBytes
-				return map[string]any{"media_id": m.ID, "upload_url": u, "expires_at": exp.Format(time.RFC3339),
-					"instructions": fmt.Sprintf("PUT the file's bytes as the request body to upload_url before expires_at, e.g. curl -T %s '%s'. "+
-						"The URL works for one successful upload; the file may be at most %d bytes. No Authorization header is needed: the URL is the permission. "+
-						"The answer gives size_bytes and sha256. Then call attach_media with coverage_id, media_id %s and type (one of %s).",
-						shellQuoteName(in.Filename), u, max, m.ID, types)}, nil
-			}),
+				return uploadResult(s, m.ID, u, exp, in.Filename), nil
+			}), replayUpload(s)),
 		newTool("attach_media", "Record the metadata of a file uploaded through upload_media_url: its type, and optionally a new filename or MIME type, size_bytes (checked against the stored size), duration_seconds and free-form metadata. Calling it again updates the metadata.", change,
 			func(ctx context.Context, in *attachIn) (any, error) {
 				if err := checkUUID("coverage_id", in.CoverageID); err != nil {
@@ -188,9 +183,11 @@ func Media(s *repo.Store) []Tool {
 						return nil, err
 					}
 					exp := s.MediaURLExpiry()
-					if v.DownloadURL, err = s.SignMediaURL(ctx, base, m.ID, repo.MediaDownload, exp); err != nil {
+					u, err := s.SignMediaURL(ctx, base, m.ID, repo.MediaDownload, exp)
+					if err != nil {
 						return nil, err
 					}
+					v.DownloadURL = u
 					v.DownloadExpiresAt = &exp
 				}
 				return v, nil
@@ -232,6 +229,63 @@ func Media(s *repo.Store) []Tool {
 				return s.RestoreMedia(ctx, in.ID)
 			}),
 	}
+}
+
+// uploadResult is upload_media_url's result. The upload URL is a secret
+// (whoever holds it may store a file), in upload_url and in the curl line of
+// the instructions; where the result is kept, both hold the URL without its
+// signature.
+func uploadResult(s *repo.Store, id string, u repo.Secret, exp time.Time, filename string) map[string]any {
+	instructions := func(url string) string {
+		return fmt.Sprintf("PUT the file's bytes as the request body to upload_url before expires_at, e.g. curl -T %s '%s'. "+
+			"The URL works for one successful upload; the file may be at most %d bytes. No Authorization header is needed: the URL is the permission. "+
+			"The answer gives size_bytes and sha256. Then call attach_media with coverage_id, media_id %s and type (one of %s).",
+			shellQuoteName(filename), url, s.MediaOptions().MaxBytes, id, strings.Join(repo.MediaTypes, ", "))
+	}
+	return map[string]any{"media_id": id, "upload_url": u, "expires_at": exp.Format(time.RFC3339),
+		"instructions": repo.NewSecret(instructions(u.Reveal()), instructions(u.Kept()))}
+}
+
+// replayUpload answers a replay of upload_media_url: the same media and
+// expiry, and the URL signed again (a signature is a function of the media
+// id, the action and the expiry, so it is derived, never stored). The
+// expiry is the first call's: a replay does not extend it.
+func replayUpload(s *repo.Store) func(context.Context, json.RawMessage, []byte) (any, error) {
+	return func(ctx context.Context, args json.RawMessage, kept []byte) (any, error) {
+		var first struct {
+			MediaID   string `json:"media_id"`
+			UploadURL string `json:"upload_url"`
+			ExpiresAt string `json:"expires_at"`
+		}
+		var in struct {
+			Filename string `json:"filename"`
+		}
+		if err := json.Unmarshal(kept, &first); err != nil {
+			return nil, fmt.Errorf("replay upload_media_url: %w", err)
+		}
+		if err := json.Unmarshal(args, &in); err != nil {
+			return nil, fmt.Errorf("replay upload_media_url: %w", err)
+		}
+		exp, err := time.Parse(time.RFC3339, first.ExpiresAt)
+		if err != nil {
+			return nil, fmt.Errorf("replay upload_media_url: %w", err)
+		}
+		base, _, ok := strings.Cut(first.UploadURL, "/media/"+first.MediaID+"/")
+		if !ok {
+			return nil, fmt.Errorf("replay upload_media_url: the kept URL %q does not name media %s", first.UploadURL, first.MediaID)
+		}
+		u, err := s.SignMediaURL(ctx, base, first.MediaID, repo.MediaUpload, exp)
+		if err != nil {
+			return nil, err
+		}
+		return uploadResult(s, first.MediaID, u, exp, in.Filename), nil
+	}
+}
+
+// withReplay gives t a replay function (see Tool.replay).
+func withReplay(t Tool, replay func(context.Context, json.RawMessage, []byte) (any, error)) Tool {
+	t.replay = replay
+	return t
 }
 
 // shellQuoteName quotes a file name for the curl example.

@@ -15,33 +15,44 @@ func Notifications(s *repo.Store) []Tool {
 	events := strings.Join(repo.Events, ", ")
 	type subscribeIn struct {
 		OpportunityID string   `json:"opportunity_id" jsonschema:"the opportunity to follow (UUID)"`
-		UserID        string   `json:"user_id,omitempty" jsonschema:"the team member who subscribes (UUID); default: the caller's user"`
+		UserID        string   `json:"user_id,omitempty" jsonschema:"the team member who subscribes (UUID); default: the caller's user; another member needs the admin scope"`
 		Events        []string `json:"events,omitempty" enum:"stage_changed,coverage_added,note_added,email_received,next_action_due" jsonschema:"event kinds to be notified of; default all"`
 	}
 	type unsubscribeIn struct {
 		OpportunityID string `json:"opportunity_id" jsonschema:"the opportunity to stop following (UUID)"`
-		UserID        string `json:"user_id,omitempty" jsonschema:"the team member (UUID); default: the caller's user"`
+		UserID        string `json:"user_id,omitempty" jsonschema:"the team member (UUID); default: the caller's user; another member needs the admin scope"`
 	}
 	type listSubsIn struct {
-		UserID string `json:"user_id,omitempty" jsonschema:"whose subscriptions (UUID); default: the caller's user"`
+		UserID string `json:"user_id,omitempty" jsonschema:"whose subscriptions (UUID); default: the caller's user; another member's need the admin scope"`
 		Limit  *int   `json:"limit,omitempty" jsonschema:"maximum results, 1 to 200; default 50"`
 		Offset *int   `json:"offset,omitempty" jsonschema:"results to skip; default 0"`
 	}
 	type listIn struct {
-		UserID     string `json:"user_id,omitempty" jsonschema:"whose notifications (UUID); default: the caller's user"`
+		UserID     string `json:"user_id,omitempty" jsonschema:"whose notifications (UUID); default: the caller's user; another member's need the admin scope"`
 		UnreadOnly bool   `json:"unread_only,omitempty" jsonschema:"only notifications not yet marked read; default false"`
 		Limit      *int   `json:"limit,omitempty" jsonschema:"maximum results, 1 to 200; default 50"`
 		Offset     *int   `json:"offset,omitempty" jsonschema:"results to skip; default 0"`
 	}
 	type markIn struct {
-		IDs []string `json:"ids" jsonschema:"ids of the notifications to mark read (UUIDs), 1 to 200"`
+		IDs []string `json:"ids" jsonschema:"ids of the notifications to mark read (UUIDs), 1 to 200; the caller's own (another member's need the admin scope)"`
 	}
-	userOr := func(ctx context.Context, id string) (string, error) {
-		if id == "" {
-			a, _ := audit.ActorFrom(ctx)
-			return a.UserID, nil
+	// userOr is whose notifications or subscriptions a call is about: the
+	// caller's user, or the member user_id names, which needs the admin
+	// scope (repo.ActFor); the change entries of an admin acting for
+	// another member name them in on_behalf_of.
+	userOr := func(ctx context.Context, id string) (context.Context, string, error) {
+		a, _ := audit.ActorFrom(ctx)
+		if id == "" || id == a.UserID {
+			return ctx, a.UserID, nil
 		}
-		return id, checkUUID("user_id", id)
+		if err := checkUUID("user_id", id); err != nil {
+			return ctx, "", err
+		}
+		if err := repo.ActFor(ctx, "user_id", id); err != nil {
+			return ctx, "", err
+		}
+		a.OnBehalfOf = id
+		return audit.WithActor(ctx, a), id, nil
 	}
 	return []Tool{
 		newTool("subscribe_opportunity", "Subscribe a team member to an opportunity's events ("+events+"). Each event then becomes a notification for them, delivered to the team's Slack channel and the webhook when configured, and listed by list_notifications. Subscribing again replaces the event kinds.", create,
@@ -49,7 +60,7 @@ func Notifications(s *repo.Store) []Tool {
 				if err := checkUUID("opportunity_id", in.OpportunityID); err != nil {
 					return nil, err
 				}
-				uid, err := userOr(ctx, in.UserID)
+				ctx, uid, err := userOr(ctx, in.UserID)
 				if err != nil {
 					return nil, err
 				}
@@ -65,7 +76,7 @@ func Notifications(s *repo.Store) []Tool {
 				if err := checkUUID("opportunity_id", in.OpportunityID); err != nil {
 					return nil, err
 				}
-				uid, err := userOr(ctx, in.UserID)
+				ctx, uid, err := userOr(ctx, in.UserID)
 				if err != nil {
 					return nil, err
 				}
@@ -73,7 +84,7 @@ func Notifications(s *repo.Store) []Tool {
 			}),
 		newTool("list_subscriptions", "List a team member's active subscriptions, each with the opportunity's current title and stage; newest first.", read,
 			func(ctx context.Context, in *listSubsIn) (any, error) {
-				uid, err := userOr(ctx, in.UserID)
+				ctx, uid, err := userOr(ctx, in.UserID)
 				if err != nil {
 					return nil, err
 				}
@@ -89,7 +100,7 @@ func Notifications(s *repo.Store) []Tool {
 			}),
 		newTool("list_notifications", "List a team member's notifications, newest first: event, opportunity, text, when, whether read, and the delivery state per target (slack, webhook). Poll it with unread_only and mark what was handled with mark_notifications_read.", read,
 			func(ctx context.Context, in *listIn) (any, error) {
-				uid, err := userOr(ctx, in.UserID)
+				ctx, uid, err := userOr(ctx, in.UserID)
 				if err != nil {
 					return nil, err
 				}

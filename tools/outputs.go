@@ -172,6 +172,7 @@ var schemaTypes = map[reflect.Type]*jsonschema.Schema{
 	reflect.TypeFor[bson.DateTime](): {Type: "string"},
 	reflect.TypeFor[time.Time]():     {Type: "string"},
 	reflect.TypeFor[bson.M]():        {Types: []string{"null", "object"}},
+	reflect.TypeFor[repo.Secret]():   {Type: "string"},
 }
 
 // of is the schema of T's JSON.

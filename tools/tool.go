@@ -48,6 +48,11 @@ type Tool struct {
 	// calls are the per-key buckets of tool calls (ratelimit.go), shared by
 	// every tool of one All.
 	calls *Limiter
+	// replay, when set, makes the answer to a replay (idempotency.go) from
+	// the first call's arguments and kept result, for a tool whose result
+	// carries a secret it can derive again (a signed URL). Without it a
+	// replay answers with the kept result as stored.
+	replay func(ctx context.Context, args json.RawMessage, kept []byte) (any, error)
 }
 
 // newTool builds a tool whose arguments decode strictly into In. Its input
@@ -311,19 +316,19 @@ func (t Tool) call(ctx context.Context, req *mcp.CallToolRequest) (text []byte, 
 			return nil, false, err
 		}
 	}
-	run := func(ctx context.Context) ([]byte, error) {
+	run := func(ctx context.Context) (shown, kept []byte, err error) {
 		out, err := t.Handle(ctx, args)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		text, err := encodeResult(out)
+		shown, kept, err = encodeResult(out)
 		if err != nil {
-			return nil, fmt.Errorf("encode result: %w", err)
+			return nil, nil, fmt.Errorf("encode result: %w", err)
 		}
-		return text, nil
+		return shown, kept, nil
 	}
 	if key == "" || t.store == nil {
-		text, err = run(ctx)
+		text, _, err = run(ctx)
 		return text, false, err
 	}
 	return t.idempotent(ctx, key, args, run)

@@ -64,6 +64,10 @@ Every command reads the same configuration:
   OUTREACH_PUBLIC_URL  base URL clients reach the service at, for signed media URLs (default: from each request)
   OUTREACH_MEDIA_MAX_BYTES  size cap of a media upload (default 104857600, 100 MiB)
   OUTREACH_MEDIA_URL_TTL    lifetime of signed media URLs, e.g. 15m (default 15m)
+  OUTREACH_MEDIA_SIGNING_KEY_FILE  file (mode 0600) holding the secret media URLs are signed with, at least 32 bytes;
+                            with MONGODB_URI give every instance the same one (default: DIR/media-url.key on the
+                            embedded store, made at first start; a key of this process alone on MongoDB)
+  OUTREACH_MEDIA_SIGNING_KEY       the same secret given inline (the file is preferred: it keeps the secret out of the environment)
   OUTREACH_PITCH_WINDOW     double-pitch guard window, e.g. 336h (default 14 days; -pitch-window)
   OUTREACH_IMAP_ADDR        shared inbox host:port, e.g. imap.gmail.com:993 (unset: no email sync)
   OUTREACH_IMAP_SECURITY    tls (default), starttls, or plain (loopback servers only)
@@ -167,6 +171,7 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 	}
 	uri := cfg.uri
 	var es *embedded.Store
+	var store *repo.Store
 	if uri == "" {
 		es, err = embedded.Start(ctx, embedded.Options{Dir: cfg.data, TCP: cfg.mongoListen, AllowWrites: cfg.mongoAllowWrites})
 		if err != nil {
@@ -182,7 +187,10 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 		}
 		ev.Msg("embedded store started")
 	}
-	store, err := repo.Open(ctx, uri, cfg.db, opts)
+	opts.Media.SigningKey, err = signingKey(cfg, serving, log)
+	if err == nil {
+		store, err = repo.Open(ctx, uri, cfg.db, opts)
+	}
 	if err != nil {
 		if es != nil {
 			es.Close()
