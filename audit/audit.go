@@ -69,27 +69,27 @@ const (
 
 // Entry is one change_log document.
 type Entry struct {
-	ID           string    `bson:"_id" json:"id"`
-	Seq          int64     `bson:"seq" json:"seq"`
-	At           time.Time `bson:"at" json:"at"`
-	Collection   string    `bson:"collection" json:"collection"`
-	RecordID     string    `bson:"record_id" json:"record_id"`
-	Action       string    `bson:"action" json:"action"`
-	Before       bson.M    `bson:"before" json:"before"`
-	After        bson.M    `bson:"after" json:"after"`
-	UserID       string    `bson:"user_id" json:"user_id"`
-	AgentID      string    `bson:"agent_id" json:"agent_id"`
-	SessionID    string    `bson:"session_id" json:"session_id"`
-	Tool         string    `bson:"tool" json:"tool"`
+	ID         string    `bson:"_id" json:"id"`
+	Seq        int64     `bson:"seq" json:"seq"`
+	At         time.Time `bson:"at" json:"at"`
+	Collection string    `bson:"collection" json:"collection"`
+	RecordID   string    `bson:"record_id" json:"record_id"`
+	Action     string    `bson:"action" json:"action"`
+	Before     bson.M    `bson:"before" json:"before"`
+	After      bson.M    `bson:"after" json:"after"`
+	UserID     string    `bson:"user_id" json:"user_id"`
+	AgentID    string    `bson:"agent_id" json:"agent_id"`
+	SessionID  string    `bson:"session_id" json:"session_id"`
+	Tool       string    `bson:"tool" json:"tool"`
 	// OnBehalfOf names the team member whose own data (notifications,
 	// subscriptions) an admin changed for them; empty when the actor
 	// changed their own, or team records.
-	OnBehalfOf string `bson:"on_behalf_of,omitempty" json:"on_behalf_of,omitempty"`
-	Reverts      string    `bson:"reverts,omitempty" json:"reverts,omitempty"`
-	Reversible   bool      `bson:"reversible" json:"reversible"`
-	VersionAfter int64     `bson:"version_after" json:"-"`
-	State        string    `bson:"state" json:"-"`
-	PlanID       string    `bson:"plan_id,omitempty" json:"plan_id,omitempty"`
+	OnBehalfOf   string `bson:"on_behalf_of,omitempty" json:"on_behalf_of,omitempty"`
+	Reverts      string `bson:"reverts,omitempty" json:"reverts,omitempty"`
+	Reversible   bool   `bson:"reversible" json:"reversible"`
+	VersionAfter int64  `bson:"version_after" json:"-"`
+	State        string `bson:"state" json:"-"`
+	PlanID       string `bson:"plan_id,omitempty" json:"plan_id,omitempty"`
 	// IdempotencyKey tags the entries of a call made with an idempotency
 	// key, so a retry finds a write that landed even when its stored
 	// result did not.

@@ -1,0 +1,98 @@
+package repo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"outreach/audit"
+)
+
+// TestSecretIsKeptOnlyRedacted: every way a value is kept or logged gives a
+// Secret's kept form; only Reveal, and JSON of a Shown copy, give the value.
+func TestSecretIsKeptOnlyRedacted(t *testing.T) {
+	const value = "outreach_theSecretValue0123456789"
+	s := NewSecret(value, "[kept]")
+	var logged strings.Builder
+	log := zerolog.New(&logged)
+	log.Info().Interface("result", map[string]any{"key": s}).Stringer("key", s).Any("any", s).Msg("call")
+	jsonText, _ := json.Marshal(map[string]any{"key": s})
+	bsonDoc, err := bson.Marshal(bson.M{"key": s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, text := range map[string]string{
+		"JSON":       string(jsonText),
+		"BSON":       string(bsonDoc),
+		"fmt %v":     fmt.Sprintf("%v %s %q %+v", s, s, s, struct{ K Secret }{s}),
+		"fmt %#v":    fmt.Sprintf("%#v", s),
+		"a log line": logged.String(),
+	} {
+		if strings.Contains(text, value) {
+			t.Errorf("%s holds the value: %s", what, text)
+		}
+		if !strings.Contains(text, "[kept]") {
+			t.Errorf("%s does not hold the kept form: %s", what, text)
+		}
+	}
+	if shown, _ := json.Marshal(s.Shown()); string(shown) != `"`+value+`"` {
+		t.Errorf("JSON of the shown copy: %s", shown)
+	}
+	if s.Reveal() != value {
+		t.Errorf("Reveal: %q", s.Reveal())
+	}
+	if null, _ := json.Marshal(NewSecret(value, "")); string(null) != "null" {
+		t.Errorf("JSON of a secret kept as nothing: %s", null)
+	}
+}
+
+// TestStoredSigningSecretIsRemoved: a store that holds the media URL
+// signing secret in settings (as older versions kept it) loses it when
+// opened, through the write path, and the change entry shows it redacted.
+func TestStoredSigningSecretIsRemoved(t *testing.T) {
+	s, ctx := openTestStore(t)
+	const old = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	st := &setting{Meta: Meta{ID: signingID}, Name: "media_url_signing", Secret: old}
+	if err := insert(audit.WithActor(ctx, SystemActor("media-url-signing")), s, collSettings, st); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second finds nothing to do
+		if err := s.dropStoredSigningSecret(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var raw bson.M
+	if err := s.coll(collSettings).FindOne(ctx, bson.M{"_id": signingID}).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := raw["secret"]; ok || raw["archived_at"] == nil {
+		t.Errorf("the settings record after: %v; want no secret, archived", raw)
+	}
+	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{"record_id": signingID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []audit.Entry
+	if err := cur.All(ctx, &entries); err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || entries[1].Action != audit.ActionArchive || entries[1].Before["secret"] != "[redacted]" || entries[1].After["secret"] != nil {
+		t.Errorf("change entries of the settings record: %+v", entries)
+	}
+	var all []bson.M
+	cur, err = s.coll(collChangeLog).Find(context.Background(), bson.M{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.All(ctx, &all); err != nil {
+		t.Fatal(err)
+	}
+	if text := fmt.Sprint(all); strings.Contains(text, old) {
+		t.Errorf("the change log holds the old secret")
+	}
+}
