@@ -2,7 +2,11 @@ package repo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -138,4 +142,68 @@ func (s *Store) IdempotentChanges(ctx context.Context, c *Idempotency) ([]audit.
 		return nil, driverErr(err, "change log", "")
 	}
 	return out, nil
+}
+
+// KeyNotShownAgain stands for a new agent key wherever create_agent_key's
+// result is kept (tools.Keys): a replay under the same idempotency key
+// shows it instead of the key.
+const KeyNotShownAgain = "not shown again: an agent key is shown only in the result of the call that created it. " +
+	"If it was lost, revoke this key (revoke_agent_key with agent_key.id) and create another."
+
+var (
+	// rawKey is an agent key (keys.go: the prefix, 32 random characters
+	// and a 6-character checksum).
+	rawKey = regexp.MustCompile(`outreach_[0-9A-Za-z]{38}\b`)
+	// urlSignature is the signature of a signed media URL, its & as JSON
+	// writes it (\u0026) or as it is.
+	urlSignature = regexp.MustCompile(`(&|\\u0026)signature=[0-9a-f]{64}`)
+)
+
+// scrubStoredResults takes the secrets out of the results older versions
+// stored with idempotency claims, whole: the raw key of a create_agent_key,
+// the signed URL of an upload_media_url. They become what this version
+// stores (the key's kept form, the URL without its signature), so a replay
+// answers as it would for a claim made now. Claims are operational data
+// (no change entry); the pass reads the whole collection, as recovery reads
+// the change log, which holds at least one entry per claim that ran.
+func (s *Store) scrubStoredResults(ctx context.Context) error {
+	cur, err := s.coll(collIdempotency).Find(ctx, bson.M{})
+	if err != nil {
+		return fmt.Errorf("idempotency keys: %w", err)
+	}
+	defer cur.Close(ctx)
+	n := 0
+	for cur.Next(ctx) {
+		var c Idempotency
+		if err := cur.Decode(&c); err != nil {
+			return fmt.Errorf("idempotency keys: %w", err)
+		}
+		scrubbed := scrubResult(c.Result)
+		if scrubbed == c.Result {
+			continue
+		}
+		next := c
+		next.Result = scrubbed
+		if _, err := s.putIdempotency(ctx, bson.M{"_id": c.ID, "owner": c.Owner, "state": c.State}, &next); err != nil {
+			return fmt.Errorf("idempotency keys: %w", err)
+		}
+		n++
+	}
+	if err := cur.Err(); err != nil {
+		return fmt.Errorf("idempotency keys: %w", err)
+	}
+	if n > 0 {
+		s.log.Info().Int("results", n).Msg("removed the agent keys and URL signatures older versions stored with idempotency keys")
+	}
+	return nil
+}
+
+// scrubResult is a stored result's JSON without raw keys or URL signatures.
+func scrubResult(result string) string {
+	if !strings.Contains(result, "outreach_") && !strings.Contains(result, "signature=") {
+		return result
+	}
+	kept, _ := json.Marshal(KeyNotShownAgain)
+	out := rawKey.ReplaceAllLiteralString(result, strings.Trim(string(kept), `"`))
+	return urlSignature.ReplaceAllLiteralString(out, "")
 }

@@ -96,3 +96,52 @@ func TestStoredSigningSecretIsRemoved(t *testing.T) {
 		t.Errorf("the change log holds the old secret")
 	}
 }
+
+// TestStoredResultsAreScrubbed: results older versions stored with
+// idempotency claims lose their raw keys and URL signatures at start, and
+// keep everything else.
+func TestStoredResultsAreScrubbed(t *testing.T) {
+	s, ctx := openTestStore(t)
+	const key = "outreach_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789xy"
+	const unsigned = "http://127.0.0.1:8080/media/7c9e6679-7425-40de-944b-e07fc1f90ae7/upload?expires=1700000000"
+	sig := strings.Repeat("ab", 32)
+	oldKey, _ := json.Marshal(map[string]any{"key": key, "agent_key": map[string]any{"id": "k1", "prefix": "outreach_AbCdEf…"}})
+	oldURL, _ := json.Marshal(map[string]any{"media_id": "m1", "upload_url": unsigned + "&signature=" + sig,
+		"instructions": "curl -T 'f' '" + unsigned + "&signature=" + sig + "'"})
+	plain := `{"id":"n1","content":"outreach_ is a prefix"}`
+	for i, result := range []string{string(oldKey), string(oldURL), plain} {
+		c := &Idempotency{ID: fmt.Sprintf("key/%d", i), Epoch: "e", Tool: "t", Hash: "h", State: IdemDone, Owner: "o", Result: result}
+		if ok, err := s.putIdempotency(ctx, nil, c); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+	}
+	if err := s.scrubStoredResults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []Idempotency
+	cur, err := s.coll(collIdempotency).Find(ctx, bson.M{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.All(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]string{}
+	for _, c := range got {
+		results[c.ID] = c.Result
+	}
+	if r := results["key/0"]; strings.Contains(r, key) || !strings.Contains(r, "not shown again") || !strings.Contains(r, "outreach_AbCdEf…") {
+		t.Errorf("the create_agent_key result after: %s", r)
+	}
+	var url struct{ UploadURL, Instructions string }
+	json.Unmarshal([]byte(results["key/1"]), &struct {
+		UploadURL    *string `json:"upload_url"`
+		Instructions *string `json:"instructions"`
+	}{&url.UploadURL, &url.Instructions})
+	if url.UploadURL != unsigned || strings.Contains(results["key/1"], sig) || !strings.Contains(url.Instructions, unsigned+"'") {
+		t.Errorf("the upload_media_url result after: %s", results["key/1"])
+	}
+	if results["key/2"] != plain {
+		t.Errorf("a result without secrets changed: %s", results["key/2"])
+	}
+}

@@ -274,6 +274,10 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 		s.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	if err := s.scrubStoredResults(ctx); err != nil {
+		s.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	return s, nil
 }
 

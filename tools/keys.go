@@ -11,8 +11,7 @@ import (
 // KeyNotShownAgain stands for a new agent key wherever create_agent_key's
 // result is kept: a replay under the same idempotency key shows it instead
 // of the key.
-const KeyNotShownAgain = "not shown again: an agent key is shown only in the result of the call that created it. " +
-	"If it was lost, revoke this key (revoke_agent_key with agent_key.id) and create another."
+const KeyNotShownAgain = repo.KeyNotShownAgain
 
 // Keys is the agent-key and team-member part of the Notifications group.
 func Keys(s *repo.Store) []Tool {
