@@ -130,7 +130,7 @@ func clampLeaf(v reflect.Value) (reflect.Value, bool, bool) {
 // leaf answers (new value, changed, handled): a handled value is not walked
 // into. prune, when set, tells the types that need no walk.
 func rewrite(v reflect.Value, leaf func(reflect.Value) (reflect.Value, bool, bool), prune func(reflect.Type) bool) (reflect.Value, bool) {
-	renderable := func(v reflect.Value) (reflect.Value, bool) { return rewrite(v, leaf, prune) }
+	inner := func(v reflect.Value) (reflect.Value, bool) { return rewrite(v, leaf, prune) }
 	if !v.IsValid() {
 		return v, false
 	}
@@ -140,15 +140,12 @@ func rewrite(v reflect.Value, leaf func(reflect.Value) (reflect.Value, bool, boo
 	if out, changed, handled := leaf(v); handled {
 		return out, changed
 	}
-	if !v.IsValid() {
-		return v, false
-	}
 	switch v.Kind() {
 	case reflect.Pointer:
 		if v.IsNil() {
 			return v, false
 		}
-		e, changed := renderable(v.Elem())
+		e, changed := inner(v.Elem())
 		if !changed {
 			return v, false
 		}
@@ -159,7 +156,7 @@ func rewrite(v reflect.Value, leaf func(reflect.Value) (reflect.Value, bool, boo
 		if v.IsNil() {
 			return v, false
 		}
-		e, changed := renderable(v.Elem())
+		e, changed := inner(v.Elem())
 		if !changed {
 			return v, false
 		}
@@ -172,7 +169,7 @@ func rewrite(v reflect.Value, leaf func(reflect.Value) (reflect.Value, bool, boo
 			if !v.Type().Field(i).IsExported() {
 				continue
 			}
-			f, changed := renderable(v.Field(i))
+			f, changed := inner(v.Field(i))
 			if !changed {
 				continue
 			}
@@ -193,7 +190,7 @@ func rewrite(v reflect.Value, leaf func(reflect.Value) (reflect.Value, bool, boo
 		var out reflect.Value
 		it := v.MapRange()
 		for it.Next() {
-			e, changed := renderable(it.Value())
+			e, changed := inner(it.Value())
 			if !changed {
 				continue
 			}
@@ -215,7 +212,7 @@ func rewrite(v reflect.Value, leaf func(reflect.Value) (reflect.Value, bool, boo
 		}
 		var out reflect.Value
 		for i := 0; i < v.Len(); i++ {
-			e, changed := renderable(v.Index(i))
+			e, changed := inner(v.Index(i))
 			if !changed {
 				continue
 			}
