@@ -35,7 +35,7 @@ func Keys(s *repo.Store) []Tool {
 	}
 	type noIn struct{}
 	return []Tool{
-		newTool("create_agent_key", "Create an API key for an agent. The key is returned once, in this result, and cannot be read again: store it now. Needs the admin scope.", admin,
+		newTool("create_agent_key", "Create an API key for an agent. The key is returned once, in this result, and is kept nowhere: store it now (a retry under the same idempotency key gets the key's record, not the key). Needs the admin scope.", admin,
 			func(ctx context.Context, in *createKeyIn) (any, error) {
 				a, _ := audit.ActorFrom(ctx)
 				if in.UserID == "" {
