@@ -3,10 +3,13 @@ package embedded
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -24,7 +27,7 @@ func freeAddr(t *testing.T) string {
 
 func connect(t *testing.T, uri string) *mongo.Database {
 	t.Helper()
-	c, err := mongo.Connect(options.Client().ApplyURI(uri))
+	c, err := mongo.Connect(options.Client().ApplyURI(uri).SetTimeout(20 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,43 +35,80 @@ func connect(t *testing.T, uri string) *mongo.Database {
 	return c.Database("outreach")
 }
 
-// TestWireEndpointReadOnly opens the people's wire endpoint as serve
-// --mongo-listen does, and talks to it with the official driver: reads pass,
-// every kind of write is refused with code 13 and a message naming the tools
-// and the flag, and the store is unchanged behind it.
-func TestWireEndpointReadOnly(t *testing.T) {
+// testUsers is an Authenticator over fixed passwords.
+func testUsers(passwords map[string]string) Authenticator {
+	return func(_ context.Context, user string) (Credential, error) {
+		pw, ok := passwords[user]
+		if !ok {
+			return Credential{}, errors.New("unknown user")
+		}
+		client, err := scram.SHA256.NewClient(user, pw, "")
+		if err != nil {
+			return Credential{}, err
+		}
+		c := client.GetStoredCredentials(scram.KeyFactors{Salt: "0123456789abcdef", Iters: 4096})
+		return Credential{Salt: []byte(c.Salt), Iterations: c.Iters, StoredKey: c.StoredKey, ServerKey: c.ServerKey}, nil
+	}
+}
+
+// TestAnalystEndpoint opens the analyst endpoint as serve --mongo-listen
+// does and talks to it with the official driver: without credentials only
+// the handshake answers; with them reads pass, every kind of write is
+// refused with code 13 naming the tools, hidden collections are neither
+// listed nor read, and the store is unchanged behind it.
+func TestAnalystEndpoint(t *testing.T) {
 	ctx := context.Background()
-	s, err := Start(ctx, Options{Dir: t.TempDir(), TCP: freeAddr(t)})
+	s, err := Start(ctx, Options{Dir: t.TempDir(), TCP: freeAddr(t), Auth: testUsers(map[string]string{"ann": "secret-ann"}), Hidden: []string{"agent_keys"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	if s.PublicURI == s.URI || s.PublicURI == "" {
-		t.Fatalf("public endpoint %q, service endpoint %q: want a separate gated endpoint", s.PublicURI, s.URI)
+	t.Cleanup(s.Close) // after the clients' disconnects, registered later
+	if strings.Contains(s.URI, "127.0.0.1") || !strings.Contains(s.URI, ".sock") {
+		t.Fatalf("service endpoint %q: want the Unix socket", s.URI)
 	}
 	service := connect(t, s.URI)
 	if _, err := service.Collection("contacts").InsertOne(ctx, bson.D{{Key: "_id", Value: "c1"}, {Key: "name", Value: "Ada"}}); err != nil {
 		t.Fatalf("the service's own endpoint refused a write: %v", err)
 	}
+	if _, err := service.Collection("agent_keys").InsertOne(ctx, bson.D{{Key: "_id", Value: "k1"}, {Key: "key_hash", Value: "h"}}); err != nil {
+		t.Fatal(err)
+	}
 
-	db := connect(t, s.PublicURI)
+	anon := connect(t, s.PublicURI)
+	if err := anon.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		t.Errorf("ping without credentials: %v", err)
+	}
+	err = anon.Collection("contacts").FindOne(ctx, bson.D{}).Err()
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(13) || !strings.Contains(err.Error(), "requires authentication") {
+		t.Errorf("find without credentials: %v; want code 13, authentication required", err)
+	}
+
+	u := strings.Replace(s.PublicURI, "mongodb://", "mongodb://ann:secret-ann@", 1) + "outreach?authMechanism=SCRAM-SHA-256"
+	db := connect(t, u)
 	var got bson.M
 	if err := db.Collection("contacts").FindOne(ctx, bson.D{{Key: "_id", Value: "c1"}}).Decode(&got); err != nil || got["name"] != "Ada" {
-		t.Fatalf("find through the read-only endpoint: %v %v", got, err)
+		t.Fatalf("find through the analyst endpoint: %v %v", got, err)
 	}
 	if n, err := db.Collection("contacts").CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
-		t.Fatalf("count through the read-only endpoint: %d %v", n, err)
+		t.Fatalf("count: %d %v", n, err)
 	}
 	cur, err := db.Collection("contacts").Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}, {{Key: "$count", Value: "n"}}})
 	if err != nil {
-		t.Fatalf("aggregate through the read-only endpoint: %v", err)
+		t.Fatalf("aggregate: %v", err)
 	}
 	var counted []bson.M
 	if err := cur.All(ctx, &counted); err != nil || len(counted) != 1 {
 		t.Fatalf("aggregate result %v %v", counted, err)
 	}
-	if names, err := db.ListCollectionNames(ctx, bson.D{}); err != nil || len(names) != 1 {
-		t.Fatalf("listCollections: %v %v", names, err)
+	if names, err := db.ListCollectionNames(ctx, bson.D{}); err != nil || fmt.Sprint(names) != "[contacts]" {
+		t.Errorf("listCollections: %v %v; want contacts alone (agent_keys hidden)", names, err)
+	}
+	if err := db.Collection("agent_keys").FindOne(ctx, bson.D{}).Err(); !errors.As(err, &se) || !se.HasErrorCode(13) || !strings.Contains(err.Error(), "secrets") {
+		t.Errorf("find on a hidden collection: %v; want code 13", err)
+	}
+	if _, err := db.Collection("contacts").Aggregate(ctx, mongo.Pipeline{{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "agent_keys"}, {Key: "localField", Value: "_id"}, {Key: "foreignField", Value: "_id"}, {Key: "as", Value: "k"}}}}}); !errors.As(err, &se) || !se.HasErrorCode(13) {
+		t.Errorf("$lookup of a hidden collection: %v; want it refused", err)
 	}
 
 	coll := db.Collection("contacts")
@@ -105,10 +145,8 @@ func TestWireEndpointReadOnly(t *testing.T) {
 	}
 	for name, write := range writes {
 		err := write()
-		var se mongo.ServerError
-		if !errors.As(err, &se) || !se.HasErrorCode(ReadOnlyCode) || !strings.Contains(err.Error(), "read-only") ||
-			!strings.Contains(err.Error(), "--mongo-allow-writes") || !strings.Contains(err.Error(), "MCP tools") {
-			t.Errorf("%s through the read-only endpoint: %v; want code 13 naming the tools and --mongo-allow-writes", name, err)
+		if !errors.As(err, &se) || !se.HasErrorCode(13) || !strings.Contains(err.Error(), "read-only") && !strings.Contains(err.Error(), "explain") {
+			t.Errorf("%s through the analyst endpoint: %v; want code 13", name, err)
 		}
 	}
 	var after []bson.M
@@ -119,24 +157,10 @@ func TestWireEndpointReadOnly(t *testing.T) {
 	if err := cur.All(ctx, &after); err != nil || len(after) != 1 || after[0]["name"] != "Ada" {
 		t.Errorf("the store after refused writes: %v %v; want Ada alone, unchanged", after, err)
 	}
-	if names, err := service.ListCollectionNames(ctx, bson.D{}); err != nil || len(names) != 1 {
+	if names, err := service.ListCollectionNames(ctx, bson.D{}); err != nil || len(names) != 2 {
 		t.Errorf("collections after refused writes: %v %v", names, err)
 	}
 	if specs, err := service.Collection("contacts").Indexes().ListSpecifications(ctx); err != nil || len(specs) != 1 {
 		t.Errorf("indexes after refused writes: %v %v", specs, err)
-	}
-}
-
-// TestWireEndpointAllowWrites: with the explicit flag the endpoint accepts writes.
-func TestWireEndpointAllowWrites(t *testing.T) {
-	ctx := context.Background()
-	s, err := Start(ctx, Options{TCP: freeAddr(t), AllowWrites: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db := connect(t, s.PublicURI)
-	if _, err := db.Collection("contacts").InsertOne(ctx, bson.D{{Key: "name", Value: "Eve"}}); err != nil {
-		t.Fatalf("insert with AllowWrites: %v", err)
 	}
 }

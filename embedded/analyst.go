@@ -1,0 +1,1100 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/xdg-go/scram"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
+	"golang.org/x/time/rate"
+)
+
+// The analyst endpoint (serve --mongo-listen) is the one door from the
+// network to the embedded store, which has no users or roles of its own.
+// A gate between each client and the store speaks the MongoDB wire
+// protocol on both sides and lets through only what an authenticated
+// reader may do, with bounded work:
+//
+//   - Who: SCRAM-SHA-256, as MongoDB does it, so mongosh, Compass and the
+//     drivers connect unchanged. The user name is an agent key's id, the
+//     password the key; the Authenticator (wired by the service) says
+//     whether that key may read here and gives its verifier. Before that a
+//     connection may run hello, isMaster, ping, buildInfo and the SASL
+//     handshake, nothing else. The key is checked again before every
+//     command: once it is revoked, the next command is refused and the
+//     connection closed. Failed attempts are rate limited per user name and
+//     per client address.
+//   - What: reads only (find, aggregate without $out/$merge, count,
+//     distinct, cursors, listings, statistics); never a collection of
+//     Options.Hidden, which hold secrets or their verifiers; never $where,
+//     $function or $accumulator (code run in the server).
+//   - How much: the numbers below. A refusal is a MongoDB error document
+//     saying what was refused and what is allowed.
+//
+// Cursors belong to the key that opened them (drivers may continue one on
+// another pooled connection, as on MongoDB); another key's cursor, or one
+// the gate did not see opened (the service's own), is "not found". The
+// cursors a connection opened are killed when it closes.
+
+// Bounds of the analyst endpoint (documented in the README).
+const (
+	// MaxConnections is the number of client connections served at once;
+	// more are closed on accept.
+	MaxConnections = 32
+	// MaxBatch is the largest batch of documents one reply carries: a
+	// larger batchSize (find, aggregate, getMore) is lowered to it, which
+	// changes no result, only how many getMores fetch it. A getMore without
+	// batchSize gets MaxBatch.
+	MaxBatch = 1000
+	// MaxSkip is the largest skip (find, count, $skip); page by a range
+	// of an indexed field instead.
+	MaxSkip = 100_000
+	// MaxCursors is the number of open cursors one connection may hold.
+	MaxCursors = 16
+	// MaxStages is the number of aggregation stages a command may hold,
+	// counting those of nested pipelines ($lookup, $facet, $unionWith).
+	MaxStages = 50
+	// MaxDepth is the deepest nesting of documents and arrays a command
+	// may have.
+	MaxDepth = 32
+	// MaxTime is the time limit of a query (maxTimeMS): the default, and the
+	// most a client may ask for.
+	MaxTime = 60 * time.Second
+	// MaxRequest is the largest command a client may send.
+	MaxRequest = 1 << 20
+)
+
+// MongoDB's error codes used by the gate.
+const (
+	codeBadValue             = 2
+	codeUnauthorized         = 13
+	codeAuthenticationFailed = 18
+	codeCursorNotFound       = 43
+	codeMechanismUnavailable = 334
+)
+
+// maxReply bounds a reply read from the store (MongoDB's message limit).
+const maxReply = 48_000_000
+
+// Failed authentications allowed per user name and per client address:
+// a burst, then one more per interval.
+const (
+	failBurstUser    = 5
+	failEveryUser    = 12 * time.Second
+	failBurstAddress = 20
+	failEveryAddress = 3 * time.Second
+)
+
+// Credential is a SCRAM-SHA-256 verifier.
+type Credential struct {
+	Salt       []byte
+	Iterations int
+	StoredKey  []byte
+	ServerKey  []byte
+}
+
+// Authenticator returns the verifier of user (an agent key's id) when that
+// key may read through the analyst endpoint now, or an error saying why not
+// (logged by the service; the client is told only that authentication
+// failed, or that its key no longer may read).
+type Authenticator func(ctx context.Context, user string) (Credential, error)
+
+// gate serves the analyst endpoint.
+type gate struct {
+	ln       net.Listener
+	upstream string // the store's Unix socket
+	auth     Authenticator
+	hidden   map[string]bool
+	log      *slog.Logger
+	fails    failures
+	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	conns   map[*conn]struct{}
+	cursors map[int64]*cursor
+}
+
+type cursor struct {
+	user   string
+	opener *conn
+	ns     string // db.collection
+}
+
+func newGate(ln net.Listener, upstream string, auth Authenticator, hidden []string, log *slog.Logger) *gate {
+	g := &gate{ln: ln, upstream: upstream, auth: auth, hidden: map[string]bool{}, log: log,
+		conns: map[*conn]struct{}{}, cursors: map[int64]*cursor{}}
+	for _, h := range hidden {
+		g.hidden[h] = true
+	}
+	return g
+}
+
+func (g *gate) serve() {
+	for {
+		c, err := g.ln.Accept()
+		if err != nil {
+			return
+		}
+		g.mu.Lock()
+		if g.closed || len(g.conns) >= MaxConnections {
+			g.mu.Unlock()
+			c.Close()
+			continue
+		}
+		cn := &conn{g: g, client: c, remote: remoteHost(c)}
+		g.conns[cn] = struct{}{}
+		g.wg.Add(1)
+		g.mu.Unlock()
+		go func() {
+			defer g.wg.Done()
+			cn.run()
+		}()
+	}
+}
+
+// close stops accepting, ends every connection and waits for them.
+func (g *gate) close() {
+	g.ln.Close()
+	g.mu.Lock()
+	g.closed = true
+	for c := range g.conns {
+		c.client.Close()
+	}
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
+func remoteHost(c net.Conn) string {
+	if h, _, err := net.SplitHostPort(c.RemoteAddr().String()); err == nil {
+		return h
+	}
+	return c.RemoteAddr().String()
+}
+
+// conn is one client connection and its own connection to the store.
+type conn struct {
+	g      *gate
+	client net.Conn
+	up     net.Conn
+	remote string
+	user   string // the authenticated key's id; "" before
+
+	conv      *scram.ServerConversation
+	convUser  string
+	convWhy   error // why the credential look-up refused
+	skipEmpty bool
+	convFinal bool // the server's final message was sent; an empty continue ends it
+}
+
+func (c *conn) run() {
+	defer func() {
+		c.killCursors()
+		c.client.Close()
+		if c.up != nil {
+			c.up.Close()
+		}
+		c.g.mu.Lock()
+		delete(c.g.conns, c)
+		c.g.mu.Unlock()
+	}()
+	up, err := net.Dial("unix", c.g.upstream)
+	if err != nil {
+		return
+	}
+	c.up = up
+	for {
+		msg, err := readMessage(c.client, MaxRequest)
+		if err != nil {
+			return
+		}
+		out, keep := c.handle(msg)
+		if out != nil {
+			if _, err := c.client.Write(out); err != nil {
+				return
+			}
+		}
+		if !keep {
+			return
+		}
+	}
+}
+
+// request is a client's command.
+type request struct {
+	id     int32
+	legacy bool // OP_QUERY on $cmd (the handshake of some drivers)
+	reply  bool // the client waits for an answer
+	cmd    bson.D
+	// sequence: the message carries a document sequence (a write's
+	// documents); no read does.
+	sequence bool
+}
+
+// handle answers one client message; keep is false when the connection
+// must end.
+func (c *conn) handle(msg []byte) (out []byte, keep bool) {
+	req, ok := parseRequest(msg)
+	if !ok {
+		return nil, false // a message the gate cannot read is not forwarded
+	}
+	answer := func(doc bson.D) []byte {
+		if !req.reply {
+			return nil
+		}
+		raw, err := bson.Marshal(doc)
+		if err != nil {
+			raw, _ = bson.Marshal(errorDoc(codeBadValue, "outreach: the answer could not be encoded"))
+		}
+		return replyMessage(req, raw)
+	}
+	name := req.cmd[0].Key
+	lower := strings.ToLower(name)
+	if req.legacy && lower != "hello" && lower != "ismaster" {
+		return answer(errorDoc(codeUnauthorized, "outreach: legacy OP_QUERY is accepted for the handshake (hello, isMaster) only; use a driver that speaks OP_MSG (MongoDB 3.6 and later)")), true
+	}
+	switch lower {
+	case "hello", "ismaster":
+		raw, err := c.hello(req.cmd)
+		if err != nil {
+			return nil, false
+		}
+		if !req.reply {
+			return nil, true
+		}
+		return replyMessage(req, raw), true
+	case "ping":
+		return answer(bson.D{{Key: "ok", Value: 1.0}}), true
+	case "buildinfo":
+		raw, err := c.forward(bson.D{{Key: "buildInfo", Value: 1}, {Key: "$db", Value: "admin"}}, 10*time.Second)
+		if err != nil {
+			return nil, false
+		}
+		return replyMessage(req, raw), true
+	case "saslstart":
+		return answer(c.saslStart(req.cmd)), true
+	case "saslcontinue":
+		return answer(c.saslContinue(req.cmd)), true
+	case "logout":
+		c.user = ""
+		return answer(bson.D{{Key: "ok", Value: 1.0}}), true
+	}
+	if c.user == "" {
+		return answer(errorDoc(codeUnauthorized, fmt.Sprintf("outreach: %q requires authentication: connect with the id of an agent key with the read scope as the user name and the key as the password, "+
+			"e.g. mongodb://KEY_ID:KEY@HOST/outreach?authMechanism=SCRAM-SHA-256", name))), true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, err := c.g.auth(ctx, c.user)
+	cancel()
+	if err != nil {
+		c.g.log.Info("analyst endpoint: connection closed, its key may no longer read", "user", c.user, "remote", c.remote, "reason", err.Error())
+		return answer(errorDoc(codeUnauthorized, "outreach: the key this connection authenticated with may no longer read here (revoked, archived, expired or without the read scope): the connection is closed")), false
+	}
+	if !req.reply {
+		return nil, true // reads always want an answer; an unacknowledged message is dropped
+	}
+	if req.sequence {
+		return answer(errorDoc(codeUnauthorized, writeRefusal(name))), true
+	}
+	if refusal, code := c.check(req.cmd); refusal != "" {
+		return answer(errorDoc(code, refusal)), true
+	}
+	switch lower {
+	case "connectionstatus":
+		return answer(c.connectionStatus(req.cmd)), true
+	case "getmore":
+		return c.getMore(req)
+	case "killcursors":
+		return c.killCursorsCommand(req)
+	}
+	opens := lower == "find" || lower == "aggregate" || lower == "listcollections" || lower == "listindexes"
+	if opens && c.openCursors() >= MaxCursors {
+		return answer(errorDoc(codeBadValue, fmt.Sprintf("outreach: this connection holds %d open cursors, the most it may: exhaust or kill one (killCursors) before opening another", MaxCursors))), true
+	}
+	cmd := c.bound(lower, req.cmd)
+	raw, err := c.forward(cmd, MaxTime+10*time.Second)
+	if err != nil {
+		return nil, false
+	}
+	if opens {
+		c.track(raw)
+	}
+	return replyMessage(req, raw), true
+}
+
+// readCommands are the commands an authenticated client may send beyond
+// the handshake; names in lower case.
+var readCommands = map[string]bool{}
+
+func init() {
+	for _, n := range []string{
+		"find", "aggregate", "count", "distinct", "getMore", "killCursors", "explain",
+		"listCollections", "listDatabases", "listIndexes", "dbStats", "collStats", "dataSize",
+		"connectionStatus", "getParameter", "getCmdLineOpts", "getLog", "hostInfo", "serverStatus",
+		"whatsmyuri", "listCommands", "endSessions", "atlasVersion", "getFreeMonitoringStatus",
+	} {
+		readCommands[strings.ToLower(n)] = true
+	}
+}
+
+// queryCommands may be wrapped by explain.
+var queryCommands = map[string]bool{"find": true, "aggregate": true, "count": true, "distinct": true}
+
+// allowedStages are the aggregation stages the endpoint accepts.
+var allowedStages = map[string]bool{}
+
+func init() {
+	for _, s := range []string{"$match", "$sort", "$skip", "$limit", "$project", "$addFields", "$set", "$unset",
+		"$unwind", "$count", "$group", "$sortByCount", "$bucket", "$bucketAuto", "$replaceRoot", "$replaceWith",
+		"$sample", "$facet", "$lookup", "$graphLookup", "$unionWith", "$redact", "$setWindowFields", "$densify", "$fill"} {
+		allowedStages[s] = true
+	}
+}
+
+// forbiddenOperators run code in the server.
+var forbiddenOperators = map[string]bool{"$where": true, "$function": true, "$accumulator": true}
+
+func writeRefusal(what string) string {
+	return fmt.Sprintf("outreach: this MongoDB endpoint is read-only, so %q was refused: a write here would change records "+
+		"without their change-log entry. Change data through the MCP tools (create_*, update_*, archive_*, rollback_change, rollback_session).", what)
+}
+
+// check returns why an authenticated client's command is refused, or "".
+func (c *conn) check(cmd bson.D) (string, int) {
+	name := cmd[0].Key
+	lower := strings.ToLower(name)
+	if !readCommands[lower] {
+		return writeRefusal(name), codeUnauthorized
+	}
+	if why := checkShape(cmd, 0); why != "" {
+		return why, codeBadValue
+	}
+	if why, code := c.checkQuery(cmd); why != "" {
+		return why, code
+	}
+	if lower == "explain" {
+		inner, ok := cmd[0].Value.(bson.D)
+		if !ok || len(inner) == 0 || !queryCommands[strings.ToLower(inner[0].Key)] {
+			return "outreach: explain is accepted for find, aggregate, count and distinct only", codeUnauthorized
+		}
+		return c.checkQuery(inner)
+	}
+	return "", 0
+}
+
+// checkShape refuses documents nested deeper than MaxDepth and the
+// operators that run code.
+func checkShape(v any, depth int) string {
+	if depth > MaxDepth {
+		return fmt.Sprintf("outreach: the command nests documents and arrays deeper than %d levels, the most this endpoint accepts", MaxDepth)
+	}
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			if forbiddenOperators[e.Key] {
+				return fmt.Sprintf("outreach: %s runs code in the server and is refused here; use the query and aggregation operators", e.Key)
+			}
+			if why := checkShape(e.Value, depth+1); why != "" {
+				return why
+			}
+		}
+	case bson.A:
+		for _, e := range x {
+			if why := checkShape(e, depth+1); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
+}
+
+// checkQuery checks the collection a command reads and its bounds.
+func (c *conn) checkQuery(cmd bson.D) (string, int) {
+	lower := strings.ToLower(cmd[0].Key)
+	coll, _ := cmd[0].Value.(string)
+	switch lower {
+	case "datasize":
+		coll, _ = cmd[0].Value.(string)
+		if i := strings.Index(coll, "."); i >= 0 {
+			coll = coll[i+1:]
+		}
+	case "getmore":
+		coll, _ = lookup(cmd, "collection").(string)
+	case "aggregate":
+		if _, ok := cmd[0].Value.(string); !ok {
+			return "outreach: an aggregation must name a collection (aggregate: 1, on the database, is refused)", codeUnauthorized
+		}
+	}
+	if c.g.hidden[coll] {
+		return fmt.Sprintf("outreach: the collection %q is not shown on this endpoint: it holds secrets or their verifiers", coll), codeUnauthorized
+	}
+	if skip, ok := number(lookup(cmd, "skip")); ok && skip > MaxSkip {
+		return fmt.Sprintf("outreach: skip %d is more than %d, the most this endpoint accepts: page by a range of an indexed field (e.g. seq or created_at) instead", skip, MaxSkip), codeBadValue
+	}
+	if limit, ok := number(lookup(cmd, "limit")); ok && limit < -MaxBatch {
+		return fmt.Sprintf("outreach: a negative limit asks for one batch of that many documents; at most %d here, or use a positive limit", MaxBatch), codeBadValue
+	}
+	if lower == "aggregate" {
+		stages := 0
+		if why, code := c.checkPipeline(lookup(cmd, "pipeline"), &stages); why != "" {
+			return why, code
+		}
+	}
+	return "", 0
+}
+
+// checkPipeline checks the stages of p and of the pipelines nested in it.
+func (c *conn) checkPipeline(p any, stages *int) (string, int) {
+	arr, ok := p.(bson.A)
+	if !ok {
+		return "outreach: pipeline must be an array of stages", codeBadValue
+	}
+	for _, v := range arr {
+		if *stages++; *stages > MaxStages {
+			return fmt.Sprintf("outreach: the aggregation has more than %d stages (nested pipelines included), the most this endpoint accepts", MaxStages), codeBadValue
+		}
+		stage, ok := v.(bson.D)
+		if !ok || len(stage) != 1 {
+			return "outreach: each pipeline stage must be a document with one field", codeBadValue
+		}
+		name, arg := stage[0].Key, stage[0].Value
+		if name == "$out" || name == "$merge" {
+			return writeRefusal("aggregate with " + name), codeUnauthorized
+		}
+		if !allowedStages[name] {
+			return fmt.Sprintf("outreach: the stage %s is not accepted here; accepted: $match, $sort, $skip, $limit, $project, $addFields, $set, $unset, $unwind, $count, $group, $sortByCount, $bucket, $bucketAuto, $replaceRoot, $replaceWith, $sample, $facet, $lookup, $graphLookup, $unionWith, $redact, $setWindowFields, $densify, $fill", name), codeBadValue
+		}
+		var from string
+		var nested []any
+		switch name {
+		case "$skip":
+			if n, ok := number(arg); ok && n > MaxSkip {
+				return fmt.Sprintf("outreach: $skip %d is more than %d, the most this endpoint accepts: page by a range of an indexed field instead", n, MaxSkip), codeBadValue
+			}
+		case "$lookup", "$graphLookup":
+			d, _ := arg.(bson.D)
+			from, _ = lookup(d, "from").(string)
+			if p := lookup(d, "pipeline"); p != nil {
+				nested = append(nested, p)
+			}
+		case "$unionWith":
+			switch a := arg.(type) {
+			case string:
+				from = a
+			case bson.D:
+				from, _ = lookup(a, "coll").(string)
+				if p := lookup(a, "pipeline"); p != nil {
+					nested = append(nested, p)
+				}
+			}
+		case "$facet":
+			d, _ := arg.(bson.D)
+			for _, e := range d {
+				nested = append(nested, e.Value)
+			}
+		}
+		if c.g.hidden[from] {
+			return fmt.Sprintf("outreach: the collection %q is not shown on this endpoint: it holds secrets or their verifiers", from), codeUnauthorized
+		}
+		for _, p := range nested {
+			if why, code := c.checkPipeline(p, stages); why != "" {
+				return why, code
+			}
+		}
+	}
+	return "", 0
+}
+
+// bound sets the time limit and batch size of a query, and hides the
+// hidden collections from listCollections.
+func (c *conn) bound(lower string, cmd bson.D) bson.D {
+	cmd = append(bson.D(nil), cmd...)
+	switch lower {
+	case "find", "aggregate", "count", "distinct", "explain":
+		if ms, ok := number(lookup(cmd, "maxTimeMS")); !ok || ms <= 0 || ms > MaxTime.Milliseconds() {
+			cmd = set(cmd, "maxTimeMS", MaxTime.Milliseconds())
+		}
+	}
+	switch lower {
+	case "find":
+		if n, ok := number(lookup(cmd, "batchSize")); ok && n > MaxBatch {
+			cmd = set(cmd, "batchSize", int32(MaxBatch))
+		}
+	case "aggregate":
+		if cur, ok := lookup(cmd, "cursor").(bson.D); ok {
+			if n, ok := number(lookup(cur, "batchSize")); ok && n > MaxBatch {
+				cmd = set(cmd, "cursor", set(append(bson.D(nil), cur...), "batchSize", int32(MaxBatch)))
+			}
+		}
+	case "listcollections":
+		names := bson.A{}
+		for h := range c.g.hidden {
+			names = append(names, h)
+		}
+		visible := bson.D{{Key: "name", Value: bson.D{{Key: "$nin", Value: names}}}}
+		if f, ok := lookup(cmd, "filter").(bson.D); ok && len(f) > 0 {
+			visible = bson.D{{Key: "$and", Value: bson.A{f, visible}}}
+		}
+		cmd = set(cmd, "filter", visible)
+	}
+	return cmd
+}
+
+// getMore continues a cursor of this connection's key.
+func (c *conn) getMore(req request) ([]byte, bool) {
+	id, _ := lookup(req.cmd, "getMore").(int64)
+	if !c.owns(id) {
+		return replyDoc(req, errorDoc(codeCursorNotFound, fmt.Sprintf("cursor id %d not found", id))), true
+	}
+	cmd := append(bson.D(nil), req.cmd...)
+	if n, ok := number(lookup(cmd, "batchSize")); !ok || n <= 0 || n > MaxBatch {
+		cmd = set(cmd, "batchSize", int32(MaxBatch))
+	}
+	raw, err := c.forward(cmd, MaxTime+10*time.Second)
+	if err != nil {
+		return nil, false
+	}
+	next, ok := bson.Raw(raw).Lookup("cursor", "id").Int64OK()
+	code, _ := bson.Raw(raw).Lookup("code").AsInt64OK()
+	if (ok && next == 0) || code == codeCursorNotFound {
+		c.g.mu.Lock()
+		delete(c.g.cursors, id)
+		c.g.mu.Unlock()
+	}
+	return replyMessage(req, raw), true
+}
+
+// killCursorsCommand kills cursors of this connection's key only.
+func (c *conn) killCursorsCommand(req request) ([]byte, bool) {
+	ids, _ := lookup(req.cmd, "cursors").(bson.A)
+	for _, v := range ids {
+		id, _ := v.(int64)
+		if !c.owns(id) {
+			return replyDoc(req, errorDoc(codeCursorNotFound, fmt.Sprintf("cursor id %d not found", id))), true
+		}
+	}
+	raw, err := c.forward(req.cmd, 30*time.Second)
+	if err != nil {
+		return nil, false
+	}
+	c.g.mu.Lock()
+	for _, v := range ids {
+		id, _ := v.(int64)
+		delete(c.g.cursors, id)
+	}
+	c.g.mu.Unlock()
+	return replyMessage(req, raw), true
+}
+
+func (c *conn) owns(id int64) bool {
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	cur, ok := c.g.cursors[id]
+	return ok && id != 0 && cur.user == c.user
+}
+
+func (c *conn) openCursors() int {
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	n := 0
+	for _, cur := range c.g.cursors {
+		if cur.opener == c {
+			n++
+		}
+	}
+	return n
+}
+
+// track records the cursor a reply opened.
+func (c *conn) track(raw []byte) {
+	id, ok := bson.Raw(raw).Lookup("cursor", "id").Int64OK()
+	if !ok || id == 0 {
+		return
+	}
+	ns, _ := bson.Raw(raw).Lookup("cursor", "ns").StringValueOK()
+	c.g.mu.Lock()
+	c.g.cursors[id] = &cursor{user: c.user, opener: c, ns: ns}
+	c.g.mu.Unlock()
+}
+
+// killCursors kills, in the store, the cursors this connection opened that
+// are still open; the connection is closing.
+func (c *conn) killCursors() {
+	c.g.mu.Lock()
+	byNS := map[string]bson.A{}
+	for id, cur := range c.g.cursors {
+		if cur.opener == c {
+			byNS[cur.ns] = append(byNS[cur.ns], id)
+			delete(c.g.cursors, id)
+		}
+	}
+	c.g.mu.Unlock()
+	if len(byNS) == 0 || c.up == nil {
+		return
+	}
+	for ns, ids := range byNS {
+		db, coll, ok := strings.Cut(ns, ".")
+		if !ok {
+			continue
+		}
+		if _, err := c.forward(bson.D{{Key: "killCursors", Value: coll}, {Key: "cursors", Value: ids}, {Key: "$db", Value: db}}, 10*time.Second); err != nil {
+			return
+		}
+	}
+}
+
+func (c *conn) connectionStatus(cmd bson.D) bson.D {
+	db, _ := lookup(cmd, "$db").(string)
+	return bson.D{{Key: "authInfo", Value: bson.D{
+		{Key: "authenticatedUsers", Value: bson.A{bson.D{{Key: "user", Value: c.user}, {Key: "db", Value: db}}}},
+		{Key: "authenticatedUserRoles", Value: bson.A{bson.D{{Key: "role", Value: "read"}, {Key: "db", Value: db}}}},
+	}}, {Key: "ok", Value: 1.0}}
+}
+
+// hello asks the store the handshake's answer with a plain hello (no
+// speculative authentication, no streaming) and adds the mechanism this
+// endpoint offers.
+func (c *conn) hello(cmd bson.D) ([]byte, error) {
+	ask := bson.D{{Key: cmd[0].Key, Value: 1}}
+	if v := lookup(cmd, "helloOk"); v != nil {
+		ask = append(ask, bson.E{Key: "helloOk", Value: v})
+	}
+	ask = append(ask, bson.E{Key: "$db", Value: "admin"})
+	raw, err := c.forward(ask, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	var reply bson.D
+	if err := bson.Unmarshal(raw, &reply); err != nil {
+		return nil, err
+	}
+	out := bson.D{}
+	for _, e := range reply {
+		switch e.Key {
+		case "speculativeAuthenticate", "saslSupportedMechs", "ok":
+		default:
+			out = append(out, e)
+		}
+	}
+	if lookup(cmd, "saslSupportedMechs") != nil {
+		out = append(out, bson.E{Key: "saslSupportedMechs", Value: bson.A{"SCRAM-SHA-256"}})
+	}
+	out = append(out, bson.E{Key: "ok", Value: 1.0})
+	return bson.Marshal(out)
+}
+
+// forward sends cmd to the store and returns its answer's body. An error
+// (the store did not answer within limit, or the connection broke) ends
+// the client's connection.
+func (c *conn) forward(cmd bson.D, limit time.Duration) ([]byte, error) {
+	doc, err := bson.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	reqID := wiremessage.NextRequestID()
+	idx, msg := wiremessage.AppendHeaderStart(nil, reqID, 0, wiremessage.OpMsg)
+	msg = wiremessage.AppendMsgFlags(msg, 0)
+	msg = wiremessage.AppendMsgSectionType(msg, wiremessage.SingleDocument)
+	msg = append(msg, doc...)
+	msg = bsoncore.UpdateLength(msg, idx, int32(len(msg[idx:])))
+	if err := c.up.SetDeadline(time.Now().Add(limit)); err != nil {
+		return nil, err
+	}
+	if _, err := c.up.Write(msg); err != nil {
+		return nil, err
+	}
+	for {
+		reply, err := readMessage(c.up, maxReply)
+		if err != nil {
+			return nil, err
+		}
+		_, _, respTo, op, rem, ok := wiremessage.ReadHeader(reply)
+		if !ok || op != wiremessage.OpMsg {
+			return nil, errors.New("unexpected answer from the store")
+		}
+		if respTo != reqID {
+			continue
+		}
+		body, ok := commandDocument(op, rem)
+		if !ok {
+			return nil, errors.New("unreadable answer from the store")
+		}
+		return body, nil
+	}
+}
+
+// saslStart begins a SCRAM-SHA-256 conversation.
+func (c *conn) saslStart(cmd bson.D) bson.D {
+	c.conv, c.convUser, c.convWhy, c.convFinal = nil, "", nil, false
+	c.user = ""
+	if mech, _ := lookup(cmd, "mechanism").(string); mech != "SCRAM-SHA-256" {
+		return errorDoc(codeMechanismUnavailable, fmt.Sprintf("outreach: mechanism %q is not offered here; use SCRAM-SHA-256 (authMechanism=SCRAM-SHA-256)", mech))
+	}
+	if wait, blocked := c.g.fails.blocked("", c.remote); blocked {
+		return errorDoc(codeAuthenticationFailed, fmt.Sprintf("outreach: too many failed authentications from this address: try again in %s", wait.Round(time.Second)))
+	}
+	opts, _ := lookup(cmd, "options").(bson.D)
+	c.skipEmpty, _ = lookup(opts, "skipEmptyExchange").(bool)
+	errBlocked := errors.New("too many failed authentications")
+	server, err := scram.SHA256.NewServer(func(user string) (scram.StoredCredentials, error) {
+		c.convUser = user
+		if _, blocked := c.g.fails.blocked(user, ""); blocked {
+			return scram.StoredCredentials{}, errBlocked
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cred, err := c.g.auth(ctx, user)
+		if err != nil {
+			return scram.StoredCredentials{}, err
+		}
+		return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(cred.Salt), Iters: cred.Iterations},
+			StoredKey: cred.StoredKey, ServerKey: cred.ServerKey}, nil
+	})
+	if err != nil {
+		return errorDoc(codeAuthenticationFailed, "outreach: authentication is unavailable")
+	}
+	conv := server.NewConversation()
+	resp, err := conv.Step(payload(cmd))
+	if err != nil {
+		if errors.Is(err, errBlocked) {
+			wait, _ := c.g.fails.blocked(c.convUser, "")
+			return errorDoc(codeAuthenticationFailed, fmt.Sprintf("outreach: too many failed authentications for this user: try again in %s", wait.Round(time.Second)))
+		}
+		return c.failed(err)
+	}
+	c.conv = conv
+	return bson.D{{Key: "conversationId", Value: int32(1)}, {Key: "done", Value: false},
+		{Key: "payload", Value: bson.Binary{Data: []byte(resp)}}, {Key: "ok", Value: 1.0}}
+}
+
+// saslContinue takes the client's proof, or the empty message that ends a
+// conversation without skipEmptyExchange.
+func (c *conn) saslContinue(cmd bson.D) bson.D {
+	if c.conv == nil {
+		return errorDoc(codeAuthenticationFailed, "outreach: no authentication in progress: send saslStart first")
+	}
+	if c.convFinal {
+		c.conv, c.convFinal = nil, false
+		return bson.D{{Key: "conversationId", Value: int32(1)}, {Key: "done", Value: true},
+			{Key: "payload", Value: bson.Binary{Data: []byte{}}}, {Key: "ok", Value: 1.0}}
+	}
+	resp, err := c.conv.Step(payload(cmd))
+	if err != nil || !c.conv.Valid() {
+		c.conv = nil
+		if err == nil {
+			err = errors.New("invalid proof")
+		}
+		return c.failed(err)
+	}
+	c.user = c.convUser
+	done := c.skipEmpty
+	if done {
+		c.conv = nil
+	} else {
+		c.convFinal = true
+	}
+	return bson.D{{Key: "conversationId", Value: int32(1)}, {Key: "done", Value: done},
+		{Key: "payload", Value: bson.Binary{Data: []byte(resp)}}, {Key: "ok", Value: 1.0}}
+}
+
+// failed records a failed authentication and answers it as MongoDB does.
+func (c *conn) failed(err error) bson.D {
+	c.g.fails.fail(c.convUser, c.remote)
+	c.g.log.Info("analyst endpoint: authentication failed", "user", c.convUser, "remote", c.remote, "reason", err.Error())
+	c.conv, c.convUser = nil, ""
+	return errorDoc(codeAuthenticationFailed, "Authentication failed: the user name is the id of an agent key with the read scope and the password the key itself "+
+		"(keys created before this endpoint authenticated have no analyst credential: create a new one)")
+}
+
+func payload(cmd bson.D) string {
+	switch p := lookup(cmd, "payload").(type) {
+	case bson.Binary:
+		return string(p.Data)
+	case string:
+		return p
+	}
+	return ""
+}
+
+// failures rate limits failed authentications.
+type failures struct {
+	mu     sync.Mutex
+	byUser map[string]*rate.Limiter
+	byAddr map[string]*rate.Limiter
+}
+
+func (f *failures) limiter(m *map[string]*rate.Limiter, key string, every time.Duration, burst int, create bool) *rate.Limiter {
+	if *m == nil {
+		*m = map[string]*rate.Limiter{}
+	}
+	l, ok := (*m)[key]
+	if !ok && create {
+		if len(*m) >= 10000 {
+			for k, old := range *m { // forget those that have recovered
+				if old.Tokens() >= float64(old.Burst()) {
+					delete(*m, k)
+				}
+			}
+		}
+		l = rate.NewLimiter(rate.Every(every), burst)
+		(*m)[key] = l
+	}
+	return l
+}
+
+// blocked says whether user or addr (either may be empty) has no failed
+// attempt left, and how long until it has one.
+func (f *failures) blocked(user, addr string) (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var wait time.Duration
+	check := func(l *rate.Limiter, every time.Duration) {
+		if l == nil {
+			return
+		}
+		if t := l.Tokens(); t < 1 {
+			if w := time.Duration((1 - t) * float64(every)); w > wait {
+				wait = w
+			}
+		}
+	}
+	if user != "" {
+		check(f.limiter(&f.byUser, user, failEveryUser, failBurstUser, false), failEveryUser)
+	}
+	if addr != "" {
+		check(f.limiter(&f.byAddr, addr, failEveryAddress, failBurstAddress, false), failEveryAddress)
+	}
+	return max(wait, time.Second), wait > 0
+}
+
+func (f *failures) fail(user, addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if user != "" {
+		f.limiter(&f.byUser, user, failEveryUser, failBurstUser, true).Allow()
+	}
+	f.limiter(&f.byAddr, addr, failEveryAddress, failBurstAddress, true).Allow()
+}
+
+// parseRequest reads a client message: an OP_MSG with one body section,
+// or an OP_QUERY on a $cmd collection.
+func parseRequest(msg []byte) (request, bool) {
+	_, reqID, _, op, rem, ok := wiremessage.ReadHeader(msg)
+	if !ok {
+		return request{}, false
+	}
+	var body bsoncore.Document
+	req := request{id: reqID, reply: true}
+	switch op {
+	case wiremessage.OpMsg:
+		flags, rest, ok := wiremessage.ReadMsgFlags(rem)
+		if !ok || flags&wiremessage.ChecksumPresent != 0 {
+			return request{}, false
+		}
+		req.reply = flags&wiremessage.MoreToCome == 0
+		for len(rest) > 0 {
+			var kind wiremessage.SectionType
+			if kind, rest, ok = wiremessage.ReadMsgSectionType(rest); !ok {
+				return request{}, false
+			}
+			switch kind {
+			case wiremessage.SingleDocument:
+				if body != nil {
+					return request{}, false
+				}
+				if body, rest, ok = wiremessage.ReadMsgSectionSingleDocument(rest); !ok {
+					return request{}, false
+				}
+			case wiremessage.DocumentSequence:
+				// A write's documents: the command is refused, whatever it is.
+				if _, _, rest, ok = wiremessage.ReadMsgSectionRawDocumentSequence(rest); !ok {
+					return request{}, false
+				}
+				req.sequence = true
+			default:
+				return request{}, false
+			}
+		}
+		if body == nil {
+			return request{}, false
+		}
+	case wiremessage.OpQuery:
+		req.legacy = true
+		if body, ok = commandDocument(op, rem); !ok {
+			return request{}, false
+		}
+	default:
+		return request{}, false
+	}
+	if body.Validate() != nil {
+		return request{}, false
+	}
+	if err := bson.Unmarshal(body, &req.cmd); err != nil || len(req.cmd) == 0 {
+		return request{}, false
+	}
+	return req, true
+}
+
+// replyMessage wraps a reply body for the client, in the form it asked in.
+func replyMessage(req request, body []byte) []byte {
+	if !req.reply {
+		return nil
+	}
+	if req.legacy {
+		idx, b := wiremessage.AppendHeaderStart(nil, wiremessage.NextRequestID(), req.id, wiremessage.OpReply)
+		b = wiremessage.AppendReplyFlags(b, 0)
+		b = wiremessage.AppendReplyCursorID(b, 0)
+		b = wiremessage.AppendReplyStartingFrom(b, 0)
+		b = wiremessage.AppendReplyNumberReturned(b, 1)
+		b = append(b, body...)
+		return bsoncore.UpdateLength(b, idx, int32(len(b[idx:])))
+	}
+	idx, b := wiremessage.AppendHeaderStart(nil, wiremessage.NextRequestID(), req.id, wiremessage.OpMsg)
+	b = wiremessage.AppendMsgFlags(b, 0)
+	b = wiremessage.AppendMsgSectionType(b, wiremessage.SingleDocument)
+	b = append(b, body...)
+	return bsoncore.UpdateLength(b, idx, int32(len(b[idx:])))
+}
+
+func replyDoc(req request, doc bson.D) []byte {
+	raw, err := bson.Marshal(doc)
+	if err != nil {
+		panic(errors.New("marshal a reply: " + err.Error()))
+	}
+	return replyMessage(req, raw)
+}
+
+func errorDoc(code int, msg string) bson.D {
+	names := map[int]string{codeBadValue: "BadValue", codeUnauthorized: "Unauthorized", codeAuthenticationFailed: "AuthenticationFailed",
+		codeCursorNotFound: "CursorNotFound", codeMechanismUnavailable: "MechanismUnavailable"}
+	return bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: msg}, {Key: "code", Value: int32(code)}, {Key: "codeName", Value: names[code]}}
+}
+
+// readMessage reads one whole wire message of at most limit bytes.
+func readMessage(r io.Reader, limit int32) ([]byte, error) {
+	var head [4]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, err
+	}
+	n := int32(head[0]) | int32(head[1])<<8 | int32(head[2])<<16 | int32(head[3])<<24
+	if n < 16 || n > limit {
+		return nil, fmt.Errorf("wire message of %d bytes", n)
+	}
+	msg := make([]byte, n)
+	copy(msg, head[:])
+	if _, err := io.ReadFull(r, msg[4:]); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+// commandDocument finds the command document of an OP_MSG (its body
+// section) or of a legacy OP_QUERY on a $cmd collection (the handshake).
+func commandDocument(op wiremessage.OpCode, rem []byte) (bsoncore.Document, bool) {
+	switch op {
+	case wiremessage.OpMsg:
+		flags, rem, ok := wiremessage.ReadMsgFlags(rem)
+		if !ok {
+			return nil, false
+		}
+		if flags&wiremessage.ChecksumPresent != 0 {
+			if len(rem) < 4 {
+				return nil, false
+			}
+			rem = rem[:len(rem)-4]
+		}
+		for len(rem) > 0 {
+			var kind wiremessage.SectionType
+			if kind, rem, ok = wiremessage.ReadMsgSectionType(rem); !ok {
+				return nil, false
+			}
+			switch kind {
+			case wiremessage.SingleDocument:
+				doc, _, ok := wiremessage.ReadMsgSectionSingleDocument(rem)
+				return doc, ok && doc.Validate() == nil
+			case wiremessage.DocumentSequence:
+				if _, _, rem, ok = wiremessage.ReadMsgSectionRawDocumentSequence(rem); !ok {
+					return nil, false
+				}
+			default:
+				return nil, false
+			}
+		}
+	case wiremessage.OpQuery:
+		_, rem, ok := wiremessage.ReadQueryFlags(rem)
+		if !ok {
+			return nil, false
+		}
+		var ns string
+		if ns, rem, ok = wiremessage.ReadQueryFullCollectionName(rem); !ok || !strings.HasSuffix(ns, ".$cmd") {
+			return nil, false
+		}
+		if _, rem, ok = wiremessage.ReadQueryNumberToSkip(rem); !ok {
+			return nil, false
+		}
+		if _, rem, ok = wiremessage.ReadQueryNumberToReturn(rem); !ok {
+			return nil, false
+		}
+		doc, _, ok := bsoncore.ReadDocument(rem)
+		return doc, ok && doc.Validate() == nil
+	}
+	return nil, false
+}
+
+// lookup returns the value of key in d, or nil.
+func lookup(d bson.D, key string) any {
+	for _, e := range d {
+		if e.Key == key {
+			return e.Value
+		}
+	}
+	return nil
+}
+
+// set replaces or appends key in d.
+func set(d bson.D, key string, v any) bson.D {
+	for i, e := range d {
+		if e.Key == key {
+			d[i].Value = v
+			return d
+		}
+	}
+	return append(d, bson.E{Key: key, Value: v})
+}
+
+// number reads an integer-valued BSON number.
+func number(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int32:
+		return int64(n), true
+	case int64:
+		return n, true
+	case float64:
+		if math.IsNaN(n) {
+			return 0, false
+		}
+		if n > math.MaxInt64 {
+			return math.MaxInt64, true
+		}
+		if n < math.MinInt64 {
+			return math.MinInt64, true
+		}
+		return int64(n), true
+	case bson.Decimal128:
+		if f, err := strconv.ParseFloat(n.String(), 64); err == nil {
+			return number(f)
+		}
+	}
+	return 0, false
+}
