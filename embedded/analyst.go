@@ -116,6 +116,7 @@ type gate struct {
 	upstream string // the store's Unix socket
 	auth     Authenticator
 	hidden   map[string]bool
+	fields   map[string][]string // hidden fields, per collection
 	log      *slog.Logger
 	fails    failures
 	wg       sync.WaitGroup
@@ -132,8 +133,8 @@ type cursor struct {
 	ns     string // db.collection
 }
 
-func newGate(ln net.Listener, upstream string, auth Authenticator, hidden []string, log *slog.Logger) *gate {
-	g := &gate{ln: ln, upstream: upstream, auth: auth, hidden: map[string]bool{}, log: log,
+func newGate(ln net.Listener, upstream string, auth Authenticator, hidden []string, fields map[string][]string, log *slog.Logger) *gate {
+	g := &gate{ln: ln, upstream: upstream, auth: auth, hidden: map[string]bool{}, fields: fields, log: log,
 		conns: map[*conn]struct{}{}, cursors: map[int64]*cursor{}}
 	for _, h := range hidden {
 		g.hidden[h] = true
@@ -439,6 +440,9 @@ func (c *conn) checkQuery(cmd bson.D) (string, int) {
 	if c.g.hidden[coll] {
 		return fmt.Sprintf("outreach: the collection %q is not shown on this endpoint: it holds secrets or their verifiers", coll), codeUnauthorized
 	}
+	if f := c.g.fields[coll]; len(f) > 0 && mentions(cmd[1:], f) {
+		return fmt.Sprintf("outreach: the field %s of %q is not shown on this endpoint: it holds secrets or their verifiers", strings.Join(f, ", "), coll), codeUnauthorized
+	}
 	if skip, ok := number(lookup(cmd, "skip")); ok && skip > MaxSkip {
 		return fmt.Sprintf("outreach: skip %d is more than %d, the most this endpoint accepts: page by a range of an indexed field (e.g. seq or created_at) instead", skip, MaxSkip), codeBadValue
 	}
@@ -504,8 +508,8 @@ func (c *conn) checkPipeline(p any, stages *int) (string, int) {
 				nested = append(nested, e.Value)
 			}
 		}
-		if c.g.hidden[from] {
-			return fmt.Sprintf("outreach: the collection %q is not shown on this endpoint: it holds secrets or their verifiers", from), codeUnauthorized
+		if c.g.hidden[from] || len(c.g.fields[from]) > 0 {
+			return fmt.Sprintf("outreach: the collection %q is not shown on this endpoint through %s: it holds secrets or their verifiers", from, name), codeUnauthorized
 		}
 		for _, p := range nested {
 			if why, code := c.checkPipeline(p, stages); why != "" {
@@ -526,12 +530,31 @@ func (c *conn) bound(lower string, cmd bson.D) bson.D {
 			cmd = set(cmd, "maxTimeMS", MaxTime.Milliseconds())
 		}
 	}
+	coll, _ := cmd[0].Value.(string)
+	hiddenFields := c.g.fields[coll]
 	switch lower {
 	case "find":
 		if n, ok := number(lookup(cmd, "batchSize")); ok && n > MaxBatch {
 			cmd = set(cmd, "batchSize", int32(MaxBatch))
 		}
+		// An inclusion projection leaves the hidden fields out already
+		// (check refused one that names them); otherwise exclude them.
+		proj, _ := lookup(cmd, "projection").(bson.D)
+		if len(hiddenFields) > 0 && !inclusion(proj) {
+			proj = append(bson.D(nil), proj...)
+			for _, f := range hiddenFields {
+				proj = append(proj, bson.E{Key: f, Value: int32(0)})
+			}
+			cmd = set(cmd, "projection", proj)
+		}
 	case "aggregate":
+		if p, ok := lookup(cmd, "pipeline").(bson.A); ok && len(hiddenFields) > 0 {
+			unset := bson.A{}
+			for _, f := range hiddenFields {
+				unset = append(unset, f)
+			}
+			cmd = set(cmd, "pipeline", append(bson.A{bson.D{{Key: "$unset", Value: unset}}}, p...))
+		}
 		if cur, ok := lookup(cmd, "cursor").(bson.D); ok {
 			if n, ok := number(lookup(cur, "batchSize")); ok && n > MaxBatch {
 				cmd = set(cmd, "cursor", set(append(bson.D(nil), cur...), "batchSize", int32(MaxBatch)))
@@ -549,6 +572,61 @@ func (c *conn) bound(lower string, cmd bson.D) bson.D {
 		cmd = set(cmd, "filter", visible)
 	}
 	return cmd
+}
+
+// mentions says whether v names one of fields: as a key (a filter, a
+// projection, a sort), a field path ("$sealed") or a string (distinct's key).
+func mentions(v any, fields []string) bool {
+	names := func(s string) bool {
+		s = strings.TrimPrefix(s, "$")
+		for _, f := range fields {
+			if s == f || strings.HasPrefix(s, f+".") {
+				return true
+			}
+		}
+		return false
+	}
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			if names(e.Key) || mentions(e.Value, fields) {
+				return true
+			}
+		}
+	case bson.A:
+		for _, e := range x {
+			if mentions(e, fields) {
+				return true
+			}
+		}
+	case string:
+		return names(x)
+	}
+	return false
+}
+
+// inclusion says whether a projection includes fields (so leaves out the
+// others): one of its values other than _id's is true or a non-zero number,
+// or an expression.
+func inclusion(proj bson.D) bool {
+	for _, e := range proj {
+		if e.Key == "_id" {
+			continue
+		}
+		switch v := e.Value.(type) {
+		case bool:
+			if v {
+				return true
+			}
+		case int32, int64, float64:
+			if n, _ := number(v); n != 0 {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // getMore continues a cursor of this connection's key.

@@ -58,7 +58,8 @@ func testUsers(passwords map[string]string) Authenticator {
 // listed nor read, and the store is unchanged behind it.
 func TestAnalystEndpoint(t *testing.T) {
 	ctx := context.Background()
-	s, err := Start(ctx, Options{Dir: t.TempDir(), TCP: freeAddr(t), Auth: testUsers(map[string]string{"ann": "secret-ann"}), Hidden: []string{"agent_keys"}})
+	s, err := Start(ctx, Options{Dir: t.TempDir(), TCP: freeAddr(t), Auth: testUsers(map[string]string{"ann": "secret-ann"}), Hidden: []string{"agent_keys"},
+		HiddenFields: map[string][]string{"contacts": {"sealed"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestAnalystEndpoint(t *testing.T) {
 		t.Fatalf("service endpoint %q: want the Unix socket", s.URI)
 	}
 	service := connect(t, s.URI)
-	if _, err := service.Collection("contacts").InsertOne(ctx, bson.D{{Key: "_id", Value: "c1"}, {Key: "name", Value: "Ada"}}); err != nil {
+	if _, err := service.Collection("contacts").InsertOne(ctx, bson.D{{Key: "_id", Value: "c1"}, {Key: "name", Value: "Ada"}, {Key: "sealed", Value: bson.D{{Key: "key_hash", Value: "h"}}}}); err != nil {
 		t.Fatalf("the service's own endpoint refused a write: %v", err)
 	}
 	if _, err := service.Collection("agent_keys").InsertOne(ctx, bson.D{{Key: "_id", Value: "k1"}, {Key: "key_hash", Value: "h"}}); err != nil {
@@ -109,6 +110,54 @@ func TestAnalystEndpoint(t *testing.T) {
 	}
 	if _, err := db.Collection("contacts").Aggregate(ctx, mongo.Pipeline{{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "agent_keys"}, {Key: "localField", Value: "_id"}, {Key: "foreignField", Value: "_id"}, {Key: "as", Value: "k"}}}}}); !errors.As(err, &se) || !se.HasErrorCode(13) {
 		t.Errorf("$lookup of a hidden collection: %v; want it refused", err)
+	}
+
+	// A hidden field is in no answer, and a command naming it is refused.
+	for name, read := range map[string]func() ([]bson.M, error){
+		"find": func() ([]bson.M, error) {
+			var out []bson.M
+			cur, err := db.Collection("contacts").Find(ctx, bson.D{})
+			if err == nil {
+				err = cur.All(ctx, &out)
+			}
+			return out, err
+		},
+		"find excluding name": func() ([]bson.M, error) {
+			var out []bson.M
+			cur, err := db.Collection("contacts").Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "name", Value: 0}}))
+			if err == nil {
+				err = cur.All(ctx, &out)
+			}
+			return out, err
+		},
+		"aggregate": func() ([]bson.M, error) {
+			var out []bson.M
+			cur, err := db.Collection("contacts").Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}})
+			if err == nil {
+				err = cur.All(ctx, &out)
+			}
+			return out, err
+		},
+	} {
+		docs, err := read()
+		if err != nil || len(docs) != 1 || docs[0]["sealed"] != nil {
+			t.Errorf("%s: %v %v; want the document without its hidden field", name, docs, err)
+		}
+	}
+	for name, read := range map[string]func() error{
+		"projection": func() error {
+			return db.Collection("contacts").FindOne(ctx, bson.D{}, options.FindOne().SetProjection(bson.D{{Key: "sealed", Value: 1}})).Err()
+		},
+		"filter":   func() error { return db.Collection("contacts").FindOne(ctx, bson.D{{Key: "sealed.key_hash", Value: "h"}}).Err() },
+		"distinct": func() error { return db.Collection("contacts").Distinct(ctx, "sealed", bson.D{}).Err() },
+		"aggregate": func() error {
+			_, err := db.Collection("contacts").Aggregate(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "x", Value: "$sealed"}}}}})
+			return err
+		},
+	} {
+		if err := read(); !errors.As(err, &se) || !se.HasErrorCode(13) || !strings.Contains(err.Error(), "not shown") {
+			t.Errorf("%s naming a hidden field: %v; want code 13", name, err)
+		}
 	}
 
 	coll := db.Collection("contacts")

@@ -54,6 +54,10 @@ type Options struct {
 	// Hidden names the collections the analyst endpoint never shows
 	// (those that hold secrets or their verifiers).
 	Hidden []string
+	// HiddenFields names, per collection, fields the analyst endpoint
+	// never shows: left out of every answer, and a command that names one
+	// is refused.
+	HiddenFields map[string][]string
 	// Logger receives the analyst endpoint's refusals of authentication
 	// (never a password); nil discards them.
 	Logger *slog.Logger
@@ -185,7 +189,7 @@ func Start(ctx context.Context, opts Options) (s *Store, err error) {
 		if log == nil {
 			log = slog.New(slog.NewTextHandler(io.Discard, nil))
 		}
-		s.gate = newGate(gateLn, sock, opts.Auth, opts.Hidden, log)
+		s.gate = newGate(gateLn, sock, opts.Auth, opts.Hidden, opts.HiddenFields, log)
 		s.PublicURI = "mongodb://" + gateLn.Addr().String() + "/"
 		go s.gate.serve()
 	}

@@ -72,6 +72,11 @@ const (
 // values until it lands.
 var SecretCollections = []string{collKeys, collSettings, collIdempotency, collIntents, collPlans, collPlanSteps}
 
+// SecretFields are, per collection, the fields the analyst endpoint never
+// shows: a pending change entry's sealed values (a create's redacted
+// fields, until the entry settles).
+var SecretFields = map[string][]string{collChangeLog: {"sealed"}}
+
 // Capabilities are what the connected server can do, detected at start.
 // Each is decided by a probe (probe.go), never by the server's name.
 type Capabilities struct {

@@ -180,7 +180,7 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 	if uri == "" {
 		eopts := embedded.Options{Dir: cfg.data}
 		if serving && cfg.mongoListen != "" {
-			eopts.TCP, eopts.Hidden = cfg.mongoListen, repo.SecretCollections
+			eopts.TCP, eopts.Hidden, eopts.HiddenFields = cfg.mongoListen, repo.SecretCollections, repo.SecretFields
 			eopts.Auth = analystAuth(&analystStore)
 			eopts.Logger = slog.New(zerologHandler{log})
 		}
