@@ -635,7 +635,14 @@ func (c *conn) getMore(req request) ([]byte, bool) {
 	if !c.owns(id) {
 		return replyDoc(req, errorDoc(codeCursorNotFound, fmt.Sprintf("cursor id %d not found", id))), true
 	}
-	cmd := append(bson.D(nil), req.cmd...)
+	// maxTimeMS on a getMore is for awaitData cursors, which the store has
+	// not; drivers running it as a plain command (with a timeout) send one.
+	var cmd bson.D
+	for _, e := range req.cmd {
+		if e.Key != "maxTimeMS" {
+			cmd = append(cmd, e)
+		}
+	}
 	if n, ok := number(lookup(cmd, "batchSize")); !ok || n <= 0 || n > MaxBatch {
 		cmd = set(cmd, "batchSize", int32(MaxBatch))
 	}
