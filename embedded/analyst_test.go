@@ -148,7 +148,9 @@ func TestAnalystEndpoint(t *testing.T) {
 		"projection": func() error {
 			return db.Collection("contacts").FindOne(ctx, bson.D{}, options.FindOne().SetProjection(bson.D{{Key: "sealed", Value: 1}})).Err()
 		},
-		"filter":   func() error { return db.Collection("contacts").FindOne(ctx, bson.D{{Key: "sealed.key_hash", Value: "h"}}).Err() },
+		"filter": func() error {
+			return db.Collection("contacts").FindOne(ctx, bson.D{{Key: "sealed.key_hash", Value: "h"}}).Err()
+		},
 		"distinct": func() error { return db.Collection("contacts").Distinct(ctx, "sealed", bson.D{}).Err() },
 		"aggregate": func() error {
 			_, err := db.Collection("contacts").Aggregate(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "x", Value: "$sealed"}}}}})
