@@ -165,13 +165,17 @@ func (g *gate) serve() {
 	}
 }
 
-// close stops accepting, ends every connection and waits for them.
+// close stops accepting, ends every connection (a command waiting on the
+// store too) and waits for them.
 func (g *gate) close() {
 	g.ln.Close()
 	g.mu.Lock()
 	g.closed = true
 	for c := range g.conns {
 		c.client.Close()
+		if c.up != nil {
+			c.up.Close()
+		}
 	}
 	g.mu.Unlock()
 	g.wg.Wait()
@@ -203,10 +207,10 @@ func (c *conn) run() {
 	defer func() {
 		c.killCursors()
 		c.client.Close()
+		c.g.mu.Lock()
 		if c.up != nil {
 			c.up.Close()
 		}
-		c.g.mu.Lock()
 		delete(c.g.conns, c)
 		c.g.mu.Unlock()
 	}()
@@ -214,7 +218,13 @@ func (c *conn) run() {
 	if err != nil {
 		return
 	}
-	c.up = up
+	c.g.mu.Lock()
+	c.up = up // close() reads it under the lock
+	closed := c.g.closed
+	c.g.mu.Unlock()
+	if closed {
+		return
+	}
 	for {
 		msg, err := readMessage(c.client, MaxRequest)
 		if err != nil {
