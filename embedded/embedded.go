@@ -2,10 +2,18 @@
 // its SQLite backend, speaking the MongoDB wire protocol, so the rest of the
 // service talks to it through the official driver exactly as it talks to
 // MongoDB.
+//
+// The store has no users or roles of its own, so it never listens on a
+// network port: FerretDB listens on a Unix socket in a directory only this
+// process's user can enter (mode 0700), and the service's driver connects
+// over it. The only way in from the network is the analyst endpoint
+// (analyst.go), which authenticates every connection and lets reads alone
+// through.
 package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,7 +21,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
@@ -21,14 +28,15 @@ import (
 
 // Store is a running embedded store.
 type Store struct {
-	// URI is the MongoDB connection string of the store (for the service
-	// itself: it accepts writes).
+	// URI is the MongoDB connection string of the store, for the service
+	// itself: a Unix socket in a private directory; it accepts writes.
 	URI string
-	// PublicURI is the connection string of the endpoint opened on
-	// Options.TCP for people (mongosh), empty without one.
+	// PublicURI is the connection string of the analyst endpoint opened on
+	// Options.TCP (without credentials), empty without one.
 	PublicURI string
-	gate      net.Listener
+	gate      *gate
 	dir       string // the SQLite files' folder; empty in memory
+	sockDir   string // removed on Close when it is a private temporary one
 	stop      context.CancelFunc
 	done      chan struct{}
 }
@@ -37,83 +45,137 @@ type Store struct {
 type Options struct {
 	// Dir holds the SQLite files; empty means in memory (tests).
 	Dir string
-	// TCP, when set, also exposes the wire endpoint on this address for
-	// mongosh. It is read-only (see readonly.go) unless AllowWrites.
+	// TCP, when set, also opens the analyst endpoint on this address: the
+	// MongoDB wire protocol for mongosh and drivers, authenticated by Auth,
+	// read-only and bounded (analyst.go).
 	TCP string
-	// AllowWrites lets writes through the TCP endpoint; they bypass the
-	// change log.
-	AllowWrites bool
+	// Auth checks the analyst endpoint's users; required with TCP.
+	Auth Authenticator
+	// Hidden names the collections the analyst endpoint never shows
+	// (those that hold secrets or their verifiers).
+	Hidden []string
+	// HiddenFields names, per collection, fields the analyst endpoint
+	// never shows: left out of every answer, and a command that names one
+	// is refused.
+	HiddenFields map[string][]string
+	// Logger receives the analyst endpoint's refusals of authentication
+	// (never a password); nil discards them.
+	Logger *slog.Logger
+}
+
+// sockName is the store's socket in its private directory. The driver takes
+// a Unix socket for a host only when its path ends in .sock.
+const sockName = "store.sock"
+
+// maxSockPath is the longest socket path Linux accepts (sun_path is 108
+// bytes with its terminating NUL).
+const maxSockPath = 107
+
+// socketDir returns a directory for the store's socket that only this user
+// can enter: run/ in the data directory, or a fresh temporary one (in
+// memory, or when the data directory's path is too long for a socket).
+func socketDir(dataDir string) (dir string, temporary bool, err error) {
+	if dataDir != "" {
+		dir = filepath.Join(dataDir, "run")
+		if len(filepath.Join(dir, sockName)) <= maxSockPath {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return "", false, err
+			}
+			// MkdirAll keeps the mode of a directory that exists.
+			if err := os.Chmod(dir, 0o700); err != nil {
+				return "", false, err
+			}
+			fi, err := os.Lstat(dir)
+			if err != nil {
+				return "", false, err
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() {
+				return "", false, fmt.Errorf("%s is not a directory owned by this user", dir)
+			}
+			return dir, false, nil
+		}
+	}
+	dir, err = os.MkdirTemp("", "outreach-store-") // mode 0700
+	if err != nil {
+		return "", false, err
+	}
+	if len(filepath.Join(dir, sockName)) > maxSockPath {
+		os.Remove(dir)
+		return "", false, errors.New("no directory with a path short enough for the store's socket: set TMPDIR to a short path")
+	}
+	return dir, true, nil
 }
 
 // Start starts FerretDB on opts.Dir and returns once it accepts connections.
-func Start(ctx context.Context, opts Options) (*Store, error) {
+func Start(ctx context.Context, opts Options) (s *Store, err error) {
+	if opts.TCP != "" && opts.Auth == nil {
+		return nil, errors.New("analyst endpoint: no authenticator")
+	}
 	sqliteURL := "file:/?mode=memory"
 	dataDir := ""
-	var unlock *os.File
-	listener := ferretdb.ListenerConfig{}
-	if opts.AllowWrites {
-		listener.TCP = opts.TCP
-	}
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
 	var gateLn net.Listener
-	if opts.TCP != "" && !opts.AllowWrites {
-		var err error
+	if opts.TCP != "" {
 		if gateLn, err = net.Listen("tcp", opts.TCP); err != nil {
-			return nil, fmt.Errorf("mongo wire endpoint: %w", err)
+			return nil, fmt.Errorf("analyst endpoint: %w", err)
 		}
+		cleanup = append(cleanup, func() { gateLn.Close() })
 	}
-	fail := func() {
-		if gateLn != nil {
-			gateLn.Close()
-		}
-	}
+	var unlock *os.File
 	if opts.Dir != "" {
 		abs, err := filepath.Abs(opts.Dir)
 		if err != nil {
 			return nil, fmt.Errorf("data directory: %w", err)
 		}
 		if err := os.MkdirAll(abs, 0o700); err != nil {
-			fail()
 			return nil, fmt.Errorf("data directory: %w", err)
 		}
 		sqliteURL = (&url.URL{Scheme: "file", Path: abs + "/"}).String()
 		dataDir = abs
 		lock, err := os.OpenFile(filepath.Join(abs, "LOCK"), os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
-			fail()
 			return nil, fmt.Errorf("data directory: %w", err)
 		}
 		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			fail()
 			lock.Close()
 			return nil, fmt.Errorf("data directory %s is in use by another outreach process; stop it or point --data elsewhere", abs)
 		}
 		unlock = lock
+		cleanup = append(cleanup, func() { lock.Close() })
 	}
-	if listener.TCP == "" && listener.Unix == "" {
-		listener.TCP = "127.0.0.1:0"
+	sockDir, temporary, err := socketDir(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("store socket: %w", err)
+	}
+	if temporary {
+		cleanup = append(cleanup, func() { os.RemoveAll(sockDir) })
+	}
+	sock := filepath.Join(sockDir, sockName)
+	// A socket left by a process that was killed: the data directory's lock
+	// says no other process serves it.
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("store socket: %w", err)
 	}
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  listener,
+		Listener:  ferretdb.ListenerConfig{Unix: sock},
 		Handler:   "sqlite",
 		SQLiteURL: sqliteURL,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
-		fail()
-		if unlock != nil {
-			unlock.Close()
-		}
 		return nil, fmt.Errorf("start embedded store: %w", err)
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Store{URI: f.MongoDBURI(), stop: stop, done: make(chan struct{}), dir: dataDir}
-	if opts.TCP != "" {
-		s.PublicURI = s.URI
-	}
-	if gateLn != nil {
-		s.gate = gateLn
-		s.PublicURI = "mongodb://" + gateLn.Addr().String() + "/"
-		go gate(gateLn, strings.TrimSuffix(strings.TrimPrefix(s.URI, "mongodb://"), "/"))
+	s = &Store{URI: "mongodb://" + url.PathEscape(sock) + "/", stop: stop, done: make(chan struct{}), dir: dataDir}
+	if temporary {
+		s.sockDir = sockDir
 	}
 	go func() {
 		defer close(s.done)
@@ -122,14 +184,26 @@ func Start(ctx context.Context, opts Options) (*Store, error) {
 		}
 		_ = f.Run(runCtx)
 	}()
+	if gateLn != nil {
+		log := opts.Logger
+		if log == nil {
+			log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		}
+		s.gate = newGate(gateLn, sock, opts.Auth, opts.Hidden, opts.HiddenFields, log)
+		s.PublicURI = "mongodb://" + gateLn.Addr().String() + "/"
+		go s.gate.serve()
+	}
 	return s, nil
 }
 
 // Close stops the store and waits until its files are closed.
 func (s *Store) Close() {
 	if s.gate != nil {
-		s.gate.Close()
+		s.gate.close()
 	}
 	s.stop()
 	<-s.done
+	if s.sockDir != "" {
+		os.RemoveAll(s.sockDir)
+	}
 }

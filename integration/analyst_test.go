@@ -86,7 +86,8 @@ func runQueryMongosh(ctx context.Context, uri, q string) ([]map[string]any, erro
 }
 
 // TestAnalystQueries runs every query of docs/analyst-queries.md against the
-// demo data through the read-only wire endpoint, or on the MongoDB of
+// demo data through the analyst endpoint, with a read key as its README
+// section shows, or on the MongoDB of
 // MONGODB_URI directly (with mongosh when
 // scripts/test.sh installed it, else the same text through the driver) and
 // checks each answer against plain counts and finds of the same data.
@@ -118,7 +119,7 @@ func TestAnalystQueries(t *testing.T) {
 	} else {
 		addr := freeTCP(t)
 		startServer(t, data, "OUTREACH_MONGO_LISTEN="+addr)
-		uri = "mongodb://" + addr + "/" + dbName
+		uri = analystURI(addr, dbName, analystCLIKey(t, data))
 	}
 	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetTimeout(20 * time.Second))
 	if err != nil {
@@ -271,6 +272,15 @@ func TestAnalystQueries(t *testing.T) {
 	for name := range checks {
 		t.Errorf("query %s is checked here but not in the document", name)
 	}
+}
+
+// analystCLIKey makes a read key at the command line, as the README's
+// analyst section does: `outreach keys create --scopes read` prints the key,
+// `outreach keys list` its id (the user name on the analyst endpoint).
+func analystCLIKey(t *testing.T, data string) analystKey {
+	t.Helper()
+	key := createKey(t, "--data", data, "--name", "analyst", "--scopes", "read")
+	return analystKey{ID: listKeys(t, data, key)["analyst"].ID, Key: key}
 }
 
 // seedDemoCLI runs `outreach seed --demo` on data, allowing it minutes on a

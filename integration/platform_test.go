@@ -158,7 +158,7 @@ func TestChangeLogRecordsEveryMutationWithoutSecrets(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("changes (-want +got):\n%s", diff)
 	}
-	if log.Changes[1].After["email"] != "ann@example.com" || log.Changes[0].After["key_hash"] != "[redacted]" {
+	if log.Changes[1].After["email"] != "ann@example.com" || log.Changes[0].After["key_hash"] != "[redacted]" || log.Changes[0].After["scram"] != "[redacted]" {
 		t.Errorf("after states: %v / %v", log.Changes[1].After, log.Changes[0].After)
 	}
 	b, _ := json.Marshal(log.Changes[0].After)

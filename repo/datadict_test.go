@@ -96,6 +96,9 @@ func bsonTypeName(t reflect.Type) string {
 	case reflect.Float64:
 		return "double"
 	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "binary"
+		}
 		if t.Elem().Kind() == reflect.Struct && t.Elem() != timeType {
 			return "array of documents"
 		}

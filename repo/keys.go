@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -50,17 +51,50 @@ type User struct {
 
 // AgentKey is a stored key: never the key itself, only its hash.
 type AgentKey struct {
-	Meta          `bson:",inline"`
-	UserID        string     `bson:"user_id" json:"user_id"`
-	Name          string     `bson:"name" json:"name"`
-	AgentID       string     `bson:"agent_id" json:"agent_id"`
-	AgentType     string     `bson:"agent_type" json:"agent_type"`
-	Scopes        []string   `bson:"scopes" json:"scopes"`
-	KeyHash       string     `bson:"key_hash" json:"-"`
-	DisplayPrefix string     `bson:"display_prefix" json:"display_prefix"`
-	ExpiresAt     *time.Time `bson:"expires_at" json:"expires_at"`
-	RevokedAt     *time.Time `bson:"revoked_at" json:"revoked_at"`
-	LastUsedAt    *time.Time `bson:"-" json:"last_used_at"`
+	Meta      `bson:",inline"`
+	UserID    string   `bson:"user_id" json:"user_id"`
+	Name      string   `bson:"name" json:"name"`
+	AgentID   string   `bson:"agent_id" json:"agent_id"`
+	AgentType string   `bson:"agent_type" json:"agent_type"`
+	Scopes    []string `bson:"scopes" json:"scopes"`
+	KeyHash   string   `bson:"key_hash" json:"-"`
+	// SCRAM is the key's verifier for the analyst endpoint (serve
+	// --mongo-listen): enough to check a password, never to recover it.
+	// Keys created before the endpoint authenticated have none.
+	SCRAM         *SCRAMVerifier `bson:"scram,omitempty" json:"-"`
+	DisplayPrefix string         `bson:"display_prefix" json:"display_prefix"`
+	ExpiresAt     *time.Time     `bson:"expires_at" json:"expires_at"`
+	RevokedAt     *time.Time     `bson:"revoked_at" json:"revoked_at"`
+	LastUsedAt    *time.Time     `bson:"-" json:"last_used_at"`
+}
+
+// SCRAMVerifier is what a SCRAM-SHA-256 server stores for a password
+// (RFC 7677, as MongoDB stores it): the salt, the iteration count, and the
+// StoredKey and ServerKey derived from the salted password.
+type SCRAMVerifier struct {
+	Salt       []byte `bson:"salt"`
+	Iterations int    `bson:"iterations"`
+	StoredKey  []byte `bson:"stored_key"`
+	ServerKey  []byte `bson:"server_key"`
+}
+
+// scramIterations is MongoDB's default for SCRAM-SHA-256. The password is a
+// random key of 190 bits, so the count guards nothing a guess could reach;
+// it is the value clients expect.
+const scramIterations = 15000
+
+// newSCRAMVerifier derives the verifier of key for the user name id.
+func newSCRAMVerifier(id, key string) (*SCRAMVerifier, error) {
+	salt := make([]byte, 28)
+	if _, err := rand.Read(salt); err != nil {
+		return nil, err
+	}
+	client, err := scram.SHA256.NewClient(id, key, "")
+	if err != nil {
+		return nil, err
+	}
+	c := client.GetStoredCredentials(scram.KeyFactors{Salt: string(salt), Iters: scramIterations})
+	return &SCRAMVerifier{Salt: salt, Iterations: scramIterations, StoredKey: c.StoredKey, ServerKey: c.ServerKey}, nil
 }
 
 // NewKey returns a fresh key: prefix, 32 random base62 characters and a
@@ -219,6 +253,37 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error)
 	return &k, nil
 }
 
+// AnalystKey returns the key whose id is the user name given to the
+// analyst endpoint, when it may read there: active (not revoked, archived
+// or expired), with the read scope and a SCRAM verifier. It reads the store
+// on every call, so a revocation holds from the next command on. The
+// errors wrap ErrBadKey and say why, for the server's log; the endpoint
+// tells the client no more than that authentication failed.
+func (s *Store) AnalystKey(ctx context.Context, id string) (*AgentKey, error) {
+	var k AgentKey
+	err := s.coll(collKeys).FindOne(ctx, bson.M{"_id": id}).Decode(&k)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, errors.Join(ErrBadKey, errors.New("no agent key has this id"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := now()
+	switch {
+	case k.RevokedAt != nil:
+		return nil, errors.Join(ErrBadKey, errors.New("the key was revoked"))
+	case k.ArchivedAt != nil:
+		return nil, errors.Join(ErrBadKey, errors.New("the key was archived"))
+	case k.ExpiresAt != nil && !t.Before(*k.ExpiresAt):
+		return nil, errors.Join(ErrBadKey, errors.New("the key has expired"))
+	case !slices.Contains(k.Scopes, ScopeRead):
+		return nil, errors.Join(ErrBadKey, errors.New("the key has no read scope"))
+	case k.SCRAM == nil:
+		return nil, errors.Join(ErrBadKey, errors.New("the key was created before the analyst endpoint authenticated and has no verifier: create a new key with the read scope"))
+	}
+	return &k, nil
+}
+
 // keyUseInterval throttles last_used_at writes.
 const keyUseInterval = time.Minute
 
@@ -277,8 +342,12 @@ func (s *Store) CreateKey(ctx context.Context, in NewKeyInput) (*AgentKey, strin
 	}
 	key := NewKey()
 	id := uuid.NewString()
+	verifier, err := newSCRAMVerifier(id, key)
+	if err != nil {
+		return nil, "", err
+	}
 	k := &AgentKey{Meta: Meta{ID: id}, UserID: in.UserID, Name: strings.TrimSpace(in.Name), AgentID: id, AgentType: in.AgentType,
-		Scopes: in.Scopes, KeyHash: hashKey(key), DisplayPrefix: key[:len(KeyPrefix)+6] + "…", ExpiresAt: in.ExpiresAt}
+		Scopes: in.Scopes, KeyHash: hashKey(key), SCRAM: verifier, DisplayPrefix: key[:len(KeyPrefix)+6] + "…", ExpiresAt: in.ExpiresAt}
 	if err := insert(ctx, s, collKeys, k); err != nil {
 		return nil, "", err
 	}

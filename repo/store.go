@@ -65,6 +65,18 @@ const (
 	collChunks = "fs.chunks"
 )
 
+// SecretCollections are the collections the analyst endpoint never shows:
+// they hold secrets or their verifiers (agent keys' hashes and SCRAM
+// verifiers, the media URL signing secret, stored tool results), or the
+// write path's own bookkeeping, which carries a pending create's redacted
+// values until it lands.
+var SecretCollections = []string{collKeys, collSettings, collIdempotency, collIntents, collPlans, collPlanSteps}
+
+// SecretFields are, per collection, the fields the analyst endpoint never
+// shows: a pending change entry's sealed values (a create's redacted
+// fields, until the entry settles).
+var SecretFields = map[string][]string{collChangeLog: {"sealed"}}
+
 // Capabilities are what the connected server can do, detected at start.
 // Each is decided by a probe (probe.go), never by the server's name.
 type Capabilities struct {
@@ -113,11 +125,6 @@ type Options struct {
 	// (the embedded store gives FerretDB's look-ups by _id an index there:
 	// embedded.Store.IndexIDs).
 	PrepareStore func(ctx context.Context, database string) error
-	// OutsideWrites says writes may reach an exclusive store outside the
-	// write path (the embedded store's wire endpoint with writes allowed):
-	// the service then keeps no indexes of its own and every query reads
-	// the store.
-	OutsideWrites bool
 	// IndexCheck runs every query the service's own indexes answer on the
 	// store as well and fails it when the answers differ (tests; also set
 	// by OUTREACH_INDEX_CHECK=1).
@@ -267,7 +274,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("recover: %w", err)
 	}
-	if opts.Exclusive && s.serialWrites && !opts.OutsideWrites {
+	if opts.Exclusive && s.serialWrites {
 		s.startMirror(opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1")
 	}
 	if err := s.dropStoredSigningSecret(ctx); err != nil {

@@ -32,7 +32,7 @@ const (
 )
 
 // redacted lists, per collection, fields whose values never enter change_log.
-var redacted = map[string][]string{collKeys: {"key_hash"}, collSettings: {"secret"}}
+var redacted = map[string][]string{collKeys: {"key_hash", "scram"}, collSettings: {"secret"}}
 
 // groupTxLimit is the largest group written as one transaction; larger groups
 // take the plan protocol on every server, to stay inside the transaction

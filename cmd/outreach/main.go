@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -20,6 +21,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,7 +50,8 @@ const usage = `usage: outreach <command> [flags]
 
 commands:
   serve      start the MCP server at {addr}/mcp (--demo: demo data on an empty store;
-             --mongo-listen ADDR: a read-only MongoDB wire endpoint, --mongo-allow-writes to allow writes)
+             --mongo-listen ADDR: the analyst endpoint, MongoDB's wire protocol, read-only,
+             user KEY_ID and password KEY of an agent key with the read scope)
   indexes    apply the index list and exit
   keys       create | list | revoke agent keys
   verify     check that every record matches its change-log entry (--json: machine-readable)
@@ -88,7 +91,7 @@ type config struct {
 	toolsets, rateLimit, httpRateLimit          string
 	// pitchWindow is the double-pitch guard's window.
 	pitchWindow            time.Duration
-	mongoAllowWrites, demo bool
+	mongoAllowWrites, demo bool // mongoAllowWrites: a removed flag, refused
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -115,9 +118,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		fs.StringVar(&cfg.addr, "addr", env("OUTREACH_ADDR", "127.0.0.1:8080"), "listen address")
-		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also expose the embedded store's MongoDB wire endpoint here (for mongosh), read-only")
+		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also open the analyst endpoint here: the embedded store over MongoDB's wire protocol (mongosh, Compass, drivers), read-only, for agent keys with the read scope (SCRAM-SHA-256: user KEY_ID, password KEY)")
 		fs.BoolVar(&cfg.demo, "demo", false, "on an empty store, write the demo data first (as seed --demo)")
-		fs.BoolVar(&cfg.mongoAllowWrites, "mongo-allow-writes", os.Getenv("OUTREACH_MONGO_ALLOW_WRITES") == "true", "let writes through the --mongo-listen endpoint (they bypass the change log)")
+		fs.BoolVar(&cfg.mongoAllowWrites, "mongo-allow-writes", os.Getenv("OUTREACH_MONGO_ALLOW_WRITES") == "true", "removed: refused (writes through the wire endpoint bypassed the change log)")
 		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.httpRateLimit, "http-rate-limit", env("OUTREACH_HTTP_RATE_LIMIT", tools.DefaultRequestRate), "HTTP requests per second per key at the edge (429 over it), RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", "all"), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, the default)")
@@ -128,6 +131,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.DurationVar(&cfg.pitchWindow, "pitch-window", pitchWindow, "double-pitch guard: refuse to pitch a contact the team pitched within this window, e.g. 336h (default 14 days)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
+		}
+		if cfg.mongoAllowWrites {
+			return errors.New("--mongo-allow-writes (OUTREACH_MONGO_ALLOW_WRITES) was removed: a write through the wire endpoint changed records without their change-log entry. " +
+				"Change data through the MCP tools; --mongo-listen opens a read-only analyst endpoint")
 		}
 		return serve(ctx, cfg, stdout, stderr, log)
 	case "indexes", "verify":
@@ -172,18 +179,26 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 	uri := cfg.uri
 	var es *embedded.Store
 	var store *repo.Store
+	// The analyst endpoint asks the store about keys; it opens before the
+	// store's handle exists and refuses everyone until then.
+	var analystStore atomic.Pointer[repo.Store]
 	if uri == "" {
-		es, err = embedded.Start(ctx, embedded.Options{Dir: cfg.data, TCP: cfg.mongoListen, AllowWrites: cfg.mongoAllowWrites})
+		eopts := embedded.Options{Dir: cfg.data}
+		if serving && cfg.mongoListen != "" {
+			eopts.TCP, eopts.Hidden, eopts.HiddenFields = cfg.mongoListen, repo.SecretCollections, repo.SecretFields
+			eopts.Auth = analystAuth(&analystStore)
+			eopts.Logger = slog.New(zerologHandler{log})
+		}
+		es, err = embedded.Start(ctx, eopts)
 		if err != nil {
 			return nil, nil, err
 		}
 		uri = es.URI
 		opts.Exclusive = true // only this process can have the embedded files open
-		opts.OutsideWrites = cfg.mongoAllowWrites
 		opts.PrepareStore = es.IndexIDs
 		ev := log.Info().Str("data", cfg.data)
 		if es.PublicURI != "" {
-			ev = ev.Str("mongo_listen", es.PublicURI).Bool("mongo_writes_allowed", cfg.mongoAllowWrites)
+			ev = ev.Str("mongo_listen", es.PublicURI)
 		}
 		ev.Msg("embedded store started")
 	}
@@ -197,6 +212,7 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 		}
 		return nil, nil, err
 	}
+	analystStore.Store(store)
 	return store, func() {
 		store.Close(context.Background())
 		if es != nil {

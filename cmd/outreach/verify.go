@@ -47,7 +47,7 @@ var verifyInvariants = []string{
 
 // repairs are what to do about a violation, by the start of its problem.
 var repairs = []struct{ prefix, repair string }{
-	{"differs from the after state", "the record was changed outside the write path (a write through the wire endpoint with --mongo-allow-writes, or by hand): put it back to the after state of that change entry (get_change shows it), e.g. from a backup of the data, then run verify again; an update through the tools does not repair it, since its entry would start from the altered state"},
+	{"differs from the after state", "the record was changed outside the write path (by hand, on the store's files or a MongoDB server): put it back to the after state of that change entry (get_change shows it), e.g. from a backup of the data, then run verify again; an update through the tools does not repair it, since its entry would start from the altered state"},
 	{"version ", "the record was changed outside the write path: put it back to the after state of its last_change entry (get_change shows it), then run verify again"},
 	{"no last_change", "the record was inserted outside the write path: remove it with the server stopped, or recreate it through its create tool and remove the copy; then run verify again"},
 	{"last_change ", "the record or the change log was edited outside the service: restore both from the same backup"},
