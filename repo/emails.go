@@ -285,28 +285,78 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		}
 		return IngestResult{Outcome: EmailStored, ThreadID: t.ID, MessageID: msg.ID, NewThread: true}, nil
 	}
-	res := IngestResult{Outcome: EmailStored, ThreadID: target.ID, MessageID: msg.ID}
-	_, err = modify(ctx, s, collEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
-		if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == in.MessageID }); i >= 0 {
-			res = IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, MessageID: t.Messages[i].ID}
-			return nil // stored meanwhile: nothing changes, nothing is written
-		}
-		if t.ArchivedAt != nil {
-			return ErrConflict // archived meanwhile: look again
-		}
-		t.Messages = append(t.Messages, msg)
-		for _, c := range contacts {
-			if !slices.Contains(t.ContactIDs, c) {
-				t.ContactIDs = append(t.ContactIDs, c)
+	var res IngestResult
+	// The message and the email_received notifications of the thread's
+	// linked opportunities are one unit: a notification exists exactly when
+	// its message was stored.
+	err = s.writeGroup(ctx, func() ([]mutation, error) {
+		res = IngestResult{Outcome: EmailStored, ThreadID: target.ID, MessageID: msg.ID}
+		t, m, err := prepare(ctx, s, collEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
+			if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == in.MessageID }); i >= 0 {
+				res = IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, MessageID: t.Messages[i].ID}
+				return nil // stored meanwhile: nothing changes, nothing is written
 			}
+			if t.ArchivedAt != nil {
+				return ErrConflict // archived meanwhile: look again
+			}
+			t.Messages = append(t.Messages, msg)
+			for _, c := range contacts {
+				if !slices.Contains(t.ContactIDs, c) {
+					t.ContactIDs = append(t.ContactIDs, c)
+				}
+			}
+			t.settle()
+			return nil
+		})
+		if err != nil || m == nil {
+			return nil, err
 		}
-		t.settle()
-		return nil
+		evs, err := s.emailEvents(ctx, t, &msg)
+		if err != nil {
+			return nil, err
+		}
+		return append([]mutation{*m}, evs...), nil
 	})
 	if err != nil {
 		return IngestResult{}, err
 	}
 	return res, nil
+}
+
+// emailEvents are the email_received notifications of message m joining
+// thread t: one event per active opportunity the thread is linked to, when
+// a known contact sent the message (mail the team sends, copied to the
+// shared inbox, is not news to the team).
+func (s *Store) emailEvents(ctx context.Context, t *EmailThread, m *EmailMessage) ([]mutation, error) {
+	if m.FromContactID == "" {
+		return nil, nil
+	}
+	var out []mutation
+	for _, l := range t.OpportunityLinks {
+		o, err := find[*Opportunity](ctx, s, collOpportunities, l.OpportunityID)
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if o.Archived() {
+			continue
+		}
+		subject := m.Subject
+		if subject == "" {
+			subject = t.Subject
+		}
+		muts, err := s.eventMutations(ctx, event{kind: EventEmailReceived, oppID: o.ID, title: o.Title,
+			text: fmt.Sprintf("email on %q from %s: %s", o.Title, m.From, subject),
+			data: map[string]any{"thread_id": t.ID, "email_id": m.ID, "message_id": m.MessageID, "from": m.From,
+				"from_contact_id": m.FromContactID, "subject": subject, "date": m.Date}})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, muts...)
+	}
+	return out, nil
 }
 
 // MaxThreadBytes bounds the text a thread document holds, far inside
