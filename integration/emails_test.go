@@ -494,6 +494,7 @@ func TestEmailOpportunityLinks(t *testing.T) {
 	var imp struct {
 		Outcome   string `json:"outcome"`
 		ThreadID  string `json:"thread_id"`
+		EmailID   string `json:"email_id"`
 		MessageID string `json:"message_id"`
 	}
 	raw := base64.StdEncoding.EncodeToString(crlf(`
@@ -506,8 +507,8 @@ Date: Mon, 2 Mar 2026 09:00:00 +0000
 Shall we talk about the launch?
 `))
 	c.Must("import_email", M{"raw_base64": raw}, &imp)
-	if imp.Outcome != "stored" || imp.ThreadID == "" {
-		t.Fatalf("import = %+v", imp)
+	if imp.Outcome != "stored" || imp.ThreadID == "" || imp.EmailID == "" || imp.MessageID != "x1@planet.example" {
+		t.Fatalf("import = %+v; want stored, with the message's id and its Message-ID", imp)
 	}
 	var changes struct {
 		Changes []struct {
@@ -547,8 +548,8 @@ Shall we talk about the launch?
 	}
 	for _, q := range []M{{"opportunity_id": opp}, {"outlet_id": outlet}, {"contact_id": jane, "opportunity_id": opp}} {
 		c.Must("get_interaction_log", q, &log)
-		if log.Total != 1 || log.Entries[0].ID != imp.MessageID {
-			t.Errorf("log %v = %+v, want the message %s", q, log, imp.MessageID)
+		if log.Total != 1 || log.Entries[0].ID != imp.EmailID {
+			t.Errorf("log %v = %+v, want the message %s", q, log, imp.EmailID)
 		}
 	}
 	var th emailThread

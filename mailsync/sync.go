@@ -522,7 +522,7 @@ func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbac
 		}
 		n, err := s.store.KnownEmailContacts(ctx, slices.Concat([]string{h.From}, h.To, h.Cc))
 		if err == nil && n == 0 {
-			early = &repo.IngestResult{Outcome: repo.EmailSkipped}
+			early = &repo.IngestResult{Outcome: repo.EmailSkipped, MessageID: h.MessageID}
 		}
 		return n > 0, err
 	}}

@@ -115,10 +115,14 @@ const (
 )
 
 // IngestResult says what IngestEmail did with a message.
+// EmailID is the stored message's own id (messages[].id of its thread, the
+// id the interaction log shows); MessageID is its RFC 822 Message-ID (or
+// content key), as messages[].message_id: one name, one meaning everywhere.
 type IngestResult struct {
 	Outcome   string `json:"outcome"`
 	ThreadID  string `json:"thread_id,omitempty"`
-	MessageID string `json:"message_id,omitempty"` // our id of the message
+	EmailID   string `json:"email_id,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
 	NewThread bool   `json:"new_thread,omitempty"`
 }
 
@@ -251,7 +255,7 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		return IngestResult{}, err
 	}
 	if len(byAddr) == 0 {
-		return IngestResult{Outcome: EmailSkipped}, nil
+		return IngestResult{Outcome: EmailSkipped, MessageID: in.MessageID}, nil
 	}
 	var contacts []string
 	for _, a := range slices.Concat([]string{in.From}, in.To, in.Cc) {
@@ -283,17 +287,17 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		if err := insert(ctx, s, collEmails, t); err != nil {
 			return IngestResult{}, err
 		}
-		return IngestResult{Outcome: EmailStored, ThreadID: t.ID, MessageID: msg.ID, NewThread: true}, nil
+		return IngestResult{Outcome: EmailStored, ThreadID: t.ID, EmailID: msg.ID, MessageID: msg.MessageID, NewThread: true}, nil
 	}
 	var res IngestResult
 	// The message and the email_received notifications of the thread's
 	// linked opportunities are one unit: a notification exists exactly when
 	// its message was stored.
 	err = s.writeGroup(ctx, func() ([]mutation, error) {
-		res = IngestResult{Outcome: EmailStored, ThreadID: target.ID, MessageID: msg.ID}
+		res = IngestResult{Outcome: EmailStored, ThreadID: target.ID, EmailID: msg.ID, MessageID: msg.MessageID}
 		t, m, err := prepare(ctx, s, collEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
 			if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == in.MessageID }); i >= 0 {
-				res = IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, MessageID: t.Messages[i].ID}
+				res = IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, EmailID: t.Messages[i].ID, MessageID: in.MessageID}
 				return nil // stored meanwhile: nothing changes, nothing is written
 			}
 			if t.ArchivedAt != nil {
@@ -675,9 +679,9 @@ func (s *Store) StoredEmail(ctx context.Context, key string) (*IngestResult, err
 	if err != nil || t == nil {
 		return nil, err
 	}
-	res := &IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID}
+	res := &IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, MessageID: key}
 	if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == key }); i >= 0 {
-		res.MessageID = t.Messages[i].ID
+		res.EmailID = t.Messages[i].ID
 	}
 	return res, nil
 }

@@ -122,7 +122,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				}
 				return res, nil
 			}),
-		newTool("import_email", "Import one raw RFC 822 message (e.g. an .eml file), stored like a synced one: into its thread, linked to the known contacts among From, To and Cc. A message without a known contact is skipped; one already stored is reported as a duplicate.", create,
+		newTool("import_email", "Import one raw RFC 822 message (e.g. an .eml file), stored like a synced one: into its thread, linked to the known contacts among From, To and Cc. A message without a known contact is skipped; one already stored is reported as a duplicate. Returns outcome, thread_id, email_id (the stored message's own id, messages[].id of the thread) and message_id (its RFC 822 Message-ID, as messages[].message_id).", create,
 			func(ctx context.Context, in *importIn) (any, error) {
 				raw, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(in.RawBase64), ""))
 				if err != nil {
