@@ -368,7 +368,7 @@ func TestEmailSync(t *testing.T) {
 		t.Errorf("launch contacts = %+v", launch.Contacts)
 	}
 	cafe := thread("Café interview")
-	if m := cafe.Messages[0]; m.BodyText != "Grüße, when can we talk?" || m.From != "omar@ledger.example" || !strings.HasPrefix(m.MessageID, "sha256-") ||
+	if m := cafe.Messages[0]; m.BodyText != "Grüße, when can we talk?" || m.From != "Omar <omar@ledger.example>" || !strings.HasPrefix(m.MessageID, "sha256-") ||
 		m.Date != "2026-03-03T07:00:00Z" || !slices.Contains(m.ContactIDs, jane) {
 		t.Errorf("Omar's message = %+v", m)
 	}

@@ -93,13 +93,15 @@ const MaxEmailBodyText = 64 << 10
 const SubjectWindow = 30 * 24 * time.Hour
 
 // IncomingEmail is a parsed message offered to IngestEmail. Addresses are
-// bare (no display names).
+// bare, lower case (they match contacts and make content keys); Names holds
+// the display names given with them, by address.
 type IncomingEmail struct {
 	MessageID   string
 	InReplyTo   string
 	References  []string
 	From        string
 	To, Cc      []string
+	Names       map[string]string
 	Subject     string
 	Date        time.Time
 	BodyText    string
@@ -264,7 +266,7 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		}
 	}
 	msg := EmailMessage{ID: uuid.NewString(), MessageID: in.MessageID, InReplyTo: in.InReplyTo, References: in.References,
-		From: in.From, To: nonNil(in.To), Cc: in.Cc, Subject: in.Subject, Date: in.Date, BodyText: in.BodyText,
+		From: Mailbox(in.Names[in.From], in.From), To: mailboxes(in.To, in.Names), Cc: noneIfEmpty(mailboxes(in.Cc, in.Names)), Subject: in.Subject, Date: in.Date, BodyText: in.BodyText,
 		Attachments: in.Attachments, ContactIDs: contacts, FromContactID: byAddr[strings.ToLower(strings.TrimSpace(in.From))], Source: in.Source}
 	if len(msg.BodyText) > MaxEmailBodyText {
 		cut := MaxEmailBodyText
@@ -389,6 +391,35 @@ func threadBytes(t *EmailThread) int {
 		n += messageBytes(&t.Messages[i])
 	}
 	return n
+}
+
+// Mailbox writes an address with its display name as a mail header does,
+// "Jürgen Bläser <j@example.com>" (the name decoded, quoted when it holds a
+// character the mail grammar reserves), or the bare address without one.
+func Mailbox(name, addr string) string {
+	name = strings.TrimSpace(name)
+	if name == "" || strings.EqualFold(name, addr) {
+		return addr
+	}
+	if strings.ContainsAny(name, `()<>[]:;@\,."`) {
+		name = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`
+	}
+	return name + " <" + addr + ">"
+}
+
+func mailboxes(addrs []string, names map[string]string) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = Mailbox(names[a], a)
+	}
+	return out
+}
+
+func noneIfEmpty(a []string) []string {
+	if len(a) == 0 {
+		return nil
+	}
+	return a
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
