@@ -47,7 +47,9 @@ type syncResult struct {
 		Rescanned bool   `json:"rescanned"`
 		LastUID   uint32 `json:"last_uid"`
 	} `json:"mailboxes"`
-	Complete bool `json:"complete"`
+	Retried   int  `json:"retried"`
+	Recovered int  `json:"recovered"`
+	Complete  bool `json:"complete"`
 }
 
 type emailMessage struct {
@@ -664,6 +666,18 @@ Hello.
 	if changes.Total == 0 || !strings.HasPrefix(changes.Changes[0].SessionID, "email-sync-") {
 		t.Fatalf("the automatic sync wrote no state as the email-sync agent: %+v\n%s", changes, srv.stderr)
 	}
+	// What the automatic sync did not store is where an agent can read it.
+	var st struct {
+		Held []struct {
+			UID       int    `json:"uid"`
+			Reason    string `json:"reason"`
+			MessageID string `json:"message_id"`
+		} `json:"held"`
+	}
+	c.must(t, "get_sync_status", M{}, &st)
+	if len(st.Held) != 1 || st.Held[0].Reason != "no_contact" || st.Held[0].MessageID != "early@pr.example" {
+		t.Errorf("get_sync_status after the automatic sync: %+v; want the message skipped for want of a contact", st)
+	}
 	var contact struct {
 		ID string `json:"id"`
 	}
@@ -679,8 +693,9 @@ Hi.
 `))
 	var r syncResult
 	c.must(t, "sync_emails", M{}, &r)
-	if r.Seen != 1 || r.Stored != 1 {
-		t.Errorf("sync_emails on the served inbox = %+v, want the one new message stored", r)
+	// The message skipped before Jane was a contact is stored now too.
+	if r.Seen != 1 || r.Stored != 2 || r.Retried != 1 || r.Recovered != 1 {
+		t.Errorf("sync_emails on the served inbox = %+v, want the new message and the one skipped before stored", r)
 	}
 	srv.term(20 * time.Second)
 

@@ -40,6 +40,9 @@ type header struct {
 	MessageID string
 	From      string
 	To, Cc    []string
+	Names     map[string]string
+	Subject   string
+	Date      time.Time
 }
 
 // parse reads one RFC 822 message with the MIME library: headers decoded
@@ -79,7 +82,7 @@ func parse(r io.Reader, o parseOptions) (*repo.IncomingEmail, error) {
 		in.Date = o.fallbackDate
 	}
 	if o.accept != nil {
-		ok, err := o.accept(header{MessageID: in.MessageID, From: in.From, To: in.To, Cc: in.Cc})
+		ok, err := o.accept(header{MessageID: in.MessageID, From: in.From, To: in.To, Cc: in.Cc, Names: in.Names, Subject: in.Subject, Date: in.Date})
 		if err != nil || !ok {
 			return nil, err
 		}
