@@ -85,7 +85,8 @@ func (s *Store) HoldEmail(ctx context.Context, h HeldEmail) error {
 	}
 	for attempt := 0; attempt < 3; attempt++ {
 		_, err := modify(ctx, s, collHeld, h.ID, audit.ActionUpdate, func(cur *HeldEmail) error {
-			cur.Reason, cur.Detail, cur.ResolvedAt, cur.Outcome = h.Reason, h.Detail, nil, ""
+			// Held again after a rollback archived it: it is held, as it was.
+			cur.Reason, cur.Detail, cur.ResolvedAt, cur.Outcome, cur.ArchivedAt = h.Reason, h.Detail, nil, "", nil
 			if h.MessageID != "" || h.From != "" {
 				cur.MessageID, cur.From, cur.To, cur.Cc, cur.Subject, cur.Date = h.MessageID, h.From, h.To, h.Cc, h.Subject, h.Date
 			}
@@ -125,10 +126,12 @@ func (s *Store) ResolveHeldEmail(ctx context.Context, account, mailbox string, u
 }
 
 // HeldEmails returns the messages of one mailbox of one account still held,
-// by UID.
+// by UID. A held record archived (by the rollback of the sync that made it)
+// is not held: its message is read again, since the rollback moved the mark
+// back too.
 func (s *Store) HeldEmails(ctx context.Context, account, mailbox string) ([]HeldEmail, error) {
 	var out []HeldEmail
-	err := s.findAll(ctx, collHeld, bson.M{"account": account, "mailbox": mailbox, "resolved_at": nil},
+	err := s.findAll(ctx, collHeld, bson.M{"account": account, "mailbox": mailbox, "resolved_at": nil, "archived_at": nil},
 		options.Find().SetSort(bson.D{{Key: "uid_validity", Value: 1}, {Key: "uid", Value: 1}}), &out)
 	if err != nil {
 		return nil, driverErr(err, kinds[collHeld], "query")
@@ -201,14 +204,14 @@ func (s *Store) EmailSyncStatus(ctx context.Context, reason string, limit, offse
 		return strings.Compare(a.Account+"\x00"+a.Mailbox, b.Account+"\x00"+b.Mailbox)
 	})
 	for _, r := range HeldReasons {
-		n, err := s.coll(collHeld).CountDocuments(ctx, bson.M{"resolved_at": nil, "reason": r})
+		n, err := s.coll(collHeld).CountDocuments(ctx, bson.M{"resolved_at": nil, "archived_at": nil, "reason": r})
 		if err != nil {
 			return nil, driverErr(err, kinds[collHeld], "count")
 		}
 		st.ByReason[r] = int(n)
 		st.HeldTotal += int(n)
 	}
-	filter := bson.M{"resolved_at": nil}
+	filter := bson.M{"resolved_at": nil, "archived_at": nil}
 	if reason != "" {
 		filter["reason"] = reason
 	}
