@@ -43,6 +43,12 @@ var List = []Index{
 	{Collection: "notes", Name: "channel_links", Keys: bson.D{{Key: "links.channel_id", Value: 1}}},
 	{Collection: "notes", Name: "link_ids", Keys: bson.D{{Key: "links.id", Value: 1}}},
 	{Collection: "notes", Name: "text", Keys: bson.D{{Key: "title", Value: "text"}, {Key: "content", Value: "text"}}, Text: true},
+	// get_sync_status reads every mailbox's sync state (settings named email_sync).
+	{Collection: "settings", Name: "name", Keys: bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
+	// The sync reads a mailbox's held messages; get_sync_status pages them.
+	{Collection: "email_held", Name: "mailbox", Keys: bson.D{{Key: "account", Value: 1}, {Key: "mailbox", Value: 1}, {Key: "resolved_at", Value: 1}, {Key: "uid_validity", Value: 1}, {Key: "uid", Value: 1}}},
+	{Collection: "email_held", Name: "open", Keys: bson.D{{Key: "resolved_at", Value: 1}, {Key: "reason", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "email_held", Name: "open_all", Keys: bson.D{{Key: "resolved_at", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: "email_threads", Name: "text", Keys: bson.D{{Key: "subject", Value: "text"}, {Key: "messages.subject", Value: "text"}, {Key: "messages.body_text", Value: "text"}, {Key: "messages.from", Value: "text"}}, Text: true},
 	{Collection: "email_threads", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
 	{Collection: "email_threads", Name: "opportunities", Keys: bson.D{{Key: "opportunity_links.opportunity_id", Value: 1}}},

@@ -47,7 +47,9 @@ type syncResult struct {
 		Rescanned bool   `json:"rescanned"`
 		LastUID   uint32 `json:"last_uid"`
 	} `json:"mailboxes"`
-	Complete bool `json:"complete"`
+	Retried   int  `json:"retried"`
+	Recovered int  `json:"recovered"`
+	Complete  bool `json:"complete"`
 }
 
 type emailMessage struct {
@@ -368,7 +370,7 @@ func TestEmailSync(t *testing.T) {
 		t.Errorf("launch contacts = %+v", launch.Contacts)
 	}
 	cafe := thread("Café interview")
-	if m := cafe.Messages[0]; m.BodyText != "Grüße, when can we talk?" || m.From != "omar@ledger.example" || !strings.HasPrefix(m.MessageID, "sha256-") ||
+	if m := cafe.Messages[0]; m.BodyText != "Grüße, when can we talk?" || m.From != "Omar <omar@ledger.example>" || !strings.HasPrefix(m.MessageID, "sha256-") ||
 		m.Date != "2026-03-03T07:00:00Z" || !slices.Contains(m.ContactIDs, jane) {
 		t.Errorf("Omar's message = %+v", m)
 	}
@@ -494,6 +496,7 @@ func TestEmailOpportunityLinks(t *testing.T) {
 	var imp struct {
 		Outcome   string `json:"outcome"`
 		ThreadID  string `json:"thread_id"`
+		EmailID   string `json:"email_id"`
 		MessageID string `json:"message_id"`
 	}
 	raw := base64.StdEncoding.EncodeToString(crlf(`
@@ -506,8 +509,8 @@ Date: Mon, 2 Mar 2026 09:00:00 +0000
 Shall we talk about the launch?
 `))
 	c.Must("import_email", M{"raw_base64": raw}, &imp)
-	if imp.Outcome != "stored" || imp.ThreadID == "" {
-		t.Fatalf("import = %+v", imp)
+	if imp.Outcome != "stored" || imp.ThreadID == "" || imp.EmailID == "" || imp.MessageID != "x1@planet.example" {
+		t.Fatalf("import = %+v; want stored, with the message's id and its Message-ID", imp)
 	}
 	var changes struct {
 		Changes []struct {
@@ -547,8 +550,8 @@ Shall we talk about the launch?
 	}
 	for _, q := range []M{{"opportunity_id": opp}, {"outlet_id": outlet}, {"contact_id": jane, "opportunity_id": opp}} {
 		c.Must("get_interaction_log", q, &log)
-		if log.Total != 1 || log.Entries[0].ID != imp.MessageID {
-			t.Errorf("log %v = %+v, want the message %s", q, log, imp.MessageID)
+		if log.Total != 1 || log.Entries[0].ID != imp.EmailID {
+			t.Errorf("log %v = %+v, want the message %s", q, log, imp.EmailID)
 		}
 	}
 	var th emailThread
@@ -663,6 +666,18 @@ Hello.
 	if changes.Total == 0 || !strings.HasPrefix(changes.Changes[0].SessionID, "email-sync-") {
 		t.Fatalf("the automatic sync wrote no state as the email-sync agent: %+v\n%s", changes, srv.stderr)
 	}
+	// What the automatic sync did not store is where an agent can read it.
+	var st struct {
+		Held []struct {
+			UID       int    `json:"uid"`
+			Reason    string `json:"reason"`
+			MessageID string `json:"message_id"`
+		} `json:"held"`
+	}
+	c.must(t, "get_sync_status", M{}, &st)
+	if len(st.Held) != 1 || st.Held[0].Reason != "no_contact" || st.Held[0].MessageID != "early@pr.example" {
+		t.Errorf("get_sync_status after the automatic sync: %+v; want the message skipped for want of a contact", st)
+	}
 	var contact struct {
 		ID string `json:"id"`
 	}
@@ -678,8 +693,9 @@ Hi.
 `))
 	var r syncResult
 	c.must(t, "sync_emails", M{}, &r)
-	if r.Seen != 1 || r.Stored != 1 {
-		t.Errorf("sync_emails on the served inbox = %+v, want the one new message stored", r)
+	// The message skipped before Jane was a contact is stored now too.
+	if r.Seen != 1 || r.Stored != 2 || r.Retried != 1 || r.Recovered != 1 {
+		t.Errorf("sync_emails on the served inbox = %+v, want the new message and the one skipped before stored", r)
 	}
 	srv.term(20 * time.Second)
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -573,5 +574,34 @@ func TestHostileSearchText(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Defect: an array directly inside an array in a free-form object passed
+// validation and then failed in the embedded store. Every free-form field
+// refuses it, naming the path of the outer array, and writes nothing; an
+// array inside an object inside an array is stored and read back.
+func TestHostileNestedArraysInFreeForm(t *testing.T) {
+	h := newHostile(t, testenv.Options{})
+	nestedArr := M{"scores": []any{[]any{1, 2}, []any{3}}}
+	deeper := M{"a": []any{M{"b": []any{[]any{"x"}}}}}
+	h.refuse(t, []refusal{
+		{"outlet social_links", "create_outlet", M{"name": "x", "social_links": nestedArr}, repo.CodeInvalid, "social_links.scores", "array directly inside an array"},
+		{"outlet social_links update", "update_outlet", M{"id": h.outlet, "social_links": deeper}, repo.CodeInvalid, "social_links.a.b", "array directly inside an array"},
+		{"contact social_links", "create_contact", M{"first_name": "B", "last_name": "C", "social_links": nestedArr}, repo.CodeInvalid, "social_links.scores", "array directly inside an array"},
+		{"contact preferences", "update_contact", M{"id": h.contact, "preferences": nestedArr}, repo.CodeInvalid, "preferences.scores", "array directly inside an array"},
+		{"channel attributes", "create_channel", M{"outlet_id": h.outlet, "type": "website", "attributes": deeper}, repo.CodeInvalid, "attributes.a.b", "array directly inside an array"},
+		{"channel attributes update", "update_channel", M{"id": h.channel, "attributes": nestedArr}, repo.CodeInvalid, "attributes.scores", "array directly inside an array"},
+		{"media metadata", "attach_media", M{"coverage_id": h.coverage, "media_id": h.media, "type": "document", "metadata": nestedArr}, repo.CodeInvalid, "metadata.scores", "array directly inside an array"},
+	})
+	// An array of objects holding arrays is storable everywhere.
+	ok := M{"a": []any{M{"b": []any{"x", 1.0}}}}
+	var ch struct {
+		Attributes map[string]any `json:"attributes"`
+	}
+	h.c.Must("update_channel", M{"id": h.channel, "attributes": ok}, &ch)
+	h.c.Must("get_channel", M{"id": h.channel}, &ch)
+	if diff := cmp.Diff(ch.Attributes, map[string]any(ok)); diff != "" {
+		t.Errorf("attributes read back (-got +want):\n%s", diff)
 	}
 }

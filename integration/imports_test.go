@@ -193,7 +193,7 @@ func TestImportContacts(t *testing.T) {
 	}
 	var olga struct{ Title, Email string }
 	setup.Must("get_contact", M{"id": old}, &olga)
-	if olga.Title != "Reporter" || olga.Email != "OLGA@example.com" {
+	if olga.Title != "Reporter" || olga.Email != "olga@example.com" {
 		t.Errorf("updated contact: %+v", olga)
 	}
 
@@ -226,6 +226,45 @@ func TestImportContacts(t *testing.T) {
 	setup.Must("get_contact", M{"id": old}, &olga)
 	if olga.Title != "Editor" || olga.Email != "olga@example.com" {
 		t.Errorf("contact after the rollback: %+v", olga)
+	}
+}
+
+// Defect: a row matching a contact's email ignoring case rewrote the stored
+// address's case, wrote a change and reported `updated, changed: ["email"]`,
+// so a dry run of a lower-cased CRM export showed every capitalised address
+// as updated. The case an address is written in is not a change.
+func TestImportContactsEmailCaseIsNotAChange(t *testing.T) {
+	env := testenv.New(t)
+	c := env.Client(env.AdminKey, "import-case")
+	jane := testenv.ID(t, c.Must("create_contact", M{"first_name": "Jane", "last_name": "Doe", "email": "Jane.Doe@Example.com", "title": "Editor"}, nil))
+	bob := testenv.ID(t, c.Must("create_contact", M{"first_name": "Bob", "last_name": "Ray", "email": "bob@example.org", "title": "Reporter"}, nil))
+	csvText := "email,first_name,last_name,title\n" +
+		"jane.doe@example.com,Jane,Doe,Editor\n" + // the export lower-cased it
+		"BOB@EXAMPLE.ORG,Bob,Ray,Senior Reporter\n" // upper-cased, and a real change
+	want := []importRow{
+		{Row: 1, Key: "jane.doe@example.com", Status: repo.ImportUnchanged, ID: jane},
+		{Row: 2, Key: "bob@example.org", Status: repo.ImportUpdated, ID: bob, Changed: []string{"title"}},
+	}
+	before := changeCount(t, c)
+	for _, dry := range []bool{true, false} {
+		var res importResult
+		c.Must("import_contacts", M{"csv": csvText, "dry_run": dry}, &res)
+		if diff := cmp.Diff(res.Rows, want); diff != "" {
+			t.Errorf("dry_run %v: rows (-got +want):\n%s", dry, diff)
+		}
+		if res.Unchanged != 1 || res.Updated != 1 {
+			t.Errorf("dry_run %v: %d unchanged, %d updated; want 1 and 1", dry, res.Unchanged, res.Updated)
+		}
+	}
+	if n := changeCount(t, c) - before; n != 1 {
+		t.Errorf("the import wrote %d changes; want 1 (Bob's title)", n)
+	}
+	for id, email := range map[string]string{jane: "Jane.Doe@Example.com", bob: "bob@example.org"} {
+		var got struct{ Email string }
+		c.Must("get_contact", M{"id": id}, &got)
+		if got.Email != email {
+			t.Errorf("contact %s: email %q after the import; want the stored %q", id, got.Email, email)
+		}
 	}
 }
 

@@ -121,3 +121,38 @@ func TestCoverageReport(t *testing.T) {
 		t.Errorf("AVE after ave_off: %+v", off.AVE)
 	}
 }
+
+// Defect: a bare-date until dropped that whole day from the coverage report
+// (list_coverage includes it), and the default since moved with it. A
+// bare-date until is the end of its day everywhere, and the default since
+// makes the range the 30 whole days ending with it.
+func TestCoverageReportBareDateUntilIncludesTheDay(t *testing.T) {
+	env := testenv.New(t)
+	c := env.Admin()
+	for _, at := range []string{"2026-05-29T23:59:59Z", "2026-05-30T00:00:00Z", "2026-06-28T12:00:00Z", "2026-06-28T23:59:59.999Z", "2026-06-29T00:00:00Z"} {
+		c.Must("create_coverage", M{"title": "Story " + at, "published_at": at}, nil)
+	}
+	var list struct {
+		Total int `json:"total"`
+	}
+	c.Must("list_coverage", M{"since": "2026-06-28", "until": "2026-06-28"}, &list)
+	var rep struct {
+		Items int    `json:"items"`
+		Since string `json:"since"`
+		Until string `json:"until"`
+	}
+	c.Must("get_coverage_report", M{"since": "2026-06-28", "until": "2026-06-28"}, &rep)
+	if list.Total != 2 || rep.Items != list.Total {
+		t.Errorf("2026-06-28 alone: list_coverage %d, get_coverage_report %d items; want 2 and 2", list.Total, rep.Items)
+	}
+	// The default since: the 30 whole days ending with until's day.
+	c.Must("get_coverage_report", M{"until": "2026-06-28"}, &rep)
+	if rep.Items != 3 || rep.Since != "2026-05-30T00:00:00Z" || rep.Until != "2026-06-28T23:59:59.999Z" {
+		t.Errorf("until 2026-06-28 alone: %d items from %s to %s; want 3 from 2026-05-30T00:00:00Z to 2026-06-28T23:59:59.999Z", rep.Items, rep.Since, rep.Until)
+	}
+	// A datetime until is that moment, and the default since 30 days before it.
+	c.Must("get_coverage_report", M{"until": "2026-06-28T12:00:00Z"}, &rep)
+	if rep.Items != 3 || rep.Since != "2026-05-29T12:00:00Z" {
+		t.Errorf("until 2026-06-28T12:00:00Z: %d items from %s; want 3 from 2026-05-29T12:00:00Z", rep.Items, rep.Since)
+	}
+}

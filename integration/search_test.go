@@ -296,3 +296,34 @@ func BenchmarkSearch(b *testing.B) {
 		}
 	})
 }
+
+// Defect: an untitled note whose first content line matched was shown with
+// that line as its title but ranked as a body hit (in_title: false), below
+// older notes whose title matched. in_title says the query is in the title
+// shown, and ranks it so.
+func TestSearchUntitledNoteRanksByItsShownTitle(t *testing.T) {
+	env := testenv.New(t)
+	c := env.Admin()
+	outlet := mk(t, c, "create_outlet", M{"name": "Wire"})
+	titled := mk(t, c, "create_note", M{"title": "Embargo calendar", "content": "dates", "occurred_at": "2026-01-01", "outlet_ids": []string{outlet}})
+	untitled := mk(t, c, "create_note", M{"content": "Embargo for the spring launch\nsecond line", "occurred_at": "2025-06-01", "outlet_ids": []string{outlet}})
+	body := mk(t, c, "create_note", M{"content": "Call notes\nthe embargo moved", "occurred_at": "2026-02-01", "outlet_ids": []string{outlet}})
+	type hit struct {
+		ID      string `json:"id"`
+		Title   string `json:"title"`
+		InTitle bool   `json:"in_title"`
+	}
+	var res struct {
+		Hits []hit `json:"hits"`
+	}
+	c.Must("search", M{"query": "embargo", "types": []string{"note"}}, &res)
+	// Both title hits (the newer first), then the body hit.
+	want := []hit{
+		{ID: titled, Title: "Embargo calendar", InTitle: true},
+		{ID: untitled, Title: "Embargo for the spring launch", InTitle: true},
+		{ID: body, Title: "Call notes", InTitle: false},
+	}
+	if diff := cmp.Diff(res.Hits, want); diff != "" {
+		t.Errorf("search embargo (-got +want):\n%s", diff)
+	}
+}

@@ -40,6 +40,9 @@ type header struct {
 	MessageID string
 	From      string
 	To, Cc    []string
+	Names     map[string]string
+	Subject   string
+	Date      time.Time
 }
 
 // parse reads one RFC 822 message with the MIME library: headers decoded
@@ -67,11 +70,11 @@ func parse(r io.Reader, o parseOptions) (*repo.IncomingEmail, error) {
 		in.InReplyTo = ids[0]
 	}
 	in.References, _ = h.MsgIDList("References")
-	from := addresses(h, "From")
+	from := addresses(h, "From", in)
 	if len(from) > 0 {
 		in.From = from[0]
 	}
-	in.To, in.Cc = addresses(h, "To"), addresses(h, "Cc")
+	in.To, in.Cc = addresses(h, "To", in), addresses(h, "Cc", in)
 	in.Subject, _ = h.Subject()
 	in.Subject = strings.Join(strings.Fields(strings.ToValidUTF8(in.Subject, "\uFFFD")), " ")
 	in.Date = parseDate(h.Get("Date"))
@@ -79,7 +82,7 @@ func parse(r io.Reader, o parseOptions) (*repo.IncomingEmail, error) {
 		in.Date = o.fallbackDate
 	}
 	if o.accept != nil {
-		ok, err := o.accept(header{MessageID: in.MessageID, From: in.From, To: in.To, Cc: in.Cc})
+		ok, err := o.accept(header{MessageID: in.MessageID, From: in.From, To: in.To, Cc: in.Cc, Names: in.Names, Subject: in.Subject, Date: in.Date})
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -169,14 +172,25 @@ func (e storeError) Error() string { return e.err.Error() }
 
 var looseAddress = regexp.MustCompile(`[^\s<>,;:"()\[\]]+@[^\s<>,;:"()\[\]]+`)
 
-// addresses returns the bare addresses of a header field; a list the
-// grammar refuses is searched for anything shaped like an address.
-func addresses(h gomail.Header, key string) []string {
+// addresses returns the bare addresses of a header field, lower case, and
+// records their display names (decoded from RFC 2047) in in.Names; a list
+// the grammar refuses is searched for anything shaped like an address.
+func addresses(h gomail.Header, key string, in *repo.IncomingEmail) []string {
 	list, err := h.AddressList(key)
 	var out []string
 	if err == nil {
 		for _, a := range list {
-			out = append(out, strings.ToLower(a.Address))
+			addr := strings.ToLower(a.Address)
+			out = append(out, addr)
+			name := strings.Join(strings.Fields(strings.ToValidUTF8(a.Name, "\uFFFD")), " ")
+			if name != "" && !strings.EqualFold(name, addr) {
+				if in.Names == nil {
+					in.Names = map[string]string{}
+				}
+				if _, ok := in.Names[addr]; !ok {
+					in.Names[addr] = name
+				}
+			}
 		}
 		return out
 	}

@@ -33,6 +33,7 @@ Content-Transfer-Encoding: quoted-printable
 Caf=C3=A9 at ten=3F
 Line two
 `), repo.IncomingEmail{MessageID: "m1@pr.example", From: "team@pr.example", To: []string{"jose@planet.example", "other@x.example"}, Cc: []string{"c@x.example"},
+			Names:   map[string]string{"jose@planet.example": "José", "team@pr.example": "Team"},
 			Subject: "Embargo: café", Date: time.Date(2026, 3, 2, 8, 30, 0, 0, time.UTC), BodyText: "Café at ten?\nLine two"}},
 		{"multipart/alternative prefers the text part; references kept", crlf(`Message-ID: <m2@planet.example>
 In-Reply-To: <m1@pr.example>
@@ -64,7 +65,7 @@ Content-Type: text/html; charset=windows-1252
 Content-Transfer-Encoding: quoted-printable
 
 <html><head><style>p{color:red}</style></head><body><p>Caf=E9 <b>time</b> =80</p><script>alert(1)</script><p>two</p></body></html>
-`), repo.IncomingEmail{MessageID: "<content key>", From: "omar@ledger.example", To: []string{"team@pr.example"}, Subject: "Café interview",
+`), repo.IncomingEmail{MessageID: "<content key>", From: "omar@ledger.example", To: []string{"team@pr.example"}, Names: map[string]string{"omar@ledger.example": "Omar"}, Subject: "Café interview",
 			Date: time.Date(2026, 3, 3, 10, 0, 0, 0, time.UTC), BodyText: "Café time €\n\ntwo"}},
 		{"nested multiparts with base64 attachments and an RFC 2231 filename; unreadable date", crlf(`Message-ID: <m7@pr.example>
 From: team@pr.example

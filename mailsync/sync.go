@@ -168,7 +168,8 @@ func (e *IMAPError) Error() string { return e.Op + ": " + e.Err.Error() }
 func (e *IMAPError) Unwrap() error { return e.Err }
 
 // Problem is a message that was not stored, and why. Problems do not stop
-// the sync: the message is passed over, and the next sync does not retry it.
+// the sync: the message is passed over and held (repo.HeldEmail), where
+// get_sync_status shows it and every later sync tries it again.
 type Problem struct {
 	Mailbox   string `json:"mailbox,omitempty"`
 	UID       uint32 `json:"uid,omitempty"`
@@ -196,12 +197,17 @@ type Result struct {
 	Stored     int `json:"stored"`
 	Duplicates int `json:"duplicates"`
 	// Skipped are messages without a known contact in From, To or Cc.
-	Skipped        int             `json:"skipped"`
-	Failed         int             `json:"failed"`
-	ThreadsTouched int             `json:"threads_touched"`
-	ThreadIDs      []string        `json:"thread_ids"`
-	Problems       []Problem       `json:"problems"`
-	Mailboxes      []MailboxResult `json:"mailboxes,omitempty"`
+	Skipped        int       `json:"skipped"`
+	Failed         int       `json:"failed"`
+	ThreadsTouched int       `json:"threads_touched"`
+	ThreadIDs      []string  `json:"thread_ids"`
+	Problems       []Problem `json:"problems"`
+	// Retried counts the held messages (failed before, or skipped before and
+	// now claimed by a contact) this sync read again; Recovered those of
+	// them it stored (or found stored). They are not counted in Seen.
+	Retried   int             `json:"retried"`
+	Recovered int             `json:"recovered"`
+	Mailboxes []MailboxResult `json:"mailboxes,omitempty"`
 	// Complete is false when the sync stopped early (connection lost): what
 	// was stored stays, and the next sync resumes after it.
 	Complete bool   `json:"complete"`
@@ -239,7 +245,12 @@ func (s *Syncer) Run(ctx context.Context, log zerolog.Logger) {
 			ev = log.Warn().Err(err)
 		}
 		ev.Int("seen", res.Seen).Int("stored", res.Stored).Int("skipped", res.Skipped).Int("failed", res.Failed).
+			Int("retried", res.Retried).Int("recovered", res.Recovered).
 			Int("threads_touched", res.ThreadsTouched).Bool("complete", res.Complete).Msg("email sync")
+		for _, p := range res.Problems {
+			log.Warn().Str("mailbox", p.Mailbox).Uint32("uid", p.UID).Str("message_id", p.MessageID).Str("reason", p.Reason).
+				Str("detail", p.Detail).Msg("email sync: message not stored (held; get_sync_status lists it, the next sync tries it again)")
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -248,9 +259,22 @@ func (s *Syncer) Run(ctx context.Context, log zerolog.Logger) {
 	}
 }
 
+// SyncOptions tune one sync.
+type SyncOptions struct {
+	// Rescan reads every message of each mailbox again, not only those past
+	// the mark: what is stored counts as a duplicate, and a message skipped
+	// before is stored if a contact now holds one of its addresses.
+	Rescan bool
+}
+
 // Sync syncs every configured mailbox once, attributed to the actor in ctx.
 // It returns what it did even when it stops early with an error.
 func (s *Syncer) Sync(ctx context.Context, progress Progress) (*Result, error) {
+	return s.SyncWith(ctx, SyncOptions{}, progress)
+}
+
+// SyncWith is Sync with options.
+func (s *Syncer) SyncWith(ctx context.Context, opts SyncOptions, progress Progress) (*Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := &Result{ThreadIDs: []string{}, Problems: []Problem{}}
@@ -265,7 +289,7 @@ func (s *Syncer) Sync(ctx context.Context, progress Progress) (*Result, error) {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	for _, mbox := range s.cfg.Mailboxes {
-		mr, err := s.syncMailbox(ctx, c, mbox, res, progress)
+		mr, err := s.syncMailbox(ctx, c, mbox, opts, res, progress)
 		res.Mailboxes = append(res.Mailboxes, mr)
 		if err != nil {
 			res.Error = err.Error()
@@ -344,7 +368,7 @@ type item struct {
 // fetchBatch is how many messages one FETCH asks for.
 const fetchBatch = 25
 
-func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox string, res *Result, progress Progress) (MailboxResult, error) {
+func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox string, opts SyncOptions, res *Result, progress Progress) (MailboxResult, error) {
 	mr := MailboxResult{Mailbox: mbox}
 	sel, err := c.Select(mbox, &imap.SelectOptions{ReadOnly: true}).Wait()
 	if err != nil {
@@ -361,10 +385,37 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 	} else if st.ID != "" {
 		mr.Rescanned = true // UIDVALIDITY changed: every UID is new; keys keep it free of duplicates
 	}
-	mr.LastUID = uint32(last)
+	mark := last // the stored mark: a rescan reads from the start but never moves it back
+	if opts.Rescan && last > 0 {
+		last, mr.Rescanned = 0, true
+	}
+	mr.LastUID = uint32(mark)
+	// The messages held from earlier syncs: those of another UIDVALIDITY
+	// are gone (their UIDs name nothing now; the rescan reads them again).
+	held, err := s.store.HeldEmails(ctx, s.Account(), mbox)
+	if err != nil {
+		return mr, err
+	}
+	open := map[imap.UID]repo.HeldEmail{}
+	for _, h := range held {
+		if h.UIDValidity != int64(sel.UIDValidity) {
+			if err := s.store.ResolveHeldEmail(ctx, h.Account, h.Mailbox, h.UIDValidity, h.UID, repo.HeldGone); err != nil {
+				return mr, err
+			}
+			continue
+		}
+		open[imap.UID(h.UID)] = h
+	}
+	readNow := map[imap.UID]bool{} // read in this run: not retried again
 	if sel.NumMessages == 0 || (sel.UIDNext != 0 && sel.UIDNext <= last+1) {
+		if err := s.saveState(ctx, mbox, sel.UIDValidity, last, st); err != nil {
+			return mr, err
+		}
+		if err := s.retryHeld(ctx, c, mbox, sel.UIDValidity, open, readNow, res); err != nil {
+			return mr, err
+		}
 		mr.Complete = true
-		return mr, s.saveState(ctx, mbox, sel.UIDValidity, last, st)
+		return mr, nil
 	}
 	// Sizes first, so a huge message is passed over without reading it.
 	var set imap.UIDSet
@@ -382,7 +433,10 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 	slices.SortFunc(todo, func(a, b item) int { return int(a.uid) - int(b.uid) })
 	total := len(todo)
 	done := 0
-	save := func() error { mr.LastUID = uint32(last); return s.saveState(ctx, mbox, sel.UIDValidity, last, st) }
+	save := func() error {
+		mr.LastUID = uint32(max(last, mark))
+		return s.saveState(ctx, mbox, sel.UIDValidity, last, st)
+	}
 	for start := 0; start < len(todo); start += fetchBatch {
 		if err := ctx.Err(); err != nil {
 			return mr, err
@@ -399,20 +453,22 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 		}
 		handled := map[imap.UID]bool{}
 		problems := map[imap.UID]*Problem{}
+		outcomes := map[imap.UID]fetched{}
 		if len(fetchSet) > 0 {
 			cmd := c.Fetch(fetchSet, &imap.FetchOptions{UID: true, BodySection: []*imap.FetchItemBodySection{{Peek: true}}})
 			for msg := cmd.Next(); msg != nil; msg = cmd.Next() {
-				uid, p, herr := s.handleFetched(ctx, mbox, msg, internal, res)
+				f, herr := s.handleFetched(ctx, mbox, msg, internal, res)
 				if herr != nil {
 					cmd.Close()
 					s.advance(batch, handled, problems, &last)
 					save()
 					return mr, herr
 				}
-				if uid != 0 {
-					handled[uid] = true
-					if p != nil {
-						problems[uid] = p
+				if f.uid != 0 {
+					handled[f.uid] = true
+					outcomes[f.uid] = f
+					if f.problem != nil {
+						problems[f.uid] = f.problem
 					}
 				}
 			}
@@ -430,13 +486,27 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 			case it.size > s.cfg.MaxMessageBytes:
 				res.Seen++
 				res.Failed++
-				res.Problems = append(res.Problems, Problem{Mailbox: mbox, UID: uint32(it.uid), Reason: "too_large",
-					Detail: fmt.Sprintf("%d bytes is over the limit of %d bytes", it.size, s.cfg.MaxMessageBytes)})
+				p := Problem{Mailbox: mbox, UID: uint32(it.uid), Reason: repo.HeldTooLarge,
+					Detail: fmt.Sprintf("%d bytes is over the limit of %d bytes", it.size, s.cfg.MaxMessageBytes)}
+				res.Problems = append(res.Problems, p)
+				if err := s.hold(ctx, mbox, sel.UIDValidity, it, p, nil); err != nil {
+					return mr, err
+				}
+				readNow[it.uid] = true
 			case !handled[it.uid]:
 				continue // expunged between the listing and the fetch
 			case problems[it.uid] != nil:
 				res.Failed++
 				res.Problems = append(res.Problems, *problems[it.uid])
+				if err := s.hold(ctx, mbox, sel.UIDValidity, it, *problems[it.uid], outcomes[it.uid].hdr); err != nil {
+					return mr, err
+				}
+				readNow[it.uid] = true
+			default:
+				if err := s.settleHeld(ctx, mbox, sel.UIDValidity, it, outcomes[it.uid], open); err != nil {
+					return mr, err
+				}
+				readNow[it.uid] = true
 			}
 			mr.Seen++
 			last = it.uid
@@ -452,8 +522,159 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 			return mr, err
 		}
 	}
+	if err := s.retryHeld(ctx, c, mbox, sel.UIDValidity, open, readNow, res); err != nil {
+		return mr, err
+	}
 	mr.Complete = true
 	return mr, save()
+}
+
+// hold keeps a message that was not stored, with its headers when they
+// were read, so get_sync_status shows it and a later sync tries it again.
+func (s *Syncer) hold(ctx context.Context, mbox string, validity uint32, it item, p Problem, hdr *header) error {
+	h := repo.HeldEmail{Account: s.Account(), Mailbox: mbox, UIDValidity: int64(validity), UID: int64(it.uid),
+		Reason: p.Reason, Detail: p.Detail, MessageID: p.MessageID}
+	if it.size > s.cfg.MaxMessageBytes {
+		h.SizeBytes = it.size
+	}
+	if hdr != nil {
+		h.MessageID, h.Subject = hdr.MessageID, hdr.Subject
+		h.From = repo.Mailbox(hdr.Names[hdr.From], hdr.From)
+		for _, a := range hdr.To {
+			h.To = append(h.To, repo.Mailbox(hdr.Names[a], a))
+		}
+		for _, a := range hdr.Cc {
+			h.Cc = append(h.Cc, repo.Mailbox(hdr.Names[a], a))
+		}
+		if !hdr.Date.IsZero() {
+			d := hdr.Date
+			h.Date = &d
+		}
+	}
+	return s.store.HoldEmail(ctx, h)
+}
+
+// settleHeld records what became of a message read cleanly: a skipped one
+// is held (its headers, no body) for a contact to claim later; a stored
+// one, held before, is no longer held.
+func (s *Syncer) settleHeld(ctx context.Context, mbox string, validity uint32, it item, f fetched, open map[imap.UID]repo.HeldEmail) error {
+	if f.ir == nil {
+		return nil
+	}
+	switch f.ir.Outcome {
+	case repo.EmailSkipped:
+		return s.hold(ctx, mbox, validity, it, Problem{Reason: repo.HeldNoContact, Detail: "no active contact holds any of its addresses (From, To, Cc); it is stored once one does"}, f.hdr)
+	case repo.EmailStored, repo.EmailDuplicate:
+		if _, ok := open[it.uid]; ok {
+			outcome := repo.HeldStored
+			if f.ir.Outcome == repo.EmailDuplicate {
+				outcome = repo.HeldDuplicate
+			}
+			return s.store.ResolveHeldEmail(ctx, s.Account(), mbox, int64(validity), int64(it.uid), outcome)
+		}
+	}
+	return nil
+}
+
+// retryHeld reads again the messages held from earlier syncs that may now
+// be stored: every failed one, and every skipped one whose addresses a
+// contact now holds. One still failing stays held, unchanged; one gone from
+// the mailbox is no longer held. Retries count in Retried and Recovered,
+// and what they store in Stored and the threads touched, not in Seen.
+func (s *Syncer) retryHeld(ctx context.Context, c *imapclient.Client, mbox string, validity uint32, open map[imap.UID]repo.HeldEmail, readNow map[imap.UID]bool, res *Result) error {
+	var failed, skipped []repo.HeldEmail
+	for uid, h := range open {
+		switch {
+		case readNow[uid]:
+		case h.Reason == repo.HeldNoContact:
+			skipped = append(skipped, h)
+		default:
+			failed = append(failed, h)
+		}
+	}
+	claimed, err := s.store.ClaimableHeld(ctx, skipped)
+	if err != nil {
+		return err
+	}
+	cand := append(failed, claimed...)
+	if len(cand) == 0 {
+		return nil
+	}
+	slices.SortFunc(cand, func(a, b repo.HeldEmail) int { return int(a.UID - b.UID) })
+	var set imap.UIDSet
+	for _, h := range cand {
+		set.AddNum(imap.UID(h.UID))
+	}
+	msgs, err := c.Fetch(set, &imap.FetchOptions{UID: true, RFC822Size: true, InternalDate: true}).Collect()
+	if err != nil {
+		return &IMAPError{Op: "list held messages of " + mbox, Err: err}
+	}
+	present := map[imap.UID]item{}
+	for _, m := range msgs {
+		present[m.UID] = item{m.UID, m.RFC822Size, m.InternalDate}
+	}
+	var fetchSet imap.UIDSet
+	internal := map[imap.UID]time.Time{}
+	for _, h := range cand {
+		it, ok := present[imap.UID(h.UID)]
+		switch {
+		case !ok:
+			if err := s.store.ResolveHeldEmail(ctx, h.Account, h.Mailbox, h.UIDValidity, h.UID, repo.HeldGone); err != nil {
+				return err
+			}
+		case it.size > s.cfg.MaxMessageBytes:
+			res.Retried++
+			p := Problem{Reason: repo.HeldTooLarge, Detail: fmt.Sprintf("%d bytes is over the limit of %d bytes", it.size, s.cfg.MaxMessageBytes)}
+			if err := s.hold(ctx, mbox, validity, it, p, nil); err != nil {
+				return err
+			}
+		default:
+			fetchSet.AddNum(it.uid)
+			internal[it.uid] = it.internal
+		}
+	}
+	if len(fetchSet) == 0 {
+		return nil
+	}
+	// Retries are counted apart: they are not new messages.
+	rr := &Result{ThreadIDs: []string{}}
+	cmd := c.Fetch(fetchSet, &imap.FetchOptions{UID: true, BodySection: []*imap.FetchItemBodySection{{Peek: true}}})
+	var got []fetched
+	for msg := cmd.Next(); msg != nil; msg = cmd.Next() {
+		f, herr := s.handleFetched(ctx, mbox, msg, internal, rr)
+		if herr != nil {
+			cmd.Close()
+			return herr
+		}
+		if f.uid != 0 {
+			got = append(got, f)
+		}
+	}
+	if err := cmd.Close(); err != nil {
+		return &IMAPError{Op: "fetch held messages from " + mbox, Err: err}
+	}
+	for _, f := range got {
+		res.Retried++
+		it := present[f.uid]
+		if f.problem != nil {
+			if err := s.hold(ctx, mbox, validity, it, *f.problem, f.hdr); err != nil {
+				return err
+			}
+			continue
+		}
+		if f.ir != nil && (f.ir.Outcome == repo.EmailStored || f.ir.Outcome == repo.EmailDuplicate) {
+			res.Recovered++
+		}
+		if err := s.settleHeld(ctx, mbox, validity, it, f, open); err != nil {
+			return err
+		}
+	}
+	res.Stored += rr.Stored
+	res.Duplicates += rr.Duplicates
+	for _, id := range rr.ThreadIDs {
+		res.touch(id)
+	}
+	return nil
 }
 
 // advance moves last over the batch's leading messages that were read
@@ -474,46 +695,62 @@ func (s *Syncer) saveState(ctx context.Context, mbox string, validity uint32, la
 	return s.store.SaveEmailSyncState(ctx, s.Account(), mbox, int64(validity), int64(last))
 }
 
-// handleFetched reads one fetched message and stores it. It returns the
-// message's UID (0 if the server sent none), a problem when the message
-// could not be stored, and an error only when the sync must stop (the
-// store failed: the message will be read again next time).
-func (s *Syncer) handleFetched(ctx context.Context, mbox string, msg *imapclient.FetchMessageData, internal map[imap.UID]time.Time, res *Result) (imap.UID, *Problem, error) {
-	var uid imap.UID
-	var p *Problem
+// fetched is what became of one fetched message: its UID (0 if the server
+// sent none), what storing it did, the headers read (when its body was not
+// read: skipped), and a problem when it could not be stored.
+type fetched struct {
+	uid     imap.UID
+	ir      *repo.IngestResult
+	hdr     *header
+	problem *Problem
+}
+
+// handleFetched reads one fetched message and stores it. It returns an
+// error only when the sync must stop (the store failed: the message will
+// be read again next time).
+func (s *Syncer) handleFetched(ctx context.Context, mbox string, msg *imapclient.FetchMessageData, internal map[imap.UID]time.Time, res *Result) (fetched, error) {
+	var f fetched
 	read := false
 	for item := msg.Next(); item != nil; item = msg.Next() {
 		switch it := item.(type) {
 		case imapclient.FetchItemDataUID:
-			uid = it.UID
+			f.uid = it.UID
 		case imapclient.FetchItemDataBodySection:
 			if it.Literal == nil || read {
 				continue
 			}
 			// The body streams from the connection: it is parsed as it arrives.
 			read = true
-			_, prob, err := s.ingest(ctx, it.Literal, "imap:"+mbox, internal[uid], res)
+			var hdr header
+			ir, prob, err := s.ingest(ctx, it.Literal, "imap:"+mbox, internal[f.uid], res, &hdr)
 			io.Copy(io.Discard, it.Literal)
 			if err != nil {
-				return uid, nil, err
+				return f, err
 			}
-			p = prob
+			f.ir, f.problem = ir, prob
+			if hdr.From != "" || hdr.MessageID != "" || len(hdr.To) > 0 {
+				f.hdr = &hdr
+			}
 		}
 	}
-	if p != nil {
-		p.Mailbox, p.UID = mbox, uint32(uid)
+	if f.problem != nil {
+		f.problem.Mailbox, f.problem.UID = mbox, uint32(f.uid)
 	}
-	return uid, p, nil
+	return f, nil
 }
 
 // ingest parses and stores one message read from r, counting it in res.
-func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbackDate time.Time, res *Result) (*repo.IngestResult, *Problem, error) {
+// When hdr is given, it receives the headers read (what a held message keeps).
+func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbackDate time.Time, res *Result, hdr *header) (*repo.IngestResult, *Problem, error) {
 	res.Seen++
 	if fallbackDate.IsZero() {
 		fallbackDate = time.Now()
 	}
 	var early *repo.IngestResult
 	opts := parseOptions{fallbackDate: fallbackDate, accept: func(h header) (bool, error) {
+		if hdr != nil {
+			*hdr = h
+		}
 		if h.MessageID != "" {
 			if ir, err := s.store.StoredEmail(ctx, h.MessageID); err != nil || ir != nil {
 				early = ir
@@ -522,7 +759,7 @@ func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbac
 		}
 		n, err := s.store.KnownEmailContacts(ctx, slices.Concat([]string{h.From}, h.To, h.Cc))
 		if err == nil && n == 0 {
-			early = &repo.IngestResult{Outcome: repo.EmailSkipped}
+			early = &repo.IngestResult{Outcome: repo.EmailSkipped, MessageID: h.MessageID}
 		}
 		return n > 0, err
 	}}
@@ -573,7 +810,7 @@ func count(res *Result, ir repo.IngestResult) {
 func Import(ctx context.Context, store *repo.Store, raw []byte, keepAttachments bool) (*Result, *repo.IngestResult, error) {
 	s := &Syncer{store: store, cfg: Config{KeepAttachments: keepAttachments}.withDefaults()}
 	res := &Result{ThreadIDs: []string{}, Problems: []Problem{}}
-	ir, p, err := s.ingest(ctx, bytes.NewReader(raw), "import", time.Now(), res)
+	ir, p, err := s.ingest(ctx, bytes.NewReader(raw), "import", time.Now(), res, nil)
 	if err != nil {
 		return res, nil, err
 	}

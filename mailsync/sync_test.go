@@ -314,3 +314,43 @@ Content-Disposition: attachment; filename="notes.txt"
 		t.Errorf("GridFS file %s: %v, length %d", a.FileID, err, file.Length)
 	}
 }
+
+// TestFailedMessageIsRetried: a message over the size cap is held, the mark
+// moves past it, and a later sync with a larger cap (the setting changed
+// and the service restarted on the same store) stores it.
+func TestFailedMessageIsRetried(t *testing.T) {
+	store, srv, ctx := world(t, 2)
+	big := []byte(strings.ReplaceAll("Message-ID: <big@pr.example>\nFrom: team@pr.example\nTo: jane@planet.example\nSubject: Big\nDate: Mon, 2 Mar 2026 10:00:00 +0000\n\n"+
+		strings.Repeat("x", 8<<10)+"\n", "\n", "\r\n"))
+	srv.Append("INBOX", big)
+	cfg := config(srv)
+	cfg.MaxMessageBytes = 4 << 10
+	small, err := mailsync.New(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := small.Sync(audit.WithActor(context.Background(), mailsync.Actor()), nil)
+	if err != nil || res.Stored != 2 || res.Failed != 1 || res.Problems[0].Reason != repo.HeldTooLarge || res.Problems[0].UID != 3 {
+		t.Fatalf("sync with a 4 KiB cap: %v %+v; want 2 stored and UID 3 too large", err, res)
+	}
+	st, err := store.EmailSyncStatus(ctx, "", 50, 0)
+	if err != nil || st.HeldTotal != 1 || st.Held[0].UID != 3 || st.Held[0].SizeBytes == 0 || st.Mailboxes[0].LastUID != 3 {
+		t.Fatalf("status: %v %+v; want UID 3 held and the mark at 3", err, st)
+	}
+	cfg.MaxMessageBytes = 1 << 20
+	large, err := mailsync.New(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = large.Sync(audit.WithActor(context.Background(), mailsync.Actor()), nil)
+	if err != nil || res.Seen != 0 || res.Retried != 1 || res.Recovered != 1 || res.Stored != 1 {
+		t.Fatalf("sync with a 1 MiB cap: %v %+v; want the held message retried and stored", err, res)
+	}
+	if n, _ := storedMessages(t, store, ctx); n != 3 {
+		t.Errorf("%d messages stored; want 3", n)
+	}
+	st, err = store.EmailSyncStatus(ctx, "", 50, 0)
+	if err != nil || st.HeldTotal != 0 {
+		t.Errorf("status after the retry: %v %+v; want nothing held", err, st)
+	}
+}

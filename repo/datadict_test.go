@@ -35,7 +35,7 @@ var dictionaryDocs = []struct {
 	{collOpportunities, Opportunity{}}, {collCoverage, Coverage{}}, {collMedia, Media{}}, {collNotes, Note{}},
 	{collEmails, EmailThread{}}, {collUsers, User{}}, {collKeys, AgentKey{}}, {collSettings, EmailSyncState{}},
 	{collSubscriptions, Subscription{}}, {collNotifications, Notification{}}, {collMessages, Message{}},
-	{collChangeLog, audit.Entry{}},
+	{collHeld, HeldEmail{}}, {collChangeLog, audit.Entry{}},
 }
 
 // dictionaryBookkeeping are the collections of the write path's and the
@@ -67,6 +67,7 @@ var dictionaryEnums = map[string][]string{
 	"agent_keys.scopes":    {ScopeRead, ScopeWrite, ScopeAdmin},
 	"subscriptions.events": Events, "notifications.event": Events,
 	"change_log.action": audit.Actions,
+	"email_held.reason": HeldReasons, "email_held.outcome": {HeldStored, HeldDuplicate, HeldGone},
 }
 
 var (

@@ -93,13 +93,15 @@ const MaxEmailBodyText = 64 << 10
 const SubjectWindow = 30 * 24 * time.Hour
 
 // IncomingEmail is a parsed message offered to IngestEmail. Addresses are
-// bare (no display names).
+// bare, lower case (they match contacts and make content keys); Names holds
+// the display names given with them, by address.
 type IncomingEmail struct {
 	MessageID   string
 	InReplyTo   string
 	References  []string
 	From        string
 	To, Cc      []string
+	Names       map[string]string
 	Subject     string
 	Date        time.Time
 	BodyText    string
@@ -115,10 +117,14 @@ const (
 )
 
 // IngestResult says what IngestEmail did with a message.
+// EmailID is the stored message's own id (messages[].id of its thread, the
+// id the interaction log shows); MessageID is its RFC 822 Message-ID (or
+// content key), as messages[].message_id: one name, one meaning everywhere.
 type IngestResult struct {
 	Outcome   string `json:"outcome"`
 	ThreadID  string `json:"thread_id,omitempty"`
-	MessageID string `json:"message_id,omitempty"` // our id of the message
+	EmailID   string `json:"email_id,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
 	NewThread bool   `json:"new_thread,omitempty"`
 }
 
@@ -251,7 +257,7 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		return IngestResult{}, err
 	}
 	if len(byAddr) == 0 {
-		return IngestResult{Outcome: EmailSkipped}, nil
+		return IngestResult{Outcome: EmailSkipped, MessageID: in.MessageID}, nil
 	}
 	var contacts []string
 	for _, a := range slices.Concat([]string{in.From}, in.To, in.Cc) {
@@ -260,7 +266,7 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		}
 	}
 	msg := EmailMessage{ID: uuid.NewString(), MessageID: in.MessageID, InReplyTo: in.InReplyTo, References: in.References,
-		From: in.From, To: nonNil(in.To), Cc: in.Cc, Subject: in.Subject, Date: in.Date, BodyText: in.BodyText,
+		From: Mailbox(in.Names[in.From], in.From), To: mailboxes(in.To, in.Names), Cc: noneIfEmpty(mailboxes(in.Cc, in.Names)), Subject: in.Subject, Date: in.Date, BodyText: in.BodyText,
 		Attachments: in.Attachments, ContactIDs: contacts, FromContactID: byAddr[strings.ToLower(strings.TrimSpace(in.From))], Source: in.Source}
 	if len(msg.BodyText) > MaxEmailBodyText {
 		cut := MaxEmailBodyText
@@ -283,30 +289,80 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		if err := insert(ctx, s, collEmails, t); err != nil {
 			return IngestResult{}, err
 		}
-		return IngestResult{Outcome: EmailStored, ThreadID: t.ID, MessageID: msg.ID, NewThread: true}, nil
+		return IngestResult{Outcome: EmailStored, ThreadID: t.ID, EmailID: msg.ID, MessageID: msg.MessageID, NewThread: true}, nil
 	}
-	res := IngestResult{Outcome: EmailStored, ThreadID: target.ID, MessageID: msg.ID}
-	_, err = modify(ctx, s, collEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
-		if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == in.MessageID }); i >= 0 {
-			res = IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, MessageID: t.Messages[i].ID}
-			return nil // stored meanwhile: nothing changes, nothing is written
-		}
-		if t.ArchivedAt != nil {
-			return ErrConflict // archived meanwhile: look again
-		}
-		t.Messages = append(t.Messages, msg)
-		for _, c := range contacts {
-			if !slices.Contains(t.ContactIDs, c) {
-				t.ContactIDs = append(t.ContactIDs, c)
+	var res IngestResult
+	// The message and the email_received notifications of the thread's
+	// linked opportunities are one unit: a notification exists exactly when
+	// its message was stored.
+	err = s.writeGroup(ctx, func() ([]mutation, error) {
+		res = IngestResult{Outcome: EmailStored, ThreadID: target.ID, EmailID: msg.ID, MessageID: msg.MessageID}
+		t, m, err := prepare(ctx, s, collEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
+			if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == in.MessageID }); i >= 0 {
+				res = IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, EmailID: t.Messages[i].ID, MessageID: in.MessageID}
+				return nil // stored meanwhile: nothing changes, nothing is written
 			}
+			if t.ArchivedAt != nil {
+				return ErrConflict // archived meanwhile: look again
+			}
+			t.Messages = append(t.Messages, msg)
+			for _, c := range contacts {
+				if !slices.Contains(t.ContactIDs, c) {
+					t.ContactIDs = append(t.ContactIDs, c)
+				}
+			}
+			t.settle()
+			return nil
+		})
+		if err != nil || m == nil {
+			return nil, err
 		}
-		t.settle()
-		return nil
+		evs, err := s.emailEvents(ctx, t, &msg)
+		if err != nil {
+			return nil, err
+		}
+		return append([]mutation{*m}, evs...), nil
 	})
 	if err != nil {
 		return IngestResult{}, err
 	}
 	return res, nil
+}
+
+// emailEvents are the email_received notifications of message m joining
+// thread t: one event per active opportunity the thread is linked to, when
+// a known contact sent the message (mail the team sends, copied to the
+// shared inbox, is not news to the team).
+func (s *Store) emailEvents(ctx context.Context, t *EmailThread, m *EmailMessage) ([]mutation, error) {
+	if m.FromContactID == "" {
+		return nil, nil
+	}
+	var out []mutation
+	for _, l := range t.OpportunityLinks {
+		o, err := find[*Opportunity](ctx, s, collOpportunities, l.OpportunityID)
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if o.Archived() {
+			continue
+		}
+		subject := m.Subject
+		if subject == "" {
+			subject = t.Subject
+		}
+		muts, err := s.eventMutations(ctx, event{kind: EventEmailReceived, oppID: o.ID, title: o.Title,
+			text: fmt.Sprintf("email on %q from %s: %s", o.Title, m.From, subject),
+			data: map[string]any{"thread_id": t.ID, "email_id": m.ID, "message_id": m.MessageID, "from": m.From,
+				"from_contact_id": m.FromContactID, "subject": subject, "date": m.Date}})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, muts...)
+	}
+	return out, nil
 }
 
 // MaxThreadBytes bounds the text a thread document holds, far inside
@@ -335,6 +391,35 @@ func threadBytes(t *EmailThread) int {
 		n += messageBytes(&t.Messages[i])
 	}
 	return n
+}
+
+// Mailbox writes an address with its display name as a mail header does,
+// "Jürgen Bläser <j@example.com>" (the name decoded, quoted when it holds a
+// character the mail grammar reserves), or the bare address without one.
+func Mailbox(name, addr string) string {
+	name = strings.TrimSpace(name)
+	if name == "" || strings.EqualFold(name, addr) {
+		return addr
+	}
+	if strings.ContainsAny(name, `()<>[]:;@\,."`) {
+		name = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`
+	}
+	return name + " <" + addr + ">"
+}
+
+func mailboxes(addrs []string, names map[string]string) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = Mailbox(names[a], a)
+	}
+	return out
+}
+
+func noneIfEmpty(a []string) []string {
+	if len(a) == 0 {
+		return nil
+	}
+	return a
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
@@ -625,9 +710,9 @@ func (s *Store) StoredEmail(ctx context.Context, key string) (*IngestResult, err
 	if err != nil || t == nil {
 		return nil, err
 	}
-	res := &IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID}
+	res := &IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, MessageID: key}
 	if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == key }); i >= 0 {
-		res.MessageID = t.Messages[i].ID
+		res.EmailID = t.Messages[i].ID
 	}
 	return res, nil
 }

@@ -29,8 +29,8 @@ func TestIngestEmailThreading(t *testing.T) {
 	if err != nil || r2.ThreadID != r1.ThreadID || r2.NewThread {
 		t.Fatalf("reply: %+v %v, want thread %s", r2, err, r1.ThreadID)
 	}
-	if r, err := s.IngestEmail(ctx, msg("b@x", "a@x", "again", 1)); err != nil || r.Outcome != EmailDuplicate || r.MessageID != r2.MessageID {
-		t.Errorf("repeat: %+v %v, want a duplicate of %s", r, err, r2.MessageID)
+	if r, err := s.IngestEmail(ctx, msg("b@x", "a@x", "again", 1)); err != nil || r.Outcome != EmailDuplicate || r.EmailID != r2.EmailID {
+		t.Errorf("repeat: %+v %v, want a duplicate of %s", r, err, r2.EmailID)
 	}
 	other := msg("c@x", "", "hi", 2)
 	other.From, other.To = "stranger@nowhere.example", []string{"team@pr.example"}

@@ -46,6 +46,25 @@ func entriesOf(v any) int {
 	return n
 }
 
+// nestedArray reports whether an array sits directly inside an array at any depth.
+func nestedArray(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			if nestedArray(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if _, ok := e.([]any); ok || nestedArray(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // badKey reports whether any key at any depth breaks the key rules.
 func badKey(v any) bool {
 	switch x := v.(type) {
@@ -79,7 +98,7 @@ func FuzzCheckFreeForm(f *testing.F) {
 			return
 		}
 		err := CheckFreeForm("f", obj)
-		ok := depthOf(obj) <= FreeFormMaxDepth && entriesOf(obj) <= FreeFormMaxEntries && !badKey(obj)
+		ok := depthOf(obj) <= FreeFormMaxDepth && entriesOf(obj) <= FreeFormMaxEntries && !badKey(obj) && !nestedArray(obj)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || e.Code != CodeInvalid || !strings.HasPrefix(e.Field, "f") {
@@ -91,7 +110,7 @@ func FuzzCheckFreeForm(f *testing.F) {
 			return
 		}
 		if !ok {
-			t.Fatalf("CheckFreeForm accepted %s (depth %d, %d entries, a bad key: %v)", b, depthOf(obj), entriesOf(obj), badKey(obj))
+			t.Fatalf("CheckFreeForm accepted %s (depth %d, %d entries, a bad key: %v, an array in an array: %v)", b, depthOf(obj), entriesOf(obj), badKey(obj), nestedArray(obj))
 		}
 		// record → change entry (before/after) → rollback plan step.
 		doc := bson.M{"plan": bson.M{"steps": bson.A{bson.M{"entry": bson.M{"after": bson.M{"social_links": obj}}}}}}

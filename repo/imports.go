@@ -368,6 +368,12 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 			}
 			was := *c
 			res.ID = c.ID
+			// The row matched ignoring case: its address is this contact's,
+			// and the case it is written in is not a change (a CRM export
+			// that lower-cases every address updates nothing).
+			if strings.EqualFold(strings.TrimSpace(c.Email), email) {
+				f.Email = nil
+			}
 			if err := f.apply(c, false); err != nil {
 				p.refuse(res, AsError(err).Field, AsError(err).Message)
 				continue

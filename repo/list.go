@@ -150,14 +150,16 @@ const (
 
 // FreeFormRules says in one sentence what a free-form object may hold.
 var FreeFormRules = fmt.Sprintf("at most %d levels deep and %d keys and array elements in all; keys non-empty, at most %d bytes, "+
-	"without a leading '$', a '.' or a NUL character", FreeFormMaxDepth, FreeFormMaxEntries, FreeFormMaxKey)
+	"without a leading '$', a '.' or a NUL character; no array directly inside another array", FreeFormMaxDepth, FreeFormMaxEntries, FreeFormMaxKey)
 
 // CheckFreeForm refuses a free-form object MongoDB would misread or refuse,
 // or that could not be rolled back: keys that are empty, start with '$',
 // contain '.' or NUL, or are too long, and objects nested too deep or too
-// large. Objects inside arrays (of arrays) are checked too. A bad key is
-// reported on the path of the object holding it (social_links.a.b); a size
-// or depth beyond the limits on field itself.
+// large. Objects inside arrays are checked too. An array directly inside an
+// array ([[1]]) is refused on the path of the outer array: the embedded
+// store cannot hold one, and a field must be storable on every store the
+// service runs on. A bad key is reported on the path of the object holding
+// it (social_links.a.b); a size or depth beyond the limits on field itself.
 func CheckFreeForm(field string, obj map[string]any) error {
 	entries := 0
 	return checkObject(field, field, obj, 1, &entries)
@@ -200,6 +202,9 @@ func checkValue(field, path string, v any, depth int, entries *int) error {
 			*entries++
 			if *entries > FreeFormMaxEntries {
 				return Invalid(field, "has more than %d keys and array elements; free-form objects are %s", FreeFormMaxEntries, FreeFormRules)
+			}
+			if _, nested := e.([]any); nested {
+				return Invalid(path, "holds an array directly inside an array, which cannot be stored; wrap the inner array in an object ([{\"items\": [...]}]); free-form objects are %s", FreeFormRules)
 			}
 			if err := checkValue(field, path, e, depth+1, entries); err != nil {
 				return err

@@ -55,6 +55,7 @@ var kinds = map[string]string{
 	collOpportunities: "opportunity", collCoverage: "coverage", collMedia: "media", collNotes: "note",
 	collEmails: "email thread", collUsers: "user", collKeys: "agent key", collSettings: "setting",
 	collSubscriptions: "subscription", collNotifications: "notification", collDeliveries: "delivery", collMessages: "Slack message",
+	collHeld: "held email",
 }
 
 // insert creates rec in coll through the write path.

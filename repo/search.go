@@ -210,6 +210,16 @@ func matchDoc(k searchKind, d bson.M, needle string, t time.Time) (SearchHit, bo
 		return SearchHit{}, false
 	}
 	h.Title = hitTitle(k, d)
+	// An untitled note is shown with its content's first line as its title:
+	// a match there is a match in the title the agent sees, and ranks so.
+	if title, _ := d["title"].(string); k.kind == "note" && !h.InTitle && title == "" {
+		content, _ := d["content"].(string)
+		if line := firstLine(content); line != "" {
+			if at, _, _ := locate(line, needle); at >= 0 {
+				h.InTitle = true
+			}
+		}
+	}
 	h.Score = math.Round((4*float64(b2i(h.InTitle))+2*float64(b2i(h.WholeWord))+recency(h.Date, t))*1000) / 1000
 	return h, true
 }

@@ -60,6 +60,8 @@ const (
 	collNotifications = "notifications"
 	collDeliveries    = "deliveries"
 	collMessages      = "slack_messages"
+	// Messages of the shared inbox read but not stored (emailheld.go).
+	collHeld = "email_held"
 	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
 	collFiles  = "fs.files"
 	collChunks = "fs.chunks"

@@ -15,7 +15,7 @@ import (
 // recordCollections are the collections written through the write path.
 var recordCollections = []string{collOutlets, collContacts, collChannels, collCampaigns, collOpportunities,
 	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys, collSettings,
-	collSubscriptions, collNotifications, collDeliveries, collMessages}
+	collSubscriptions, collNotifications, collDeliveries, collMessages, collHeld}
 
 // Violation is one broken invariant.
 type Violation struct {

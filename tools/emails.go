@@ -71,7 +71,14 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 	for _, f := range opts {
 		f(&o)
 	}
-	type syncIn struct{}
+	type syncIn struct {
+		Rescan bool `json:"rescan,omitempty" jsonschema:"read every message of each mailbox again, not only the new ones: what is stored counts as a duplicate, and a message skipped before is stored if a contact now holds one of its addresses; default false"`
+	}
+	type statusIn struct {
+		Reason string `json:"reason,omitempty" enum:"no_contact,too_large,malformed,store_failed" jsonschema:"only held messages of this reason"`
+		Limit  *int   `json:"limit,omitempty" jsonschema:"maximum held messages, 1 to 200; default 50"`
+		Offset *int   `json:"offset,omitempty" jsonschema:"held messages to skip; default 0"`
+	}
 	type importIn struct {
 		RawBase64 string `json:"raw_base64" jsonschema:"one RFC 822 message (headers and body, as a mail client saves an .eml file), base64-encoded; at most 1 MiB decoded"`
 	}
@@ -106,12 +113,12 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 		return map[string]any{"total": total, "showing": len(msgs), "limit": limit, "messages": msgs}
 	}
 	return []Tool{
-		newTool("sync_emails", "Sync the shared inbox now over IMAP: new messages involving a known contact are stored in threads (once each, however often seen). Returns counts of messages seen, stored, duplicates, skipped (no known contact) and failed (with reasons), and the threads touched. Sends progress notifications when the client asks for them.", send,
-			func(ctx context.Context, _ *syncIn) (any, error) {
+		newTool("sync_emails", "Sync the shared inbox now over IMAP: new messages involving a known contact are stored in threads (once each, however often seen). Messages not stored are held (see get_sync_status) and tried again by every sync: a failed one each time, a skipped one once a contact holds one of its addresses. Returns counts of messages seen, stored, duplicates, skipped (no known contact) and failed (with reasons), held messages retried and recovered, and the threads touched. rescan: true reads every message again. Sends progress notifications when the client asks for them.", send,
+			func(ctx context.Context, in *syncIn) (any, error) {
 				if o.mail == nil {
 					return nil, repo.Errorf(repo.CodeFailedPrecondition, "email sync is not configured on this server: set OUTREACH_IMAP_ADDR, OUTREACH_IMAP_USER and a password or OAuth2 token (see the README); import_email works without it")
 				}
-				res, err := o.mail.Sync(ctx, func(done, total int, msg string) { Progress(ctx, done, total, msg) })
+				res, err := o.mail.SyncWith(ctx, mailsync.SyncOptions{Rescan: in.Rescan}, func(done, total int, msg string) { Progress(ctx, done, total, msg) })
 				if err != nil {
 					var ie *mailsync.IMAPError
 					if errors.As(err, &ie) {
@@ -122,7 +129,15 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				}
 				return res, nil
 			}),
-		newTool("import_email", "Import one raw RFC 822 message (e.g. an .eml file), stored like a synced one: into its thread, linked to the known contacts among From, To and Cc. A message without a known contact is skipped; one already stored is reported as a duplicate.", create,
+		newTool("get_sync_status", "Where the sync of the shared inbox stands: each mailbox's mark (UIDVALIDITY, last UID handled, when) and the messages held, not stored, with their reason (no_contact: no known contact among From, To, Cc, kept with its headers until a contact claims it; too_large, malformed, store_failed: failed, tried again by every sync), counts by reason, newest first.", read,
+			func(ctx context.Context, in *statusIn) (any, error) {
+				limit, offset, err := page(in.Limit, in.Offset, defaultLimit)
+				if err != nil {
+					return nil, err
+				}
+				return s.EmailSyncStatus(ctx, in.Reason, limit, offset)
+			}),
+		newTool("import_email", "Import one raw RFC 822 message (e.g. an .eml file), stored like a synced one: into its thread, linked to the known contacts among From, To and Cc. A message without a known contact is skipped; one already stored is reported as a duplicate. Returns outcome, thread_id, email_id (the stored message's own id, messages[].id of the thread) and message_id (its RFC 822 Message-ID, as messages[].message_id).", create,
 			func(ctx context.Context, in *importIn) (any, error) {
 				raw, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(in.RawBase64), ""))
 				if err != nil {

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"outreach/repo"
@@ -11,8 +12,8 @@ import (
 // settings it reads (tracked competitors, the AVE rate).
 func Reports(s *repo.Store) []Tool {
 	type reportIn struct {
-		Since      string   `json:"since,omitempty" jsonschema:"first moment counted, by published_at (YYYY-MM-DD = midnight UTC, or ISO datetime); default 30 days before until"`
-		Until      string   `json:"until,omitempty" jsonschema:"last moment counted, inclusive (YYYY-MM-DD = midnight UTC, or ISO datetime); default now"`
+		Since      string   `json:"since,omitempty" jsonschema:"first moment counted, by published_at, inclusive (YYYY-MM-DD = that day's start, midnight UTC, or ISO datetime); default 30 days before until (for a YYYY-MM-DD until, the 30 whole days ending with that day)"`
+		Until      string   `json:"until,omitempty" jsonschema:"last moment counted, inclusive (YYYY-MM-DD = the whole of that day, up to 23:59:59.999 UTC, or ISO datetime); default now"`
 		CampaignID string   `json:"campaign_id,omitempty" jsonschema:"report on this campaign's coverage (UUID); leave out campaign_id and outlet_ids for the whole team"`
 		OutletIDs  []string `json:"outlet_ids,omitempty" jsonschema:"report on the coverage of these outlets (UUIDs); not with campaign_id"`
 	}
@@ -33,14 +34,21 @@ func Reports(s *repo.Store) []Tool {
 				if err := checkUUIDs("outlet_ids", in.OutletIDs); err != nil {
 					return nil, err
 				}
-				until, err := optTime("until", in.Until)
+				// A bare-date until is the end of that day, as everywhere; the
+				// default since is then the start of the day 29 days before, so
+				// the default range is 30 whole days.
+				until, err := optionalTime("until", in.Until, true)
 				if err != nil {
 					return nil, err
 				}
+				q.Since = q.Until.AddDate(0, 0, -30)
 				if until != nil {
 					q.Until = *until
+					q.Since = q.Until.AddDate(0, 0, -30)
+					if _, bare := time.Parse(time.DateOnly, strings.TrimSpace(in.Until)); bare == nil {
+						q.Since = q.Until.Add(time.Millisecond).AddDate(0, 0, -30)
+					}
 				}
-				q.Since = q.Until.AddDate(0, 0, -30)
 				since, err := optTime("since", in.Since)
 				if err != nil {
 					return nil, err
