@@ -30,7 +30,7 @@ func Keys(s *repo.Store) []Tool {
 	}
 	type noIn struct{}
 	return []Tool{
-		newTool("create_agent_key", "Create an API key for an agent. The key is returned once, in this result, and cannot be read again: store it now. Needs the admin scope.", admin,
+		newTool("create_agent_key", "Create an API key for an agent. The key is returned once, in this result, and cannot be read again: store it now. Needs the admin scope.", adminCreate,
 			func(ctx context.Context, in *createKeyIn) (any, error) {
 				a, _ := audit.ActorFrom(ctx)
 				if in.UserID == "" {
@@ -50,7 +50,7 @@ func Keys(s *repo.Store) []Tool {
 				}
 				return map[string]any{"key": key, "agent_key": k, "note": "This is the only time the key is shown. Send it as 'Authorization: Bearer <key>'."}, nil
 			}),
-		newTool("list_agent_keys", "List agent keys: id, name, agent type, display prefix, scopes, created, last used, expires, revoked. Never the key itself. Needs the admin scope.", admin,
+		newTool("list_agent_keys", "List agent keys: id, name, agent type, display prefix, scopes, created, last used, expires, revoked. Never the key itself. Needs the admin scope.", adminRead,
 			func(ctx context.Context, in *listKeysIn) (any, error) {
 				if in.UserID != "" {
 					if err := checkUUID("user_id", in.UserID); err != nil {
@@ -63,7 +63,7 @@ func Keys(s *repo.Store) []Tool {
 				}
 				return map[string]any{"total": len(keys), "agent_keys": keys}, nil
 			}),
-		newTool("revoke_agent_key", "Revoke an agent key; it fails on its very next request. Needs the admin scope.", admin,
+		newTool("revoke_agent_key", "Revoke an agent key; it fails on its very next request. Needs the admin scope.", adminChange,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
@@ -78,7 +78,7 @@ func Keys(s *repo.Store) []Tool {
 				}
 				return map[string]any{"total": len(users), "users": users}, nil
 			}),
-		newTool("create_user", "Add a team member. Needs the admin scope.", admin,
+		newTool("create_user", "Add a team member. Needs the admin scope.", adminCreate,
 			func(ctx context.Context, in *createUserIn) (any, error) {
 				return s.CreateUser(ctx, in.Name, in.Email, in.SlackUserID)
 			}),
