@@ -105,6 +105,8 @@ type Tool struct {
 	Toolset string
 	// kind is what the tool does.
 	kind kind
+	// spec is what decode checks of its arguments (limits.go).
+	spec argSpec
 	// store keeps the idempotency keys of mutating calls (set by All).
 	store *repo.Store
 	// calls are the per-key buckets of tool calls (ratelimit.go), shared by
@@ -127,6 +129,7 @@ func newTool[In any](name, description string, k kind, h func(context.Context, *
 		Def:   mcp.Tool{Name: name, Description: description, InputSchema: schema, Annotations: annotationsOf(k)},
 		Scope: k.scope(),
 		kind:  k,
+		spec:  spec,
 		Handle: func(ctx context.Context, raw json.RawMessage) (any, error) {
 			in := new(In)
 			if err := decode(raw, in, spec); err != nil {
