@@ -269,10 +269,32 @@ func mailConfig() (*mailsync.Config, bool, error) {
 }
 
 func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolog.Logger) error {
-	mailCfg, keep, err := mailConfig() // refused before anything starts
+	// Every setting is checked, and the address taken, before the store is
+	// opened: a wrong flag must not create a store or print its first key.
+	mailCfg, keep, err := mailConfig()
 	if err != nil {
 		return err
 	}
+	toolsets, err := tools.WithToolsets(cfg.toolsets)
+	if err != nil {
+		return err
+	}
+	limits, err := tools.ParseRateLimits(cfg.rateLimit, cfg.httpRateLimit)
+	if err != nil {
+		return err
+	}
+	dcfg, err := deliveryConfig(log)
+	if err != nil {
+		return err
+	}
+	if _, err := mediaOptions(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	store, closeStore, err := open(ctx, cfg, true, log)
 	if err != nil {
 		return err
@@ -280,10 +302,6 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	defer closeStore()
 	store.SetPitchWindow(cfg.pitchWindow)
 	if err := store.Seed(ctx); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
 		return err
 	}
 	key, err := store.Bootstrap(audit.WithActor(ctx, repo.SystemActor("bootstrap")))
@@ -307,20 +325,8 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		defer stopCommands()
 	}
 	go store.RunRecovery(ctx, 10*time.Second)
-	dcfg, err := deliveryConfig(log)
-	if err != nil {
-		return err
-	}
 	store.SetDeliveryTargets(delivery.Targets(dcfg))
 	go delivery.New(store, dcfg).Run(ctx) // also fires next_action_due without targets
-	toolsets, err := tools.WithToolsets(cfg.toolsets)
-	if err != nil {
-		return err
-	}
-	limits, err := tools.ParseRateLimits(cfg.rateLimit, cfg.httpRateLimit)
-	if err != nil {
-		return err
-	}
 	topts := []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack), toolsets, tools.WithRateLimits(limits)}
 	if mailCfg != nil {
 		syncer, err := mailsync.New(store, *mailCfg)
