@@ -3,8 +3,10 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,5 +52,38 @@ func TestServeChecksEverySettingFirst(t *testing.T) {
 				t.Errorf("the refused start left %d entries in the data directory (%v)", len(entries), err)
 			}
 		})
+	}
+}
+
+// TestServeLogsEmailSyncSettings: the start log says what the email sync
+// will do, as an operator reads it: the mailboxes synced (INBOX when none
+// is configured, not an empty list) and the interval with its unit.
+func TestServeLogsEmailSyncSettings(t *testing.T) {
+	for _, tc := range []struct {
+		env       []string
+		mailboxes []string
+		interval  string
+	}{
+		{[]string{"OUTREACH_IMAP_INTERVAL=10s"}, []string{"INBOX"}, "10s"},
+		{[]string{"OUTREACH_IMAP_MAILBOXES=INBOX, Press", "OUTREACH_IMAP_INTERVAL=0"}, []string{"INBOX", "Press"}, "0 (on demand only)"},
+	} {
+		srv := startServer(t, dataDir(t), append([]string{"OUTREACH_IMAP_ADDR=127.0.0.1:1", "OUTREACH_IMAP_SECURITY=plain",
+			"OUTREACH_IMAP_USER=press", "OUTREACH_IMAP_PASSWORD=secret"}, tc.env...)...)
+		var got struct {
+			Mailboxes []string `json:"mailboxes"`
+			Interval  any      `json:"interval"`
+		}
+		found := false
+		for _, line := range strings.Split(srv.stderr.String(), "\n") {
+			if strings.Contains(line, `"email sync configured"`) {
+				found = json.Unmarshal([]byte(line), &got) == nil
+			}
+		}
+		if !found {
+			t.Fatalf("no email sync line in the start log:\n%s", srv.stderr.String())
+		}
+		if !slices.Equal(got.Mailboxes, tc.mailboxes) || got.Interval != tc.interval {
+			t.Errorf("start log: mailboxes %q, interval %v; want %q, %q", got.Mailboxes, got.Interval, tc.mailboxes, tc.interval)
+		}
 	}
 }

@@ -248,6 +248,9 @@ func mailConfig() (*mailsync.Config, bool, error) {
 			c.Mailboxes = append(c.Mailboxes, m)
 		}
 	}
+	if len(c.Mailboxes) == 0 {
+		c.Mailboxes = []string{"INBOX"} // the default, named so that the start log says what is synced
+	}
 	if v := os.Getenv("OUTREACH_IMAP_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || (d != 0 && d < 10*time.Second) {
@@ -334,7 +337,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 			return err
 		}
 		topts = append(topts, tools.WithMailSync(syncer))
-		log.Info().Str("imap", mailCfg.Addr).Strs("mailboxes", mailCfg.Mailboxes).Dur("interval", mailCfg.Interval).Msg("email sync configured")
+		interval := mailCfg.Interval.String() // "5m0s": a duration says its unit
+		if mailCfg.Interval == 0 {
+			interval = "0 (on demand only)"
+		}
+		log.Info().Str("imap", mailCfg.Addr).Strs("mailboxes", mailCfg.Mailboxes).Str("interval", interval).Msg("email sync configured")
 		go syncer.Run(ctx, log)
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
