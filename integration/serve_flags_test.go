@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // TestServeChecksEverySettingFirst starts `outreach serve` on an empty data
@@ -50,6 +54,18 @@ func TestServeChecksEverySettingFirst(t *testing.T) {
 			}
 			if entries, err := os.ReadDir(data); err != nil || len(entries) > 0 {
 				t.Errorf("the refused start left %d entries in the data directory (%v)", len(entries), err)
+			}
+			if uri := os.Getenv("MONGODB_URI"); uri != "" { // the store is a database there
+				client, err := mongo.Connect(options.Client().ApplyURI(uri).SetTimeout(20 * time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer client.Disconnect(context.Background())
+				db := strings.TrimPrefix(storeEnv(data)[0], "OUTREACH_DB=")
+				names, err := client.ListDatabaseNames(context.Background(), bson.M{"name": db})
+				if err != nil || len(names) > 0 {
+					t.Errorf("the refused start created database %v (%v)", names, err)
+				}
 			}
 		})
 	}
