@@ -157,10 +157,8 @@ func Media(s *repo.Store) []Tool {
 				if err := checkEnum("type", in.Type, repo.MediaTypes); err != nil {
 					return nil, err
 				}
-				// Refuse an oversized payload before decoding it (with room for line breaks).
-				if len(in.ContentBase64) > 2*repo.InlineMediaMaxBytes {
-					return nil, repo.Invalid("content_base64", "the file is about %d bytes; inline uploads are capped at %d bytes (512 KiB): use upload_media_url for larger files", len(in.ContentBase64)/4*3, repo.InlineMediaMaxBytes)
-				}
+				// An oversized payload was refused before decoding: content_base64's
+				// limit is the base64 of the inline cap (limits.go).
 				data, err := decodeBase64(in.ContentBase64)
 				if err != nil {
 					return nil, repo.Invalid("content_base64", "is not valid base64 (standard or URL-safe alphabet): %v", err)
