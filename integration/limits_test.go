@@ -102,7 +102,7 @@ func text(name string, n int64) string {
 }
 
 // sizeRefusal matches the messages that refuse a value for its size.
-var sizeRefusal = regexp.MustCompile(`(?i)characters long|elements|names; the most|too (long|large|small|many)|at most|the most|maximum|minimum|out of range|negative|capped`)
+var sizeRefusal = regexp.MustCompile(`(?i)characters|elements|names; the most|too (long|large|small|many)|at most|the most|maximum|minimum|out of range|negative|capped|bytes`)
 
 // TestLimitsMatchSchemas probes every tool's every bounded argument, as
 // tools/list advertises it (maxLength, maxItems, maximum, minimum): a value

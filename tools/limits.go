@@ -50,6 +50,7 @@ const (
 // store or another package declares and checks them too.
 var namedLimits = map[string]int64{
 	"page":          maxLimit,                              // limit of every list
+	"session_id":    repo.MaxSessionID,                     // an agent session's id
 	"session_label": repo.MaxLabel,                         // start_session.label
 	"search_query":  repo.MaxSearchQuery,                   // search.query
 	"competitors":   repo.MaxCompetitors,                   // update_settings.competitors
