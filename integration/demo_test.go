@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"sort"
@@ -115,6 +116,12 @@ func TestSeedDemo(t *testing.T) {
 	}
 	if len(demoCampaigns) != 2 {
 		t.Fatalf("campaigns: %v; want General and two demo campaigns", campaigns)
+	}
+	// The summary's count is the demo's campaigns; it names the one more
+	// that list_campaigns shows, so a newcomer is not left wondering.
+	if m := regexp.MustCompile(`campaigns +(\d+)(.*)\n`).FindStringSubmatch(out); m == nil || m[1] != fmt.Sprint(len(demoCampaigns)) ||
+		n != len(demoCampaigns)+1 || !strings.Contains(m[2], "General") {
+		t.Errorf("seed --demo's summary says %q; list_campaigns shows %d (General and %d of the demo's)", m, n, len(demoCampaigns))
 	}
 	stages := []string{"drafting", "in_progress", "lost", "pitched", "placed", "published", "researching", "responded", "won"}
 	for _, id := range demoCampaigns {

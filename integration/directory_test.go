@@ -269,7 +269,7 @@ func TestOutletRefusals(t *testing.T) {
 		{"no name", "create_outlet", M{"tier": 1}, repo.CodeInvalid, "name", "required"},
 		{"blank name", "create_outlet", M{"name": "  "}, repo.CodeInvalid, "name", "empty"},
 		{"bad type", "create_outlet", M{"name": "x", "type": "tabloid"}, repo.CodeInvalid, "type", "podcast_network"},
-		{"tier 0 on create", "create_outlet", M{"name": "x", "tier": 0}, repo.CodeInvalid, "tier", "1 (top tier), 2 or 3"},
+		{"tier 0 on create", "create_outlet", M{"name": "x", "tier": 0}, repo.CodeInvalid, "tier", "use 1 to 3"},
 		{"tier 4", "create_outlet", M{"name": "x", "tier": 4}, repo.CodeInvalid, "tier", "out of range"},
 		{"tier not integer", "create_outlet", M{"name": "x", "tier": 1.5}, repo.CodeInvalid, "tier", "whole number"},
 		{"tier as string", "create_outlet", M{"name": "x", "tier": "1"}, repo.CodeInvalid, "tier", "whole number"},

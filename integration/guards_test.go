@@ -184,6 +184,7 @@ func TestGuardEmbargo(t *testing.T) {
 	// The agenda lists embargoes lifting soon.
 	soon := time.Now().Add(50 * time.Hour).Truncate(time.Second)
 	lifting := e.id(t, "create_opportunity", M{"title": "Lifting soon", "embargo_until": soon.In(time.FixedZone("", 3600*9)).Format(time.RFC3339)})
+	campLifting := e.id(t, "create_campaign", M{"name": "Lifting soon", "embargo_until": soon.In(time.FixedZone("", -3600*5)).Format(time.RFC3339)})
 	var agenda struct {
 		Counts map[string]int
 		Items  []struct {
@@ -191,6 +192,9 @@ func TestGuardEmbargo(t *testing.T) {
 			RecordID string `json:"record_id"`
 			Message  string `json:"message"`
 			Days     int    `json:"days"`
+			// Local is the embargo in the zone it was given in, as briefs
+			// show it (docs/guardrails.md).
+			Local string `json:"embargo_until_local"`
 		}
 	}
 	e.c.Must("get_agenda", M{"embargo_days": 3, "limit": 200}, &agenda)
@@ -198,15 +202,18 @@ func TestGuardEmbargo(t *testing.T) {
 	for _, it := range agenda.Items {
 		if it.Reason == "embargo_lifting" && it.RecordID == lifting {
 			found = true
-			if !strings.Contains(it.Message, "+09:00") || it.Days != 2 {
-				t.Errorf("agenda item %+v: want the local time (+09:00) and 2 days", it)
+			if !strings.Contains(it.Message, "+09:00") || it.Days != 2 || it.Local != soon.In(time.FixedZone("", 3600*9)).Format(time.RFC3339) {
+				t.Errorf("agenda item %+v: want the local time (+09:00), also as embargo_until_local, and 2 days", it)
 			}
+		}
+		if it.Reason == "embargo_lifting" && it.RecordID == campLifting && it.Local != soon.In(time.FixedZone("", -3600*5)).Format(time.RFC3339) {
+			t.Errorf("campaign agenda item %+v: want embargo_until_local in -05:00", it)
 		}
 		if it.Reason == "embargo_lifting" && it.RecordID == opp.ID {
 			t.Errorf("an embargo long past is on the agenda: %+v", it)
 		}
 	}
-	if !found || agenda.Counts["embargo_lifting"] != 1 {
+	if !found || agenda.Counts["embargo_lifting"] != 2 {
 		t.Errorf("agenda counts %v; opportunity %s found %v", agenda.Counts, lifting, found)
 	}
 }

@@ -593,6 +593,9 @@ type AgendaItem struct {
 	Date       time.Time `json:"date"`
 	// Days: overdue by, due in, waiting for a reply, since the reply, or untouched for.
 	Days int `json:"days"`
+	// EmbargoLocal is, on an embargo_lifting item, the embargo in the zone
+	// it was given in (as briefs show it).
+	EmbargoLocal string `json:"embargo_until_local,omitempty"`
 }
 
 // Agenda is what needs doing, most urgent first.
@@ -719,7 +722,9 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 			}
 		}
 		if e := o.EmbargoUntil; e != nil && e.After(t) && !e.After(t.Add(time.Duration(q.EmbargoDays)*day)) {
-			add(ReasonEmbargo, "embargo lifts at "+EmbargoLocal(e, o.EmbargoZone), "opportunity", o.ID, o.Title, *e, days(e.Sub(t)))
+			local := EmbargoLocal(e, o.EmbargoZone)
+			add(ReasonEmbargo, "embargo lifts at "+local, "opportunity", o.ID, o.Title, *e, days(e.Sub(t)))
+			a.Items[len(a.Items)-1].EmbargoLocal = local
 		}
 		if last := touched[o.ID]; !last.After(t.Add(-time.Duration(q.UntouchedDays) * day)) {
 			add(ReasonUntouched, "nothing new on this opportunity", "opportunity", o.ID, o.Title, last, days(t.Sub(last)))
@@ -731,7 +736,9 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 			return nil, err
 		}
 		for _, c := range camps {
-			add(ReasonEmbargo, "campaign embargo lifts at "+EmbargoLocal(c.EmbargoUntil, c.EmbargoZone), "campaign", c.ID, c.Name, *c.EmbargoUntil, days(c.EmbargoUntil.Sub(t)))
+			local := EmbargoLocal(c.EmbargoUntil, c.EmbargoZone)
+			add(ReasonEmbargo, "campaign embargo lifts at "+local, "campaign", c.ID, c.Name, *c.EmbargoUntil, days(c.EmbargoUntil.Sub(t)))
+			a.Items[len(a.Items)-1].EmbargoLocal = local
 		}
 		for _, th := range mb.threads {
 			if len(th.OpportunityLinks) > 0 {

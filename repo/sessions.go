@@ -32,6 +32,9 @@ const ImplicitPrefix = "auto-"
 // sessionClock is the implicit sessions' clock (a test moves it on).
 var sessionClock = now
 
+// MaxSessionID is the longest agent session id, in visible ASCII characters.
+const MaxSessionID = 128
+
 // MaxLabel is the longest session label.
 const MaxLabel = 200
 
@@ -59,8 +62,8 @@ type Session struct {
 // CheckSessionID refuses an agent session id a client chose that is empty,
 // too long or not visible ASCII, or that claims the implicit prefix.
 func CheckSessionID(field, id string) error {
-	if id == "" || len(id) > 128 || strings.ContainsFunc(id, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
-		return Invalid(field, "must be 1 to 128 visible ASCII characters (a start_session handle, or an id of your own)")
+	if id == "" || len(id) > MaxSessionID || strings.ContainsFunc(id, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		return Invalid(field, "must be 1 to %d visible ASCII characters (a start_session handle, or an id of your own)", MaxSessionID)
 	}
 	if strings.HasPrefix(id, ImplicitPrefix) {
 		return Invalid(field, "must not start with %q, which names implicit sessions; call start_session or choose another id", ImplicitPrefix)

@@ -112,20 +112,15 @@ const (
 	maxLimit     = 200
 )
 
-// page checks limit and offset and applies the defaults.
+// page applies the defaults of limit and offset (their ranges are the
+// fields' min and max tags, checked on decoding).
 func page(limit, offset *int, def int) (int, int, error) {
 	l, o := def, 0
 	if limit != nil {
 		l = *limit
-		if l < 1 || l > maxLimit {
-			return 0, 0, repo.Invalid("limit", "%d is out of range; use 1 to %d", l, maxLimit)
-		}
 	}
 	if offset != nil {
 		o = *offset
-		if o < 0 {
-			return 0, 0, repo.Invalid("offset", "%d is negative; use 0 or more", o)
-		}
 	}
 	return l, o, nil
 }

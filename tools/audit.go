@@ -17,12 +17,12 @@ func Audit(s *repo.Store) []Tool {
 		Collection string `json:"collection,omitempty" jsonschema:"only changes of this collection, e.g. notes, outlets, contacts"`
 		Action     string `json:"action,omitempty" enum:"create,update,archive,restore,link,unlink,rollback,send" jsonschema:"only changes of this action"`
 		AgentID    string `json:"agent_id,omitempty" jsonschema:"only changes made by this agent"`
-		SessionID  string `json:"session_id,omitempty" jsonschema:"only changes made in this agent session"`
+		SessionID  string `json:"session_id,omitempty" max:"session_id" jsonschema:"only changes made in this agent session"`
 		UserID     string `json:"user_id,omitempty" jsonschema:"only changes made for this team member"`
 		Since      string `json:"since,omitempty" jsonschema:"only changes at or after this time (YYYY-MM-DD or ISO datetime)"`
 		Until      string `json:"until,omitempty" jsonschema:"only changes at or before this time; a bare date includes that whole day"`
-		Limit      *int   `json:"limit,omitempty" jsonschema:"maximum entries, 1 to 200; default 50"`
-		Offset     *int   `json:"offset,omitempty" jsonschema:"entries to skip; default 0"`
+		Limit      *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum entries, 1 to 200; default 50"`
+		Offset     *int   `json:"offset,omitempty" min:"0" jsonschema:"entries to skip; default 0"`
 	}
 	type changeIn struct {
 		ID string `json:"id" jsonschema:"the change entry's id (UUID)"`
@@ -33,7 +33,7 @@ func Audit(s *repo.Store) []Tool {
 		Force  bool   `json:"force,omitempty" jsonschema:"write even over fields that changed since the change (conflicts); never over a rule of the record's kind; default false"`
 	}
 	type rollbackSessionIn struct {
-		SessionID string `json:"session_id" jsonschema:"the agent session whose changes to roll back, as get_change_log shows it"`
+		SessionID string `json:"session_id" max:"session_id" jsonschema:"the agent session whose changes to roll back, as get_change_log shows it"`
 		DryRun    bool   `json:"dry_run,omitempty" jsonschema:"only plan: return every change, what would be written, the conflicts, the broken rules and what cannot be reversed, and write nothing; default false"`
 		Force     bool   `json:"force,omitempty" jsonschema:"write even over fields that changed since (conflicts); never over a rule of a record's kind; default false"`
 	}
@@ -93,8 +93,8 @@ func Audit(s *repo.Store) []Tool {
 			"The rollback's own changes belong to the caller's session. Sends progress notifications when the call carries a progress token.", change,
 			func(ctx context.Context, in *rollbackSessionIn) (any, error) {
 				id := strings.TrimSpace(in.SessionID)
-				if id == "" || len(id) > 128 {
-					return nil, repo.Invalid("session_id", "must be 1 to 128 characters, as get_change_log shows it")
+				if id == "" {
+					return nil, repo.Invalid("session_id", "is empty; give the session's id (1 to %d characters), as get_change_log shows it", repo.MaxSessionID)
 				}
 				return s.RollbackSession(ctx, id, repo.RollbackOptions{DryRun: in.DryRun, Force: in.Force,
 					Progress: func(done, total int, msg string) { Progress(ctx, done, total, msg) }})

@@ -17,7 +17,7 @@ func Campaigns(s *repo.Store) []Tool {
 		StartsOn         string `json:"starts_on,omitempty" jsonschema:"first day (YYYY-MM-DD or ISO datetime)"`
 		EndsOn           string `json:"ends_on,omitempty" jsonschema:"last day (YYYY-MM-DD or ISO datetime); not before starts_on"`
 		Goals            string `json:"goals,omitempty" max:"100000" jsonschema:"the campaign's goals, as text"`
-		TargetPlacements *int64 `json:"target_placements,omitempty" jsonschema:"how many placements the campaign aims for (0 or more)"`
+		TargetPlacements *int64 `json:"target_placements,omitempty" min:"0" jsonschema:"how many placements the campaign aims for (0 or more)"`
 		EmbargoUntil     string `json:"embargo_until,omitempty" jsonschema:"when the material may be published: an RFC 3339 time with its zone offset, e.g. 2026-12-01T09:00:00+01:00 (stored in UTC, the offset kept as embargo_zone for display); coverage cannot be recorded as published before it"`
 	}
 	type idIn struct {
@@ -27,8 +27,8 @@ func Campaigns(s *repo.Store) []Tool {
 		Status          string `json:"status,omitempty" enum:"planning,active,paused,completed" jsonschema:"only campaigns with this status"`
 		Search          string `json:"search,omitempty" jsonschema:"literal, case-insensitive text to find in name, description or goals"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived campaigns; default false"`
-		Limit           *int   `json:"limit,omitempty" jsonschema:"maximum campaigns, 1 to 200; default 50"`
-		Offset          *int   `json:"offset,omitempty" jsonschema:"campaigns to skip; default 0"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum campaigns, 1 to 200; default 50"`
+		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"campaigns to skip; default 0"`
 	}
 	type updateIn struct {
 		ID               string  `json:"id" jsonschema:"the campaign's id (UUID)"`
@@ -38,7 +38,7 @@ func Campaigns(s *repo.Store) []Tool {
 		StartsOn         *string `json:"starts_on,omitempty" jsonschema:"new first day (YYYY-MM-DD or ISO datetime); empty string clears it"`
 		EndsOn           *string `json:"ends_on,omitempty" jsonschema:"new last day (YYYY-MM-DD or ISO datetime); empty string clears it"`
 		Goals            *string `json:"goals,omitempty" max:"100000" jsonschema:"new goals; empty string clears them"`
-		TargetPlacements *int64  `json:"target_placements,omitempty" jsonschema:"new number of placements aimed for (0 or more)"`
+		TargetPlacements *int64  `json:"target_placements,omitempty" min:"0" jsonschema:"new number of placements aimed for (0 or more)"`
 		EmbargoUntil     *string `json:"embargo_until,omitempty" jsonschema:"new embargo (RFC 3339 with zone offset); empty string lifts it; refused while active coverage of the campaign was published before it"`
 	}
 	return []Tool{

@@ -32,8 +32,8 @@ func Channels(s *repo.Store) []Tool {
 		OutletID        string `json:"outlet_id,omitempty" jsonschema:"only channels of this outlet (UUID)"`
 		Type            string `json:"type,omitempty" enum:"website,newsletter,podcast,tv_broadcast,print,event,award" jsonschema:"only channels of this type"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived channels; default false"`
-		Limit           *int   `json:"limit,omitempty" jsonschema:"maximum results, 1 to 200; default 50"`
-		Offset          *int   `json:"offset,omitempty" jsonschema:"results to skip; default 0"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 50"`
+		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	type idIn struct {
 		ID string `json:"id" jsonschema:"the channel's id (UUID)"`

@@ -23,7 +23,7 @@ func Coverage(s *repo.Store) []Tool {
 		ShareOfVoice       string   `json:"share_of_voice,omitempty" enum:"sole_focus,shared,competitor_included" jsonschema:"whether others share the piece"`
 		SpokespersonQuoted *bool    `json:"spokesperson_quoted,omitempty" jsonschema:"whether our spokesperson is quoted"`
 		InitiatedBy        string   `json:"initiated_by,omitempty" enum:"pitched,organic" jsonschema:"whether it came from our pitch or unprompted"`
-		Reach              *int64   `json:"reach,omitempty" max:"1000000000000" jsonschema:"estimated audience of the piece (0 or more)"`
+		Reach              *int64   `json:"reach,omitempty" min:"0" max:"figure" jsonschema:"estimated audience of the piece (0 or more)"`
 		Summary            string   `json:"summary,omitempty" max:"100000" jsonschema:"short summary"`
 		FullText           string   `json:"full_text,omitempty" max:"100000" jsonschema:"the full text, for search and quoting"`
 	}
@@ -41,8 +41,8 @@ func Coverage(s *repo.Store) []Tool {
 		Until           string `json:"until,omitempty" jsonschema:"only coverage published at or before this time; a bare date includes that whole day"`
 		Search          string `json:"search,omitempty" jsonschema:"literal, case-insensitive text to find in title, summary or url"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived coverage; default false"`
-		Limit           *int   `json:"limit,omitempty" jsonschema:"maximum records, 1 to 200; default 50"`
-		Offset          *int   `json:"offset,omitempty" jsonschema:"records to skip; default 0"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum records, 1 to 200; default 50"`
+		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"records to skip; default 0"`
 	}
 	type updateIn struct {
 		ID                 string    `json:"id" jsonschema:"the coverage's id (UUID)"`
@@ -59,7 +59,7 @@ func Coverage(s *repo.Store) []Tool {
 		ShareOfVoice       *string   `json:"share_of_voice,omitempty" enum:"sole_focus,shared,competitor_included" jsonschema:"new share of voice; empty string clears it"`
 		SpokespersonQuoted *bool     `json:"spokesperson_quoted,omitempty" jsonschema:"whether our spokesperson is quoted"`
 		InitiatedBy        *string   `json:"initiated_by,omitempty" enum:"pitched,organic" jsonschema:"new initiator; empty string clears it"`
-		Reach              *int64    `json:"reach,omitempty" max:"1000000000000" jsonschema:"new estimated audience (0 or more)"`
+		Reach              *int64    `json:"reach,omitempty" min:"0" max:"figure" jsonschema:"new estimated audience (0 or more)"`
 		Summary            *string   `json:"summary,omitempty" max:"100000" jsonschema:"new summary; empty string clears it"`
 		FullText           *string   `json:"full_text,omitempty" max:"100000" jsonschema:"new full text; empty string clears it"`
 	}

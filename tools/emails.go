@@ -80,27 +80,27 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 		Offset *int   `json:"offset,omitempty" jsonschema:"held messages to skip; default 0"`
 	}
 	type importIn struct {
-		RawBase64 string `json:"raw_base64" jsonschema:"one RFC 822 message (headers and body, as a mail client saves an .eml file), base64-encoded; at most 1 MiB decoded"`
+		RawBase64 string `json:"raw_base64" max:"email_base64" jsonschema:"one RFC 822 message (headers and body, as a mail client saves an .eml file), base64-encoded; at most 1 MiB decoded"`
 	}
 	type listIn struct {
 		ContactID       string `json:"contact_id,omitempty" jsonschema:"only threads involving this contact (UUID)"`
 		OpportunityID   string `json:"opportunity_id,omitempty" jsonschema:"only threads linked to this opportunity (UUID)"`
 		Since           string `json:"since,omitempty" jsonschema:"only threads with a message on or after this date (YYYY-MM-DD or ISO datetime)"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived threads; default false"`
-		Limit           *int   `json:"limit,omitempty" jsonschema:"maximum results, 1 to 200; default 25"`
-		Offset          *int   `json:"offset,omitempty" jsonschema:"results to skip; default 0"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 25"`
+		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	type idIn struct {
 		ID string `json:"id" jsonschema:"the email thread's id (UUID)"`
 	}
 	type searchIn struct {
 		Query string `json:"query" jsonschema:"text to find in subjects, bodies and senders: case-insensitive, matched literally"`
-		Limit *int   `json:"limit,omitempty" jsonschema:"maximum messages, 1 to 200; default 20"`
+		Limit *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum messages, 1 to 200; default 20"`
 	}
 	type contactIn struct {
 		ContactID string `json:"contact_id" jsonschema:"the contact (UUID)"`
 		Since     string `json:"since,omitempty" jsonschema:"only messages on or after this date (YYYY-MM-DD or ISO datetime)"`
-		Limit     *int   `json:"limit,omitempty" jsonschema:"maximum messages, 1 to 200; default 50"`
+		Limit     *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum messages, 1 to 200; default 50"`
 	}
 	type linkIn struct {
 		ThreadID      string `json:"thread_id" jsonschema:"the email thread (UUID)"`

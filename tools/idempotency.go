@@ -16,7 +16,8 @@ import (
 	"outreach/repo"
 )
 
-// Safe retries. Every mutating tool (any scope but read) takes an optional
+// Safe retries. Every tool that writes or acts (any kind but the reads,
+// whatever scope it needs: list_agent_keys is a read) takes an optional
 // idempotency key, in the call's _meta as "idempotency_key" (MCP's place for
 // what is about a request rather than an argument of the tool, so every
 // tool keeps exactly the catalogue's parameters) or as the HTTP header

@@ -35,7 +35,7 @@ func Keys(s *repo.Store) []Tool {
 	}
 	type noIn struct{}
 	return []Tool{
-		newTool("create_agent_key", "Create an API key for an agent. The key is returned once, in this result, and is kept nowhere: store it now (a retry under the same idempotency key gets the key's record, not the key). Needs the admin scope.", admin,
+		newTool("create_agent_key", "Create an API key for an agent. The key is returned once, in this result, and is kept nowhere: store it now (a retry under the same idempotency key gets the key's record, not the key). Needs the admin scope.", adminCreate,
 			func(ctx context.Context, in *createKeyIn) (any, error) {
 				a, _ := audit.ActorFrom(ctx)
 				if in.UserID == "" {
@@ -56,7 +56,7 @@ func Keys(s *repo.Store) []Tool {
 				return map[string]any{"key": repo.NewSecret(key, KeyNotShownAgain), "agent_key": k,
 					"note": "The key is shown only in the result of the call that created it and is kept nowhere (only its hash): store it now. Send it as 'Authorization: Bearer <key>'."}, nil
 			}),
-		newTool("list_agent_keys", "List agent keys: id, name, agent type, display prefix, scopes, created, last used, expires, revoked. Never the key itself. Needs the admin scope.", admin,
+		newTool("list_agent_keys", "List agent keys: id, name, agent type, display prefix, scopes, created, last used, expires, revoked. Never the key itself. Needs the admin scope.", adminRead,
 			func(ctx context.Context, in *listKeysIn) (any, error) {
 				if in.UserID != "" {
 					if err := checkUUID("user_id", in.UserID); err != nil {
@@ -69,7 +69,7 @@ func Keys(s *repo.Store) []Tool {
 				}
 				return map[string]any{"total": len(keys), "agent_keys": keys}, nil
 			}),
-		newTool("revoke_agent_key", "Revoke an agent key; it fails on its very next request. Needs the admin scope.", admin,
+		newTool("revoke_agent_key", "Revoke an agent key; it fails on its very next request. Needs the admin scope.", adminChange,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
@@ -84,7 +84,7 @@ func Keys(s *repo.Store) []Tool {
 				}
 				return map[string]any{"total": len(users), "users": users}, nil
 			}),
-		newTool("create_user", "Add a team member. Needs the admin scope.", admin,
+		newTool("create_user", "Add a team member. Needs the admin scope.", adminCreate,
 			func(ctx context.Context, in *createUserIn) (any, error) {
 				return s.CreateUser(ctx, in.Name, in.Email, in.SlackUserID)
 			}),

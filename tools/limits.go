@@ -14,9 +14,13 @@ import (
 )
 
 // Limits of arguments, declared once: newTool writes them into the input
-// schema the agent reads (maxLength, maxItems, maximum, and a sentence on
-// free-form objects), and decode enforces the same figures on every call.
-// A field's `max:"N"` tag overrides the default of its type.
+// schema the agent reads (maxLength, maxItems, minimum, maximum, and a
+// sentence on free-form objects), and decode enforces the same figures on
+// every call, before the tool's handler runs, so no handler holds a limit of
+// its own. A field's `max:"N"` tag overrides the default of its type, and a
+// whole number's `min:"N"` gives its least value; N is a figure or the name
+// of a limit declared where its store-side check lives (namedLimits). The
+// README's table of limits is held to these figures by a test.
 const (
 	// MaxText is the default length of a string argument, in characters.
 	MaxText = 1000
@@ -31,7 +35,53 @@ const (
 	// beyond any real audience, and far enough from the int64 limit that
 	// sums of them never wrap.
 	MaxFigure = repo.MaxFigure
+	// maxSlackText is the longest Slack message, in characters (Slack
+	// truncates a message's text beyond 4,000).
+	maxSlackText = 4000
+	// maxSlackOptions is how many suggested answers a question lists.
+	maxSlackOptions = 10
+	// maxAgendaDays is the widest of get_agenda's windows.
+	maxAgendaDays = 365
+	// maxInteractions is how many latest interactions a dossier shows at most.
+	maxInteractions = 50
 )
+
+// namedLimits are the limits a tag names rather than repeats, because the
+// store or another package declares and checks them too.
+var namedLimits = map[string]int64{
+	"page":          maxLimit,                              // limit of every list
+	"session_id":    repo.MaxSessionID,                     // an agent session's id
+	"session_label": repo.MaxLabel,                         // start_session.label
+	"search_query":  repo.MaxSearchQuery,                   // search.query
+	"competitors":   repo.MaxCompetitors,                   // update_settings.competitors
+	"slack_options": maxSlackOptions,                       // ask_slack.options
+	"slack_text":    maxSlackText,                          // send_slack_message.text
+	"email_base64":  base64Chars(maxImportBytes),           // import_email.raw_base64
+	"media_base64":  base64Chars(repo.InlineMediaMaxBytes), // upload_media.content_base64
+	"figure":        MaxFigure,                             // reach, audience_size
+	"agenda_days":   maxAgendaDays,                         // get_agenda's day windows
+	"interactions":  maxInteractions,                       // a dossier's latest interactions
+}
+
+// base64Chars is the length of the base64 of n bytes as mail and MIME
+// encoders write it (lines of 76 characters ending in CRLF): the longest
+// text that can carry n bytes, so that n bytes in any common layout fit.
+func base64Chars(n int64) int64 {
+	chars := 4 * ((n + 2) / 3)
+	return chars + 2*((chars+75)/76)
+}
+
+// limitTag reads a min or max tag: a figure or a named limit.
+func limitTag(field, tag, v string) int64 {
+	if n, ok := namedLimits[v]; ok {
+		return n
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		panic(fmt.Sprintf("field %s: %s tag %q is neither a figure nor a named limit: %v", field, tag, v, err))
+	}
+	return n
+}
 
 // argField is one argument's limit.
 type argField struct {
@@ -40,6 +90,11 @@ type argField struct {
 	// max is the longest string (characters), the longest array (elements)
 	// or the largest number; 0 for no bound (numbers without a tag).
 	max int64
+	// min is the least number, when hasMin.
+	min    int64
+	hasMin bool
+	// kind is the field's Go kind (pointers dereferenced).
+	kind reflect.Kind
 	// id marks fields holding UUIDs (id, *_id, *_ids), lower-cased on
 	// decoding: UUIDs are case-insensitive.
 	id bool
@@ -67,6 +122,7 @@ func newArgSpec(t reflect.Type) argSpec {
 		for ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
+		a.kind = ft.Kind()
 		switch ft.Kind() {
 		case reflect.String:
 			a.max = MaxText
@@ -74,11 +130,10 @@ func newArgSpec(t reflect.Type) argSpec {
 			a.max = MaxItems
 		}
 		if m := f.Tag.Get("max"); m != "" {
-			n, err := strconv.ParseInt(m, 10, 64)
-			if err != nil {
-				panic(fmt.Sprintf("field %s: max tag %q: %v", name, m, err))
-			}
-			a.max = n
+			a.max = limitTag(name, "max", m)
+		}
+		if m := f.Tag.Get("min"); m != "" {
+			a.min, a.hasMin = limitTag(name, "min", m), true
 		}
 		a.id = (name == "id" || strings.HasSuffix(name, "_id") || strings.HasSuffix(name, "_ids")) && !notUUIDs[name]
 		spec.fields = append(spec.fields, a)
@@ -110,6 +165,9 @@ func (spec argSpec) describe(s *jsonschema.Schema) {
 		case "integer", "number":
 			if a.max > 0 {
 				p.Maximum = ptr(float64(a.max))
+			}
+			if a.hasMin {
+				p.Minimum = ptr(float64(a.min))
 			}
 		case "object":
 			p.Description += "; " + repo.FreeFormRules
@@ -154,8 +212,18 @@ func (spec argSpec) check(v reflect.Value) error {
 				}
 			}
 		case reflect.Int, reflect.Int64:
-			if a.max > 0 && f.Int() > a.max {
-				return repo.Invalid(a.name, "%d is too large; the maximum is %d", f.Int(), a.max)
+			n := f.Int()
+			switch {
+			case a.hasMin && n < a.min && a.min == 0 && a.max > 0:
+				return repo.Invalid(a.name, "%d is negative, out of range; use 0 to %d", n, a.max)
+			case a.hasMin && n < a.min && a.min == 0:
+				return repo.Invalid(a.name, "%d is negative; use 0 or more", n)
+			case a.hasMin && a.max > 0 && (n < a.min || n > a.max):
+				return repo.Invalid(a.name, "%d is out of range; use %d to %d", n, a.min, a.max)
+			case a.hasMin && n < a.min:
+				return repo.Invalid(a.name, "%d is too small; the minimum is %d", n, a.min)
+			case a.max > 0 && n > a.max:
+				return repo.Invalid(a.name, "%d is too large; the maximum is %d", n, a.max)
 			}
 		case reflect.Map:
 			if obj, ok := f.Interface().(map[string]any); ok {

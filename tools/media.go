@@ -94,7 +94,7 @@ func Media(s *repo.Store) []Tool {
 		Type          string `json:"type" enum:"article_pdf,video,video_clip,audio,audio_clip,image,document" jsonschema:"what the file is"`
 		Filename      string `json:"filename" jsonschema:"the file's name (no path)"`
 		MimeType      string `json:"mime_type" jsonschema:"the file's MIME type, e.g. image/png"`
-		ContentBase64 string `json:"content_base64" max:"700000" jsonschema:"the file's bytes in base64; at most 512 KiB decoded (use upload_media_url above that)"`
+		ContentBase64 string `json:"content_base64" max:"media_base64" jsonschema:"the file's bytes in base64; at most 512 KiB decoded (use upload_media_url above that)"`
 	}
 	type idIn struct {
 		ID string `json:"id" jsonschema:"the media's id (UUID)"`
@@ -103,8 +103,8 @@ func Media(s *repo.Store) []Tool {
 		CoverageID      string `json:"coverage_id,omitempty" jsonschema:"only media of this coverage (UUID)"`
 		Type            string `json:"type,omitempty" enum:"article_pdf,video,video_clip,audio,audio_clip,image,document" jsonschema:"only media of this type"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived media; default false"`
-		Limit           *int   `json:"limit,omitempty" jsonschema:"maximum results, 1 to 200; default 50"`
-		Offset          *int   `json:"offset,omitempty" jsonschema:"results to skip; default 0"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 50"`
+		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	return []Tool{
 		withReplay(newTool("upload_media_url", "Start a file upload for coverage: returns media_id and a short-lived, single-use upload_url on this service. PUT the file's bytes to upload_url (e.g. curl -T FILE 'URL'), then call attach_media with the media_id. For files up to 512 KiB, upload_media takes the bytes inline instead.", create,
@@ -152,10 +152,8 @@ func Media(s *repo.Store) []Tool {
 				if err := checkEnum("type", in.Type, repo.MediaTypes); err != nil {
 					return nil, err
 				}
-				// Refuse an oversized payload before decoding it (with room for line breaks).
-				if len(in.ContentBase64) > 2*repo.InlineMediaMaxBytes {
-					return nil, repo.Invalid("content_base64", "the file is about %d bytes; inline uploads are capped at %d bytes (512 KiB): use upload_media_url for larger files", len(in.ContentBase64)/4*3, repo.InlineMediaMaxBytes)
-				}
+				// An oversized payload was refused before decoding: content_base64's
+				// limit is the base64 of the inline cap (limits.go).
 				data, err := decodeBase64(in.ContentBase64)
 				if err != nil {
 					return nil, repo.Invalid("content_base64", "is not valid base64 (standard or URL-safe alphabet): %v", err)

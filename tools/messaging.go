@@ -17,13 +17,13 @@ import (
 // is configured; the tools then say how to configure it.
 func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 	type sendIn struct {
-		Text    string `json:"text" jsonschema:"the message, in Slack mrkdwn; 1 to 4000 characters"`
+		Text    string `json:"text" max:"slack_text" jsonschema:"the message, in Slack mrkdwn; 1 to 4000 characters"`
 		Channel string `json:"channel,omitempty" jsonschema:"channel id or name; default: the configured channel (a webhook posts to its own channel)"`
 	}
 	type askIn struct {
 		Question string   `json:"question" jsonschema:"the question for the team; 1 to 1000 characters"`
 		Context  string   `json:"context,omitempty" jsonschema:"background the team needs to answer (mrkdwn)"`
-		Options  []string `json:"options,omitempty" jsonschema:"suggested answers, listed under the question (at most 10)"`
+		Options  []string `json:"options,omitempty" max:"slack_options" jsonschema:"suggested answers, listed under the question (at most 10)"`
 		Channel  string   `json:"channel,omitempty" jsonschema:"channel id or name; default: the configured channel"`
 	}
 	type answerIn struct {
@@ -31,8 +31,8 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 	}
 	type listIn struct {
 		Status string `json:"status,omitempty" enum:"open,answered" jsonschema:"only questions with this status"`
-		Limit  *int   `json:"limit,omitempty" jsonschema:"maximum results, 1 to 200; default 50"`
-		Offset *int   `json:"offset,omitempty" jsonschema:"results to skip; default 0"`
+		Limit  *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 50"`
+		Offset *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	notConfigured := func() error {
 		return &repo.Error{Code: repo.CodeFailedPrecondition, Message: slackmsg.ErrNotConfigured.Error()}
@@ -49,8 +49,8 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 	return []Tool{
 		newTool("send_slack_message", "Post a message to the team's Slack channel (or another channel). Recorded in the change log as a send, attributed to you; it cannot be rolled back (a rollback lists it as not reversible).", send,
 			func(ctx context.Context, in *sendIn) (any, error) {
-				if l := len([]rune(strings.TrimSpace(in.Text))); l == 0 || l > 4000 {
-					return nil, repo.Invalid("text", "must have 1 to 4000 characters (has %d)", l)
+				if strings.TrimSpace(in.Text) == "" {
+					return nil, repo.Invalid("text", "is empty; send 1 to %d characters", maxSlackText)
 				}
 				if slack == nil {
 					return nil, notConfigured()
@@ -63,11 +63,8 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 			}),
 		newTool("ask_slack", "Ask the team a question in Slack, with its context and suggested options; people answer in the message's thread. Returns question_id for get_slack_answer. Needs the Web API (a bot token) to read answers. Recorded as a send; not reversible.", send,
 			func(ctx context.Context, in *askIn) (any, error) {
-				if l := len([]rune(strings.TrimSpace(in.Question))); l == 0 || l > 1000 {
-					return nil, repo.Invalid("question", "must have 1 to 1000 characters (has %d)", l)
-				}
-				if len(in.Options) > 10 {
-					return nil, repo.Invalid("options", "at most 10 options (got %d)", len(in.Options))
+				if strings.TrimSpace(in.Question) == "" {
+					return nil, repo.Invalid("question", "is empty; ask in 1 to %d characters", MaxText)
 				}
 				for i, o := range in.Options {
 					if strings.TrimSpace(o) == "" {

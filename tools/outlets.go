@@ -12,36 +12,36 @@ func Outlets(s *repo.Store) []Tool {
 	type createIn struct {
 		Name         string         `json:"name" jsonschema:"the outlet's name, e.g. The Daily Ledger"`
 		Type         *string        `json:"type,omitempty" enum:"publication,newspaper,magazine,online,broadcaster,podcast_network,newsletter,blog,wire_service,conference_organizer,award_body,other" jsonschema:"kind of outlet; default publication"`
-		Tier         *int           `json:"tier,omitempty" jsonschema:"importance, 1 (top tier) to 3"`
+		Tier         *int           `json:"tier,omitempty" min:"1" max:"3" jsonschema:"importance, 1 (top tier) to 3"`
 		Website      *string        `json:"website,omitempty" max:"2048" jsonschema:"home page, a full http or https URL"`
 		Description  *string        `json:"description,omitempty" max:"100000" jsonschema:"what the outlet covers and for whom"`
 		Country      *string        `json:"country,omitempty" jsonschema:"country of the outlet, free text, e.g. US or Germany"`
 		Language     *string        `json:"language,omitempty" jsonschema:"main language, free text, e.g. en or German"`
 		Topics       []string       `json:"topics,omitempty" jsonschema:"topics the outlet covers, e.g. [\"AI\", \"climate\"]"`
-		AudienceSize *int64         `json:"audience_size,omitempty" max:"1000000000000" jsonschema:"monthly reach, a whole number of 0 or more"`
+		AudienceSize *int64         `json:"audience_size,omitempty" min:"0" max:"figure" jsonschema:"monthly reach, a whole number of 0 or more"`
 		SocialLinks  map[string]any `json:"social_links,omitempty" jsonschema:"social profiles as an object, e.g. {\"x\": \"https://x.com/ledger\"}; keys may not be empty, start with $ or contain a dot"`
 	}
 	type updateIn struct {
 		ID           string         `json:"id" jsonschema:"the outlet's id (UUID)"`
 		Name         *string        `json:"name,omitempty" jsonschema:"new name"`
 		Type         *string        `json:"type,omitempty" enum:"publication,newspaper,magazine,online,broadcaster,podcast_network,newsletter,blog,wire_service,conference_organizer,award_body,other" jsonschema:"new kind of outlet"`
-		Tier         *int           `json:"tier,omitempty" jsonschema:"new tier, 1 (top) to 3; 0 removes the tier"`
+		Tier         *int           `json:"tier,omitempty" min:"0" max:"3" jsonschema:"new tier, 1 (top) to 3; 0 removes the tier"`
 		Website      *string        `json:"website,omitempty" max:"2048" jsonschema:"new home page (full http or https URL); empty string clears it"`
 		Description  *string        `json:"description,omitempty" max:"100000" jsonschema:"new description; empty string clears it"`
 		Country      *string        `json:"country,omitempty" jsonschema:"new country; empty string clears it"`
 		Language     *string        `json:"language,omitempty" jsonschema:"new language; empty string clears it"`
 		Topics       []string       `json:"topics,omitempty" jsonschema:"replaces the whole topic list; [] clears it"`
-		AudienceSize *int64         `json:"audience_size,omitempty" max:"1000000000000" jsonschema:"new monthly reach, 0 or more"`
+		AudienceSize *int64         `json:"audience_size,omitempty" min:"0" max:"figure" jsonschema:"new monthly reach, 0 or more"`
 		SocialLinks  map[string]any `json:"social_links,omitempty" jsonschema:"replaces the whole social_links object; {} clears it"`
 	}
 	type listIn struct {
-		Tier            *int   `json:"tier,omitempty" jsonschema:"only outlets of this tier (1 to 3)"`
+		Tier            *int   `json:"tier,omitempty" min:"1" max:"3" jsonschema:"only outlets of this tier (1 to 3)"`
 		Type            string `json:"type,omitempty" enum:"publication,newspaper,magazine,online,broadcaster,podcast_network,newsletter,blog,wire_service,conference_organizer,award_body,other" jsonschema:"only outlets of this type"`
 		Topic           string `json:"topic,omitempty" jsonschema:"only outlets with this topic (whole topic, any case)"`
 		Search          string `json:"search,omitempty" jsonschema:"text found in the name or website (literal, any case)"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived outlets; default false"`
-		Limit           *int   `json:"limit,omitempty" jsonschema:"maximum results, 1 to 200; default 50"`
-		Offset          *int   `json:"offset,omitempty" jsonschema:"results to skip; default 0"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 50"`
+		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	type idIn struct {
 		ID string `json:"id" jsonschema:"the outlet's id (UUID)"`

@@ -18,7 +18,7 @@ func Reports(s *repo.Store) []Tool {
 		OutletIDs  []string `json:"outlet_ids,omitempty" jsonschema:"report on the coverage of these outlets (UUIDs); not with campaign_id"`
 	}
 	type settingsIn struct {
-		Competitors        *[]string `json:"competitors,omitempty" jsonschema:"the complete list of competitor names share of voice tracks (at most 50; [] clears it)"`
+		Competitors        *[]string `json:"competitors,omitempty" max:"competitors" jsonschema:"the complete list of competitor names share of voice tracks (at most 50; [] clears it)"`
 		AVERatePerThousand *float64  `json:"ave_rate_per_thousand,omitempty" jsonschema:"advertising-value rate per thousand impressions (0 to 1e9); turns AVE on in coverage reports"`
 		AVEOff             bool      `json:"ave_off,omitempty" jsonschema:"true turns AVE off (clears the rate); not with ave_rate_per_thousand"`
 		AVECurrency        *string   `json:"ave_currency,omitempty" jsonschema:"currency code shown with AVE, e.g. EUR"`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"outreach/audit"
 	"outreach/repo"
@@ -15,36 +14,36 @@ import (
 // team's agenda. Every figure is computed at the call from the stored records.
 func Search(s *repo.Store) []Tool {
 	type searchIn struct {
-		Query           string   `json:"query" jsonschema:"text to find, matched literally (never as a pattern), ignoring case and accents"`
+		Query           string   `json:"query" max:"search_query" jsonschema:"text to find, matched literally (never as a pattern), ignoring case and accents"`
 		Types           []string `json:"types,omitempty" enum:"outlet,contact,opportunity,coverage,note,email" jsonschema:"only these kinds of record; default all"`
 		IncludeArchived bool     `json:"include_archived,omitempty" jsonschema:"include archived records; default false"`
-		Limit           *int     `json:"limit,omitempty" jsonschema:"maximum hits, 1 to 200; default 20"`
-		Offset          *int     `json:"offset,omitempty" jsonschema:"hits to skip; default 0"`
+		Limit           *int     `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum hits, 1 to 200; default 20"`
+		Offset          *int     `json:"offset,omitempty" min:"0" jsonschema:"hits to skip; default 0"`
 	}
 	type contactIn struct {
 		ContactID    string `json:"contact_id" jsonschema:"the contact's id (UUID)"`
-		Interactions *int   `json:"interactions,omitempty" jsonschema:"how many of the latest interactions to show, 1 to 50; default 10"`
+		Interactions *int   `json:"interactions,omitempty" min:"1" max:"interactions" jsonschema:"how many of the latest interactions to show, 1 to 50; default 10"`
 	}
 	type outletIn struct {
 		OutletID     string `json:"outlet_id" jsonschema:"the outlet's id (UUID)"`
-		Interactions *int   `json:"interactions,omitempty" jsonschema:"how many of the latest interactions to show, 1 to 50; default 10"`
+		Interactions *int   `json:"interactions,omitempty" min:"1" max:"interactions" jsonschema:"how many of the latest interactions to show, 1 to 50; default 10"`
 	}
 	type statusIn struct {
 		OpportunityID string `json:"opportunity_id" jsonschema:"the opportunity's id (UUID)"`
 		AsOf          string `json:"as_of,omitempty" jsonschema:"compute ages and due dates as of this time (YYYY-MM-DD or ISO datetime); default now"`
-		Interactions  *int   `json:"interactions,omitempty" jsonschema:"how many of the latest interactions to show, 1 to 50; default 10"`
+		Interactions  *int   `json:"interactions,omitempty" min:"1" max:"interactions" jsonschema:"how many of the latest interactions to show, 1 to 50; default 10"`
 	}
 	type agendaIn struct {
 		Mine          bool   `json:"mine,omitempty" jsonschema:"only the items of the caller's own user; default false (the whole team)"`
 		UserID        string `json:"user_id,omitempty" jsonschema:"only the items of this team member (UUID); default the whole team"`
-		DueDays       *int   `json:"due_days,omitempty" jsonschema:"list next actions due within this many days, 0 to 365; default 7"`
-		NoReplyDays   *int   `json:"no_reply_days,omitempty" jsonschema:"list pitches with no reply after this many days, 0 to 365; default 5"`
-		UntouchedDays *int   `json:"untouched_days,omitempty" jsonschema:"list open opportunities with nothing new for this many days, 1 to 365; default 14"`
-		ReplyDays     *int   `json:"reply_days,omitempty" jsonschema:"list replies not linked to an opportunity from the last this many days, 1 to 365; default 14"`
-		EmbargoDays   *int   `json:"embargo_days,omitempty" jsonschema:"list embargoes (of open opportunities, and of campaigns for the team) lifting within this many days, 0 to 365; default 7"`
+		DueDays       *int   `json:"due_days,omitempty" min:"0" max:"agenda_days" jsonschema:"list next actions due within this many days, 0 to 365; default 7"`
+		NoReplyDays   *int   `json:"no_reply_days,omitempty" min:"0" max:"agenda_days" jsonschema:"list pitches with no reply after this many days, 0 to 365; default 5"`
+		UntouchedDays *int   `json:"untouched_days,omitempty" min:"1" max:"agenda_days" jsonschema:"list open opportunities with nothing new for this many days, 1 to 365; default 14"`
+		ReplyDays     *int   `json:"reply_days,omitempty" min:"1" max:"agenda_days" jsonschema:"list replies not linked to an opportunity from the last this many days, 1 to 365; default 14"`
+		EmbargoDays   *int   `json:"embargo_days,omitempty" min:"0" max:"agenda_days" jsonschema:"list embargoes (of open opportunities, and of campaigns for the team) lifting within this many days, 0 to 365; default 7"`
 		AsOf          string `json:"as_of,omitempty" jsonschema:"compute the agenda as of this time (YYYY-MM-DD or ISO datetime); default now"`
-		Limit         *int   `json:"limit,omitempty" jsonschema:"maximum items, 1 to 200; default 50"`
-		Offset        *int   `json:"offset,omitempty" jsonschema:"items to skip; default 0"`
+		Limit         *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum items, 1 to 200; default 50"`
+		Offset        *int   `json:"offset,omitempty" min:"0" jsonschema:"items to skip; default 0"`
 	}
 	return []Tool{
 		newTool("search", "Search outlets, contacts, opportunities, coverage, notes and emails at once. The query is matched literally (a '.' or '*' is just that character), ignoring case and accents. Hits are ranked: a match in the name or title first, then a match of whole words, then the most recent; each has its type, id, title, a snippet around the match and its score. Archived records are left out unless include_archived is true.", read,
@@ -56,9 +55,6 @@ func Search(s *repo.Store) []Tool {
 				q := strings.TrimSpace(in.Query)
 				if q == "" {
 					return nil, repo.Invalid("query", "must not be empty")
-				}
-				if n := utf8.RuneCountInString(q); n > repo.MaxSearchQuery {
-					return nil, repo.Invalid("query", "is %d characters long; the most is %d", n, repo.MaxSearchQuery)
 				}
 				for _, t := range in.Types {
 					if err := checkEnum("types", t, repo.SearchTypes); err != nil {
@@ -116,20 +112,16 @@ func Search(s *repo.Store) []Tool {
 				}
 				q := repo.AgendaQuery{UserID: in.UserID, Limit: limit, Offset: offset}
 				for _, p := range []struct {
-					field    string
-					v        *int
-					def, min int
-					into     *int
+					v    *int
+					def  int
+					into *int
 				}{
-					{"due_days", in.DueDays, 7, 0, &q.DueDays}, {"no_reply_days", in.NoReplyDays, 5, 0, &q.NoReplyDays},
-					{"untouched_days", in.UntouchedDays, 14, 1, &q.UntouchedDays}, {"reply_days", in.ReplyDays, 14, 1, &q.ReplyDays},
-					{"embargo_days", in.EmbargoDays, 7, 0, &q.EmbargoDays},
+					{in.DueDays, 7, &q.DueDays}, {in.NoReplyDays, 5, &q.NoReplyDays},
+					{in.UntouchedDays, 14, &q.UntouchedDays}, {in.ReplyDays, 14, &q.ReplyDays},
+					{in.EmbargoDays, 7, &q.EmbargoDays},
 				} {
 					*p.into = p.def
 					if p.v != nil {
-						if *p.v < p.min || *p.v > 365 {
-							return nil, repo.Invalid(p.field, "%d is out of range; use %d to 365", *p.v, p.min)
-						}
 						*p.into = *p.v
 					}
 				}
@@ -153,13 +145,11 @@ func Search(s *repo.Store) []Tool {
 	}
 }
 
-// interactions checks how many interactions a dossier shows.
+// interactions is how many interactions a dossier shows (the range is the
+// field's tags, checked on decoding).
 func interactions(n *int) (int, error) {
 	if n == nil {
 		return repo.DefaultInteractions, nil
-	}
-	if *n < 1 || *n > 50 {
-		return 0, repo.Invalid("interactions", "%d is out of range; use 1 to 50", *n)
 	}
 	return *n, nil
 }

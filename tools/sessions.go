@@ -11,13 +11,13 @@ import (
 // MCP revision or transport.
 func Sessions(s *repo.Store) []Tool {
 	type startIn struct {
-		Label string `json:"label,omitempty" jsonschema:"what this run of work is, to find it again in list_sessions (at most 200 characters)"`
+		Label string `json:"label,omitempty" max:"session_label" jsonschema:"what this run of work is, to find it again in list_sessions (at most 200 characters)"`
 	}
 	type listIn struct {
 		AgentID string `json:"agent_id,omitempty" jsonschema:"only sessions of this agent"`
 		UserID  string `json:"user_id,omitempty" jsonschema:"only sessions of this team member's agents"`
-		Limit   *int   `json:"limit,omitempty" jsonschema:"maximum sessions, 1 to 200; default 20"`
-		Offset  *int   `json:"offset,omitempty" jsonschema:"sessions to skip; default 0"`
+		Limit   *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum sessions, 1 to 200; default 20"`
+		Offset  *int   `json:"offset,omitempty" min:"0" jsonschema:"sessions to skip; default 0"`
 	}
 	return []Tool{
 		newTool("start_session", "Start an agent session for a run of work and return its handle (session_id). Send the handle on every later call, in the X-Agent-Session-Id header or in the request's _meta as \"outreach/session_id\": each change is attributed to it, get_change_log filters by it and rollback_session undoes it. "+

@@ -23,17 +23,77 @@ import (
 	"outreach/repo"
 )
 
-// Kinds of tools; each fixes the annotations and the scope a key needs.
+// Kinds of tools. A tool's kind is what it does, and fixes its annotations
+// (one rule, annotationsOf), whether it takes an idempotency key (the
+// kinds that write or act), and, with the admin flag, the scope a key needs.
 type kind int
 
 const (
 	read    kind = iota // reads only
 	create              // adds records, changes none
 	change              // changes or archives records
-	admin               // manages keys and users
 	send                // acts outside the service
 	readOut             // reads from outside the service (Slack)
+	// The admin kinds are the same three for keys and team members, which
+	// need the admin scope.
+	adminRead
+	adminCreate
+	adminChange
 )
+
+// base is the kind without its scope.
+func (k kind) base() kind {
+	switch k {
+	case adminRead:
+		return read
+	case adminCreate:
+		return create
+	case adminChange:
+		return change
+	}
+	return k
+}
+
+// readOnly reports whether the kind only reads: its calls change nothing
+// and take no idempotency key.
+func (k kind) readOnly() bool { b := k.base(); return b == read || b == readOut }
+
+// scope is the scope a key needs for a tool of the kind.
+func (k kind) scope() string {
+	switch {
+	case k == adminRead || k == adminCreate || k == adminChange:
+		return repo.ScopeAdmin
+	case k.readOnly():
+		return repo.ScopeRead
+	}
+	return repo.ScopeWrite
+}
+
+// annotationsOf is the one rule from a kind to its annotations: a read is
+// readOnly and idempotent; a create adds and destroys nothing; a change
+// (update, archive, restore, link, unlink, revoke, rollback) is
+// destructive; only what reaches outside the service (Slack, the inbox) is
+// open-world.
+func annotationsOf(k kind) *mcp.ToolAnnotations {
+	t, f := true, false
+	ann := &mcp.ToolAnnotations{OpenWorldHint: &f}
+	switch k.base() {
+	case read:
+		ann.ReadOnlyHint = true
+		ann.IdempotentHint = true
+	case readOut:
+		ann.ReadOnlyHint = true
+		ann.OpenWorldHint = &t
+	case create:
+		ann.DestructiveHint = &f
+	case change:
+		ann.DestructiveHint = &t
+	case send:
+		ann.DestructiveHint = &f
+		ann.OpenWorldHint = &t
+	}
+	return ann
+}
 
 // Tool is one MCP tool.
 type Tool struct {
@@ -43,6 +103,10 @@ type Tool struct {
 	Handle func(ctx context.Context, args json.RawMessage) (any, error)
 	// Toolset is the group the tool belongs to (toolsets.go).
 	Toolset string
+	// kind is what the tool does.
+	kind kind
+	// spec is what decode checks of its arguments (limits.go).
+	spec argSpec
 	// store keeps the idempotency keys of mutating calls (set by All).
 	store *repo.Store
 	// calls are the per-key buckets of tool calls (ratelimit.go), shared by
@@ -66,33 +130,11 @@ func newTool[In any](name, description string, k kind, h func(context.Context, *
 	addEnums(schema, reflect.TypeFor[In]())
 	spec := newArgSpec(reflect.TypeFor[In]())
 	spec.describe(schema)
-	t := true
-	f := false
-	ann := &mcp.ToolAnnotations{OpenWorldHint: &f}
-	scope := repo.ScopeWrite
-	switch k {
-	case read:
-		ann.ReadOnlyHint = true
-		ann.IdempotentHint = true
-		scope = repo.ScopeRead
-	case create:
-		ann.DestructiveHint = &f
-	case change:
-		ann.DestructiveHint = &t
-	case admin:
-		ann.DestructiveHint = &t
-		scope = repo.ScopeAdmin
-	case send:
-		ann.DestructiveHint = &f
-		ann.OpenWorldHint = &t
-	case readOut:
-		ann.ReadOnlyHint = true
-		ann.OpenWorldHint = &t
-		scope = repo.ScopeRead
-	}
 	return Tool{
-		Def:   mcp.Tool{Name: name, Description: description, InputSchema: schema, Annotations: ann},
-		Scope: scope,
+		Def:   mcp.Tool{Name: name, Description: description, InputSchema: schema, Annotations: annotationsOf(k)},
+		Scope: k.scope(),
+		kind:  k,
+		spec:  spec,
 		Handle: func(ctx context.Context, raw json.RawMessage) (any, error) {
 			in := new(In)
 			if err := decode(raw, in, spec); err != nil {
@@ -306,12 +348,13 @@ func handler(t Tool) mcp.ToolHandler {
 }
 
 // call runs the tool and returns its result's JSON, under the call's
-// idempotency key when a mutating call gives one (see idempotency.go);
-// replay reports a result given again.
+// idempotency key when a call of a kind that writes or acts gives one (see
+// idempotency.go; a read, of any scope, ignores the key); replay reports a
+// result given again.
 func (t Tool) call(ctx context.Context, req *mcp.CallToolRequest) (text []byte, replay bool, err error) {
 	args := req.Params.Arguments
 	key := ""
-	if t.Scope != repo.ScopeRead {
+	if !t.kind.readOnly() {
 		if key, err = idempotencyKey(req); err != nil {
 			return nil, false, err
 		}

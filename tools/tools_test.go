@@ -52,8 +52,8 @@ func TestToolDefinitionsSnapshot(t *testing.T) {
 }
 
 // TestToolInventory checks the whole list: unique verb_noun names, a
-// description on every tool and every parameter, explicit annotations that
-// agree with the scope.
+// description on every tool and every parameter, and annotations that are
+// its kind's, the kind its name says.
 func TestToolInventory(t *testing.T) {
 	name := regexp.MustCompile(`^[a-z]+(_[a-z0-9]+)*$`)
 	names := map[string]bool{}
@@ -78,21 +78,14 @@ func TestToolInventory(t *testing.T) {
 			t.Errorf("%s: annotations not explicit", d.Name)
 			continue
 		}
-		// Only what reaches outside the service is open-world: the inbox
-		// sync and the Messaging group (the catalogue's rule).
-		messaging := map[string]bool{"send_slack_message": true, "ask_slack": true, "get_slack_answer": true, "list_questions": true}
-		if open := d.Name == "sync_emails" || messaging[d.Name]; *a.OpenWorldHint != open {
-			t.Errorf("%s: openWorldHint %v, want %v", d.Name, *a.OpenWorldHint, open)
+		if diff := cmp.Diff(a, annotationsOf(tool.kind)); diff != "" {
+			t.Errorf("%s: annotations are not its kind's (-got +want):\n%s", d.Name, diff)
 		}
-		switch tool.Scope {
-		case "read":
-			if !a.ReadOnlyHint {
-				t.Errorf("%s: read scope without readOnlyHint", d.Name)
-			}
-		default:
-			if a.ReadOnlyHint || a.DestructiveHint == nil {
-				t.Errorf("%s: a mutating tool needs readOnlyHint false and an explicit destructiveHint", d.Name)
-			}
+		if want := kindByName(d.Name); tool.kind.base() != want {
+			t.Errorf("%s: kind %d, but its name says %d", d.Name, tool.kind.base(), want)
+		}
+		if admin := tool.Toolset == "keys" && d.Name != "list_users"; (tool.Scope == "admin") != admin {
+			t.Errorf("%s: scope %s", d.Name, tool.Scope)
 		}
 		s, ok := d.InputSchema.(*jsonschema.Schema)
 		if !ok || s.Type != "object" {
@@ -135,6 +128,24 @@ func TestToolInventory(t *testing.T) {
 			t.Errorf("%s: a Messaging tool without openWorldHint true", tool.Def.Name)
 		}
 	}
+}
+
+// kindByName is what a tool's verb says it does, held apart from the
+// kinds the tools declare: a tool filed under the wrong kind (a list as a
+// change, a create as destructive) fails TestToolInventory.
+func kindByName(name string) kind {
+	verb, _, _ := strings.Cut(name, "_")
+	switch {
+	case name == "get_slack_answer" || name == "list_questions":
+		return readOut // they read Slack's replies
+	case verb == "search" || name == "whoami" || verb == "get" || verb == "list":
+		return read
+	case verb == "create" || verb == "upload" || verb == "subscribe" || verb == "start" || name == "import_email":
+		return create
+	case verb == "send" || verb == "ask" || verb == "sync":
+		return send
+	}
+	return change // update, archive, restore, add, remove, link, unlink, attach, mark, revoke, rollback, import
 }
 
 // TestToolOutputSchemas checks that every tool declares the schema of its

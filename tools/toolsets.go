@@ -43,7 +43,7 @@ var toolsets = []toolset{
 	{"notes", "notes and the interaction log", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Notes(s) }},
 	{"search", "search, dossiers, opportunity status, the agenda", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Search(s) }},
 	{"audit", "change log, rollback, agent sessions, whoami, service info (always on)", true, func(s *repo.Store, _ options, _ []Option) []Tool { return slices.Concat(Audit(s), Sessions(s)) }},
-	{"keys", "agent keys and team members (admin)", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Keys(s) }},
+	{"keys", "agent keys and team members (admin; `outreach keys` does the same from the shell)", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Keys(s) }},
 	{"media", "media files of coverage", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Media(s) }},
 	{"emails", "the shared inbox: threads, search, links to opportunities", false, func(s *repo.Store, _ options, opts []Option) []Tool { return Emails(s, opts...) }},
 	{"notifications", "subscriptions to opportunities and notifications", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Notifications(s) }},

@@ -370,7 +370,12 @@ var demoKinds = []string{"outlets", "channels", "contacts", "affiliations", "cam
 func writeSeedSummary(w io.Writer, counts map[string]int) {
 	fmt.Fprintf(w, "demo data written under session %q (rollback_session %s takes it back):\n", DemoSession, DemoSession)
 	for _, k := range demoKinds {
-		fmt.Fprintf(w, "  %-15s %4d\n", k, counts[k])
+		fmt.Fprintf(w, "  %-15s %4d", k, counts[k])
+		if k == "campaigns" {
+			// list_campaigns shows one more: say which, and why it is there.
+			fmt.Fprintf(w, "  (and %s, which every store has from its first start: opportunities created without a campaign join it)", repo.GeneralCampaign)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -272,6 +272,9 @@ func mailConfig() (*mailsync.Config, bool, error) {
 			c.Mailboxes = append(c.Mailboxes, m)
 		}
 	}
+	if len(c.Mailboxes) == 0 {
+		c.Mailboxes = []string{"INBOX"} // the default, named so that the start log says what is synced
+	}
 	if v := os.Getenv("OUTREACH_IMAP_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || (d != 0 && d < 10*time.Second) {
@@ -293,10 +296,32 @@ func mailConfig() (*mailsync.Config, bool, error) {
 }
 
 func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolog.Logger) error {
-	mailCfg, keep, err := mailConfig() // refused before anything starts
+	// Every setting is checked, and the address taken, before the store is
+	// opened: a wrong flag must not create a store or print its first key.
+	mailCfg, keep, err := mailConfig()
 	if err != nil {
 		return err
 	}
+	toolsets, err := tools.WithToolsets(cfg.toolsets)
+	if err != nil {
+		return err
+	}
+	limits, err := tools.ParseRateLimits(cfg.rateLimit, cfg.httpRateLimit)
+	if err != nil {
+		return err
+	}
+	dcfg, err := deliveryConfig(log)
+	if err != nil {
+		return err
+	}
+	if _, err := mediaOptions(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	store, closeStore, err := open(ctx, cfg, true, log)
 	if err != nil {
 		return err
@@ -304,10 +329,6 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	defer closeStore()
 	store.SetPitchWindow(cfg.pitchWindow)
 	if err := store.Seed(ctx); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
 		return err
 	}
 	key, err := store.Bootstrap(audit.WithActor(ctx, repo.SystemActor("bootstrap")))
@@ -331,20 +352,8 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		defer stopCommands()
 	}
 	go store.RunRecovery(ctx, 10*time.Second)
-	dcfg, err := deliveryConfig(log)
-	if err != nil {
-		return err
-	}
 	store.SetDeliveryTargets(delivery.Targets(dcfg))
 	go delivery.New(store, dcfg).Run(ctx) // also fires next_action_due without targets
-	toolsets, err := tools.WithToolsets(cfg.toolsets)
-	if err != nil {
-		return err
-	}
-	limits, err := tools.ParseRateLimits(cfg.rateLimit, cfg.httpRateLimit)
-	if err != nil {
-		return err
-	}
 	topts := []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack), toolsets, tools.WithRateLimits(limits)}
 	if mailCfg != nil {
 		syncer, err := mailsync.New(store, *mailCfg)
@@ -352,7 +361,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 			return err
 		}
 		topts = append(topts, tools.WithMailSync(syncer))
-		log.Info().Str("imap", mailCfg.Addr).Strs("mailboxes", mailCfg.Mailboxes).Dur("interval", mailCfg.Interval).Msg("email sync configured")
+		interval := mailCfg.Interval.String() // "5m0s": a duration says its unit
+		if mailCfg.Interval == 0 {
+			interval = "0 (on demand only)"
+		}
+		log.Info().Str("imap", mailCfg.Addr).Strs("mailboxes", mailCfg.Mailboxes).Str("interval", interval).Msg("email sync configured")
 		go syncer.Run(ctx, log)
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}

@@ -1,0 +1,90 @@
+package tools
+
+import (
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestReadmeLimits holds the README's table of limits to the declarations
+// (limits.go and the fields' tags): every argument whose limit is not its
+// type's default has a row that names it and gives its figures, and the
+// defaults have theirs. A limit changed in the code fails here until the
+// README says so.
+func TestReadmeLimits(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(b)
+	start := strings.Index(section, "\n### Limits\n")
+	if start < 0 {
+		t.Fatal("README has no Limits section")
+	}
+	section = section[start+1:]
+	if end := strings.Index(section[4:], "\n### "); end >= 0 {
+		section = section[:end+4]
+	}
+	var rows []string
+	for _, l := range strings.Split(section, "\n") {
+		if strings.HasPrefix(l, "| ") {
+			rows = append(rows, l)
+		}
+	}
+	check := func(what, name string, figures ...int64) {
+		t.Helper()
+		for _, row := range rows {
+			if !strings.Contains(row, name) {
+				continue
+			}
+			all := true
+			for _, f := range figures {
+				if !regexp.MustCompile(`(^|[^0-9,])` + regexp.QuoteMeta(commas(f)) + `([^0-9,]|$)`).MatchString(row) {
+					all = false
+				}
+			}
+			if all {
+				return
+			}
+		}
+		t.Errorf("README's Limits table has no row naming %s with %v (%s)", name, figures, what)
+	}
+	check("the default of a string", "a string argument", MaxText)
+	check("the default of an array", "an array argument", MaxItems)
+	seen := map[string]bool{}
+	for _, tool := range All(nil) {
+		for _, a := range tool.spec.fields {
+			byDefault := (a.kind == reflect.String && a.max == MaxText) || (a.kind == reflect.Slice && a.max == MaxItems) || a.max == 0
+			if byDefault && !a.hasMin {
+				continue
+			}
+			var figures []int64
+			if a.max > 0 {
+				figures = append(figures, a.max)
+			}
+			if a.hasMin {
+				figures = append(figures, a.min)
+			}
+			key := a.name + strconv.FormatInt(a.max, 10) + strconv.FormatInt(a.min, 10)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			check(tool.Def.Name+"."+a.name, "`"+a.name+"`", figures...)
+		}
+	}
+}
+
+// commas writes n with thousands separators, as the README does.
+func commas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	var out []string
+	for len(s) > 3 {
+		out = append([]string{s[len(s)-3:]}, out...)
+		s = s[:len(s)-3]
+	}
+	return strings.Join(append([]string{s}, out...), ",")
+}
