@@ -143,7 +143,7 @@ func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions
 			}
 			return nil, &Error{Code: CodeFailedPrecondition, Message: msg, Details: map[string]string{"rolled_back_by": rs[0].ID}}
 		}
-		p := audit.PlanRollback([]audit.Entry{*c}, records, nil, now())
+		p := audit.PlanRollback(asUpdates([]audit.Entry{*c}), records, nil, now())
 		res, err := s.runPlan(ctx, p, stored, o)
 		if errors.Is(err, ErrConflict) && attempt < rollbackAttempts {
 			time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
@@ -210,7 +210,7 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 			}
 		}
 		o.progress(0, total, fmt.Sprintf("read %d records", len(records)))
-		p := audit.PlanRollback(changes, records, skip, now())
+		p := audit.PlanRollback(asUpdates(changes), records, skip, now())
 		res, err := s.runPlan(ctx, p, stored, o)
 		if errors.Is(err, ErrConflict) && attempt < rollbackAttempts {
 			time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
@@ -227,6 +227,22 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 		o.progress(total, total, res.Message)
 		return res, nil
 	}
+}
+
+// asUpdates returns changes with the create of a singleton record planned
+// as an update from the record's defaults (see singletonBefore): its
+// rollback restores the defaults instead of archiving the record.
+func asUpdates(changes []audit.Entry) []audit.Entry {
+	out := changes
+	for i, c := range changes {
+		if b := singletonBefore(c); b != nil {
+			if &out[0] == &changes[0] {
+				out = slices.Clone(changes)
+			}
+			out[i].Before = b
+		}
+	}
+	return out
 }
 
 // mayRollBack refuses a rollback touching an admin-only collection to a
