@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -93,4 +95,56 @@ func TestRollbackOfTheSettingsCreateRestoresDefaults(t *testing.T) {
 		t.Errorf("after undoing the rollback: %+v", st)
 	}
 	verifyClean(t, env, "after undoing the rollback")
+}
+
+// TestConcurrentSettingsUpdatesDoNotConflict: eight agents update the
+// organisation settings at once, each call one field. A change to one
+// field of a shared record is applied on the record as it stands (the
+// fields the caller did not send are not its business), so no call ends in
+// conflict, every call is one change, and the history chains.
+func TestConcurrentSettingsUpdatesDoNotConflict(t *testing.T) {
+	env := testenv.New(t)
+	const agents, calls = 8, 20
+	clients := make([]*testenv.Client, agents)
+	for i := range clients {
+		clients[i] = env.Client(env.Key("read", "write"), fmt.Sprintf("settings-agent-%d", i))
+	}
+	before := len(changes(t, env.Admin(), M{"collection": "settings"}))
+	errs := make(chan string, agents*calls)
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range calls {
+				var args M
+				switch (i + j) % 3 {
+				case 0:
+					args = M{"competitors": []string{fmt.Sprintf("Rival %d-%d", i, j)}}
+				case 1:
+					args = M{"ave_rate_per_thousand": float64(i*100 + j + 1)}
+				default:
+					args = M{"ave_currency": fmt.Sprintf("C%d%d", i, j)}
+				}
+				if _, e := c.Call("update_settings", args); e != nil {
+					errs <- fmt.Sprintf("agent %d call %d %v: %s: %s", i, j, args, e.Code, e.Message)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for e := range errs {
+		if n++; n <= 5 {
+			t.Error(e)
+		}
+	}
+	if n > 0 {
+		t.Errorf("%d of %d calls failed", n, agents*calls)
+	}
+	if got := len(changes(t, env.Admin(), M{"collection": "settings"})) - before; got != agents*calls-n {
+		t.Errorf("%d settings changes for %d successful calls", got, agents*calls-n)
+	}
+	verifyClean(t, env, "after the concurrent updates")
 }

@@ -175,6 +175,8 @@ type Store struct {
 	intentStored bool
 	// commits queues single-record writes for group commit (serial mode).
 	commits commitQueue
+	// turns queues this process's updates of one record (see modify).
+	turns recordTurns
 	// sessions caches session id -> the agent it is bound to.
 	sessions sync.Map
 	// mirror: the indexes the service keeps for the exclusive embedded
