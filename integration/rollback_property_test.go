@@ -89,7 +89,21 @@ var propKinds = []propKind{
 				"description": func() any { return p.word() },
 				"topics":      func() any { return []string{p.word(), p.word()} },
 			}), true
-		}}}, archiveOps("outlet")...)},
+		}},
+			// A bulk import: its rows create outlets or update those whose
+			// website they name, written in groups.
+			{"import", func(p *propRun, id string) (string, M, bool) {
+				var rows []M
+				for n := 1 + p.r.IntN(3); n > 0; n-- {
+					row := M{"name": p.word(), "website": fmt.Sprintf("https://imported-%d.example.com", p.r.IntN(6))}
+					if p.r.IntN(2) == 0 {
+						row["tier"] = 1 + p.r.IntN(3)
+					}
+					rows = append(rows, row)
+				}
+				return "import_outlets", M{"rows": rows}, true
+			}},
+		}, archiveOps("outlet")...)},
 	{coll: "contacts",
 		create: func(p *propRun) (string, M) {
 			args := M{"first_name": p.word(), "last_name": p.word()}
@@ -268,6 +282,24 @@ var propKinds = []propKind{
 			}
 			return "update_settings", p.some(M{}, fields), true
 		}}}},
+	// Subscriptions have a fixed id per opportunity and member: subscribing
+	// again updates (or restores) the one record.
+	{coll: "subscriptions",
+		create: func(p *propRun) (string, M) {
+			args := M{"opportunity_id": p.targetOf("opportunities")}
+			if p.r.IntN(2) == 0 {
+				args["events"] = p.events()
+			}
+			return "subscribe_opportunity", args
+		},
+		ops: []propOp{
+			{"update", func(p *propRun, id string) (string, M, bool) {
+				return "subscribe_opportunity", M{"opportunity_id": p.subscribed(id), "events": p.events()}, true
+			}},
+			{"archive", func(p *propRun, id string) (string, M, bool) {
+				return "unsubscribe_opportunity", M{"opportunity_id": p.subscribed(id)}, true
+			}},
+		}},
 	{coll: "users",
 		create: func(p *propRun) (string, M) {
 			return "create_user", M{"name": p.word(), "email": uuid.NewString() + "@example.com"}
@@ -351,6 +383,31 @@ func (p *propRun) word() string {
 }
 
 func (p *propRun) pick(xs []string) string { return xs[p.r.IntN(len(xs))] }
+
+// events returns a random non-empty set of notification events.
+func (p *propRun) events() []string {
+	all := []string{"stage_changed", "coverage_added", "note_added", "email_received", "next_action_due"}
+	var out []string
+	for len(out) == 0 {
+		for _, e := range all {
+			if p.r.IntN(2) == 0 {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// subscribed returns the opportunity of subscription id.
+func (p *propRun) subscribed(id string) string {
+	for _, c := range changes(p.t, p.admin, M{"record_id": id}) {
+		if opp, ok := c.After["opportunity_id"].(string); ok {
+			return opp
+		}
+	}
+	p.t.Fatalf("subscription %s has no change naming its opportunity", id)
+	return ""
+}
 
 // targetOf picks a record of coll from the pool.
 func (p *propRun) targetOf(coll string) string {
@@ -689,7 +746,19 @@ func checkCase(t *testing.T, p *propRun, i int, since, sa, sb, sr string, dry, r
 	var sessionA, rollbacks []changeEntry
 	history := map[string][]changeEntry{}
 	var order []string
+	// The notifications a subscribed opportunity's events made are not
+	// reversible (they may have left the system): listed, never rolled back.
+	notReversible := map[string]bool{}
+	for _, st := range dry.NotReversible {
+		notReversible[st.ChangeID] = true
+	}
 	for _, c := range changes(t, p.admin, M{"since": since}) {
+		if notReversible[c.ID] {
+			if c.Collection != "notifications" {
+				t.Errorf("case %d: change %s (%s of %s) listed as not reversible", i, c.ID, c.Action, c.Collection)
+			}
+			continue
+		}
 		switch c.SessionID {
 		case sa:
 			sessionA = append(sessionA, c)
