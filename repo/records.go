@@ -310,11 +310,17 @@ func (r *recordTurns) take(ctx context.Context, key string) (func(), error) {
 		}
 		r.mu.Unlock()
 	}
+	release := func() { <-t.slot; leave() }
+	select {
+	case t.slot <- struct{}{}:
+		return release, nil // the usual case: nobody else is updating the record
+	default:
+	}
 	timer := time.NewTimer(turnWait)
 	defer timer.Stop()
 	select {
 	case t.slot <- struct{}{}:
-		return func() { <-t.slot; leave() }, nil
+		return release, nil
 	case <-timer.C:
 		leave()
 		return func() {}, nil
