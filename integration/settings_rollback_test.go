@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -147,4 +148,38 @@ func TestConcurrentSettingsUpdatesDoNotConflict(t *testing.T) {
 		t.Errorf("%d settings changes for %d successful calls", got, agents*calls-n)
 	}
 	verifyClean(t, env, "after the concurrent updates")
+}
+
+// TestTheSigningSecretsCreationIsNotReversible: the media URL signing
+// secret is the other record of fixed id among the settings, made by the
+// service on first use. Signed URLs depend on it, and archiving it would
+// change nothing they do, so its creation is listed as not reversible and
+// refused as such, never archived.
+func TestTheSigningSecretsCreationIsNotReversible(t *testing.T) {
+	env := testenv.New(t)
+	c := env.Admin()
+	outlet := testenv.ID(t, c.Must("create_outlet", M{"name": "Signed Weekly"}, nil))
+	cov := testenv.ID(t, c.Must("create_coverage", M{"title": "Signed", "published_at": "2026-06-01T10:00:00Z", "type": "article", "outlet_id": outlet}, nil))
+	c.Must("upload_media_url", M{"coverage_id": cov, "filename": "a.pdf", "mime_type": "application/pdf"}, nil)
+	var secret *changeEntry
+	for _, e := range changes(t, c, M{"collection": "settings"}) {
+		if e.Action == "create" && e.Tool == "media-url-signing" {
+			secret = &e
+		}
+	}
+	if secret == nil {
+		t.Fatal("no change made the signing secret")
+	}
+	e := c.Fail("rollback_change", M{"id": secret.ID}, "failed_precondition")
+	if !strings.Contains(e.Message, "signing secret") {
+		t.Errorf("rollback_change of the secret's creation: %s", e.Message)
+	}
+	var dry rollbackResult
+	c.Must("rollback_session", M{"session_id": secret.SessionID, "dry_run": true}, &dry)
+	if len(dry.Steps) != 0 || len(dry.NotReversible) != 1 || dry.NotReversible[0].ChangeID != secret.ID {
+		t.Errorf("dry run of the secret's session: %+v; want its one change listed as not reversible", dry)
+	}
+	c.Fail("rollback_session", M{"session_id": secret.SessionID}, "failed_precondition")
+	c.Must("upload_media_url", M{"coverage_id": cov, "filename": "b.pdf", "mime_type": "application/pdf"}, nil)
+	verifyClean(t, env, "after the refused rollbacks")
 }

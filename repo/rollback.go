@@ -123,8 +123,9 @@ func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions
 		if err := mayRollBack(ctx, []audit.Entry{*c}); err != nil {
 			return nil, err
 		}
+		c = &asUpdates([]audit.Entry{*c})[0]
 		if !audit.Reversible(*c) {
-			return nil, Errorf(CodeFailedPrecondition, "change %s (%s of %s %s by %s) left the system and cannot be rolled back", c.ID, c.Action, kindOf(c.Collection), c.RecordID, c.Tool)
+			return nil, Errorf(CodeFailedPrecondition, "change %s (%s of %s %s by %s) cannot be rolled back: %s", c.ID, c.Action, kindOf(c.Collection), c.RecordID, c.Tool, irreversible(*c))
 		}
 		// The record first, its rollbacks second: a rollback that lands in
 		// between fails our version-guarded write, or shows in the query.
@@ -143,7 +144,7 @@ func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions
 			}
 			return nil, &Error{Code: CodeFailedPrecondition, Message: msg, Details: map[string]string{"rolled_back_by": rs[0].ID}}
 		}
-		p := audit.PlanRollback(asUpdates([]audit.Entry{*c}), records, nil, now())
+		p := audit.PlanRollback([]audit.Entry{*c}, records, nil, now())
 		res, err := s.runPlan(ctx, p, stored, o)
 		if errors.Is(err, ErrConflict) && attempt < rollbackAttempts {
 			time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
@@ -179,6 +180,7 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 		if err := mayRollBack(ctx, changes); err != nil {
 			return nil, err
 		}
+		changes = asUpdates(changes)
 		var reversible []audit.Entry
 		ids := make([]string, len(changes))
 		inSession := make(map[string]bool, len(changes))
@@ -210,7 +212,7 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 			}
 		}
 		o.progress(0, total, fmt.Sprintf("read %d records", len(records)))
-		p := audit.PlanRollback(asUpdates(changes), records, skip, now())
+		p := audit.PlanRollback(changes, records, skip, now())
 		res, err := s.runPlan(ctx, p, stored, o)
 		if errors.Is(err, ErrConflict) && attempt < rollbackAttempts {
 			time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
@@ -229,20 +231,39 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 	}
 }
 
-// asUpdates returns changes with the create of a singleton record planned
-// as an update from the record's defaults (see singletonBefore): its
-// rollback restores the defaults instead of archiving the record.
+// asUpdates returns changes as a rollback plans them: the create of a
+// singleton record as an update from the record's defaults (see
+// singletonBefore), so its rollback restores the defaults instead of
+// archiving the record; the creation of the media URL signing secret as
+// not reversible (signed URLs depend on it, and archiving it would change
+// nothing they do).
 func asUpdates(changes []audit.Entry) []audit.Entry {
 	out := changes
 	for i, c := range changes {
-		if b := singletonBefore(c); b != nil {
-			if &out[0] == &changes[0] {
-				out = slices.Clone(changes)
-			}
+		b := singletonBefore(c)
+		secret := c.Collection == collSettings && c.RecordID == signingID && c.Before == nil && c.Reversible
+		if b == nil && !secret {
+			continue
+		}
+		if &out[0] == &changes[0] {
+			out = slices.Clone(changes)
+		}
+		if b != nil {
 			out[i].Before = b
+		}
+		if secret {
+			out[i].Reversible = false
 		}
 	}
 	return out
+}
+
+// irreversible says why change c cannot be rolled back.
+func irreversible(c audit.Entry) string {
+	if c.Collection == collSettings && c.RecordID == signingID {
+		return "it created the service's media URL signing secret, which signed URLs depend on"
+	}
+	return "a " + c.Action + " left the system: it cannot be undone"
 }
 
 // mayRollBack refuses a rollback touching an admin-only collection to a
@@ -388,7 +409,7 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 	res.Violations = len(broken)
 	for _, c := range p.NotReversible {
 		rs := stepOf(c)
-		rs.Status, rs.Reason = "not_reversible", "a "+c.Action+" left the system: it cannot be undone"
+		rs.Status, rs.Reason = "not_reversible", irreversible(c)
 		res.NotReversible = append(res.NotReversible, rs)
 	}
 	for _, sk := range p.Skipped {
