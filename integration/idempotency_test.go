@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"outreach/audit"
@@ -234,3 +235,28 @@ func TestIdempotencyWriteLanded(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestIdempotencyRefusedCallFreesItsKey: a refused call wrote nothing and
+// releases its key, so the caller may correct the arguments and retry under
+// the same key; the key then belongs to the corrected call (its repeat
+// replays it, the refused arguments are another call).
+func TestIdempotencyRefusedCallFreesItsKey(t *testing.T) {
+	env := testenv.New(t)
+	c := env.Admin()
+	before := collChanges(t, c, "outlets")
+	failKeyed(t, c, "create_outlet", M{"name": "Corrected Weekly", "tier": 9}, "fix-1", "invalid_argument")
+	failKeyed(t, c, "create_channel", M{"outlet_id": uuid.NewString(), "type": "website", "name": "Nowhere"}, "fix-2", "not_found")
+
+	first := mustKeyed(t, c, "create_outlet", M{"name": "Corrected Weekly", "tier": 2}, "fix-1")
+	again := mustKeyed(t, c, "create_outlet", M{"name": "Corrected Weekly", "tier": 2}, "fix-1")
+	if string(again) != string(first) {
+		t.Errorf("the corrected call's repeat is not its replay:\n%s\n%s", again, first)
+	}
+	outlet := testenv.ID(t, first)
+	mustKeyed(t, c, "create_channel", M{"outlet_id": outlet, "type": "website", "name": "Somewhere"}, "fix-2")
+	if got := collChanges(t, c, "outlets"); got != before+1 {
+		t.Errorf("%d outlet changes, want %d (the corrected call's)", got, before+1)
+	}
+	// The key now belongs to the corrected call.
+	failKeyed(t, c, "create_outlet", M{"name": "Corrected Weekly", "tier": 9}, "fix-1", "invalid_argument")
+}

@@ -101,13 +101,17 @@ func (s *Store) ClaimIdempotency(ctx context.Context, keyID, key, tool, hash str
 			if ok, err = s.putIdempotency(ctx, held, c); err != nil || ok {
 				return c, ClaimNew, driverErr(err, "idempotency key", key)
 			}
-		case cur.Hash != hash:
+		case cur.Hash != hash && cur.State != IdemReleased:
 			return &cur, ClaimMismatch, nil
 		case cur.State == IdemDone:
 			return &cur, ClaimDone, nil
 		case cur.State == IdemRunning && now.Before(cur.LeaseUntil):
 			return &cur, ClaimRunning, nil
 		default:
+			// A claim whose call failed or stopped: taken over, with its
+			// epoch, so the caller finds what that call wrote. A released
+			// key is free for any call (the one that released it was
+			// refused): the claim takes the new tool and arguments.
 			c.Epoch, c.CreatedAt, c.ExpiresAt = cur.Epoch, cur.CreatedAt, cur.ExpiresAt
 			if ok, err = s.putIdempotency(ctx, held, c); err != nil || ok {
 				return c, ClaimResumed, driverErr(err, "idempotency key", key)
@@ -130,9 +134,32 @@ func (s *Store) FinishIdempotency(ctx context.Context, c *Idempotency, result st
 	return err
 }
 
+// errEarlierPending answers a retry whose earlier call's outcome cannot be
+// told yet.
+var errEarlierPending = &Error{Code: CodeUnavailable, Retryable: true, Field: "_meta.idempotency_key",
+	Message: "an earlier call with this idempotency key is still being settled (the store failed while it was written); retry in a moment"}
+
 // IdempotentChanges returns the change entries (applied or still pending)
-// written under the claim's tag.
+// written under the claim's tag. A write of the serial protocol keeps its
+// entry in the process's write intent until it is settled, and a group's
+// entries wait in its plan: the process's intent is settled first (a
+// failure there, or an unfinished plan holding an entry of the claim, is
+// a retryable unavailable), so a retry always finds an earlier attempt.
 func (s *Store) IdempotentChanges(ctx context.Context, c *Idempotency) ([]audit.Entry, error) {
+	if s.serialWrites {
+		s.writeMu.Lock()
+		err := s.settleOwnIntent(ctx)
+		s.writeMu.Unlock()
+		if err != nil {
+			return nil, errEarlierPending
+		}
+	}
+	if pending, err := s.planHolds(ctx, c.Tag()); err != nil || pending {
+		if err != nil {
+			return nil, driverErr(err, "change log", "")
+		}
+		return nil, errEarlierPending
+	}
 	cur, err := s.find(ctx, collChangeLog, bson.M{"idempotency_key": c.Tag(), "state": bson.M{"$ne": audit.StateAborted}})
 	if err != nil {
 		return nil, driverErr(err, "change log", "")
@@ -206,4 +233,28 @@ func scrubResult(result string) string {
 	kept, _ := json.Marshal(KeyNotShownAgain)
 	out := rawKey.ReplaceAllLiteralString(result, strings.Trim(string(kept), `"`))
 	return urlSignature.ReplaceAllLiteralString(out, "")
+}
+
+// planHolds reports whether a group not yet settled (a plan locking or
+// locked) holds a change written under the idempotency tag.
+func (s *Store) planHolds(ctx context.Context, tag string) (bool, error) {
+	var plans []plan
+	cur, err := s.coll(collPlans).Find(ctx, bson.M{"state": bson.M{"$in": bson.A{planLocking, planLocked}}})
+	if err != nil {
+		return false, err
+	}
+	if err := cur.All(ctx, &plans); err != nil {
+		return false, err
+	}
+	for _, p := range plans {
+		if err := s.loadSteps(ctx, &p); err != nil {
+			return false, err
+		}
+		for _, st := range p.Steps {
+			if st.Entry.IdempotencyKey == tag {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -102,11 +103,24 @@ func find[P interface {
 // the fresh state (fn runs again), so concurrent updates never lose a write.
 // fn returning an error writes nothing. An update that changes nothing writes
 // nothing either.
+//
+// The updates of one record made in this process take turns (see
+// recordTurns): each reads the record after the one before it wrote, so
+// concurrent calls that change different fields of a shared record (eight
+// agents updating the settings) each apply their own fields to the record
+// as it stands, instead of losing the race and running out of retries. The
+// version guard still decides: another process, a rollback or a group may
+// write between the read and the write.
 func modify[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id, action string, fn func(P) error) (P, error) {
 	const attempts = 5
+	release, err := s.turns.take(ctx, coll+"/"+id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	for attempt := 1; ; attempt++ {
 		var raw bson.M
 		if err := checkID(id); err != nil {
@@ -257,3 +271,62 @@ func checkID(id string) error {
 
 // isZero reports whether v is its type's zero value.
 func isZero(v any) bool { return v == nil || reflect.ValueOf(v).IsZero() }
+
+// recordTurns queues the updates of one record made in this process, so
+// that they do not race each other to the version guard. A turn is held for
+// one read-modify-write. Waiting is bounded: a caller that waited
+// turnWait (a turn held across a nested update of another record, say)
+// goes on without its turn, and the version guard and retries decide as
+// they do between processes. So turns never deadlock, and only order.
+type recordTurns struct {
+	mu sync.Mutex
+	m  map[string]*recordTurn
+}
+
+type recordTurn struct {
+	slot chan struct{} // holds a token while the turn is taken
+	refs int           // holders and waiters, under recordTurns.mu
+}
+
+// turnWait bounds how long an update waits for its record's turn.
+const turnWait = 5 * time.Second
+
+// take waits for the turn of key and returns its release.
+func (r *recordTurns) take(ctx context.Context, key string) (func(), error) {
+	r.mu.Lock()
+	if r.m == nil {
+		r.m = map[string]*recordTurn{}
+	}
+	t := r.m[key]
+	if t == nil {
+		t = &recordTurn{slot: make(chan struct{}, 1)}
+		r.m[key] = t
+	}
+	t.refs++
+	r.mu.Unlock()
+	leave := func() {
+		r.mu.Lock()
+		if t.refs--; t.refs == 0 {
+			delete(r.m, key)
+		}
+		r.mu.Unlock()
+	}
+	release := func() { <-t.slot; leave() }
+	select {
+	case t.slot <- struct{}{}:
+		return release, nil // the usual case: nobody else is updating the record
+	default:
+	}
+	timer := time.NewTimer(turnWait)
+	defer timer.Stop()
+	select {
+	case t.slot <- struct{}{}:
+		return release, nil
+	case <-timer.C:
+		leave()
+		return func() {}, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
+}

@@ -107,16 +107,19 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 			continue
 		}
 		// A batch's entries are settled each by its own record, as one's is.
-		carried, err := s.settleIntent(ctx, in)
+		carried, added, err := s.settleIntent(ctx, in)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("settle intent %s: %w", in.ID, err))
 			rep.Waiting++
 			continue
 		}
 		if in.ID == s.intentID {
-			s.ownIntent = nil
+			s.ownIntent, s.intentStored = nil, false
 		}
-		rep.Applied += len(carried)
+		// An intent whose entries are all in already is a write that
+		// finished (its process stopped before marking it done): nothing
+		// was half-done.
+		rep.Applied += added
 		rep.Aborted += len(in.changes()) - len(carried)
 	}
 	var pending []audit.Entry

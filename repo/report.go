@@ -36,6 +36,34 @@ type OrgSettings struct {
 
 var orgSettingsID = uuid.NewSHA1(uuid.MustParse("8d3c1f4e-2b6a-4e7d-9c5b-1a2f3e4d5c6b"), []byte("organisation")).String()
 
+// The organisation settings are a singleton: they exist, holding their
+// defaults, before anyone sets them (get_settings answers the defaults), and
+// they are never archived. So the change that first stored them is, to a
+// rollback, an update from the defaults: rolling it back sets the fields it
+// wrote back to their defaults (a conflict where one changed since), and the
+// record stays active, as a rollback of any later update leaves it.
+
+// singletonBefore returns the state a rollback treats as the before of c
+// when c is the create of a singleton record (its defaults, with the
+// record's own id and dates), or nil.
+func singletonBefore(c audit.Entry) bson.M {
+	if c.Collection != collSettings || c.RecordID != orgSettingsID || c.Before != nil || c.Action != audit.ActionCreate {
+		return nil
+	}
+	def, err := toM(&OrgSettings{Name: "organisation", Competitors: []string{}})
+	if err != nil {
+		return nil
+	}
+	for _, k := range []string{"_id", "created_at", "updated_at", "archived_at"} {
+		if v, ok := c.After[k]; ok {
+			def[k] = v
+		} else {
+			delete(def, k)
+		}
+	}
+	return def
+}
+
 // MaxCompetitors bounds the competitor list.
 const MaxCompetitors = 50
 

@@ -123,8 +123,9 @@ func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions
 		if err := mayRollBack(ctx, []audit.Entry{*c}); err != nil {
 			return nil, err
 		}
+		c = &asUpdates([]audit.Entry{*c})[0]
 		if !audit.Reversible(*c) {
-			return nil, Errorf(CodeFailedPrecondition, "change %s (%s of %s %s by %s) left the system and cannot be rolled back", c.ID, c.Action, kindOf(c.Collection), c.RecordID, c.Tool)
+			return nil, Errorf(CodeFailedPrecondition, "change %s (%s of %s %s by %s) cannot be rolled back: %s", c.ID, c.Action, kindOf(c.Collection), c.RecordID, c.Tool, irreversible(*c))
 		}
 		// The record first, its rollbacks second: a rollback that lands in
 		// between fails our version-guarded write, or shows in the query.
@@ -179,6 +180,7 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 		if err := mayRollBack(ctx, changes); err != nil {
 			return nil, err
 		}
+		changes = asUpdates(changes)
 		var reversible []audit.Entry
 		ids := make([]string, len(changes))
 		inSession := make(map[string]bool, len(changes))
@@ -227,6 +229,42 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 		o.progress(total, total, res.Message)
 		return res, nil
 	}
+}
+
+// asUpdates returns changes as a rollback plans them: the create of a
+// singleton record as an update from the record's defaults (see
+// singletonBefore), so its rollback restores the defaults instead of
+// archiving the record; every change of the record that held the media URL
+// signing secret in older versions (its creation, and the archive that took
+// the secret out of the store) as not reversible: undoing either would bring
+// back a record whose secret is gone, and signing no longer reads it.
+func asUpdates(changes []audit.Entry) []audit.Entry {
+	out := changes
+	for i, c := range changes {
+		b := singletonBefore(c)
+		secret := c.Collection == collSettings && c.RecordID == signingID && c.Reversible
+		if b == nil && !secret {
+			continue
+		}
+		if &out[0] == &changes[0] {
+			out = slices.Clone(changes)
+		}
+		if b != nil {
+			out[i].Before = b
+		}
+		if secret {
+			out[i].Reversible = false
+		}
+	}
+	return out
+}
+
+// irreversible says why change c cannot be rolled back.
+func irreversible(c audit.Entry) string {
+	if c.Collection == collSettings && c.RecordID == signingID {
+		return "it changed the record that held the media URL signing secret in older versions; the secret now lives outside the store (README: Security: secrets)"
+	}
+	return "a " + c.Action + " left the system: it cannot be undone"
 }
 
 // mayRollBack refuses a rollback touching an admin-only collection to a
@@ -372,7 +410,7 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 	res.Violations = len(broken)
 	for _, c := range p.NotReversible {
 		rs := stepOf(c)
-		rs.Status, rs.Reason = "not_reversible", "a "+c.Action+" left the system: it cannot be undone"
+		rs.Status, rs.Reason = "not_reversible", irreversible(c)
 		res.NotReversible = append(res.NotReversible, rs)
 	}
 	for _, sk := range p.Skipped {

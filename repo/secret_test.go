@@ -3,6 +3,7 @@ package repo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -94,6 +95,20 @@ func TestStoredSigningSecretIsRemoved(t *testing.T) {
 	}
 	if text := fmt.Sprint(all); strings.Contains(text, old) {
 		t.Errorf("the change log holds the old secret")
+	}
+	// Neither the old creation nor the archive that took the secret out may
+	// be rolled back, alone or with its session.
+	admin := audit.WithActor(ctx, audit.Actor{UserID: "u-admin", AgentID: "k-admin", SessionID: "s-undo", Scopes: []string{ScopeAdmin, "read", "write"}})
+	for _, e := range entries {
+		_, err := s.RollbackChange(admin, e.ID, RollbackOptions{})
+		var re *Error
+		if !errors.As(err, &re) || re.Code != CodeFailedPrecondition || !strings.Contains(re.Message, "signing secret") {
+			t.Errorf("rollback of the %s of the signing record: %v; want failed_precondition naming the signing secret", e.Action, err)
+		}
+		dry, err := s.RollbackSession(admin, e.SessionID, RollbackOptions{DryRun: true})
+		if err != nil || len(dry.NotReversible) == 0 {
+			t.Errorf("dry run of the session of the %s: %+v, %v; want it listed as not reversible", e.Action, dry, err)
+		}
 	}
 }
 

@@ -178,8 +178,14 @@ type Store struct {
 	locks     map[string]string
 	running   map[string]bool
 	ownIntent *intent
+	// intentStored says this process's intent document may be stored
+	// pending (a batch wrote it and nothing marked it done since): a clean
+	// Close marks it done, so the next start has nothing to settle.
+	intentStored bool
 	// commits queues single-record writes for group commit (serial mode).
 	commits commitQueue
+	// turns queues this process's updates of one record (see modify).
+	turns recordTurns
 	// sessions caches session id -> the agent it is bound to.
 	sessions sync.Map
 	// mirror: the indexes the service keeps for the exclusive embedded
@@ -295,8 +301,18 @@ func (s *Store) ApplyIndexes(ctx context.Context) error {
 	return indexes.Apply(ctx, s.db, s.caps.TextSearch)
 }
 
-// Close disconnects.
+// Close marks this process's last write intent done (serial protocol) and
+// disconnects. The intent of a finished write is left pending while the
+// process runs (one store write less per change, see commitBatch); a clean
+// stop settles it, so a clean start and stop leave recovery nothing to do.
 func (s *Store) Close(ctx context.Context) error {
+	if s.serialWrites {
+		s.writeMu.Lock()
+		if err := s.closeIntent(ctx); err != nil {
+			s.log.Warn().Err(err).Msg("last write intent left to recovery at the next start")
+		}
+		s.writeMu.Unlock()
+	}
 	if s.stopMirror != nil {
 		s.stopMirror()
 	}

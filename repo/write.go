@@ -211,6 +211,21 @@ func redact(coll string, doc bson.M) bson.M {
 	return out
 }
 
+// keepRedacted gives doc (a group step's new state, planned over the
+// redacted placeholders) the redacted fields of coll as the stored record
+// cur holds them: present with the stored value, absent where the record
+// has none. A group never changes a redacted field, and copying an absent
+// one would add it as null, a state no change entry holds.
+func keepRedacted(coll string, doc, cur bson.M) {
+	for _, f := range redacted[coll] {
+		if v, ok := cur[f]; ok {
+			doc[f] = v
+		} else {
+			delete(doc, f)
+		}
+	}
+}
+
 // sealed holds the redacted values of a create, so that recovery can roll
 // the create forward; it is kept on the entry only while the entry is
 // pending (settling it removes the field), never on an applied entry.
@@ -456,10 +471,8 @@ func (s *Store) land(ctx context.Context, e audit.Entry, m mutation) (string, er
 			for k, v := range e.Sealed {
 				m.after[k] = v
 			}
-			for _, f := range redacted[e.Collection] {
-				if _, ok := e.Sealed[f]; !ok && found {
-					m.after[f] = cur[f]
-				}
+			if found && len(e.Sealed) == 0 {
+				keepRedacted(e.Collection, m.after, cur)
 			}
 		}
 		err = s.writeRecord(ctx, m, e.ID, "", false)
@@ -521,32 +534,39 @@ func (s *Store) settle(ctx context.Context, id, state string) (string, error) {
 // whose first try landed) or another entry holding e's seq; the second takes
 // a new seq.
 func (s *Store) insertEntry(ctx context.Context, e *audit.Entry) error {
+	_, err := s.insertEntryOnce(ctx, e)
+	return err
+}
+
+// insertEntryOnce is insertEntry, and reports whether this call inserted the
+// entry (false: it was in already).
+func (s *Store) insertEntryOnce(ctx context.Context, e *audit.Entry) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		_, err := s.coll(collChangeLog).InsertOne(ctx, e)
 		if err == nil {
 			s.mirrorPut(collChangeLog, e)
-			return nil
+			return true, nil
 		}
 		if !mongo.IsDuplicateKeyError(err) {
 			s.mirrorRefresh(ctx, collChangeLog, e.ID) // it may have landed
-			return err
+			return false, err
 		}
 		n, cerr := s.coll(collChangeLog).CountDocuments(ctx, bson.M{"_id": e.ID})
 		if cerr != nil {
 			s.mirrorRefresh(ctx, collChangeLog, e.ID)
-			return errors.Join(err, cerr)
+			return false, errors.Join(err, cerr)
 		}
 		if n == 1 {
 			s.mirrorRefresh(ctx, collChangeLog, e.ID) // an earlier attempt landed without a reply
-			return nil
+			return attempt > 0, nil
 		}
 		if attempt == 4 {
-			return fmt.Errorf("change %s: seq %d is taken: %w", e.ID, e.Seq, err)
+			return false, fmt.Errorf("change %s: seq %d is taken: %w", e.ID, e.Seq, err)
 		}
 		s.seqs.drop() // the counter is behind the log: read it again
 		seq, serr := s.nextSeq(ctx)
 		if serr != nil {
-			return serr
+			return false, serr
 		}
 		s.log.Warn().Int64("seq", e.Seq).Int64("new_seq", seq).Msg("change seq already taken: counter behind the log")
 		e.Seq = seq
@@ -806,7 +826,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		raws[i] = bson.Raw(raw)
 	}
 	// Even a failed intent write may have landed: settle it before the next.
-	s.ownIntent = &in
+	s.ownIntent, s.intentStored = &in, true
 	doc := bson.D{{Key: "_id", Value: in.ID}, {Key: "state", Value: in.State}, {Key: "at", Value: in.At}, {Key: "entries", Value: raws}}
 	if _, err := s.coll(collIntents).ReplaceOne(ctx, bson.M{"_id": in.ID}, doc, options.Replace().SetUpsert(true)); err != nil {
 		if serr := s.settleOwnIntent(ctx); serr == nil {
@@ -877,7 +897,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	}
 	// A step failed: settle the intent by reading each record (a write may
 	// have landed without a reply), inserting the entries one by one.
-	carried, serr := s.settleIntent(ctx, in)
+	carried, _, serr := s.settleIntent(ctx, in)
 	if serr != nil {
 		s.log.Error().Err(serr).Str("intent", in.ID).Msg("write left to recovery")
 		for i, w := range live {
@@ -889,7 +909,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		}
 		return
 	}
-	s.ownIntent = nil
+	s.ownIntent, s.intentStored = nil, false
 	for i, w := range live {
 		w.e.Seq = in.Entries[i].Seq // a duplicate seq took a new one
 		switch {
@@ -909,41 +929,67 @@ func (s *Store) settleOwnIntent(ctx context.Context) error {
 	if s.ownIntent == nil {
 		return nil
 	}
-	if _, err := s.settleIntent(context.WithoutCancel(ctx), *s.ownIntent); err != nil {
+	if _, _, err := s.settleIntent(context.WithoutCancel(ctx), *s.ownIntent); err != nil {
 		return err
 	}
 	s.ownIntent = nil
+	s.intentStored = false
+	return nil
+}
+
+// closeIntent settles this process's intent at a clean stop (writeMu held):
+// a pending one as settleOwnIntent does, a finished one by marking its
+// stored state done.
+func (s *Store) closeIntent(ctx context.Context) error {
+	if s.ownIntent != nil {
+		return s.settleOwnIntent(ctx)
+	}
+	if !s.intentStored {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := s.coll(collIntents).UpdateOne(ctx, bson.M{"_id": s.intentID}, bson.M{"$set": bson.M{"state": "done"}}); err != nil {
+		return err
+	}
+	s.intentStored = false
 	return nil
 }
 
 // settleIntent finishes or drops a pending intent (writeMu held): each entry
 // goes in when its record carries it. It returns the ids of the entries
-// whose records carry them. A read that fails settles nothing more: the
-// intent stays pending, and settling it again is idempotent (an entry
-// already in is found by its id). An entry given a new seq on insert (its
-// seq taken) has it in in's entries.
-func (s *Store) settleIntent(ctx context.Context, in intent) (map[string]bool, error) {
+// whose records carry them, and how many of those it inserted (the others
+// were in already: the write had finished). A read that fails settles
+// nothing more: the intent stays pending, and settling it again is
+// idempotent (an entry already in is found by its id). An entry given a
+// new seq on insert (its seq taken) has it in in's entries.
+func (s *Store) settleIntent(ctx context.Context, in intent) (map[string]bool, int, error) {
 	carried := map[string]bool{}
+	added := 0
 	es := in.changes()
 	for i := range es {
 		e := &es[i]
 		if err := s.at("settle-read"); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		var rec bson.M
 		err := s.coll(e.Collection).FindOne(ctx, bson.M{"_id": e.RecordID}).Decode(&rec)
 		if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-			return nil, err
+			return nil, 0, err
 		}
 		if err == nil && rec[fieldLastChange] == e.ID {
-			if err := s.insertEntry(ctx, e); err != nil {
-				return nil, err
+			inserted, err := s.insertEntryOnce(ctx, e)
+			if err != nil {
+				return nil, 0, err
 			}
 			carried[e.ID] = true
+			if inserted {
+				added++
+			}
 		}
 	}
 	_, err := s.coll(collIntents).UpdateOne(ctx, bson.M{"_id": in.ID}, bson.M{"$set": bson.M{"state": "done"}})
-	return carried, err
+	return carried, added, err
 }
 
 func isConflict(err error) bool {
@@ -1444,9 +1490,7 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 				if err := s.settlePrev(ctx, lc); err != nil {
 					return nil, err
 				}
-				for _, f := range redacted[st.Coll] {
-					after[f] = cur[f]
-				}
+				keepRedacted(st.Coll, after, cur)
 			}
 			err = s.writeRecord(ctx, mutation{coll: st.Coll, id: st.ID, before: e.Before, after: after, version: st.Version}, e.ID, p.ID, st.More)
 			if isConflict(err) {
@@ -1699,9 +1743,7 @@ func (s *Store) rollBatchSerial(ctx context.Context, p plan, start, end int, rec
 			}
 			doc := cloneM(e.After)
 			if !st.creates() {
-				for _, f := range redacted[st.Coll] {
-					doc[f] = cur[f]
-				}
+				keepRedacted(st.Coll, doc, cur)
 			}
 			doc["_id"], doc[fieldVersion], doc[fieldLastChange] = st.ID, st.Version+1, e.ID
 			var err error

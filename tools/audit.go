@@ -77,7 +77,7 @@ func Audit(s *repo.Store) []Tool {
 				}
 				return s.Change(ctx, in.ID)
 			}),
-		newTool("rollback_change", "Undo one change: a create is archived, an archive restored, a restore archived again, an update's fields set back to their values before it, a link or unlink inverted (links added by others since are kept). "+
+		newTool("rollback_change", "Undo one change: a create is archived (the organisation settings, which always exist, go back to their defaults), an archive restored, a restore archived again, an update's fields set back to their values before it, a link or unlink inverted (links added by others since are kept). "+
 			"If a field the change wrote has changed since, nothing is written and the conflicting fields are returned with their current and expected values (code conflict), unless force is true. "+
 			"The rollback is itself a change (action rollback, reverts = the change), so it can be rolled back in turn. A change already rolled back, or one that left the system (a message sent), is refused (failed_precondition). "+
 			"So is a rollback that would leave a record breaking a rule of its kind (a note without links, two active contacts with one address, the General campaign archived, a channel of another outlet, a link to a record that does not exist): the violations are listed (dry_run shows them too) with how to fix them, and force does not override them.", change,

@@ -27,7 +27,7 @@ import (
 // same key with another tool or other arguments is invalid_argument naming
 // _meta.idempotency_key. A duplicate that arrives while the first call runs
 // waits for its result. A failed call releases the key, so a retry runs
-// again. When a call's write landed but its result was never stored (the
+// again, with the same arguments or corrected ones. When a call's write landed but its result was never stored (the
 // process stopped in between), the retry finds the call's change entries
 // (they carry the key) and answers failed_precondition with their ids
 // instead of writing again. Reads ignore the key: they are idempotent
