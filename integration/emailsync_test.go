@@ -209,3 +209,56 @@ func TestEmailSyncHoldsWhatItDoesNotStore(t *testing.T) {
 		t.Errorf("after the rescan: %d held, mark %d; want 2 and 5", st.HeldTotal, st.Mailboxes[0].LastUID)
 	}
 }
+
+// Defect: rolling back the session whose sync first created a mailbox's
+// sync state archived that record, and the sync went on reading its mark
+// from the archived record, so the messages the rollback took out were never
+// read again. The state is a singleton: the rollback moves its mark back to
+// the start and the record stays active; the next sync reads the mailbox
+// again (the rolled-back message counts as stored, README: Known limits, so
+// it stays out of the threads) and moves the mark on, and verify finds the
+// store clean throughout.
+func TestRollbackOfTheFirstSyncMovesTheMarkBack(t *testing.T) {
+	imap := imaptest.Start(t)
+	env := testenv.NewWith(t, testenv.Options{Mail: &mailsync.Config{Addr: imap.Addr, Security: mailsync.SecurityPlain, User: imap.User, Password: imap.Password}})
+	admin := env.Client(env.AdminKey, "setup")
+	mk(t, admin, "create_contact", M{"first_name": "Ines", "last_name": "Roth", "email": "ines@daily.example"})
+	imap.Append("INBOX", crlf(`
+Message-ID: <rb1@daily.example>
+From: Ines Roth <ines@daily.example>
+To: team@pr.example
+Subject: Embargo question
+Date: Mon, 2 Mar 2026 09:00:00 +0000
+
+When does it lift?
+`))
+	syncer := env.Client(env.AdminKey, "first-sync")
+	var r syncResult
+	syncer.Must("sync_emails", M{}, &r)
+	if r.Stored != 1 {
+		t.Fatalf("first sync: %+v; want 1 stored", r)
+	}
+	undo := env.Client(env.AdminKey, "undo-sync")
+	undo.Must("rollback_session", M{"session_id": "first-sync"}, nil)
+	verifyClean(t, env, "after rolling back the first sync")
+
+	var st heldStatus
+	undo.Must("get_sync_status", M{}, &st)
+	if len(st.Mailboxes) != 1 || st.Mailboxes[0].LastUID != 0 {
+		t.Fatalf("sync status after the rollback: %+v; want INBOX with its mark back at 0", st.Mailboxes)
+	}
+	var again syncResult
+	undo.Must("sync_emails", M{}, &again)
+	var threads struct {
+		Total int `json:"total"`
+	}
+	undo.Must("list_email_threads", M{}, &threads)
+	if threads.Total != 0 || again.Seen != 1 || again.Duplicates != 1 {
+		t.Errorf("second sync: %+v, %d threads; want the message read again as a duplicate of the rolled-back one, no thread", again, threads.Total)
+	}
+	undo.Must("get_sync_status", M{}, &st)
+	if len(st.Mailboxes) != 1 || st.Mailboxes[0].LastUID != 1 {
+		t.Errorf("sync status after the second sync: %+v; want INBOX marked at UID 1", st.Mailboxes)
+	}
+	verifyClean(t, env, "after the second sync")
+}

@@ -41,16 +41,33 @@ var orgSettingsID = uuid.NewSHA1(uuid.MustParse("8d3c1f4e-2b6a-4e7d-9c5b-1a2f3e4
 // they are never archived. So the change that first stored them is, to a
 // rollback, an update from the defaults: rolling it back sets the fields it
 // wrote back to their defaults (a conflict where one changed since), and the
-// record stays active, as a rollback of any later update leaves it.
+// record stays active, as a rollback of any later update leaves it. A
+// mailbox's sync state is a singleton of the same kind (EmailSyncState reads
+// it whatever its state), with the zero mark as its default.
 
 // singletonBefore returns the state a rollback treats as the before of c
 // when c is the create of a singleton record (its defaults, with the
 // record's own id and dates), or nil.
 func singletonBefore(c audit.Entry) bson.M {
-	if c.Collection != collSettings || c.RecordID != orgSettingsID || c.Before != nil || c.Action != audit.ActionCreate {
+	if c.Collection != collSettings || c.Before != nil || c.Action != audit.ActionCreate {
 		return nil
 	}
-	def, err := toM(&OrgSettings{Name: "organisation", Competitors: []string{}})
+	var zero any
+	switch name, _ := c.After["name"].(string); {
+	case c.RecordID == orgSettingsID:
+		zero = &OrgSettings{Name: "organisation", Competitors: []string{}}
+	case name == "email_sync":
+		// A mailbox's sync state: never synced is its zero mark, so the
+		// rollback of its first sync moves the mark back to the start and
+		// the next sync reads the mailbox again, as after the rollback of
+		// any later sync.
+		account, _ := c.After["account"].(string)
+		mailbox, _ := c.After["mailbox"].(string)
+		zero = &EmailSyncState{Name: name, Account: account, Mailbox: mailbox}
+	default:
+		return nil
+	}
+	def, err := toM(zero)
 	if err != nil {
 		return nil
 	}
