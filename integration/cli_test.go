@@ -240,6 +240,7 @@ func TestSIGTERMFinishesCallsInFlight(t *testing.T) {
 			}
 		}()
 	}
+	defer wg.Wait() // the workers end before the test does, on every path out of it
 	for range 20 {
 		<-started
 	}
