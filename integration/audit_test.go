@@ -492,7 +492,7 @@ func TestRollbackSessionSendsProgress(t *testing.T) {
 		defer mu.Unlock()
 		return doneLocked(got)
 	}
-	for i := 0; i < 100 && !done(); i++ {
+	for deadline := time.Now().Add(time.Minute); !done() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	mu.Lock()

@@ -240,6 +240,7 @@ func TestSIGTERMFinishesCallsInFlight(t *testing.T) {
 			}
 		}()
 	}
+	defer wg.Wait() // the workers end before the test does, on every path out of it
 	for range 20 {
 		<-started
 	}
@@ -249,7 +250,10 @@ func TestSIGTERMFinishesCallsInFlight(t *testing.T) {
 	if code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0\n%s", code, srv.stderr)
 	}
-	if d := time.Since(begin); d > 10*time.Second {
+	// Calls in flight take milliseconds; a shutdown that waited for them in
+	// vain would hold its whole 20 s. The bound sits between the two, well
+	// above what a loaded machine adds (seen: 5.8 s for a stream's end).
+	if d := time.Since(begin); d > 15*time.Second {
 		t.Errorf("shutdown took %v", d)
 	}
 	if !strings.Contains(srv.stderr.String(), "shutting down") {

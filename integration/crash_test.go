@@ -145,6 +145,7 @@ func burst(t *testing.T, srv *proc, key string, round, killAfter int, acked *ack
 		srv.kill()
 	case <-time.After(2 * time.Minute):
 		srv.kill()
+		wg.Wait() // the writers' calls fail once the server is gone
 		t.Fatalf("round %d: %d acknowledged writes not reached in time", round, killAfter)
 	}
 	wg.Wait()

@@ -268,7 +268,9 @@ func TestHostileRefusedUploadLeavesNoBytes(t *testing.T) {
 	}
 	// A client that goes away mid-body leaves nothing either.
 	pr, pw := io.Pipe()
+	gone := make(chan struct{})
 	go func() {
+		defer close(gone)
 		pw.Write(make([]byte, 300<<10))
 		pw.CloseWithError(fmt.Errorf("client gone"))
 	}()
@@ -276,6 +278,8 @@ func TestHostileRefusedUploadLeavesNoBytes(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
+	pr.Close() // a write the request did not read returns
+	<-gone
 	if got := count(); got != start {
 		t.Errorf("refused uploads left %d chunks in fs.chunks; want none", got-start)
 	}

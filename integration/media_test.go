@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -115,6 +116,9 @@ func heapGrowth(f func()) (peak uint64, allocated uint64) {
 	var max atomic.Uint64
 	max.Store(before.HeapInuse)
 	stop, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }); <-done }
+	defer halt() // the sampler ends even when f fails the test
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(2 * time.Millisecond)
@@ -133,8 +137,7 @@ func heapGrowth(f func()) (peak uint64, allocated uint64) {
 		}
 	}()
 	f()
-	close(stop)
-	<-done
+	halt()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	return max.Load() - before.HeapInuse, after.TotalAlloc - before.TotalAlloc

@@ -432,6 +432,9 @@ func TestNotifySeveralWorkersAndAClaimThatDies(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }); wg.Wait() }
+	defer halt() // the workers end before the test's cleanup, on every path out of it
 	for _, w := range workers {
 		wg.Add(1)
 		go func() {
@@ -456,8 +459,7 @@ func TestNotifySeveralWorkersAndAClaimThatDies(t *testing.T) {
 	}
 	// Let the workers scan some more before stopping them.
 	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	halt()
 	acc, _, bad := r.recv.stats()
 	for _, n := range ns {
 		if acc[n.ID] != 1 {

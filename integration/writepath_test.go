@@ -62,6 +62,7 @@ func TestKeyCommandsBesideALiveServerKeepTheInvariants(t *testing.T) {
 			keys[i] = strings.TrimSpace(out)
 		}()
 	}
+	defer wg.Wait() // the commands end before the data directory goes, even when a write below fails
 	for i := range writes {
 		admin.must(t, "create_outlet", map[string]any{"name": fmt.Sprintf("Outlet %d", i), "type": "blog"}, nil)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,29 +49,72 @@ func TestLargeSessionRollback(t *testing.T) {
 			}
 			t.Logf("%s: created %d records in %v", mode, n, time.Since(start))
 			other := newUser(t, s, testCtx())
-			var done atomic.Bool
-			var during, after atomic.Int64
+			// A writer renames another record until the rollback ends. When
+			// the group holds its records (the serial plan persisted and
+			// locked in memory; the ordered plan locked in the store), the
+			// hook waits for one more of its writes to land: other records'
+			// writes go on while the group is written, whatever the load.
+			held := "plan"
+			if !s.serialWrites {
+				held = "locked"
+			}
+			var done, waited atomic.Bool
+			var during atomic.Int64
+			wrote := make(chan struct{}, 1)
+			exited := make(chan struct{})
+			s.hook = func(p string) error {
+				if p != held || !waited.CompareAndSwap(false, true) {
+					return nil
+				}
+				select {
+				case <-wrote: // a write that landed before the group held its records
+				default:
+				}
+				select {
+				case <-wrote:
+					during.Add(1)
+				case <-exited:
+				}
+				return nil
+			}
+			var wg sync.WaitGroup
+			stop := func() {
+				done.Store(true)
+				wg.Wait()
+				s.hook = nil
+			}
+			// Cleanups run last first: the writer ends before the store closes,
+			// on every path out of this test.
+			t.Cleanup(stop)
+			wg.Add(1)
 			go func() {
+				defer wg.Done()
+				defer close(exited)
 				for i := 0; !done.Load(); i++ {
 					if err := rename(testCtx(), s, other, fmt.Sprintf("o%d", i)); err != nil {
 						t.Errorf("a write beside the group: %v", err)
 						return
 					}
-					if done.Load() {
-						after.Add(1)
-					} else {
-						during.Add(1)
+					select {
+					case wrote <- struct{}{}:
+					default:
 					}
 				}
 			}()
 			start = time.Now()
 			res, err := s.RollbackSession(rollbackCtx("rb-big-"+mode), "big-"+mode, RollbackOptions{})
 			took := time.Since(start)
-			done.Store(true)
+			stop()
 			if err != nil {
 				t.Fatalf("rollback_session of %d changes: %v", n, err)
 			}
-			t.Logf("%s: rolled back %d changes in %v (%.1f ms each); %d other writes went through meanwhile", mode, n, took, float64(took.Milliseconds())/float64(n), during.Load())
+			t.Logf("%s: rolled back %d changes in %v (%.1f ms each)", mode, n, took, float64(took.Milliseconds())/float64(n))
+			if !waited.Load() {
+				t.Fatalf("the rollback never reached %q", held)
+			}
+			if during.Load() == 0 {
+				t.Error("no other write went through while the group held its records")
+			}
 			if !res.Applied || len(res.Steps) != n {
 				t.Fatalf("applied %v with %d steps, want %d", res.Applied, len(res.Steps), n)
 			}

@@ -29,9 +29,11 @@ func queued(s *Store) int {
 	return len(s.commits.waiting)
 }
 
-// waitQueued waits until n writers are queued.
+// waitQueued waits until n writers are queued. The bound only ends a test
+// that would otherwise hang: a goroutine queues in microseconds, and a
+// minute holds under any load.
 func waitQueued(s *Store, n int) error {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if queued(s) == n {
 			return nil
 		}
@@ -346,6 +348,8 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 				}()
 				if err := waitQueued(s, i+1); err != nil {
 					s.writeMu.Unlock()
+					cancel()
+					wg.Wait()
 					t.Fatal(err)
 				}
 			}
@@ -354,6 +358,7 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 				// It leaves the queue while the lock is still held.
 				if err := waitQueued(s, 2); err != nil {
 					s.writeMu.Unlock()
+					wg.Wait()
 					t.Fatal(err)
 				}
 			}

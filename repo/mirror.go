@@ -481,17 +481,25 @@ func (mi *mirror) ids(q mirrorQuery) (ids []string, total int64, ok bool) {
 		h := &scratch
 		h.id, h.doc = id, d
 		for i, path := range paths {
-			vs := valuesAt(d.raw, path)
-			switch len(vs) {
-			case 0:
+			pv := walk(d.raw, path)
+			if !pv.decideOn("sort") {
+				return false
+			}
+			vs, gaps := pv.vals, pv.missing
+			switch {
+			case len(vs) == 0:
 				h.keys[i] = sortKey{bracket: bracket(bson.TypeNull)}
-			case 1:
-				if t := vs[0].Type; t == bson.TypeArray || t == bson.TypeEmbeddedDocument {
+			case len(vs) == 1 && !gaps:
+				k, ok := keyOf(vs[0])
+				if !ok {
 					return false
 				}
-				h.keys[i] = keyOf(vs[0])
+				h.keys[i] = k
 			default:
-				return false // a sort on an array's elements: the store's rule, not ours
+				// A sort on an array's elements, or on a path some elements
+				// of an array of documents lack (their null takes part in
+				// the store's choice of a key): the store's rule, not ours.
+				return false
 			}
 		}
 		if keep == 0 || (keep > 0 && len(hits) == keep && !less(h, hits[keep-1])) {
@@ -553,17 +561,22 @@ type hit struct {
 // sortKey is a sort value decoded once: its type bracket and its value.
 type sortKey struct {
 	bracket int
-	num     float64
+	num     numeric
 	i64     int64
 	str     string
 	other   []byte
 }
 
-func keyOf(v bson.RawValue) sortKey {
+// keyOf is v's sort key; ok is false for a value the evaluator does not
+// order exactly (see decided).
+func keyOf(v bson.RawValue) (sortKey, bool) {
+	if !decided(v) {
+		return sortKey{}, false
+	}
 	k := sortKey{bracket: bracket(v.Type)}
 	switch k.bracket {
 	case 2:
-		k.num = number(v)
+		k.num, _ = numericOf(v)
 	case 3:
 		k.str = v.StringValue()
 	case 8:
@@ -572,11 +585,10 @@ func keyOf(v bson.RawValue) sortKey {
 		}
 	case 9:
 		k.i64 = v.DateTime()
-	case 1:
-	default:
+	case 7:
 		k.other = v.Value
 	}
-	return k
+	return k, true
 }
 
 // compareKeys orders as compareValues does.
@@ -588,13 +600,7 @@ func compareKeys(a, b sortKey) int {
 	case 1:
 		return 0
 	case 2:
-		switch {
-		case a.num < b.num:
-			return -1
-		case a.num > b.num:
-			return 1
-		}
-		return 0
+		return compareNumeric(a.num, b.num)
 	case 3:
 		return strings.Compare(a.str, b.str)
 	case 8, 9:
@@ -848,17 +854,24 @@ func evalFilter(doc bson.Raw, filter bson.M) (match, ok bool) {
 // evalField evaluates one field's condition: a value (equality) or a
 // document of operators.
 func evalField(doc bson.Raw, path string, cond any) (match, ok bool) {
-	vals, missing := valuesAndGaps(doc, path)
+	pv := walk(doc, path)
+	vals, missing := pv.vals, pv.missing
 	ops, isOps := cond.(bson.M)
 	if isOps && !anyOperator(ops) {
 		return false, false // equality with a document: not needed, not decided here
 	}
 	if !isOps {
+		if !pv.decideOn("") || (cond == nil && !pv.decideOn("null")) {
+			return false, false
+		}
 		return equalsAny(vals, missing, cond)
 	}
 	match = true
 	for op, arg := range ops {
 		var m bool
+		if !pv.decideOn(op) || (arg == nil && !pv.decideOn("null")) {
+			return false, false
+		}
 		switch op {
 		case "$eq":
 			m, ok = equalsAny(vals, missing, arg)
@@ -867,7 +880,7 @@ func evalField(doc bson.Raw, path string, cond any) (match, ok bool) {
 			m = !m
 		case "$in", "$nin":
 			list, lok := asList(arg)
-			if !lok {
+			if !lok || (slices.Contains(list, nil) && !pv.decideOn("null")) {
 				return false, false
 			}
 			for _, e := range list {
@@ -889,14 +902,17 @@ func evalField(doc bson.Raw, path string, cond any) (match, ok bool) {
 			m, ok = (len(vals) > 0) == want, true
 		case "$gt", "$gte", "$lt", "$lte":
 			want, wok := toRaw(arg)
-			if !wok || want.Type == bson.TypeNull {
+			if !wok || want.Type == bson.TypeNull || !decided(want) {
 				return false, false
 			}
 			for _, v := range flatten(vals) {
 				if bracket(v.Type) != bracket(want.Type) {
 					continue
 				}
-				c := compareValues(v, want)
+				c, cok := compareValues(v, want)
+				if !cok {
+					return false, false
+				}
 				if (op == "$gt" && c > 0) || (op == "$gte" && c >= 0) || (op == "$lt" && c < 0) || (op == "$lte" && c <= 0) {
 					m = true
 				}
@@ -993,8 +1009,8 @@ func equalsAny(vals []bson.RawValue, missing bool, want any) (match, ok bool) {
 	if !wok {
 		return false, false
 	}
-	if w.Type == bson.TypeArray || w.Type == bson.TypeEmbeddedDocument || w.Type == bson.TypeRegex {
-		return false, false
+	if w.Type != bson.TypeNull && !decided(w) {
+		return false, false // arrays, documents, patterns, NaN, decimal128…
 	}
 	if w.Type == bson.TypeNull {
 		if len(vals) == 0 {
@@ -1013,7 +1029,14 @@ func equalsAny(vals []bson.RawValue, missing bool, want any) (match, ok bool) {
 		return false, true
 	}
 	for _, v := range flatten(vals) {
-		if bracket(v.Type) == bracket(w.Type) && compareValues(v, w) == 0 {
+		if bracket(v.Type) != bracket(w.Type) {
+			continue
+		}
+		c, ok := compareValues(v, w)
+		if !ok {
+			return false, false
+		}
+		if c == 0 {
 			return true, true
 		}
 	}
@@ -1054,37 +1077,88 @@ func valuesAt(doc bson.Raw, path string) []bson.RawValue {
 	return vals
 }
 
-// valuesAndGaps is valuesAt, also reporting whether the path is missing
-// somewhere (a document, or an element of an array of documents, lacks it):
-// there an equality with null matches.
+// pathValues is what a dotted path reaches in a document.
+type pathValues struct {
+	vals []bson.RawValue
+	// missing: the document, or an element of an array of documents on the
+	// way, lacks the path (an equality with null matches there).
+	missing bool
+	// blocked: the path meets a value it cannot enter before its end (a
+	// scalar or null where a document should be); mixed:
+	// an array on the way holds elements that are not documents; viaArray:
+	// the path goes through an array of documents. The embedded store
+	// answers some operators there otherwise than MongoDB (see decideOn).
+	blocked, mixed, viaArray bool
+}
+
+// valuesAndGaps is valuesAt, also reporting the path's gaps.
 func valuesAndGaps(doc bson.Raw, path string) (vals []bson.RawValue, missing bool) {
+	pv := walk(doc, path)
+	return pv.vals, pv.missing
+}
+
+func walk(doc bson.Raw, path string) (pv pathValues) {
+	pv.walk(doc, path)
+	return pv
+}
+
+func (pv *pathValues) walk(doc bson.Raw, path string) {
 	head, rest, nested := strings.Cut(path, ".")
 	v, err := doc.LookupErr(head)
 	if err != nil {
-		return nil, true
+		pv.missing = true
+		return
 	}
 	if !nested {
-		return []bson.RawValue{v}, false
+		pv.vals = append(pv.vals, v)
+		return
 	}
 	switch v.Type {
 	case bson.TypeEmbeddedDocument:
-		return valuesAndGaps(v.Document(), rest)
+		pv.walk(v.Document(), rest)
+		return
 	case bson.TypeArray:
 		elems, err := v.Array().Values()
 		if err != nil {
-			return nil, true
+			pv.missing, pv.blocked = true, true
+			return
 		}
+		if len(elems) == 0 {
+			pv.missing = true
+			return
+		}
+		pv.viaArray = true
 		for _, e := range elems {
 			if e.Type != bson.TypeEmbeddedDocument {
+				pv.missing, pv.mixed = true, true
 				continue
 			}
-			sv, sm := valuesAndGaps(e.Document(), rest)
-			vals = append(vals, sv...)
-			missing = missing || sm
+			pv.walk(e.Document(), rest)
 		}
-		return vals, missing
+		return
 	}
-	return nil, true
+	pv.missing, pv.blocked = true, true
+}
+
+// decideOn reports whether op (an operator, "" for an equality with a
+// value, "null" for one with null, "sort") is decided exactly on what
+// the path reached. Compared with the embedded store (the evaluator's test,
+// with generated documents), and declined where that store answers
+// otherwise than MongoDB: an array of mixed elements on the way (its
+// equality misses a document's value), a negation through an array of
+// documents ($ne and $nin match a document one of whose values is
+// excluded), and a path blocked by a scalar (it sorts by that scalar).
+func (pv pathValues) decideOn(op string) bool {
+	if pv.mixed {
+		return false
+	}
+	switch op {
+	case "$ne", "$nin":
+		return !pv.viaArray && !pv.blocked
+	case "null", "$exists", "sort":
+		return !pv.blocked
+	}
+	return true
 }
 
 // bracket is MongoDB's type bracket: values compare within one only.
@@ -1116,49 +1190,118 @@ func bracket(t bson.Type) int {
 	return 12
 }
 
+// decided reports whether the evaluator compares v exactly as MongoDB
+// does: null, numbers (integers and doubles, compared exactly; not NaN,
+// whose order is the store's own, nor decimal128, which the embedded store
+// cannot hold, nor the double -2^63), strings, object ids, booleans and
+// dates. The service
+// stores nothing else in a field it selects or sorts by; a query that meets
+// anything else goes to the store.
+func decided(v bson.RawValue) bool {
+	switch v.Type {
+	case bson.TypeNull, bson.TypeInt32, bson.TypeInt64, bson.TypeString, bson.TypeObjectID, bson.TypeBoolean, bson.TypeDateTime:
+		return true
+	case bson.TypeDouble:
+		f := v.Double()
+		// -2^63 as a double equals the least int64 (MongoDB); the document
+		// engine holds them unequal, so neither answer is given here.
+		return !math.IsNaN(f) && f != -0x1p63
+	}
+	return false
+}
+
 // compareValues orders two values as MongoDB sorts them: by type bracket,
-// then by value (strings by bytes, the simple collation).
-func compareValues(a, b bson.RawValue) int {
+// then by value (numbers exactly, strings by bytes: the simple collation).
+// ok is false for a value the evaluator does not decide (see decided).
+func compareValues(a, b bson.RawValue) (c int, ok bool) {
+	if !decided(a) || !decided(b) {
+		return 0, false
+	}
 	if ba, bb := bracket(a.Type), bracket(b.Type); ba != bb {
-		return ba - bb
+		return ba - bb, true
 	}
 	switch bracket(a.Type) {
 	case 1:
-		return 0
+		return 0, true
 	case 2:
-		fa, fb := number(a), number(b)
-		switch {
-		case fa < fb:
-			return -1
-		case fa > fb:
-			return 1
-		}
-		return 0
+		x, _ := numericOf(a)
+		y, _ := numericOf(b)
+		return compareNumeric(x, y), true
 	case 3:
-		return strings.Compare(a.StringValue(), b.StringValue())
+		return strings.Compare(a.StringValue(), b.StringValue()), true
 	case 8:
 		x, y := a.Boolean(), b.Boolean()
 		switch {
 		case x == y:
-			return 0
+			return 0, true
 		case !x:
-			return -1
+			return -1, true
 		}
-		return 1
+		return 1, true
 	case 9:
-		return compareInt(a.DateTime(), b.DateTime())
+		return compareInt(a.DateTime(), b.DateTime()), true
 	}
-	return strings.Compare(string(a.Value), string(b.Value))
+	return strings.Compare(string(a.Value), string(b.Value)), true // object ids: their bytes
 }
 
-func number(v bson.RawValue) float64 {
+// numeric is a BSON number held exactly: an int32 or int64 as an integer,
+// a double as itself. Integers beyond 2^53 have no exact float64, so an
+// integer and a double are compared without converting the integer.
+type numeric struct {
+	isInt bool
+	i     int64
+	f     float64
+}
+
+func numericOf(v bson.RawValue) (numeric, bool) {
 	switch v.Type {
 	case bson.TypeInt32:
-		return float64(v.Int32())
+		return numeric{isInt: true, i: int64(v.Int32())}, true
 	case bson.TypeInt64:
-		return float64(v.Int64())
+		return numeric{isInt: true, i: v.Int64()}, true
 	case bson.TypeDouble:
-		return v.Double()
+		if f := v.Double(); !math.IsNaN(f) {
+			return numeric{f: f}, true
+		}
 	}
-	return math.NaN()
+	return numeric{}, false
+}
+
+// compareNumeric orders two numbers exactly (-0 equals 0; no NaN here).
+func compareNumeric(a, b numeric) int {
+	switch {
+	case a.isInt && b.isInt:
+		return compareInt(a.i, b.i)
+	case a.isInt:
+		return compareIntFloat(a.i, b.f)
+	case b.isInt:
+		return -compareIntFloat(b.i, a.f)
+	case a.f < b.f:
+		return -1
+	case a.f > b.f:
+		return 1
+	}
+	return 0
+}
+
+// compareIntFloat orders an integer and a double exactly: by the double's
+// integer part first (exact below 2^63), then by its fraction.
+func compareIntFloat(i int64, f float64) int {
+	switch {
+	case f >= 0x1p63: // and +Inf: above every int64
+		return -1
+	case f < -0x1p63: // and -Inf
+		return 1
+	}
+	t := math.Trunc(f)
+	if c := compareInt(i, int64(t)); c != 0 {
+		return c
+	}
+	switch {
+	case f > t:
+		return -1
+	case f < t:
+		return 1
+	}
+	return 0
 }

@@ -308,6 +308,9 @@ func (s *Store) rollbackRecords(ctx context.Context, changes []audit.Entry) (map
 			if err := cur.All(ctx, &docs); err != nil {
 				return nil, nil, driverErr(err, kindOf(coll), "rollback")
 			}
+			if err := s.at("rollback-read"); err != nil {
+				return nil, nil, err
+			}
 			for _, d := range docs {
 				id := fmt.Sprint(d["_id"])
 				lb, ok := d[fieldLockedBy]

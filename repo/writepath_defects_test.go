@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,24 +257,43 @@ func TestSameChangeIsRolledBackOnce(t *testing.T) {
 	if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"record_id": id, "action": audit.ActionUpdate}).Decode(&change); err != nil {
 		t.Fatal(err)
 	}
+	// The first rollback stops when its record has landed and its entry
+	// is not written; there it starts the second and waits until the second
+	// has read the records it plans from.
 	second := make(chan error, 1)
+	var started, planned atomic.Bool
+	read := make(chan struct{})
 	s.hook = func(p string) error {
-		if p != "record" {
-			return nil
+		switch {
+		case p == "rollback-read" && started.Load() && planned.CompareAndSwap(false, true):
+			close(read)
+		case p == "record" && started.CompareAndSwap(false, true):
+			go func() {
+				_, err := s.RollbackChange(rollbackCtx("rb-2"), change.ID, RollbackOptions{Force: true})
+				second <- err
+			}()
+			select {
+			case <-read:
+			case err := <-second: // it answered without planning
+				second <- err
+			}
 		}
-		s.hook = nil
-		go func() {
-			_, err := s.RollbackChange(rollbackCtx("rb-2"), change.ID, RollbackOptions{Force: true})
-			second <- err
-		}()
-		time.Sleep(300 * time.Millisecond) // the second plans meanwhile
 		return nil
 	}
 	_, err := s.RollbackChange(rollbackCtx("rb-1"), change.ID, RollbackOptions{Force: true})
+	if !started.Load() {
+		s.hook = nil
+		t.Fatalf("the first rollback (%v) never wrote its record", err)
+	}
+	second2 := <-second // the second rollback ends before this test does
+	s.hook = nil
 	if err != nil {
 		t.Fatalf("first rollback: %v", err)
 	}
-	err = <-second
+	if !planned.Load() {
+		t.Errorf("the second rollback (%v) answered before it planned in the first's window", second2)
+	}
+	err = second2
 	t.Logf("second: %v", err)
 	if ErrorCode(err) != CodeFailedPrecondition {
 		t.Errorf("second rollback: %v, want failed_precondition naming the first", err)
