@@ -241,16 +241,25 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error)
 			s.keys.put(hash, k, gen, t)
 		}
 	}
-	switch {
-	case k.RevokedAt != nil:
-		return nil, errors.Join(ErrBadKey, errors.New("the key was revoked"))
-	case k.ArchivedAt != nil:
-		return nil, errors.Join(ErrBadKey, errors.New("the key was archived"))
-	case k.ExpiresAt != nil && !t.Before(*k.ExpiresAt):
-		return nil, errors.Join(ErrBadKey, errors.New("the key has expired"))
+	if err := k.unusable(t); err != nil {
+		return nil, err
 	}
 	s.noteKeyUse(ctx, k.ID, t)
 	return &k, nil
+}
+
+// unusable says why k may not be used at t (revoked, archived or
+// expired), wrapping ErrBadKey, or nil.
+func (k *AgentKey) unusable(t time.Time) error {
+	switch {
+	case k.RevokedAt != nil:
+		return errors.Join(ErrBadKey, errors.New("the key was revoked"))
+	case k.ArchivedAt != nil:
+		return errors.Join(ErrBadKey, errors.New("the key was archived"))
+	case k.ExpiresAt != nil && !t.Before(*k.ExpiresAt):
+		return errors.Join(ErrBadKey, errors.New("the key has expired"))
+	}
+	return nil
 }
 
 // AnalystKey returns the key whose id is the user name given to the
@@ -269,13 +278,10 @@ func (s *Store) AnalystKey(ctx context.Context, id string) (*AgentKey, error) {
 		return nil, err
 	}
 	t := now()
+	if err := k.unusable(t); err != nil {
+		return nil, err
+	}
 	switch {
-	case k.RevokedAt != nil:
-		return nil, errors.Join(ErrBadKey, errors.New("the key was revoked"))
-	case k.ArchivedAt != nil:
-		return nil, errors.Join(ErrBadKey, errors.New("the key was archived"))
-	case k.ExpiresAt != nil && !t.Before(*k.ExpiresAt):
-		return nil, errors.Join(ErrBadKey, errors.New("the key has expired"))
 	case !slices.Contains(k.Scopes, ScopeRead):
 		return nil, errors.Join(ErrBadKey, errors.New("the key has no read scope"))
 	case k.SCRAM == nil:
