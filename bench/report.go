@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Targets of the benchmark (see the README's Performance section).
+// Targets of the benchmark (see docs/performance.md).
 const (
 	readTarget     = 1.3 // read p50 / (floor p50 + raw p50)
 	writeTarget    = 1.5 // mutation p50 / (floor p50 + raw ops p50)

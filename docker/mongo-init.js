@@ -7,7 +7,7 @@
 //   that hold secrets or their verifiers (agent_keys, settings,
 //   idempotency_keys) and the write path's bookkeeping (write_intents,
 //   plans, plan_steps), as the embedded store's analyst endpoint does.
-//   Give it to a person with the README's "Analysts on MongoDB" command.
+//   Give it to a person with the "Analysts on MongoDB" command of docs/operations.md.
 const dbName = process.env.OUTREACH_DB || "outreach";
 const outreach = db.getSiblingDB(dbName);
 

@@ -43,7 +43,7 @@ import (
 // the gate did not see opened (the service's own), is "not found". The
 // cursors a connection opened are killed when it closes.
 
-// Bounds of the analyst endpoint (documented in the README).
+// Bounds of the analyst endpoint (documented in docs/operations.md, mongosh).
 const (
 	// MaxConnections is the number of client connections served at once;
 	// more are closed on accept.

@@ -86,8 +86,8 @@ func runQueryMongosh(ctx context.Context, uri, q string) ([]map[string]any, erro
 }
 
 // TestAnalystQueries runs every query of docs/analyst-queries.md against the
-// demo data through the analyst endpoint, with a read key as its README
-// section shows, or on the MongoDB of
+// demo data through the analyst endpoint, with a read key as docs/operations.md's
+// mongosh section shows, or on the MongoDB of
 // MONGODB_URI directly (with mongosh when
 // scripts/test.sh installed it, else the same text through the driver) and
 // checks each answer against plain counts and finds of the same data.
@@ -274,8 +274,8 @@ func TestAnalystQueries(t *testing.T) {
 	}
 }
 
-// analystCLIKey makes a read key at the command line, as the README's
-// analyst section does: `outreach keys create --scopes read` prints the key,
+// analystCLIKey makes a read key at the command line, as docs/operations.md's
+// mongosh section does: `outreach keys create --scopes read` prints the key,
 // `outreach keys list` its id (the user name on the analyst endpoint).
 func analystCLIKey(t *testing.T, data string) analystKey {
 	t.Helper()

@@ -215,7 +215,7 @@ func TestEmailSyncHoldsWhatItDoesNotStore(t *testing.T) {
 // from the archived record, so the messages the rollback took out were never
 // read again. The state is a singleton: the rollback moves its mark back to
 // the start and the record stays active; the next sync reads the mailbox
-// again (the rolled-back message counts as stored, README: Known limits, so
+// again (the rolled-back message counts as stored, docs/known-limits.md, so
 // it stays out of the threads) and moves the mark on, and verify finds the
 // store clean throughout.
 func TestRollbackOfTheFirstSyncMovesTheMarkBack(t *testing.T) {

@@ -27,7 +27,7 @@ import (
 // The hostile-input battery: calls a hostile client would make, each of
 // which must be refused with a clear answer and write nothing, and after each
 // of which every list and get must still answer. The cases here are the
-// classes that once got through (see README, "Limits"); the cleanup of every
+// classes that once got through (see docs/limits.md); the cleanup of every
 // test runs the checks of `outreach verify` (testenv) and readsAnswer.
 
 // hostile is a small world of one record of every kind, made through the tools.
@@ -147,7 +147,7 @@ func (h *hostile) refuse(t *testing.T, cases []refusal) {
 	}
 }
 
-// hostileCases counts the refused calls of a run (the README's figure).
+// hostileCases counts the refused calls of a run (the figure in docs/tests.md).
 var hostileCases atomic.Int64
 
 // nested returns an object n levels deep: {"k": {"k": … {"k": "leaf"}}}.

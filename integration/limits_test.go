@@ -186,7 +186,7 @@ func slicesOf(v any, n int) []any {
 	return out
 }
 
-// TestImportEmailOneMiB: the README's 1 MiB is what import_email takes, in
+// TestImportEmailOneMiB: docs/limits.md's 1 MiB is what import_email takes, in
 // base64 wrapped as mail tools write it; a byte more is refused naming
 // raw_base64, and nothing is stored.
 func TestImportEmailOneMiB(t *testing.T) {
@@ -224,7 +224,7 @@ func TestImportEmailOneMiB(t *testing.T) {
 	}
 }
 
-// TestSlackMessageLimit: send_slack_message posts the README's 4,000
+// TestSlackMessageLimit: send_slack_message posts docs/limits.md's 4,000
 // characters, and refuses 4,001 naming text without posting.
 func TestSlackMessageLimit(t *testing.T) {
 	fs := newFakeSlack(t)

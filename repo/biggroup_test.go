@@ -20,7 +20,7 @@ import (
 // group: its plan is kept in chunks (never one document that could reach
 // the size limit), other records' writes go on while it is written, and the
 // result is whole. OUTREACH_BIG_ROLLBACK sets the size (default 200; the
-// README's figures are for 5000).
+// figures in docs/performance.md are for 5000).
 func TestLargeSessionRollback(t *testing.T) {
 	n := 200
 	if v := os.Getenv("OUTREACH_BIG_ROLLBACK"); v != "" {

@@ -262,7 +262,7 @@ func asUpdates(changes []audit.Entry) []audit.Entry {
 // irreversible says why change c cannot be rolled back.
 func irreversible(c audit.Entry) string {
 	if c.Collection == collSettings && c.RecordID == signingID {
-		return "it changed the record that held the media URL signing secret in older versions; the secret now lives outside the store (README: Security: secrets)"
+		return "it changed the record that held the media URL signing secret in older versions; the secret now lives outside the store (docs/security.md: Secrets)"
 	}
 	return "a " + c.Action + " left the system: it cannot be undone"
 }

@@ -99,7 +99,7 @@ fi
 echo "== tests (the embedded store)"
 failed=""
 # Every query the service's own indexes answer is asked of the store too, and
-# a test fails where the two answers differ (README: "The service's indexes").
+# a test fails where the two answers differ (docs/performance.md: "The service's indexes").
 OUTREACH_INDEX_CHECK=1 gotestsum --format pkgname --jsonfile "$json_dir/embedded.json" -- -count=1 -timeout 40m -skip '^TestReplicaSet$' ./... \
   || failed="${failed}tests failed on the embedded store"$'\n'
 if [ -n "${MONGODB_URI:-}" ]; then store_name="the store at MONGODB_URI"; else store_name="embedded store (FerretDB v1)"; fi

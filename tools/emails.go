@@ -116,7 +116,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 		newTool("sync_emails", "Sync the shared inbox now over IMAP: new messages involving a known contact are stored in threads (once each, however often seen). Messages not stored are held (see get_sync_status) and tried again by every sync: a failed one each time, a skipped one once a contact holds one of its addresses. Returns counts of messages seen, stored, duplicates, skipped (no known contact) and failed (with reasons), held messages retried and recovered, and the threads touched. rescan: true reads every message again. Sends progress notifications when the client asks for them.", send,
 			func(ctx context.Context, in *syncIn) (any, error) {
 				if o.mail == nil {
-					return nil, repo.Errorf(repo.CodeFailedPrecondition, "email sync is not configured on this server: set OUTREACH_IMAP_ADDR, OUTREACH_IMAP_USER and a password or OAuth2 token (see the README); import_email works without it")
+					return nil, repo.Errorf(repo.CodeFailedPrecondition, "email sync is not configured on this server: set OUTREACH_IMAP_ADDR, OUTREACH_IMAP_USER and a password or OAuth2 token (see docs/operations.md, Configuration); import_email works without it")
 				}
 				res, err := o.mail.SyncWith(ctx, mailsync.SyncOptions{Rescan: in.Rescan}, func(done, total int, msg string) { Progress(ctx, done, total, msg) })
 				if err != nil {

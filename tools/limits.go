@@ -20,7 +20,7 @@ import (
 // its own. A field's `max:"N"` tag overrides the default of its type, and a
 // whole number's `min:"N"` gives its least value; N is a figure or the name
 // of a limit declared where its store-side check lives (namedLimits). The
-// README's table of limits is held to these figures by a test.
+// table of limits in docs/limits.md is held to these figures by a test.
 const (
 	// MaxText is the default length of a string argument, in characters.
 	MaxText = 1000

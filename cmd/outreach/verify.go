@@ -35,7 +35,7 @@ type verifyProblem struct {
 	Repair string `json:"repair"`
 }
 
-// verifyInvariants says what Verify checks, in the words of the README's invariants.
+// verifyInvariants says what Verify checks, in the words of the invariants (docs/write-path.md).
 var verifyInvariants = []string{
 	"every record equals the after-state of the change entry its last_change names, and its version matches",
 	"every record's history is whole: versions 1..n each have one applied entry, the first creates it, each starts where the previous ended",
@@ -68,7 +68,7 @@ func repairOf(problem string) string {
 			return r.repair
 		}
 	}
-	return "see the invariants in the README; restore the record from a backup if it was edited outside the service"
+	return "see the invariants in docs/write-path.md; restore the record from a backup if it was edited outside the service"
 }
 
 // runVerify checks the store and builds the report.

@@ -9,24 +9,27 @@ import (
 	"testing"
 )
 
-// TestReadmeLimits holds the README's table of limits to the declarations
-// (limits.go and the fields' tags): every argument whose limit is not its
-// type's default has a row that names it and gives its figures, and the
-// defaults have theirs. A limit changed in the code fails here until the
-// README says so.
-func TestReadmeLimits(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+// limitsPath is the page whose Limits table the code holds.
+const limitsPath = "../docs/limits.md"
+
+// TestDocLimits holds the table of limits (docs/limits.md) to the
+// declarations (limits.go and the fields' tags): every argument whose limit
+// is not its type's default has a row that names it and gives its figures,
+// and the defaults have theirs. A limit changed in the code fails here until
+// the page says so.
+func TestDocLimits(t *testing.T) {
+	b, err := os.ReadFile(limitsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	section := string(b)
-	start := strings.Index(section, "\n### Limits\n")
+	start := strings.Index(section, "\n## Limits\n")
 	if start < 0 {
-		t.Fatal("README has no Limits section")
+		t.Fatalf("%s has no Limits section", limitsPath)
 	}
 	section = section[start+1:]
-	if end := strings.Index(section[4:], "\n### "); end >= 0 {
-		section = section[:end+4]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
 	}
 	var rows []string
 	for _, l := range strings.Split(section, "\n") {
@@ -50,7 +53,7 @@ func TestReadmeLimits(t *testing.T) {
 				return
 			}
 		}
-		t.Errorf("README's Limits table has no row naming %s with %v (%s)", name, figures, what)
+		t.Errorf("%s: the Limits table has no row naming %s with %v (%s)", limitsPath, name, figures, what)
 	}
 	check("the default of a string", "a string argument", MaxText)
 	check("the default of an array", "an array argument", MaxItems)
@@ -78,7 +81,7 @@ func TestReadmeLimits(t *testing.T) {
 	}
 }
 
-// commas writes n with thousands separators, as the README does.
+// commas writes n with thousands separators, as the docs do.
 func commas(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	var out []string
