@@ -282,7 +282,7 @@ func TestOutletRefusals(t *testing.T) {
 		{"dotted key", "create_outlet", M{"name": "x", "social_links": M{"x.com": "a"}}, repo.CodeInvalid, "social_links", "x.com"},
 		{"empty key", "create_outlet", M{"name": "x", "social_links": M{"": "a"}}, repo.CodeInvalid, "social_links", "empty"},
 		{"nested dollar key", "create_outlet", M{"name": "x", "social_links": M{"a": M{"b": M{"$gt": 1}}}}, repo.CodeInvalid, "social_links.a.b", "$gt"},
-		{"key in array", "create_outlet", M{"name": "x", "social_links": M{"a": []any{[]any{M{"c.d": 1}}}}}, repo.CodeInvalid, "social_links.a", "c.d"},
+		{"key in array", "create_outlet", M{"name": "x", "social_links": M{"a": []any{M{"b": []any{M{"c.d": 1}}}}}}, repo.CodeInvalid, "social_links.a.b", "c.d"},
 		{"social links not object", "create_outlet", M{"name": "x", "social_links": "x"}, repo.CodeInvalid, "social_links", "object"},
 		{"unknown argument", "create_outlet", M{"name": "x", "teir": 1}, repo.CodeInvalid, "teir", "unknown argument"},
 		{"get bad id", "get_outlet", M{"id": "nope"}, repo.CodeInvalid, "id", "not a UUID"},
