@@ -92,6 +92,7 @@ func progressCall(t *testing.T, env *testenv.Env, key, session, tool string, arg
 // bad rows: the dry run and the real run agree row by row, a rerun changes
 // nothing, and rollback_session undoes the import.
 func TestImportContacts(t *testing.T) {
+	parallelOnEmbedded(t)
 	importRows := importRowCount()
 	env := testenv.New(t)
 	key := env.Key("read", "write")

@@ -102,6 +102,7 @@ func TestInteractionLogOverManyEntries(t *testing.T) {
 	if testing.Short() {
 		t.Skipf("seeds %d interactions", n)
 	}
+	parallelOnEmbedded(t)
 	env := testenv.New(t)
 	start := time.Now()
 	l := seedBigLog(t, env.Store, n)

@@ -590,6 +590,7 @@ func patch(facts map[string]any, before, after map[string]any) {
 const propPerService = 10
 
 func TestRollbackSessionProperty(t *testing.T) {
+	parallelOnEmbedded(t)
 	// 100 sessions in the test command; the soak run (OUTREACH_LONG_TESTS=1)
 	// runs 1,000 from the same seed, its first 100 being the default run's.
 	cases := 100
