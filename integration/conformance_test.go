@@ -108,6 +108,7 @@ type conformanceCheck struct {
 // invalid message in any scenario, and when an applicable scenario did not
 // run.
 func TestConformance(t *testing.T) {
+	onceAcrossStores(t)
 	dir, err := filepath.Abs(filepath.Join("e2e", "conformance"))
 	if err != nil {
 		t.Fatal(err)

@@ -111,6 +111,7 @@ var sizeRefusal = regexp.MustCompile(`(?i)characters|elements|names; the most|to
 // plain values of their types, so a call may fail for them (not_found,
 // invalid_argument on another field), never for the probed one's size.
 func TestLimitsMatchSchemas(t *testing.T) {
+	parallelOnEmbedded(t)
 	env := testenv.New(t)
 	c := env.Admin()
 	list, err := c.Session.ListTools(context.Background(), nil)

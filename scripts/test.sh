@@ -34,6 +34,25 @@ count_tests() { # store-name json-file
   echo "$1: $p passed, $s skipped, $f failed (tests and subtests)"
 }
 json_dir=$(mktemp -d)
+# pkg_times prints one store's time per package (the test binary's run, not
+# its build) from its JSON file, longest first, and its slowest tests;
+# times collects them for the end of the run, beside the counts.
+times=""
+pkg_times() { # store-name json-file
+  local table slow
+  table=$(awk '
+    /"Test":/ { next }
+    /"Action":"(pass|fail)"/ {
+      if (!match($0, /"Package":"[^"]*"/)) next
+      pkg = substr($0, RSTART + 11, RLENGTH - 12)
+      if (!match($0, /"Elapsed":[0-9.]+/)) next
+      el = substr($0, RSTART + 10, RLENGTH - 10) + 0
+      printf "%10.1f %-4s %s\n", el, ($0 ~ /"Action":"fail"/) ? "FAIL" : "ok", pkg
+    }' "$2" | sort -rn | awk '{ s = $1 + 0; printf "  %3dm%04.1fs  %-4s %s\n", int(s / 60), s - 60 * int(s / 60), $2, $3 }')
+  slow=$(gotestsum tool slowest --jsonfile "$2" --threshold 20s 2>/dev/null | head -10 | sed 's/^/  /' || true)
+  times="$times$1, time per package:"$'\n'"$table"$'\n'
+  [ -z "$slow" ] || times="$times$1, tests over 20s:"$'\n'"$slow"$'\n'
+}
 
 echo "== vet"
 go vet ./...
@@ -103,8 +122,9 @@ failed=""
 OUTREACH_INDEX_CHECK=1 gotestsum --format pkgname --jsonfile "$json_dir/embedded.json" -- -count=1 -timeout 40m -skip '^TestReplicaSet$' ./... \
   || failed="${failed}tests failed on the embedded store"$'\n'
 if [ -n "${MONGODB_URI:-}" ]; then store_name="the store at MONGODB_URI"; else store_name="embedded store (FerretDB v1)"; fi
+pkg_times "$store_name" "$json_dir/embedded.json"
 count_tests "$store_name" "$json_dir/embedded.json"
-if [ -n "$failed" ]; then printf '%s' "$failed"; exit 1; fi
+if [ -n "$failed" ]; then printf '%s' "$times$failed"; exit 1; fi
 
 echo "== fuzzing, a few seconds per target (minutes: FUZZTIME=2m ./scripts/test.sh; by default 500 inputs a target)"
 for target in "tools FuzzDecode" "tools FuzzParseTime" "tools FuzzRender" "repo FuzzCheckFreeForm" "repo FuzzSearchText"; do
@@ -121,6 +141,8 @@ echo "== the whole suite again on a second engine (FerretDB v2 on PostgreSQL wit
 # Every package whose tests honour MONGODB_URI runs again against it: the
 # ordered protocol without in-process serialisation, $unionWith, real indexes
 # (the explain test) and the multi-process tests the embedded store cannot run.
+# Tests of what no store decides (the MCP conformance suite) skip there: they
+# ran above.
 kit="$(pwd)/../shared/stores/documentdb"
 if [ -x "$kit/install.sh" ] && [ "$(id -u)" = 0 ]; then
   ddb_dir="${DOCUMENTDB_HOME:-/var/tmp/outreach-documentdb}/test-run"
@@ -136,8 +158,9 @@ if [ -n "${ddb_uri:-}" ]; then
   done)
   echo "packages: $(echo $store_pkgs)"
   ddb_rc=0
-  (export "$ddb_uri"; gotestsum --format pkgname --jsonfile "$json_dir/documentdb.json" -- \
+  (export "$ddb_uri" OUTREACH_SECOND_STORE_PASS=1; gotestsum --format pkgname --jsonfile "$json_dir/documentdb.json" -- \
     -count=1 -timeout 60m -skip '^TestReplicaSet$' $store_pkgs) || ddb_rc=$?
+  pkg_times "document engine" "$json_dir/documentdb.json"
   count_tests "document engine (FerretDB v2 + DocumentDB)" "$json_dir/documentdb.json"
   "$kit/stop.sh" --dir "$ddb_dir" >/dev/null 2>&1 || true
   trap - EXIT
@@ -153,6 +176,9 @@ fi
 echo "== tests on a MongoDB replica set (testcontainers, needs a Docker engine)"
 go test -count=1 -timeout 40m -run '^TestReplicaSet$' -v ./integration/ | grep -v '^=== RUN'
 
+echo "== time"
+printf '%s' "$times"
+echo "whole command: $((SECONDS / 60))m$((SECONDS % 60))s"
 echo "== counts"
 printf '%s' "$counts"
 if [ -n "$failed" ]; then printf '%s' "$failed"; exit 1; fi
