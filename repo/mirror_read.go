@@ -15,6 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"outreach/ledger/index"
 )
 
 // The read side of the mirror (mirror.go): find, findOne and count take
@@ -213,7 +215,7 @@ func (s *Store) fetch(ctx context.Context, coll string, ids []string, filter, pr
 			continue
 		}
 		if projection == nil {
-			if match, ok := evalFilter(raw, filter); ok && !match {
+			if match, ok := index.Match(raw, filter); ok && !match {
 				continue
 			}
 		}
@@ -401,17 +403,17 @@ func (s *Store) covered(coll string, ids []string, projection bson.M) ([]bson.Ra
 		return nil, false
 	}
 	for k := range want {
-		if !mc.keeps(k) {
+		if !mc.Keeps(k) {
 			return nil, false
 		}
 	}
 	out := make([]bson.Raw, 0, len(ids))
 	for _, id := range ids {
-		d := mc.docs[id]
-		if d == nil {
+		raw, ok := mc.Doc(id)
+		if !ok {
 			return nil, false
 		}
-		elems, err := d.raw.Elements()
+		elems, err := raw.Elements()
 		if err != nil {
 			return nil, false
 		}
