@@ -14,6 +14,7 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
+	"outreach/ledger"
 )
 
 // openStore opens a fresh store in the given write mode: the embedded store
@@ -105,7 +106,7 @@ func userState(t *testing.T, s *Store, id string) (bson.M, int64) {
 		t.Errorf("user %s still locked by %v", id, lb)
 	}
 	v, _ := raw[fieldVersion].(int64)
-	return strip(raw), v
+	return ledger.Strip(raw), v
 }
 
 func renamed(st bson.M, name string) bson.M {

@@ -15,6 +15,7 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
+	"outreach/ledger"
 )
 
 // These tests reach below the tools for what a client cannot arrange:
@@ -46,7 +47,7 @@ func openTestStore(t *testing.T) (*Store, context.Context) {
 func createAt(t *testing.T, ctx context.Context, s *Store, coll string, m *Meta, rec any, at time.Time) {
 	t.Helper()
 	m.ID, m.CreatedAt, m.UpdatedAt = uuid.NewString(), at, at
-	after, err := toM(rec)
+	after, err := ledger.ToM(rec)
 	if err != nil {
 		t.Fatal(err)
 	}

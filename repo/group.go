@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // This file builds groups of mutations that the write path applies as one
@@ -23,29 +24,29 @@ func prepare[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id, action string, fn func(P) error) (P, *mutation, error) {
-	if err := checkID(id); err != nil {
+	if err := ledger.CheckID(id); err != nil {
 		return nil, nil, NotFound(kinds[coll], id)
 	}
 	var raw bson.M
 	if err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(&raw); err != nil {
-		return nil, nil, driverErr(err, kinds[coll], id)
+		return nil, nil, ledger.DriverErr(err, kinds[coll], id)
 	}
 	rec := P(new(T))
-	if err := decodeM(raw, rec); err != nil {
+	if err := ledger.DecodeM(raw, rec); err != nil {
 		return nil, nil, err
 	}
 	if err := fn(rec); err != nil {
 		return nil, nil, err
 	}
-	before := strip(raw)
-	after, err := toM(rec)
+	before := ledger.Strip(raw)
+	after, err := ledger.ToM(rec)
 	if err != nil {
 		return nil, nil, err
 	}
 	delete(after, "updated_at")
-	cmp := strip(before)
+	cmp := ledger.Strip(before)
 	delete(cmp, "updated_at")
-	if sameState(cmp, after) {
+	if ledger.SameState(cmp, after) {
 		return rec, nil, nil
 	}
 	m := rec.meta()
@@ -66,7 +67,7 @@ func creation[P interface {
 	}
 	t := now()
 	m.CreatedAt, m.UpdatedAt, m.ArchivedAt = t, t, nil
-	after, err := toM(rec)
+	after, err := ledger.ToM(rec)
 	if err != nil {
 		return mutation{}, err
 	}

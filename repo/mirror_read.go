@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"outreach/ledger"
 	"outreach/ledger/index"
 )
 
@@ -101,7 +102,7 @@ func onlyID(p bson.M) bool {
 	if len(p) != 1 {
 		return false
 	}
-	v, ok := asInt(p["_id"])
+	v, ok := ledger.AsInt(p["_id"])
 	return ok && v == 1
 }
 
@@ -230,7 +231,7 @@ func (s *Store) findAll(ctx context.Context, coll string, filter bson.M, opts *o
 	if q, ok := findQuery(coll, filter, opts); ok {
 		ids, _, ok, err := s.mirrorIDs(ctx, q)
 		if err != nil {
-			return driverErr(err, kinds[coll], "list")
+			return ledger.DriverErr(err, kinds[coll], "list")
 		}
 		if ok {
 			raws, err := s.fetch(ctx, coll, ids, filter, q.projection)
@@ -238,17 +239,17 @@ func (s *Store) findAll(ctx context.Context, coll string, filter bson.M, opts *o
 				err = decodeAll(raws, out)
 			}
 			if err != nil {
-				return driverErr(err, kinds[coll], "list")
+				return ledger.DriverErr(err, kinds[coll], "list")
 			}
 			return nil
 		}
 	}
 	cur, err := s.coll(coll).Find(ctx, filter, opts)
 	if err != nil {
-		return driverErr(err, kinds[coll], "list")
+		return ledger.DriverErr(err, kinds[coll], "list")
 	}
 	if err := cur.All(ctx, out); err != nil {
-		return driverErr(err, kinds[coll], "list")
+		return ledger.DriverErr(err, kinds[coll], "list")
 	}
 	return nil
 }
@@ -373,7 +374,7 @@ func (s *Store) covered(coll string, ids []string, projection bson.M) ([]bson.Ra
 	}
 	want := map[string]bool{"_id": true}
 	for k, v := range projection {
-		on, ok := asInt(v)
+		on, ok := ledger.AsInt(v)
 		if b, isBool := v.(bool); isBool {
 			on, ok = 0, true
 			if b {

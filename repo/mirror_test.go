@@ -18,6 +18,7 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
+	"outreach/ledger"
 	"outreach/ledger/index"
 )
 
@@ -121,9 +122,9 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		if err := s.coll(coll).FindOne(context.Background(), bson.M{"_id": id}).Decode(&cur); err != nil {
 			t.Fatal(err)
 		}
-		v, _ := asInt(cur[fieldVersion])
-		before := strip(cur)
-		after := strip(cur)
+		v, _ := ledger.AsInt(cur[fieldVersion])
+		before := ledger.Strip(cur)
+		after := ledger.Strip(cur)
 		for k, x := range set {
 			after[k] = x
 		}
@@ -174,10 +175,10 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		if err := s.coll(collNotes).FindOne(context.Background(), bson.M{"_id": id}).Decode(&cur); err != nil {
 			t.Fatal(err)
 		}
-		v, _ := asInt(cur[fieldVersion])
-		after := strip(cur)
+		v, _ := ledger.AsInt(cur[fieldVersion])
+		after := ledger.Strip(cur)
 		after["occurred_at"] = base.Add(-24 * time.Hour)
-		muts = append(muts, mutation{coll: collNotes, id: id, action: "update", before: strip(cur), after: after, version: v})
+		muts = append(muts, mutation{coll: collNotes, id: id, action: "update", before: ledger.Strip(cur), after: after, version: v})
 	}
 	if _, err := s.write(sctx, muts...); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Rollback executes what package audit plans: it reads the changes and the
@@ -112,7 +113,7 @@ const rollbackAttempts = 5
 
 // RollbackChange rolls back one change.
 func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions) (*Rollback, error) {
-	if checkID(id) != nil {
+	if ledger.CheckID(id) != nil {
 		return nil, NotFound("change", id)
 	}
 	for attempt := 1; ; attempt++ {
@@ -167,10 +168,10 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 		cur, err := s.find(ctx, collChangeLog, bson.M{"session_id": sessionID, "state": audit.StateApplied},
 			options.Find().SetSort(bson.D{{Key: "seq", Value: -1}}))
 		if err != nil {
-			return nil, driverErr(err, "session", sessionID)
+			return nil, ledger.DriverErr(err, "session", sessionID)
 		}
 		if err := cur.All(ctx, &changes); err != nil {
-			return nil, driverErr(err, "session", sessionID)
+			return nil, ledger.DriverErr(err, "session", sessionID)
 		}
 		if len(changes) == 0 {
 			return nil, &Error{Code: CodeNotFound, Field: "session_id", Message: fmt.Sprintf("session %s has no changes (get_change_log lists changes with their session_id)", sessionID)}
@@ -302,11 +303,11 @@ func (s *Store) rollbackRecords(ctx context.Context, changes []audit.Entry) (map
 			batch := ids[start:min(start+200, len(ids))]
 			cur, err := s.find(ctx, coll, bson.M{"_id": bson.M{"$in": batch}})
 			if err != nil {
-				return nil, nil, driverErr(err, kindOf(coll), "rollback")
+				return nil, nil, ledger.DriverErr(err, kindOf(coll), "rollback")
 			}
 			var docs []bson.M
 			if err := cur.All(ctx, &docs); err != nil {
-				return nil, nil, driverErr(err, kindOf(coll), "rollback")
+				return nil, nil, ledger.DriverErr(err, kindOf(coll), "rollback")
 			}
 			if err := s.at("rollback-read"); err != nil {
 				return nil, nil, err
@@ -323,7 +324,7 @@ func (s *Store) rollbackRecords(ctx context.Context, changes []audit.Entry) (map
 				}
 				v, _ := d[fieldVersion].(int64)
 				k := audit.RecordKey(coll, id)
-				stored[k] = strip(d)
+				stored[k] = ledger.Strip(d)
 				records[k] = audit.Record{State: redact(coll, stored[k]), Version: v}
 			}
 		}
@@ -348,11 +349,11 @@ func (s *Store) revertGraph(ctx context.Context, ids []string) (revertGraph, err
 				bson.M{"reverts": bson.M{"$in": batch}, "state": bson.M{"$in": bson.A{audit.StatePending, audit.StateApplied}}},
 				options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
 			if err != nil {
-				return g, driverErr(err, "change", "rollback")
+				return g, ledger.DriverErr(err, "change", "rollback")
 			}
 			var rs []audit.Entry
 			if err := cur.All(ctx, &rs); err != nil {
-				return g, driverErr(err, "change", "rollback")
+				return g, ledger.DriverErr(err, "change", "rollback")
 			}
 			for _, r := range rs {
 				if r.State == audit.StatePending {

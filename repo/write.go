@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // This file is the single write path: the only place in the service that
@@ -26,9 +27,9 @@ import (
 // Bookkeeping fields every stored record carries; they are not part of a
 // change's before/after.
 const (
-	fieldVersion    = "version"
-	fieldLastChange = "last_change"
-	fieldLockedBy   = "locked_by"
+	fieldVersion    = ledger.FieldVersion
+	fieldLastChange = ledger.FieldLastChange
+	fieldLockedBy   = ledger.FieldLockedBy
 )
 
 // redacted lists, per collection, fields whose values never enter change_log.
@@ -364,9 +365,9 @@ func (s *Store) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) er
 		var cur bson.M
 		err := s.coll(m.coll).FindOne(ctx, bson.M{"_id": m.id}, options.FindOne().SetProjection(bson.M{fieldVersion: 1, fieldLockedBy: 1})).Decode(&cur)
 		if err != nil {
-			return driverErr(err, kinds[m.coll], m.id)
+			return ledger.DriverErr(err, kinds[m.coll], m.id)
 		}
-		if v, _ := asInt(cur[fieldVersion]); v != m.version || cur[fieldLockedBy] != nil {
+		if v, _ := ledger.AsInt(cur[fieldVersion]); v != m.version || cur[fieldLockedBy] != nil {
 			return ErrConflict
 		}
 	}
@@ -428,7 +429,7 @@ func (s *Store) land(ctx context.Context, e audit.Entry, m mutation) (string, er
 			return "", fmt.Errorf("read %s/%s: %w", e.Collection, e.RecordID, err) // unknown: wait, never void
 		}
 		lc, _ := cur[fieldLastChange].(string)
-		v, _ := asInt(cur[fieldVersion])
+		v, _ := ledger.AsInt(cur[fieldVersion])
 		switch {
 		case found && lc == e.ID:
 			return s.settle(ctx, e.ID, audit.StateApplied)
@@ -1105,23 +1106,11 @@ func matches(doc, filter bson.M) bool {
 }
 
 func sameValue(a, b any) bool {
-	if x, ok := asInt(a); ok {
-		y, ok := asInt(b)
+	if x, ok := ledger.AsInt(a); ok {
+		y, ok := ledger.AsInt(b)
 		return ok && x == y
 	}
 	return a == b
-}
-
-func asInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case int64:
-		return n, true
-	}
-	return 0, false
 }
 
 // nextSeq takes the next change sequence number from the counter document.
@@ -1467,7 +1456,7 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 			}
 			// A created record exists from version 1 on, so the same test
 			// tells a landed create.
-			if v, _ := asInt(cur[fieldVersion]); v > st.Version {
+			if v, _ := ledger.AsInt(cur[fieldVersion]); v > st.Version {
 				break
 			}
 			if (!st.creates() && cur[fieldLockedBy] != p.ID) || attempt > 0 {
@@ -1643,7 +1632,7 @@ func (s *Store) checkSerialPlan(ctx context.Context, p plan) error {
 			}
 			for _, r := range recs {
 				k := coll + "/" + fmt.Sprint(r["_id"])
-				v, _ := asInt(r[fieldVersion])
+				v, _ := ledger.AsInt(r[fieldVersion])
 				if v != want[k] || r[fieldLockedBy] != nil {
 					return ErrConflict
 				}
@@ -1736,7 +1725,7 @@ func (s *Store) rollBatchSerial(ctx context.Context, p plan, start, end int, rec
 		e.Seq, e.At, e.State = last-int64(len(steps)-1-i), time.Now().UTC(), audit.StateApplied
 		k := st.key()
 		cur := recs[k]
-		v, _ := asInt(cur[fieldVersion])
+		v, _ := ledger.AsInt(cur[fieldVersion])
 		if v <= st.Version {
 			if v != st.Version || (cur == nil) != st.creates() {
 				return fmt.Errorf("plan %s: %s is at version %d, its step expects %d", p.ID, k, v, st.Version)

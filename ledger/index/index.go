@@ -1034,9 +1034,6 @@ func (mc *Coll) Each(fn func(id string, raw bson.Raw)) {
 // false where the evaluator cannot decide exactly.
 func Match(doc bson.Raw, filter bson.M) (match, ok bool) { return evalFilter(doc, filter) }
 
-// AsInt reads an integer of any BSON number type holding one.
-func AsInt(v any) (int64, bool) { return asInt(v) }
-
 func decodeRaw(raw bson.Raw, into any) error {
 	dec := bson.NewDecoder(bson.NewDocumentReader(bytes.NewReader(raw)))
 	dec.DefaultDocumentM()
