@@ -351,7 +351,7 @@ func TestGroupReturnsEntriesInSeqOrder(t *testing.T) {
 // service (or its recovery timer) would hold: it shares nothing in memory
 // with s.
 func otherProcess(s *Store) *Store {
-	return &Store{client: s.client, db: s.db, caps: s.caps, lease: s.lease, log: s.log}
+	return &Store{client: s.client, db: s.db, caps: s.caps, lease: s.lease, log: s.log, schema: s.schema}
 }
 
 // Recovery may roll a plan forward while its writer is still at it (the

@@ -286,7 +286,7 @@ func TestGroupCommitRecoversAnIntentOfTheOneEntryForm(t *testing.T) {
 	var olds []audit.Entry
 	for i, id := range []string{landed, lost} {
 		m := renameMutation(t, s, id, fmt.Sprint("old protocol ", i))
-		e := newEntry(actor, m, "")
+		e := s.newEntry(actor, m, "")
 		seq, err := s.nextSeq(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -34,17 +34,6 @@ import (
 // outcome is unknown. A query it cannot answer exactly (a field it left
 // out, an operator it does not evaluate) goes to the store, as before.
 
-var mirrorSpecs = map[string]index.Spec{
-	collNotes:         {Drop: []string{"content"}, Keys: []string{"links.contact_id", "links.outlet_id", "links.opportunity_id", "links.id"}},
-	collCoverage:      {Drop: []string{"summary", "full_text"}, Keys: []string{"contact_ids", "outlet_id", "opportunity_id", "campaign_id"}},
-	collEmails:        {Drop: []string{"messages.body_text", "messages.references", "messages.attachments"}, Keys: []string{"messages.contact_ids", "contact_ids", "opportunity_links.opportunity_id", "opportunity_links.id"}},
-	collChangeLog:     {Drop: []string{"before", "after", "sealed"}, Keys: []string{"record_id", "session_id", "idempotency_key"}},
-	collOpportunities: {Drop: []string{"notes", "pitch"}, Keys: []string{"contact_ids", "outlet_id", "campaign_id"}},
-	collContacts:      {Drop: []string{"notes", "bio"}, Keys: []string{"affiliations.outlet_id", "affiliations.id", "email_lower"}},
-	collOutlets:       {Drop: []string{"notes", "description"}},
-	collCampaigns:     {Drop: []string{"notes", "description", "brief"}},
-}
-
 // mirror holds the mirrored collections. Readers take mu for reading;
 // updates come from the write path, under writeMu, and take it for writing.
 type mirror struct {
@@ -169,7 +158,7 @@ func (s *Store) buildMirror(ctx context.Context) error {
 // readMirror reads the mirrored collections from the store.
 func (s *Store) readMirror(ctx context.Context) (map[string]*index.Coll, error) {
 	colls := map[string]*index.Coll{}
-	for name, spec := range mirrorSpecs {
+	for name, spec := range s.schema.Index {
 		mc := index.NewColl(spec)
 		var proj bson.M
 		if len(spec.Drop) > 0 {
@@ -256,7 +245,7 @@ func (s *Store) mirrorPut(coll string, doc any) {
 	if s.mirror == nil || !s.serialWrites {
 		return
 	}
-	spec, ok := mirrorSpecs[coll]
+	spec, ok := s.schema.Index[coll]
 	if !ok {
 		return
 	}
@@ -290,7 +279,7 @@ func (s *Store) mirrorRefresh(ctx context.Context, coll, id string) {
 	if s.mirror == nil || !s.serialWrites {
 		return
 	}
-	if _, ok := mirrorSpecs[coll]; !ok {
+	if _, ok := s.schema.Index[coll]; !ok {
 		return
 	}
 	var doc bson.Raw

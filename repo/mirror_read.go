@@ -231,7 +231,7 @@ func (s *Store) findAll(ctx context.Context, coll string, filter bson.M, opts *o
 	if q, ok := findQuery(coll, filter, opts); ok {
 		ids, _, ok, err := s.mirrorIDs(ctx, q)
 		if err != nil {
-			return ledger.DriverErr(err, kinds[coll], "list")
+			return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 		}
 		if ok {
 			raws, err := s.fetch(ctx, coll, ids, filter, q.projection)
@@ -239,17 +239,17 @@ func (s *Store) findAll(ctx context.Context, coll string, filter bson.M, opts *o
 				err = decodeAll(raws, out)
 			}
 			if err != nil {
-				return ledger.DriverErr(err, kinds[coll], "list")
+				return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 			}
 			return nil
 		}
 	}
 	cur, err := s.coll(coll).Find(ctx, filter, opts)
 	if err != nil {
-		return ledger.DriverErr(err, kinds[coll], "list")
+		return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 	}
 	if err := cur.All(ctx, out); err != nil {
-		return ledger.DriverErr(err, kinds[coll], "list")
+		return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 	}
 	return nil
 }

@@ -38,15 +38,6 @@ type record interface{ meta() *Meta }
 // now is the service's clock, truncated to what BSON dates keep.
 func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
-// kind names a collection's records in messages.
-var kinds = map[string]string{
-	collOutlets: "outlet", collContacts: "contact", collChannels: "channel", collCampaigns: "campaign",
-	collOpportunities: "opportunity", collCoverage: "coverage", collMedia: "media", collNotes: "note",
-	collEmails: "email thread", collUsers: "user", collKeys: "agent key", collSettings: "setting",
-	collSubscriptions: "subscription", collNotifications: "notification", collDeliveries: "delivery", collMessages: "Slack message",
-	collHeld: "held email",
-}
-
 // insert creates rec in coll through the write path.
 func insert[P interface {
 	*T

@@ -12,11 +12,6 @@ import (
 	"outreach/ledger"
 )
 
-// recordCollections are the collections written through the write path.
-var recordCollections = []string{collOutlets, collContacts, collChannels, collCampaigns, collOpportunities,
-	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys, collSettings,
-	collSubscriptions, collNotifications, collDeliveries, collMessages, collHeld}
-
 // Violation is one broken invariant.
 type Violation struct {
 	Collection string `json:"collection"`
@@ -141,7 +136,7 @@ func (s *Store) VerifyReport(ctx context.Context) (VerifyResult, error) {
 		planState[p.ID] = p.State
 	}
 	seen := map[string]bool{}
-	for _, coll := range recordCollections {
+	for _, coll := range s.schema.Records {
 		cur, err := s.coll(coll).Find(ctx, bson.M{})
 		if err != nil {
 			return res, err
@@ -190,7 +185,7 @@ func (s *Store) VerifyReport(ctx context.Context) (VerifyResult, error) {
 			if v != e.VersionAfter {
 				bad("version %v, entry says %d", rec[fieldVersion], e.VersionAfter)
 			}
-			if !ledger.SameState(redact(coll, ledger.Strip(rec)), e.After) {
+			if !ledger.SameState(s.redact(coll, ledger.Strip(rec)), e.After) {
 				bad("differs from the after state of %s", lc)
 			}
 			if problem := chainProblem(history[coll+"/"+id], v, lc); problem != "" {
@@ -259,6 +254,3 @@ func chainProblem(h []*audit.Entry, version int64, last string) string {
 	}
 	return ""
 }
-
-// RecordCollections are the collections Verify checks record by record.
-func RecordCollections() []string { return append([]string(nil), recordCollections...) }

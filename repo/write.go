@@ -32,9 +32,6 @@ const (
 	fieldLockedBy   = ledger.FieldLockedBy
 )
 
-// redacted lists, per collection, fields whose values never enter change_log.
-var redacted = map[string][]string{collKeys: {"key_hash", "scram"}, collSettings: {"secret"}}
-
 // groupTxLimit is the largest group written as one transaction; larger groups
 // take the plan protocol on every server, to stay inside the transaction
 // time limit.
@@ -144,7 +141,7 @@ func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation
 	}
 	entries := make([]audit.Entry, len(muts))
 	for i, m := range muts {
-		entries[i] = newEntry(actor, m, planID)
+		entries[i] = s.newEntry(actor, m, planID)
 	}
 	var err error
 	switch {
@@ -173,14 +170,14 @@ func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation
 	return entries, err
 }
 
-func newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
+func (s *Store) newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
 	return audit.Entry{
 		ID:           uuid.NewString(),
 		Collection:   m.coll,
 		RecordID:     m.id,
 		Action:       m.action,
-		Before:       redact(m.coll, m.before),
-		After:        redact(m.coll, m.after),
+		Before:       s.redact(m.coll, m.before),
+		After:        s.redact(m.coll, m.after),
 		UserID:       actor.UserID,
 		AgentID:      actor.AgentID,
 		SessionID:    actor.SessionID,
@@ -195,8 +192,8 @@ func newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
 	}
 }
 
-func redact(coll string, doc bson.M) bson.M {
-	fields := redacted[coll]
+func (s *Store) redact(coll string, doc bson.M) bson.M {
+	fields := s.schema.Redacted[coll]
 	if doc == nil || len(fields) == 0 {
 		return doc
 	}
@@ -217,8 +214,8 @@ func redact(coll string, doc bson.M) bson.M {
 // cur holds them: present with the stored value, absent where the record
 // has none. A group never changes a redacted field, and copying an absent
 // one would add it as null, a state no change entry holds.
-func keepRedacted(coll string, doc, cur bson.M) {
-	for _, f := range redacted[coll] {
+func (s *Store) keepRedacted(coll string, doc, cur bson.M) {
+	for _, f := range s.schema.Redacted[coll] {
 		if v, ok := cur[f]; ok {
 			doc[f] = v
 		} else {
@@ -230,12 +227,12 @@ func keepRedacted(coll string, doc, cur bson.M) {
 // sealed holds the redacted values of a create, so that recovery can roll
 // the create forward; it is kept on the entry only while the entry is
 // pending (settling it removes the field), never on an applied entry.
-func sealed(m mutation) bson.M {
-	if m.before != nil || len(redacted[m.coll]) == 0 {
+func (s *Store) sealed(m mutation) bson.M {
+	if m.before != nil || len(s.schema.Redacted[m.coll]) == 0 {
 		return nil
 	}
 	out := bson.M{}
-	for _, f := range redacted[m.coll] {
+	for _, f := range s.schema.Redacted[m.coll] {
 		if v, ok := m.after[f]; ok {
 			out[f] = v
 		}
@@ -365,7 +362,7 @@ func (s *Store) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) er
 		var cur bson.M
 		err := s.coll(m.coll).FindOne(ctx, bson.M{"_id": m.id}, options.FindOne().SetProjection(bson.M{fieldVersion: 1, fieldLockedBy: 1})).Decode(&cur)
 		if err != nil {
-			return ledger.DriverErr(err, kinds[m.coll], m.id)
+			return ledger.DriverErr(err, s.schema.Kinds[m.coll], m.id)
 		}
 		if v, _ := ledger.AsInt(cur[fieldVersion]); v != m.version || cur[fieldLockedBy] != nil {
 			return ErrConflict
@@ -376,7 +373,7 @@ func (s *Store) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) er
 		return err
 	}
 	e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StatePending
-	e.Sealed = sealed(m)
+	e.Sealed = s.sealed(m)
 	if err := s.insertEntry(ctx, e); err != nil {
 		if isStoreRefusal(err) {
 			return err
@@ -473,7 +470,7 @@ func (s *Store) land(ctx context.Context, e audit.Entry, m mutation) (string, er
 				m.after[k] = v
 			}
 			if found && len(e.Sealed) == 0 {
-				keepRedacted(e.Collection, m.after, cur)
+				s.keepRedacted(e.Collection, m.after, cur)
 			}
 		}
 		err = s.writeRecord(ctx, m, e.ID, "", false)
@@ -1238,7 +1235,7 @@ var planChunkBytes = 4 << 20
 // order: a record changed by several steps is changed by consecutive
 // versions (a chain), locked once at the first; a record the group creates
 // is changed by no other step (it cannot be locked before it exists).
-func newPlan(planID string, muts []mutation, entries []audit.Entry) (plan, error) {
+func (s *Store) newPlan(planID string, muts []mutation, entries []audit.Entry) (plan, error) {
 	t := time.Now().UTC()
 	p := plan{ID: planID, State: planLocking, At: t, Heartbeat: t}
 	next := map[string]int64{} // coll/id -> version the next step must expect
@@ -1252,7 +1249,7 @@ func newPlan(planID string, muts []mutation, entries []audit.Entry) (plan, error
 		if m.before == nil {
 			// A create needs no lock (nobody else knows its fresh id) but its
 			// redacted fields could not be restored from the plan on roll-forward.
-			if len(redacted[m.coll]) > 0 {
+			if len(s.schema.Redacted[m.coll]) > 0 {
 				return p, fmt.Errorf("a group may not create a record of %s", m.coll)
 			}
 			if _, ok := next[k]; ok {
@@ -1369,7 +1366,7 @@ func (s *Store) heartbeat(ctx context.Context, planID string) func() {
 // write carrying the plan id, mark it applied. A heartbeat keeps the plan's
 // lease while the writer works.
 func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, entries []audit.Entry) error {
-	p, err := newPlan(planID, muts, entries)
+	p, err := s.newPlan(planID, muts, entries)
 	if err != nil {
 		return err
 	}
@@ -1479,7 +1476,7 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 				if err := s.settlePrev(ctx, lc); err != nil {
 					return nil, err
 				}
-				keepRedacted(st.Coll, after, cur)
+				s.keepRedacted(st.Coll, after, cur)
 			}
 			err = s.writeRecord(ctx, mutation{coll: st.Coll, id: st.ID, before: e.Before, after: after, version: st.Version}, e.ID, p.ID, st.More)
 			if isConflict(err) {
@@ -1547,7 +1544,7 @@ func (s *Store) setPlanState(ctx context.Context, id, state string) error {
 // while a large group is written. After a crash, recovery at start rolls
 // the plan forward before anything else writes.
 func (s *Store) writePlanSerial(ctx context.Context, chk precheck, planID string, muts []mutation, entries []audit.Entry) error {
-	p, err := newPlan(planID, muts, entries)
+	p, err := s.newPlan(planID, muts, entries)
 	if err != nil {
 		return err
 	}
@@ -1732,7 +1729,7 @@ func (s *Store) rollBatchSerial(ctx context.Context, p plan, start, end int, rec
 			}
 			doc := cloneM(e.After)
 			if !st.creates() {
-				keepRedacted(st.Coll, doc, cur)
+				s.keepRedacted(st.Coll, doc, cur)
 			}
 			doc["_id"], doc[fieldVersion], doc[fieldLastChange] = st.ID, st.Version+1, e.ID
 			var err error
