@@ -2,7 +2,7 @@
 // store. Its promise: no change is visible without its change entry, no
 // change entry stands for a change that did not happen, no concurrent write
 // is lost, and a group of changes is applied whole or not at all, on every
-// write mode and through a crash at any instant (see docs of the write path).
+// write mode and through a crash at any instant.
 //
 // The engine's vocabulary, which the domain above it speaks:
 //

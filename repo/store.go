@@ -1,7 +1,15 @@
-// Package repo owns the stored documents, their queries and the single write
-// path. Every mutation of every collection goes through Store.write (write.go),
-// which records the change in change_log in the same atomic unit; no other
-// file of the service calls a driver write.
+// Package repo is the domain: every kind of record, its fields, rules,
+// guards and queries, the dossiers, reports, imports and the outbox. It
+// speaks the engine's vocabulary (package ledger: errors, pages, record ids)
+// and registers its collections with the engine at Open (schema.go); the
+// service's index of the embedded store is package ledger/index.
+//
+// The single write path still lives here, in the files that move into
+// ledger next (write.go, group.go, recover.go, verify.go, changelog.go,
+// idempotency.go, rollback.go, mirror.go, mirror_read.go): every mutation of
+// every collection goes through Store.write (write.go), which records the
+// change in change_log in the same atomic unit; no other file of the service
+// calls a driver write.
 package repo
 
 import (
