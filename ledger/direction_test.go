@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -41,5 +42,25 @@ func TestTheEngineImportsNothingOfTheDomain(t *testing.T) {
 	}
 	if own < 2 {
 		t.Fatalf("go list found %d of the module's packages under the engine: %s", own, out)
+	}
+}
+
+// TestTheIndexDoesNoIO keeps the index a pure structure: it is built, fed
+// and asked by the engine's read surface, and never reaches the store
+// itself (no driver client, collection or cursor; BSON only).
+func TestTheIndexDoesNoIO(t *testing.T) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}}", "outreach/ledger/index").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	for _, p := range deps {
+		if p == "go.mongodb.org/mongo-driver/v2/mongo" || strings.HasPrefix(p, "go.mongodb.org/mongo-driver/v2/mongo/") {
+			t.Errorf("the index depends on %s: it must not reach the store", p)
+		}
+	}
+	if !slices.Contains(deps, "go.mongodb.org/mongo-driver/v2/bson") {
+		t.Fatalf("go list: the index does not even use bson: %s", out)
 	}
 }
