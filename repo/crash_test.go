@@ -177,12 +177,12 @@ func TestCrashDuringOneMutation(t *testing.T) {
 						var id string
 						if op == "create" {
 							id = uuid.NewString()
-							_, err = s.write(ctx, mutation{coll: collUsers, id: id, action: audit.ActionCreate,
-								after: bson.M{"_id": id, "name": "Bea", "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}})
+							_, err = s.write(ctx, mutation{Coll: collUsers, ID: id, Action: audit.ActionCreate,
+								After: bson.M{"_id": id, "name": "Bea", "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}})
 						} else {
 							id = u.ID
 							before, v := userState(t, s, id)
-							_, err = s.write(ctx, mutation{coll: collUsers, id: id, action: audit.ActionUpdate, before: before, after: renamed(before, "Changed"), version: v})
+							_, err = s.write(ctx, mutation{Coll: collUsers, ID: id, Action: audit.ActionUpdate, Before: before, After: renamed(before, "Changed"), Version: v})
 						}
 						s.hook = nil
 						if !*fired || !errors.Is(err, errCrashed) {
@@ -254,7 +254,7 @@ func groupMutations(t *testing.T, s *Store, ctx context.Context, tag string, cha
 	}
 	for i, id := range order {
 		after := renamed(st[id], fmt.Sprintf("%s-%d", tag, i))
-		muts = append(muts, mutation{coll: collUsers, id: id, action: audit.ActionRollback, before: st[id], after: after, version: ver[id]})
+		muts = append(muts, mutation{Coll: collUsers, ID: id, Action: audit.ActionRollback, Before: st[id], After: after, Version: ver[id]})
 		st[id], ver[id] = after, ver[id]+1
 		want[id] = after["name"].(string)
 	}
@@ -430,7 +430,7 @@ func TestLockedRecordIsARetryableConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.hook = nil
-	_, err := modify(ctx, s, collUsers, muts[0].id, audit.ActionUpdate, func(u *User) error { u.Name = "other"; return nil })
+	_, err := modify(ctx, s, collUsers, muts[0].ID, audit.ActionUpdate, func(u *User) error { u.Name = "other"; return nil })
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeConflict || !e.Retryable {
 		t.Fatalf("write to a locked record: %v, want a retryable conflict", err)

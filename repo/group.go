@@ -52,7 +52,7 @@ func prepare[P interface {
 	m := rec.meta()
 	m.UpdatedAt = now()
 	after["updated_at"] = m.UpdatedAt
-	return rec, &mutation{coll: coll, id: id, action: action, before: before, after: after, version: m.Version}, nil
+	return rec, &mutation{Coll: coll, ID: id, Action: action, Before: before, After: after, Version: m.Version}, nil
 }
 
 // creation returns the mutation that creates rec in coll, giving it an id
@@ -71,7 +71,7 @@ func creation[P interface {
 	if err != nil {
 		return mutation{}, err
 	}
-	return mutation{coll: coll, id: m.ID, action: audit.ActionCreate, after: after}, nil
+	return mutation{Coll: coll, ID: m.ID, Action: audit.ActionCreate, After: after}, nil
 }
 
 // writeGroup writes the mutations build returns as one unit. build reads

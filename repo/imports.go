@@ -286,7 +286,7 @@ func updateMutation(coll string, raw bson.M, rec record) (*mutation, []string, e
 	m := rec.meta()
 	m.UpdatedAt = now()
 	after["updated_at"] = m.UpdatedAt
-	return &mutation{coll: coll, id: m.ID, action: audit.ActionUpdate, before: before, after: after, version: m.Version}, changed, nil
+	return &mutation{Coll: coll, ID: m.ID, Action: audit.ActionUpdate, Before: before, After: after, Version: m.Version}, changed, nil
 }
 
 // userIDs returns the ids of the active team members.

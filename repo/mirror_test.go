@@ -128,7 +128,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		for k, x := range set {
 			after[k] = x
 		}
-		_, err := s.write(ctx, mutation{coll: coll, id: id, action: "update", before: before, after: after, version: v})
+		_, err := s.write(ctx, mutation{Coll: coll, ID: id, Action: "update", Before: before, After: after, Version: v})
 		return err
 	}
 	compare := func(stage string) {
@@ -178,7 +178,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		v, _ := ledger.AsInt(cur[fieldVersion])
 		after := ledger.Strip(cur)
 		after["occurred_at"] = base.Add(-24 * time.Hour)
-		muts = append(muts, mutation{coll: collNotes, id: id, action: "update", before: ledger.Strip(cur), after: after, version: v})
+		muts = append(muts, mutation{Coll: collNotes, ID: id, Action: "update", Before: ledger.Strip(cur), After: after, Version: v})
 	}
 	if _, err := s.write(sctx, muts...); err != nil {
 		t.Fatal(err)

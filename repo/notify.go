@@ -291,7 +291,7 @@ func (s *Store) eventMutations(ctx context.Context, ev event) ([]mutation, error
 		if err != nil {
 			return nil, err
 		}
-		m.irreversible = true
+		m.Irreversible = true
 		muts = append(muts, m)
 	}
 	return muts, nil
@@ -310,16 +310,16 @@ func stageEvent(o *Opportunity, from string) event {
 func (s *Store) rollbackEvents(ctx context.Context, muts []mutation) ([]mutation, error) {
 	var out []mutation
 	for _, m := range muts {
-		if m.coll != collOpportunities || m.before == nil {
+		if m.Coll != collOpportunities || m.Before == nil {
 			continue
 		}
-		from, _ := m.before["stage"].(string)
-		to, _ := m.after["stage"].(string)
-		if from == to || m.after["archived_at"] != nil {
+		from, _ := m.Before["stage"].(string)
+		to, _ := m.After["stage"].(string)
+		if from == to || m.After["archived_at"] != nil {
 			continue
 		}
-		title, _ := m.after["title"].(string)
-		ev := stageEvent(&Opportunity{Meta: Meta{ID: m.id}, Title: title, Stage: to}, from)
+		title, _ := m.After["title"].(string)
+		ev := stageEvent(&Opportunity{Meta: Meta{ID: m.ID}, Title: title, Stage: to}, from)
 		ev.data["rollback"] = true
 		evm, err := s.eventMutations(ctx, ev)
 		if err != nil {
@@ -394,7 +394,7 @@ func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 			}
 			if m != nil {
 				if a, _ := audit.ActorFrom(ctx); owner != a.UserID {
-					m.onBehalfOf = owner
+					m.OnBehalfOf = owner
 				}
 				muts = append(muts, *m)
 				marked = append(marked, id)
@@ -564,11 +564,11 @@ func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error)
 		fresh := muts[:0]
 		for _, m := range muts {
 			var meta Meta
-			err := s.coll(collNotifications).FindOne(ctx, bson.M{"_id": m.id}).Decode(&meta)
+			err := s.coll(collNotifications).FindOne(ctx, bson.M{"_id": m.ID}).Decode(&meta)
 			if errors.Is(err, mongo.ErrNoDocuments) {
 				fresh = append(fresh, m)
 			} else if err != nil {
-				return made, ledger.DriverErr(err, "notification", m.id)
+				return made, ledger.DriverErr(err, "notification", m.ID)
 			}
 		}
 		if len(fresh) == 0 {

@@ -342,7 +342,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 			return nil, nil
 		}
 		muts := []mutation{*m}
-		if m.before["campaign_id"] != o.CampaignID {
+		if m.Before["campaign_id"] != o.CampaignID {
 			cm, err := s.coverageFollows(ctx, id, o.CampaignID)
 			if err != nil {
 				return nil, err
@@ -425,7 +425,7 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 			if note, err = noteForStage(id, mv.Stage, mv.Note); err != nil {
 				return nil, err
 			}
-			noteID = note.id
+			noteID = note.ID
 		}
 		from := ""
 		o, m, err := prepare(ctx, s, collOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {

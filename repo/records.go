@@ -53,7 +53,7 @@ func insert[P interface {
 	if err != nil {
 		return err
 	}
-	entries, err := s.write(ctx, mutation{coll: coll, id: m.ID, action: audit.ActionCreate, after: after})
+	entries, err := s.write(ctx, mutation{Coll: coll, ID: m.ID, Action: audit.ActionCreate, After: after})
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func modify[P interface {
 		m := rec.meta()
 		m.UpdatedAt = now()
 		after["updated_at"] = m.UpdatedAt
-		entries, err := s.write(ctx, mutation{coll: coll, id: id, action: action, before: before, after: after, version: m.Version})
+		entries, err := s.write(ctx, mutation{Coll: coll, ID: id, Action: action, Before: before, After: after, Version: m.Version})
 		if isConflict(err) && errors.Is(err, ErrConflict) && attempt < attempts {
 			time.Sleep(time.Duration(attempt*attempt) * 2 * time.Millisecond)
 			continue

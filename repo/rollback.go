@@ -465,8 +465,8 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 				after[f] = v
 			}
 		}
-		muts[i] = mutation{coll: st.Change.Collection, id: st.Change.RecordID, action: audit.ActionRollback,
-			before: states[k], after: after, version: st.Version, reverts: st.Change.ID}
+		muts[i] = mutation{Coll: st.Change.Collection, ID: st.Change.RecordID, Action: audit.ActionRollback,
+			Before: states[k], After: after, Version: st.Version, Reverts: st.Change.ID}
 		states[k] = after
 	}
 	total := len(p.Steps) + len(p.NotReversible) + len(p.Skipped)

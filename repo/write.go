@@ -53,27 +53,8 @@ const groupTxLimit = 500
 // (a group without a transaction) moves locking -> locked -> applied, or
 // locking -> aborted; once locked it is only ever rolled forward.
 
-// mutation is one record change handed to the write path.
-type mutation struct {
-	coll   string
-	id     string
-	action string
-	// before is the stored state (nil for a create), after the complete new
-	// state; neither holds bookkeeping fields.
-	before bson.M
-	after  bson.M
-	// version is the version of before (0 for a create).
-	version int64
-	// reverts names the change a rollback undoes.
-	reverts string
-	// irreversible marks an action that left the system (a message sent).
-	irreversible bool
-	// onBehalfOf names the member whose own record an admin changed (see
-	// audit.Entry.OnBehalfOf); the actor's OnBehalfOf when empty.
-	onBehalfOf string
-}
-
-func (m mutation) key() string { return m.coll + "/" + m.id }
+// mutation is one record change handed to the write path (ledger.Mutation).
+type mutation = ledger.Mutation
 
 // precheck is a condition the write path re-checks where no other write of
 // the process can slip in between the check and the write (under the
@@ -126,7 +107,7 @@ func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation
 	if len(muts) == 0 {
 		return nil, nil
 	}
-	if slices.ContainsFunc(muts, func(m mutation) bool { return m.coll == collKeys }) {
+	if slices.ContainsFunc(muts, func(m mutation) bool { return m.Coll == collKeys }) {
 		// A change to a key empties the verified-key cache before and after
 		// it lands, so no request is let in on the key's old state.
 		s.keys.invalidate()
@@ -173,19 +154,19 @@ func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation
 func (s *Store) newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
 	return audit.Entry{
 		ID:           uuid.NewString(),
-		Collection:   m.coll,
-		RecordID:     m.id,
-		Action:       m.action,
-		Before:       s.redact(m.coll, m.before),
-		After:        s.redact(m.coll, m.after),
+		Collection:   m.Coll,
+		RecordID:     m.ID,
+		Action:       m.Action,
+		Before:       s.redact(m.Coll, m.Before),
+		After:        s.redact(m.Coll, m.After),
 		UserID:       actor.UserID,
 		AgentID:      actor.AgentID,
 		SessionID:    actor.SessionID,
 		Tool:         actor.Tool,
-		OnBehalfOf:   cmp.Or(m.onBehalfOf, actor.OnBehalfOf),
-		Reverts:      m.reverts,
-		Reversible:   !m.irreversible,
-		VersionAfter: m.version + 1,
+		OnBehalfOf:   cmp.Or(m.OnBehalfOf, actor.OnBehalfOf),
+		Reverts:      m.Reverts,
+		Reversible:   !m.Irreversible,
+		VersionAfter: m.Version + 1,
 		PlanID:       planID,
 		// The call's idempotency claim (tools/idempotency.go).
 		IdempotencyKey: actor.IdempotencyKey,
@@ -228,12 +209,12 @@ func (s *Store) keepRedacted(coll string, doc, cur bson.M) {
 // the create forward; it is kept on the entry only while the entry is
 // pending (settling it removes the field), never on an applied entry.
 func (s *Store) sealed(m mutation) bson.M {
-	if m.before != nil || len(s.schema.Redacted[m.coll]) == 0 {
+	if m.Before != nil || len(s.schema.Redacted[m.Coll]) == 0 {
 		return nil
 	}
 	out := bson.M{}
-	for _, f := range s.schema.Redacted[m.coll] {
-		if v, ok := m.after[f]; ok {
+	for _, f := range s.schema.Redacted[m.Coll] {
+		if v, ok := m.After[f]; ok {
 			out[f] = v
 		}
 	}
@@ -356,15 +337,15 @@ func txOptions() *options.TransactionOptionsBuilder {
 // record moves past its base version first, whoever finishes it (this
 // writer, or recovery if this writer stops).
 func (s *Store) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) error {
-	if m.before != nil {
+	if m.Before != nil {
 		// A record another write moved, or a group holds, refuses the write
 		// before anything is decided.
 		var cur bson.M
-		err := s.coll(m.coll).FindOne(ctx, bson.M{"_id": m.id}, options.FindOne().SetProjection(bson.M{fieldVersion: 1, fieldLockedBy: 1})).Decode(&cur)
+		err := s.coll(m.Coll).FindOne(ctx, bson.M{"_id": m.ID}, options.FindOne().SetProjection(bson.M{fieldVersion: 1, fieldLockedBy: 1})).Decode(&cur)
 		if err != nil {
-			return ledger.DriverErr(err, s.schema.Kinds[m.coll], m.id)
+			return ledger.DriverErr(err, s.schema.Kinds[m.Coll], m.ID)
 		}
-		if v, _ := ledger.AsInt(cur[fieldVersion]); v != m.version || cur[fieldLockedBy] != nil {
+		if v, _ := ledger.AsInt(cur[fieldVersion]); v != m.Version || cur[fieldLockedBy] != nil {
 			return ErrConflict
 		}
 	}
@@ -464,13 +445,13 @@ func (s *Store) land(ctx context.Context, e audit.Entry, m mutation) (string, er
 				return "", err
 			}
 		}
-		if m.coll == "" { // recovery: rebuild the mutation from the entry
-			m = mutation{coll: e.Collection, id: e.RecordID, before: e.Before, after: cloneM(e.After), version: base}
+		if m.Coll == "" { // recovery: rebuild the mutation from the entry
+			m = mutation{Coll: e.Collection, ID: e.RecordID, Before: e.Before, After: cloneM(e.After), Version: base}
 			for k, v := range e.Sealed {
-				m.after[k] = v
+				m.After[k] = v
 			}
 			if found && len(e.Sealed) == 0 {
-				s.keepRedacted(e.Collection, m.after, cur)
+				s.keepRedacted(e.Collection, m.After, cur)
 			}
 		}
 		err = s.writeRecord(ctx, m, e.ID, "", false)
@@ -733,7 +714,7 @@ func (q *commitQueue) take() []*commitReq {
 	records := map[string]bool{}
 	size := 0
 	for _, w := range q.waiting {
-		k := w.m.key()
+		k := w.m.Key()
 		if len(batch) == maxCommitBatch || records[k] || (len(batch) > 0 && size+w.size > commitBatchBytes) {
 			rest = append(rest, w)
 			continue
@@ -792,7 +773,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		switch {
 		case w.ctx.Err() != nil:
 			w.err = w.ctx.Err()
-		case s.locks[w.m.key()] != "":
+		case s.locks[w.m.Key()] != "":
 			w.err = ErrConflict
 		case w.chk != nil:
 			w.err = w.chk(w.ctx)
@@ -1000,46 +981,46 @@ func isConflict(err error) bool {
 // The write releases the lock unless keepLock (the plan changes the record
 // again in a later step).
 func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID string, keepLock bool) error {
-	if m.coll == collKeys {
+	if m.Coll == collKeys {
 		defer s.keys.invalidate() // recovery rolling a key's change forward
 	}
-	doc := make(bson.M, len(m.after)+4)
-	for k, v := range m.after {
+	doc := make(bson.M, len(m.After)+4)
+	for k, v := range m.After {
 		doc[k] = v
 	}
-	doc["_id"] = m.id
-	doc[fieldVersion] = m.version + 1
+	doc["_id"] = m.ID
+	doc[fieldVersion] = m.Version + 1
 	doc[fieldLastChange] = entryID
 	if keepLock && planID != "" {
 		doc[fieldLockedBy] = planID
 	}
-	if m.before == nil {
-		_, err := s.coll(m.coll).InsertOne(ctx, doc)
+	if m.Before == nil {
+		_, err := s.coll(m.Coll).InsertOne(ctx, doc)
 		switch {
 		case mongo.IsDuplicateKeyError(err):
-			return &Error{Code: CodeConflict, Message: fmt.Sprintf("a record with id %s already exists in %s", m.id, m.coll)}
+			return &Error{Code: CodeConflict, Message: fmt.Sprintf("a record with id %s already exists in %s", m.ID, m.Coll)}
 		case err != nil:
-			s.mirrorRefresh(ctx, m.coll, m.id) // it may have landed
+			s.mirrorRefresh(ctx, m.Coll, m.ID) // it may have landed
 		default:
-			s.mirrorPut(m.coll, doc)
+			s.mirrorPut(m.Coll, doc)
 		}
 		return err
 	}
-	filter := bson.M{"_id": m.id, fieldVersion: m.version, fieldLockedBy: bson.M{"$exists": false}}
+	filter := bson.M{"_id": m.ID, fieldVersion: m.Version, fieldLockedBy: bson.M{"$exists": false}}
 	if planID != "" {
 		filter[fieldLockedBy] = planID
 	}
-	ok, err := s.guarded(ctx, m.coll, filter, func(f bson.M) (*mongo.UpdateResult, error) {
-		return s.coll(m.coll).ReplaceOne(ctx, f, doc)
+	ok, err := s.guarded(ctx, m.Coll, filter, func(f bson.M) (*mongo.UpdateResult, error) {
+		return s.coll(m.Coll).ReplaceOne(ctx, f, doc)
 	})
 	if err != nil {
-		s.mirrorRefresh(ctx, m.coll, m.id) // it may have landed
+		s.mirrorRefresh(ctx, m.Coll, m.ID) // it may have landed
 		return err
 	}
 	if !ok {
 		return ErrConflict
 	}
-	s.mirrorPut(m.coll, doc)
+	s.mirrorPut(m.Coll, doc)
 	return nil
 }
 
@@ -1242,27 +1223,27 @@ func (s *Store) newPlan(planID string, muts []mutation, entries []audit.Entry) (
 	last := map[string]int{}   // coll/id -> index of its last step
 	created := map[string]bool{}
 	for i, m := range muts {
-		k := m.key()
+		k := m.Key()
 		if created[k] {
 			return p, fmt.Errorf("group step %d changes %s, which the group creates", i, k)
 		}
-		if m.before == nil {
+		if m.Before == nil {
 			// A create needs no lock (nobody else knows its fresh id) but its
 			// redacted fields could not be restored from the plan on roll-forward.
-			if len(s.schema.Redacted[m.coll]) > 0 {
-				return p, fmt.Errorf("a group may not create a record of %s", m.coll)
+			if len(s.schema.Redacted[m.Coll]) > 0 {
+				return p, fmt.Errorf("a group may not create a record of %s", m.Coll)
 			}
 			if _, ok := next[k]; ok {
 				return p, fmt.Errorf("group step %d creates %s, which an earlier step changes", i, k)
 			}
 			created[k] = true
 		}
-		if v, ok := next[k]; ok && v != m.version {
-			return p, fmt.Errorf("group step %d changes %s at version %d, want %d (steps of one record must chain)", i, k, m.version, v)
+		if v, ok := next[k]; ok && v != m.Version {
+			return p, fmt.Errorf("group step %d changes %s at version %d, want %d (steps of one record must chain)", i, k, m.Version, v)
 		}
-		next[k] = m.version + 1
+		next[k] = m.Version + 1
 		last[k] = i
-		p.Steps = append(p.Steps, planStep{Entry: entries[i], Coll: m.coll, ID: m.id, Version: m.version})
+		p.Steps = append(p.Steps, planStep{Entry: entries[i], Coll: m.Coll, ID: m.ID, Version: m.Version})
 	}
 	for i := range p.Steps {
 		p.Steps[i].More = last[p.Steps[i].key()] != i
@@ -1478,7 +1459,7 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 				}
 				s.keepRedacted(st.Coll, after, cur)
 			}
-			err = s.writeRecord(ctx, mutation{coll: st.Coll, id: st.ID, before: e.Before, after: after, version: st.Version}, e.ID, p.ID, st.More)
+			err = s.writeRecord(ctx, mutation{Coll: st.Coll, ID: st.ID, Before: e.Before, After: after, Version: st.Version}, e.ID, p.ID, st.More)
 			if isConflict(err) {
 				continue // another roller landed it first: the next read shows it
 			}
