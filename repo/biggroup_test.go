@@ -42,8 +42,8 @@ func TestLargeSessionRollback(t *testing.T) {
 			// on the embedded store, which is not what is measured here).
 			for i := 0; i < n; i++ {
 				id := uuid.NewString()
-				if _, err := s.write(work, mutation{coll: collUsers, id: id, action: audit.ActionCreate,
-					after: bson.M{"_id": id, "name": fmt.Sprintf("user %d", i), "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}}); err != nil {
+				if _, err := s.write(work, mutation{Coll: collUsers, ID: id, Action: audit.ActionCreate,
+					After: bson.M{"_id": id, "name": fmt.Sprintf("user %d", i), "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}}); err != nil {
 					t.Fatal(err)
 				}
 			}

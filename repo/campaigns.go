@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // GeneralCampaign is the name of the campaign that exists from the first
@@ -81,7 +82,7 @@ func (s *Store) generalID(ctx context.Context) (string, error) {
 		return "", Errorf(CodeFailedPrecondition, "the %s campaign is missing; restart the service to create it, or give campaign_id", GeneralCampaign)
 	}
 	if err != nil {
-		return "", driverErr(err, "campaign", GeneralCampaign)
+		return "", ledger.DriverErr(err, "campaign", GeneralCampaign)
 	}
 	if m.ArchivedAt != nil {
 		return "", Errorf(CodeFailedPrecondition, "the %s campaign is archived; restore it or give campaign_id", GeneralCampaign)

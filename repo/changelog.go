@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // ChangeFilter selects change entries; empty fields do not filter.
@@ -30,12 +31,12 @@ func (s *Store) ChangeLog(ctx context.Context, f ChangeFilter, limit, offset int
 
 // Change returns one applied change entry.
 func (s *Store) Change(ctx context.Context, id string) (*audit.Entry, error) {
-	if checkID(id) != nil {
+	if ledger.CheckID(id) != nil {
 		return nil, NotFound("change", id)
 	}
 	var e audit.Entry
 	if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"_id": id, "state": audit.StateApplied}).Decode(&e); err != nil {
-		return nil, driverErr(err, "change", id)
+		return nil, ledger.DriverErr(err, "change", id)
 	}
 	return &e, nil
 }

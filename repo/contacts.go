@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Contact is a journalist, editor or producer.
@@ -328,7 +329,7 @@ func (s *Store) AddContactOutlet(ctx context.Context, in AffiliationInput) (*Con
 func (s *Store) RemoveContactOutlet(ctx context.Context, affiliationID string) (*Contact, *Affiliation, error) {
 	var owner Contact
 	if err := s.findOne(ctx, collContacts, bson.M{"affiliations.id": affiliationID}).Decode(&owner); err != nil {
-		return nil, nil, driverErr(err, "affiliation", affiliationID)
+		return nil, nil, ledger.DriverErr(err, "affiliation", affiliationID)
 	}
 	var removed Affiliation
 	c, err := modify(ctx, s, collContacts, owner.ID, audit.ActionUnlink, func(c *Contact) error {

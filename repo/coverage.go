@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Coverage is a published result: an article, interview, award, segment.
@@ -121,7 +122,7 @@ func (s *Store) opportunityPlace(ctx context.Context, id string) (campaignID, ou
 	}
 	err = s.coll(collOpportunities).FindOne(ctx, bson.M{"_id": id}, options.FindOne().SetProjection(bson.M{"campaign_id": 1, "outlet_id": 1})).Decode(&o)
 	if err != nil {
-		return "", "", driverErr(err, "opportunity", id)
+		return "", "", ledger.DriverErr(err, "opportunity", id)
 	}
 	return o.CampaignID, o.OutletID, nil
 }

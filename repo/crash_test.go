@@ -14,6 +14,7 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
+	"outreach/ledger"
 )
 
 // openStore opens a fresh store in the given write mode: the embedded store
@@ -105,7 +106,7 @@ func userState(t *testing.T, s *Store, id string) (bson.M, int64) {
 		t.Errorf("user %s still locked by %v", id, lb)
 	}
 	v, _ := raw[fieldVersion].(int64)
-	return strip(raw), v
+	return ledger.Strip(raw), v
 }
 
 func renamed(st bson.M, name string) bson.M {
@@ -176,12 +177,12 @@ func TestCrashDuringOneMutation(t *testing.T) {
 						var id string
 						if op == "create" {
 							id = uuid.NewString()
-							_, err = s.write(ctx, mutation{coll: collUsers, id: id, action: audit.ActionCreate,
-								after: bson.M{"_id": id, "name": "Bea", "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}})
+							_, err = s.write(ctx, mutation{Coll: collUsers, ID: id, Action: audit.ActionCreate,
+								After: bson.M{"_id": id, "name": "Bea", "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}})
 						} else {
 							id = u.ID
 							before, v := userState(t, s, id)
-							_, err = s.write(ctx, mutation{coll: collUsers, id: id, action: audit.ActionUpdate, before: before, after: renamed(before, "Changed"), version: v})
+							_, err = s.write(ctx, mutation{Coll: collUsers, ID: id, Action: audit.ActionUpdate, Before: before, After: renamed(before, "Changed"), Version: v})
 						}
 						s.hook = nil
 						if !*fired || !errors.Is(err, errCrashed) {
@@ -253,7 +254,7 @@ func groupMutations(t *testing.T, s *Store, ctx context.Context, tag string, cha
 	}
 	for i, id := range order {
 		after := renamed(st[id], fmt.Sprintf("%s-%d", tag, i))
-		muts = append(muts, mutation{coll: collUsers, id: id, action: audit.ActionRollback, before: st[id], after: after, version: ver[id]})
+		muts = append(muts, mutation{Coll: collUsers, ID: id, Action: audit.ActionRollback, Before: st[id], After: after, Version: ver[id]})
 		st[id], ver[id] = after, ver[id]+1
 		want[id] = after["name"].(string)
 	}
@@ -350,7 +351,7 @@ func TestGroupReturnsEntriesInSeqOrder(t *testing.T) {
 // service (or its recovery timer) would hold: it shares nothing in memory
 // with s.
 func otherProcess(s *Store) *Store {
-	return &Store{client: s.client, db: s.db, caps: s.caps, lease: s.lease, log: s.log}
+	return &Store{client: s.client, db: s.db, caps: s.caps, lease: s.lease, log: s.log, schema: s.schema}
 }
 
 // Recovery may roll a plan forward while its writer is still at it (the
@@ -429,7 +430,7 @@ func TestLockedRecordIsARetryableConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.hook = nil
-	_, err := modify(ctx, s, collUsers, muts[0].id, audit.ActionUpdate, func(u *User) error { u.Name = "other"; return nil })
+	_, err := modify(ctx, s, collUsers, muts[0].ID, audit.ActionUpdate, func(u *User) error { u.Name = "other"; return nil })
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeConflict || !e.Retryable {
 		t.Fatalf("write to a locked record: %v, want a retryable conflict", err)

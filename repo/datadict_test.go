@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -152,14 +153,21 @@ func dictionaryRows(coll, prefix string, t reflect.Type, rows *[]string) {
 	}
 }
 
-// collectionNames reads the collection constants (coll…) of every file of
-// the package, so a collection added anywhere must be in the dictionary.
+// collectionNames reads the collection constants (coll…, or Coll… in the
+// engine, package ledger) of every file of the package and of the engine,
+// so a collection added anywhere must be in the dictionary.
 func collectionNames(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, pattern := range []string{"*.go", "../ledger/*.go"} {
+		matched, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, matched...)
 	}
+	// In the order of the files' names, wherever they are (the table's order).
+	sort.SliceStable(files, func(i, j int) bool { return filepath.Base(files[i]) < filepath.Base(files[j]) })
 	var out []string
 	for _, file := range files {
 		if strings.HasSuffix(file, "_test.go") {
@@ -177,7 +185,7 @@ func collectionNames(t *testing.T) []string {
 			for _, s := range g.Specs {
 				v := s.(*ast.ValueSpec)
 				for i, n := range v.Names {
-					if !strings.HasPrefix(n.Name, "coll") || i >= len(v.Values) {
+					if !strings.HasPrefix(n.Name, "coll") && !strings.HasPrefix(n.Name, "Coll") || i >= len(v.Values) {
 						continue
 					}
 					if lit, ok := v.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {

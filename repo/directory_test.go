@@ -15,6 +15,7 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
+	"outreach/ledger"
 )
 
 // These tests reach below the tools for what a client cannot arrange:
@@ -46,11 +47,11 @@ func openTestStore(t *testing.T) (*Store, context.Context) {
 func createAt(t *testing.T, ctx context.Context, s *Store, coll string, m *Meta, rec any, at time.Time) {
 	t.Helper()
 	m.ID, m.CreatedAt, m.UpdatedAt = uuid.NewString(), at, at
-	after, err := toM(rec)
+	after, err := ledger.ToM(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.write(ctx, mutation{coll: coll, id: m.ID, action: audit.ActionCreate, after: after}); err != nil {
+	if _, err := s.write(ctx, mutation{Coll: coll, ID: m.ID, Action: audit.ActionCreate, After: after}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -149,7 +150,7 @@ func TestContactDetailShowsOpportunities(t *testing.T) {
 		if archived {
 			doc["archived_at"] = t0
 		}
-		if _, err := s.write(ctx, mutation{coll: collOpportunities, id: id, action: audit.ActionCreate, after: doc}); err != nil {
+		if _, err := s.write(ctx, mutation{Coll: collOpportunities, ID: id, Action: audit.ActionCreate, After: doc}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Millisecond) // distinct created_at, so the order below is the creation order

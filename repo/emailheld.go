@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // This file keeps the messages of the shared inbox that a sync read but did
@@ -134,7 +135,7 @@ func (s *Store) HeldEmails(ctx context.Context, account, mailbox string) ([]Held
 	err := s.findAll(ctx, collHeld, bson.M{"account": account, "mailbox": mailbox, "resolved_at": nil, "archived_at": nil},
 		options.Find().SetSort(bson.D{{Key: "uid_validity", Value: 1}, {Key: "uid", Value: 1}}), &out)
 	if err != nil {
-		return nil, driverErr(err, kinds[collHeld], "query")
+		return nil, ledger.DriverErr(err, kinds[collHeld], "query")
 	}
 	return out, nil
 }
@@ -198,7 +199,7 @@ func (s *Store) EmailSyncStatus(ctx context.Context, reason string, limit, offse
 	}
 	st := &SyncStatus{Mailboxes: []EmailSyncState{}, ByReason: map[string]int{}, Limit: limit, Offset: offset}
 	if err := s.findAll(ctx, collSettings, bson.M{"name": "email_sync"}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}), &st.Mailboxes); err != nil {
-		return nil, driverErr(err, "setting", "email sync state")
+		return nil, ledger.DriverErr(err, "setting", "email sync state")
 	}
 	slices.SortFunc(st.Mailboxes, func(a, b EmailSyncState) int {
 		return strings.Compare(a.Account+"\x00"+a.Mailbox, b.Account+"\x00"+b.Mailbox)
@@ -206,7 +207,7 @@ func (s *Store) EmailSyncStatus(ctx context.Context, reason string, limit, offse
 	for _, r := range HeldReasons {
 		n, err := s.coll(collHeld).CountDocuments(ctx, bson.M{"resolved_at": nil, "archived_at": nil, "reason": r})
 		if err != nil {
-			return nil, driverErr(err, kinds[collHeld], "count")
+			return nil, ledger.DriverErr(err, kinds[collHeld], "count")
 		}
 		st.ByReason[r] = int(n)
 		st.HeldTotal += int(n)

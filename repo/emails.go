@@ -19,6 +19,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // EmailThread is a conversation synced from the shared inbox (or imported).
@@ -177,14 +178,14 @@ func (s *Store) contactsByAddress(ctx context.Context, addrs []string) (map[stri
 	cur, err := s.find(ctx, collContacts, bson.M{"email_lower": bson.M{"$in": lower}, "archived_at": nil},
 		options.Find().SetProjection(bson.M{"_id": 1, "email_lower": 1}).SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
-		return nil, driverErr(err, "contact", "query")
+		return nil, ledger.DriverErr(err, "contact", "query")
 	}
 	var docs []struct {
 		ID    string `bson:"_id"`
 		Email string `bson:"email_lower"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, driverErr(err, "contact", "query")
+		return nil, ledger.DriverErr(err, "contact", "query")
 	}
 	for _, d := range docs {
 		if _, ok := out[d.Email]; !ok {
@@ -203,7 +204,7 @@ func (s *Store) threadWith(ctx context.Context, filter bson.M) (*EmailThread, er
 		return nil, nil
 	}
 	if err != nil {
-		return nil, driverErr(err, "email thread", "query")
+		return nil, ledger.DriverErr(err, "email thread", "query")
 	}
 	return &t, nil
 }
@@ -547,11 +548,11 @@ func (s *Store) ContactEmails(ctx context.Context, contactID string, since *time
 func (s *Store) messages(ctx context.Context, filter bson.M, keep func(*EmailThread, *EmailMessage) bool, limit int) (int, []EmailHit, error) {
 	cur, err := s.find(ctx, collEmails, filter)
 	if err != nil {
-		return 0, nil, driverErr(err, "email thread", "query")
+		return 0, nil, ledger.DriverErr(err, "email thread", "query")
 	}
 	var threads []EmailThread
 	if err := cur.All(ctx, &threads); err != nil {
-		return 0, nil, driverErr(err, "email thread", "query")
+		return 0, nil, ledger.DriverErr(err, "email thread", "query")
 	}
 	hits := []EmailHit{}
 	for i := range threads {
@@ -606,12 +607,12 @@ func (s *Store) LinkEmailOpportunity(ctx context.Context, threadID, opportunityI
 // UnlinkEmailOpportunity removes one thread-opportunity link by its id; the
 // unlink change entry keeps it.
 func (s *Store) UnlinkEmailOpportunity(ctx context.Context, linkID string) (*EmailThread, error) {
-	if checkID(linkID) != nil {
+	if ledger.CheckID(linkID) != nil {
 		return nil, NotFound("email opportunity link", linkID)
 	}
 	var owner Meta
 	if err := s.findOne(ctx, collEmails, bson.M{"opportunity_links.id": linkID}).Decode(&owner); err != nil {
-		return nil, driverErr(err, "email opportunity link", linkID)
+		return nil, ledger.DriverErr(err, "email opportunity link", linkID)
 	}
 	return modify(ctx, s, collEmails, owner.ID, audit.ActionUnlink, func(t *EmailThread) error {
 		if t.ArchivedAt != nil {
@@ -654,7 +655,7 @@ func (s *Store) EmailSyncState(ctx context.Context, account, mailbox string) (Em
 		return EmailSyncState{Name: "email_sync", Account: account, Mailbox: mailbox}, nil
 	}
 	if err != nil {
-		return st, driverErr(err, "setting", "email sync state")
+		return st, ledger.DriverErr(err, "setting", "email sync state")
 	}
 	return st, nil
 }

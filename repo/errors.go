@@ -1,111 +1,42 @@
 package repo
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"strings"
+import "outreach/ledger"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-)
+// The service's errors are the engine's (package ledger): one model, one
+// set of codes, from the store's edge to the caller.
 
 // Error codes of the catalogue's error model.
 const (
-	CodeInvalid            = "invalid_argument"
-	CodeNotFound           = "not_found"
-	CodeConflict           = "conflict"
-	CodeFailedPrecondition = "failed_precondition"
-	CodePermissionDenied   = "permission_denied"
-	CodeRateLimited        = "rate_limited"
-	CodeUnavailable        = "unavailable"
-	CodeInternal           = "internal"
+	CodeInvalid            = ledger.CodeInvalid
+	CodeNotFound           = ledger.CodeNotFound
+	CodeConflict           = ledger.CodeConflict
+	CodeFailedPrecondition = ledger.CodeFailedPrecondition
+	CodePermissionDenied   = ledger.CodePermissionDenied
+	CodeRateLimited        = ledger.CodeRateLimited
+	CodeUnavailable        = ledger.CodeUnavailable
+	CodeInternal           = ledger.CodeInternal
 )
 
 // Error is an error whose code and message are safe to show to a caller.
-// Anything that is not an *Error is shown only as "internal".
-type Error struct {
-	Code      string `json:"code"`
-	Message   string `json:"message"`
-	Field     string `json:"field,omitempty"`
-	Retryable bool   `json:"retryable"`
-	// Details carries structured facts, such as the conflicting fields of a rollback.
-	Details any `json:"details,omitempty"`
-}
+type Error = ledger.Error
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+// ErrConflict is the sentinel of a lost race (ledger.ErrConflict).
+var ErrConflict = ledger.ErrConflict
 
 // Errorf returns an *Error with code and a formatted message.
-func Errorf(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
+func Errorf(code, format string, args ...any) *Error { return ledger.Errorf(code, format, args...) }
 
 // Invalid reports a bad value of field.
-func Invalid(field, format string, args ...any) *Error {
-	return &Error{Code: CodeInvalid, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
-}
+func Invalid(field, format string, args ...any) *Error { return ledger.Invalid(field, format, args...) }
 
 // NotFound reports an unknown id of a kind of record.
-func NotFound(kind, id string) *Error {
-	return &Error{Code: CodeNotFound, Message: fmt.Sprintf("%s %s does not exist", kind, id)}
-}
+func NotFound(kind, id string) *Error { return ledger.NotFound(kind, id) }
 
 // NotFoundField reports an unknown id given in field.
-func NotFoundField(field, kind, id string) *Error {
-	return &Error{Code: CodeNotFound, Field: field, Message: fmt.Sprintf("%s: %s %s does not exist", field, kind, id)}
-}
-
-// ErrConflict is the sentinel of a lost race: the record changed between read
-// and write, or is locked by a rollback in progress. It is retryable.
-var ErrConflict = &Error{Code: CodeConflict, Message: "the record was changed by another call at the same time; read it again and retry", Retryable: true}
+func NotFoundField(field, kind, id string) *Error { return ledger.NotFoundField(field, kind, id) }
 
 // ErrorCode returns the code of err: the *Error's code, or internal.
-func ErrorCode(err error) string {
-	if err == nil {
-		return ""
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return CodeUnavailable
-	}
-	return CodeInternal
-}
+func ErrorCode(err error) string { return ledger.ErrorCode(err) }
 
-// AsError returns err as a safe *Error: itself when it is one, and a generic
-// internal or unavailable error otherwise.
-func AsError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	if ErrorCode(err) == CodeUnavailable {
-		return &Error{Code: CodeUnavailable, Message: "the call was cancelled or timed out; try again", Retryable: true}
-	}
-	return &Error{Code: CodeInternal, Message: "internal error; it has been logged"}
-}
-
-// driverErr maps the driver's errors at the repo's edge.
-func driverErr(err error, kind, id string) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, mongo.ErrNoDocuments):
-		return NotFound(kind, id)
-	case mongo.IsDuplicateKeyError(err):
-		return &Error{Code: CodeConflict, Message: fmt.Sprintf("%s %s already exists", kind, id)}
-	case mongo.IsTimeout(err), mongo.IsNetworkError(err), isInterrupted(err):
-		return &Error{Code: CodeUnavailable, Message: "the store did not answer in time; try again", Retryable: true}
-	}
-	return fmt.Errorf("%s %s: %w", kind, id, err)
-}
-
-// isInterrupted reports FerretDB's "interrupted (9)"-style transient read faults.
-func isInterrupted(err error) bool {
-	var ce mongo.CommandError
-	if errors.As(err, &ce) {
-		return ce.Code == 11601 || strings.Contains(strings.ToLower(ce.Message), "interrupted")
-	}
-	return false
-}
+// AsError returns err as a safe *Error.
+func AsError(err error) *Error { return ledger.AsError(err) }

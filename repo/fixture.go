@@ -33,6 +33,6 @@ func (s *Store) Fixture(ctx context.Context, coll string, fields map[string]any)
 	if err := bson.Unmarshal(raw, &doc); err != nil {
 		return "", err
 	}
-	_, err = s.write(ctx, mutation{coll: coll, id: id, action: "create", after: doc})
+	_, err = s.write(ctx, mutation{Coll: coll, ID: id, Action: "create", After: doc})
 	return id, err
 }

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // This file builds groups of mutations that the write path applies as one
@@ -23,35 +24,35 @@ func prepare[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id, action string, fn func(P) error) (P, *mutation, error) {
-	if err := checkID(id); err != nil {
+	if err := ledger.CheckID(id); err != nil {
 		return nil, nil, NotFound(kinds[coll], id)
 	}
 	var raw bson.M
 	if err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(&raw); err != nil {
-		return nil, nil, driverErr(err, kinds[coll], id)
+		return nil, nil, ledger.DriverErr(err, kinds[coll], id)
 	}
 	rec := P(new(T))
-	if err := decodeM(raw, rec); err != nil {
+	if err := ledger.DecodeM(raw, rec); err != nil {
 		return nil, nil, err
 	}
 	if err := fn(rec); err != nil {
 		return nil, nil, err
 	}
-	before := strip(raw)
-	after, err := toM(rec)
+	before := ledger.Strip(raw)
+	after, err := ledger.ToM(rec)
 	if err != nil {
 		return nil, nil, err
 	}
 	delete(after, "updated_at")
-	cmp := strip(before)
+	cmp := ledger.Strip(before)
 	delete(cmp, "updated_at")
-	if sameState(cmp, after) {
+	if ledger.SameState(cmp, after) {
 		return rec, nil, nil
 	}
 	m := rec.meta()
 	m.UpdatedAt = now()
 	after["updated_at"] = m.UpdatedAt
-	return rec, &mutation{coll: coll, id: id, action: action, before: before, after: after, version: m.Version}, nil
+	return rec, &mutation{Coll: coll, ID: id, Action: action, Before: before, After: after, Version: m.Version}, nil
 }
 
 // creation returns the mutation that creates rec in coll, giving it an id
@@ -66,11 +67,11 @@ func creation[P interface {
 	}
 	t := now()
 	m.CreatedAt, m.UpdatedAt, m.ArchivedAt = t, t, nil
-	after, err := toM(rec)
+	after, err := ledger.ToM(rec)
 	if err != nil {
 		return mutation{}, err
 	}
-	return mutation{coll: coll, id: m.ID, action: audit.ActionCreate, after: after}, nil
+	return mutation{Coll: coll, ID: m.ID, Action: audit.ActionCreate, After: after}, nil
 }
 
 // writeGroup writes the mutations build returns as one unit. build reads

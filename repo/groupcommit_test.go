@@ -91,14 +91,14 @@ func (c *pointCounter) get(p string) int {
 
 func createUserMutation(name string) mutation {
 	id := uuid.NewString()
-	return mutation{coll: collUsers, id: id, action: audit.ActionCreate,
-		after: bson.M{"_id": id, "name": name, "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}}
+	return mutation{Coll: collUsers, ID: id, Action: audit.ActionCreate,
+		After: bson.M{"_id": id, "name": name, "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}}
 }
 
 func renameMutation(t *testing.T, s *Store, id, name string) mutation {
 	t.Helper()
 	before, v := userState(t, s, id)
-	return mutation{coll: collUsers, id: id, action: audit.ActionUpdate, before: before, after: renamed(before, name), version: v}
+	return mutation{Coll: collUsers, ID: id, Action: audit.ActionUpdate, Before: before, After: renamed(before, name), Version: v}
 }
 
 // userName reads a user's name, and whether the user exists.
@@ -145,7 +145,7 @@ func TestGroupCommitManyWriters(t *testing.T) {
 				switch {
 				case i%3 == 0 || len(own) == 0:
 					m := createUserMutation(name)
-					id = m.id
+					id = m.ID
 					if _, err = s.write(ctx, m); err == nil {
 						own = append(own, id)
 					}
@@ -256,16 +256,16 @@ func TestGroupCommitCrashAtEveryStep(t *testing.T) {
 					t.Errorf("%d intents pending after the restart (%v)", n, err)
 				}
 				for i, m := range muts {
-					name, exists := userName(t, s, m.id)
-					applied := exists && name == m.after["name"]
+					name, exists := userName(t, s, m.ID)
+					applied := exists && name == m.After["name"]
 					if want := i < st.applied; applied != want {
-						t.Errorf("writer %d (%s %s): applied %v, want %v (record: %q, exists %v)", i, m.action, m.id, applied, want, name, exists)
+						t.Errorf("writer %d (%s %s): applied %v, want %v (record: %q, exists %v)", i, m.Action, m.ID, applied, want, name, exists)
 					}
 					n := appliedEntries(t, s, bson.M{"_id": entries[i].ID})
 					if applied && n != 1 || !applied && n != 0 {
 						t.Errorf("writer %d: applied %v with %d applied entries", i, applied, n)
 					}
-					if !applied && m.before != nil && name != m.before["name"] {
+					if !applied && m.Before != nil && name != m.Before["name"] {
 						t.Errorf("writer %d: record is %q, neither before nor after", i, name)
 					}
 				}
@@ -286,7 +286,7 @@ func TestGroupCommitRecoversAnIntentOfTheOneEntryForm(t *testing.T) {
 	var olds []audit.Entry
 	for i, id := range []string{landed, lost} {
 		m := renameMutation(t, s, id, fmt.Sprint("old protocol ", i))
-		e := newEntry(actor, m, "")
+		e := s.newEntry(actor, m, "")
 		seq, err := s.nextSeq(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -410,7 +410,7 @@ func TestGroupCommitMemberFailuresStayTheirs(t *testing.T) {
 	}
 	held := renameMutation(t, s, ids[2], "held")
 	s.writeMu.Lock()
-	s.locks[held.key()] = "some-group"
+	s.locks[held.Key()] = "some-group"
 	s.writeMu.Unlock()
 	errs := queueWhileLocked(t, s,
 		write(nil, renameMutation(t, s, ids[0], "ok-0")),
@@ -421,7 +421,7 @@ func TestGroupCommitMemberFailuresStayTheirs(t *testing.T) {
 	)
 	s.hook = nil
 	s.writeMu.Lock()
-	delete(s.locks, held.key())
+	delete(s.locks, held.Key())
 	s.writeMu.Unlock()
 	if points.get("batch") != 1 {
 		t.Fatalf("%d batches of several writers, want 1", points.get("batch"))
@@ -536,7 +536,7 @@ func BenchmarkSerialWrites(b *testing.B) {
 						if _, err := s.write(ctx, m); err != nil {
 							b.Fatal(err)
 						}
-						ids[i] = m.id
+						ids[i] = m.ID
 					}
 					var wg sync.WaitGroup
 					b.ResetTimer()

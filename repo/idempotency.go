@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Idempotency keys make a retried mutation safe. A call made with one first
@@ -80,7 +81,7 @@ func (s *Store) ClaimIdempotency(ctx context.Context, keyID, key, tool, hash str
 	for range 5 {
 		ok, err := s.putIdempotency(ctx, nil, c)
 		if err != nil {
-			return nil, 0, driverErr(err, "idempotency key", key)
+			return nil, 0, ledger.DriverErr(err, "idempotency key", key)
 		}
 		if ok {
 			return c, ClaimNew, nil
@@ -91,7 +92,7 @@ func (s *Store) ClaimIdempotency(ctx context.Context, keyID, key, tool, hash str
 			continue
 		}
 		if err != nil {
-			return nil, 0, driverErr(err, "idempotency key", key)
+			return nil, 0, ledger.DriverErr(err, "idempotency key", key)
 		}
 		held := bson.M{"_id": cur.ID, "owner": cur.Owner, "state": cur.State}
 		switch {
@@ -99,7 +100,7 @@ func (s *Store) ClaimIdempotency(ctx context.Context, keyID, key, tool, hash str
 			// An expired key is a new call: a new epoch, so the entries of the
 			// old one do not count.
 			if ok, err = s.putIdempotency(ctx, held, c); err != nil || ok {
-				return c, ClaimNew, driverErr(err, "idempotency key", key)
+				return c, ClaimNew, ledger.DriverErr(err, "idempotency key", key)
 			}
 		case cur.Hash != hash && cur.State != IdemReleased:
 			return &cur, ClaimMismatch, nil
@@ -114,7 +115,7 @@ func (s *Store) ClaimIdempotency(ctx context.Context, keyID, key, tool, hash str
 			// refused): the claim takes the new tool and arguments.
 			c.Epoch, c.CreatedAt, c.ExpiresAt = cur.Epoch, cur.CreatedAt, cur.ExpiresAt
 			if ok, err = s.putIdempotency(ctx, held, c); err != nil || ok {
-				return c, ClaimResumed, driverErr(err, "idempotency key", key)
+				return c, ClaimResumed, ledger.DriverErr(err, "idempotency key", key)
 			}
 		}
 	}
@@ -156,17 +157,17 @@ func (s *Store) IdempotentChanges(ctx context.Context, c *Idempotency) ([]audit.
 	}
 	if pending, err := s.planHolds(ctx, c.Tag()); err != nil || pending {
 		if err != nil {
-			return nil, driverErr(err, "change log", "")
+			return nil, ledger.DriverErr(err, "change log", "")
 		}
 		return nil, errEarlierPending
 	}
 	cur, err := s.find(ctx, collChangeLog, bson.M{"idempotency_key": c.Tag(), "state": bson.M{"$ne": audit.StateAborted}})
 	if err != nil {
-		return nil, driverErr(err, "change log", "")
+		return nil, ledger.DriverErr(err, "change log", "")
 	}
 	var out []audit.Entry
 	if err := cur.All(ctx, &out); err != nil {
-		return nil, driverErr(err, "change log", "")
+		return nil, ledger.DriverErr(err, "change log", "")
 	}
 	return out, nil
 }

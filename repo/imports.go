@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Bulk import of contacts and outlets. Each row is matched on its natural
@@ -259,20 +260,20 @@ func addCreate[P interface {
 // updateMutation is the mutation that stores rec changed from raw, or nil
 // when nothing changed; it also returns the names of the changed fields.
 func updateMutation(coll string, raw bson.M, rec record) (*mutation, []string, error) {
-	before := strip(raw)
-	after, err := toM(rec)
+	before := ledger.Strip(raw)
+	after, err := ledger.ToM(rec)
 	if err != nil {
 		return nil, nil, err
 	}
 	delete(after, "updated_at")
-	cmp := strip(before)
+	cmp := ledger.Strip(before)
 	delete(cmp, "updated_at")
-	if sameState(cmp, after) {
+	if ledger.SameState(cmp, after) {
 		return nil, nil, nil
 	}
 	var changed []string
 	for k, v := range after {
-		if !sameState(bson.M{k: cmp[k]}, bson.M{k: v}) {
+		if !ledger.SameState(bson.M{k: cmp[k]}, bson.M{k: v}) {
 			changed = append(changed, k)
 		}
 	}
@@ -285,7 +286,7 @@ func updateMutation(coll string, raw bson.M, rec record) (*mutation, []string, e
 	m := rec.meta()
 	m.UpdatedAt = now()
 	after["updated_at"] = m.UpdatedAt
-	return &mutation{coll: coll, id: m.ID, action: audit.ActionUpdate, before: before, after: after, version: m.Version}, changed, nil
+	return &mutation{Coll: coll, ID: m.ID, Action: audit.ActionUpdate, Before: before, After: after, Version: m.Version}, changed, nil
 }
 
 // userIDs returns the ids of the active team members.
@@ -363,7 +364,7 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 		}
 		if raw, ok := byEmail[key]; ok {
 			c := &Contact{}
-			if err := decodeM(raw, c); err != nil {
+			if err := ledger.DecodeM(raw, c); err != nil {
 				return nil, err
 			}
 			was := *c
@@ -476,7 +477,7 @@ func (s *Store) ImportOutlets(ctx context.Context, rows []ImportRow, dryRun bool
 		seen[key] = i + 1
 		if raw, ok := byDomain[key]; ok {
 			o := &Outlet{}
-			if err := decodeM(raw, o); err != nil {
+			if err := ledger.DecodeM(raw, o); err != nil {
 				return nil, err
 			}
 			res.ID = o.ID

@@ -20,6 +20,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // KeyPrefix starts every agent key.
@@ -421,7 +422,7 @@ func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
 	var u User
 	err := s.coll(collUsers).FindOne(ctx, bson.M{"email": strings.ToLower(strings.TrimSpace(email))}).Decode(&u)
 	if err != nil {
-		return nil, driverErr(err, "user", email)
+		return nil, ledger.DriverErr(err, "user", email)
 	}
 	return &u, nil
 }

@@ -9,13 +9,12 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/ledger"
 )
 
-// Page is one page of a list.
-type Page[T any] struct {
-	Total int64
-	Items []T
-}
+// Page is one page of a list (the engine's, ledger.Page).
+type Page[T any] = ledger.Page[T]
 
 // listPage returns the records of coll matching filter in sort order, with a
 // total count. sort must end on a unique field (_id) so paging never skips or
@@ -29,7 +28,7 @@ type Page[T any] struct {
 // in order, the page's records are decoded and the rest only counted.
 func listPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
 	if ids, total, ok, err := s.mirrorIDs(ctx, mirrorQuery{coll: coll, filter: filter, sort: sort, skip: int64(offset), limit: int64(limit)}); err != nil {
-		return Page[T]{}, driverErr(err, kinds[coll], "list")
+		return Page[T]{}, ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 	} else if ok {
 		raws, err := s.fetch(ctx, coll, ids, filter, nil)
 		items := []T{}
@@ -37,7 +36,7 @@ func listPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, 
 			err = decodeAll(raws, &items)
 		}
 		if err != nil {
-			return Page[T]{}, driverErr(err, kinds[coll], "list")
+			return Page[T]{}, ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 		}
 		return Page[T]{Total: total, Items: items}, nil
 	}
@@ -46,18 +45,18 @@ func listPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, 
 	}
 	cur, err := s.coll(coll).Find(ctx, filter, options.Find().SetSort(sort).SetSkip(int64(offset)).SetLimit(int64(limit)))
 	if err != nil {
-		return Page[T]{}, driverErr(err, kinds[coll], "list")
+		return Page[T]{}, ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 	}
 	items := []T{}
 	if err := cur.All(ctx, &items); err != nil {
-		return Page[T]{}, driverErr(err, kinds[coll], "list")
+		return Page[T]{}, ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 	}
 	if len(items) < limit && (len(items) > 0 || offset == 0) {
 		return Page[T]{Total: int64(offset + len(items)), Items: items}, nil
 	}
 	total, err := s.coll(coll).CountDocuments(ctx, filter)
 	if err != nil {
-		return Page[T]{}, driverErr(err, kinds[coll], "list")
+		return Page[T]{}, ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 	}
 	return Page[T]{Total: total, Items: items}, nil
 }
@@ -66,7 +65,7 @@ func listPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, 
 func listOnePass[T any](ctx context.Context, s *Store, coll string, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
 	cur, err := s.coll(coll).Find(ctx, filter, options.Find().SetSort(sort))
 	if err != nil {
-		return Page[T]{}, driverErr(err, kinds[coll], "list")
+		return Page[T]{}, ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
 	items := []T{}
@@ -75,14 +74,14 @@ func listOnePass[T any](ctx context.Context, s *Store, coll string, filter bson.
 		if n >= int64(offset) && len(items) < limit {
 			var item T
 			if err := cur.Decode(&item); err != nil {
-				return Page[T]{}, driverErr(err, kinds[coll], "list")
+				return Page[T]{}, ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 			}
 			items = append(items, item)
 		}
 		n++
 	}
 	if err := cur.Err(); err != nil {
-		return Page[T]{}, driverErr(err, kinds[coll], "list")
+		return Page[T]{}, ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 	}
 	return Page[T]{Total: n, Items: items}, nil
 }

@@ -24,6 +24,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Media defaults.
@@ -211,7 +212,7 @@ func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Me
 	}
 	var created audit.Entry
 	if err := s.findOne(ctx, collChangeLog, bson.M{"collection": collMedia, "record_id": id, "action": audit.ActionCreate, "state": audit.StateApplied}).Decode(&created); err != nil {
-		return nil, driverErr(err, "media creation", id)
+		return nil, ledger.DriverErr(err, "media creation", id)
 	}
 	ctx = audit.WithActor(ctx, audit.Actor{UserID: created.UserID, AgentID: created.AgentID, SessionID: created.SessionID, Tool: "upload_media_url (PUT)"})
 
@@ -440,7 +441,7 @@ func (s *Store) Media(ctx context.Context, id string) (*Media, *MediaCoverage, e
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			return m, nil, nil
 		}
-		return nil, nil, driverErr(err, "coverage", m.CoverageID)
+		return nil, nil, ledger.DriverErr(err, "coverage", m.CoverageID)
 	}
 	return m, &c, nil
 }
@@ -488,7 +489,7 @@ func (s *Store) OpenMediaBytes(ctx context.Context, m *Media) (io.ReadCloser, er
 		ChunkSize int32 `bson:"chunkSize"`
 	}
 	if err := s.coll(collFiles).FindOne(ctx, bson.M{"_id": m.FileID}).Decode(&file); err != nil {
-		return nil, driverErr(err, "media file", m.FileID)
+		return nil, ledger.DriverErr(err, "media file", m.FileID)
 	}
 	// MongoDB streams a sort on files_id+n from its index. FerretDB sorts in
 	// memory (the whole file), so there the chunks are read in natural order,
@@ -499,7 +500,7 @@ func (s *Store) OpenMediaBytes(ctx context.Context, m *Media) (io.ReadCloser, er
 	}
 	cur, err := s.coll(collChunks).Find(ctx, bson.M{"files_id": m.FileID}, opts)
 	if err != nil {
-		return nil, driverErr(err, "media file", m.FileID)
+		return nil, ledger.DriverErr(err, "media file", m.FileID)
 	}
 	return &blobReader{ctx: ctx, cur: cur, left: file.Length, chunk: int(file.ChunkSize), id: m.FileID}, nil
 }

@@ -57,7 +57,7 @@ func (s *Store) RecordSend(ctx context.Context, m *Message) error {
 	if err != nil {
 		return err
 	}
-	mut.action, mut.irreversible = audit.ActionSend, true
+	mut.Action, mut.Irreversible = audit.ActionSend, true
 	entries, err := s.write(ctx, mut)
 	if err != nil {
 		return err

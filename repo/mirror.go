@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
-	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +13,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/ledger/index"
 )
 
 // The mirror: indexes the service keeps for the embedded store.
@@ -35,32 +34,11 @@ import (
 // outcome is unknown. A query it cannot answer exactly (a field it left
 // out, an operator it does not evaluate) goes to the store, as before.
 
-// mirrorSpec says what the mirror keeps of one collection.
-type mirrorSpec struct {
-	// drop lists the fields left out (large text), as dotted paths; a path
-	// through an array of documents drops the field of every element.
-	drop []string
-	// keys are the paths with a posting list: an equality or $in of
-	// strings on one of them picks the candidates instead of every record.
-	keys []string
-}
-
-var mirrorSpecs = map[string]mirrorSpec{
-	collNotes:         {drop: []string{"content"}, keys: []string{"links.contact_id", "links.outlet_id", "links.opportunity_id", "links.id"}},
-	collCoverage:      {drop: []string{"summary", "full_text"}, keys: []string{"contact_ids", "outlet_id", "opportunity_id", "campaign_id"}},
-	collEmails:        {drop: []string{"messages.body_text", "messages.references", "messages.attachments"}, keys: []string{"messages.contact_ids", "contact_ids", "opportunity_links.opportunity_id", "opportunity_links.id"}},
-	collChangeLog:     {drop: []string{"before", "after", "sealed"}, keys: []string{"record_id", "session_id", "idempotency_key"}},
-	collOpportunities: {drop: []string{"notes", "pitch"}, keys: []string{"contact_ids", "outlet_id", "campaign_id"}},
-	collContacts:      {drop: []string{"notes", "bio"}, keys: []string{"affiliations.outlet_id", "affiliations.id", "email_lower"}},
-	collOutlets:       {drop: []string{"notes", "description"}},
-	collCampaigns:     {drop: []string{"notes", "description", "brief"}},
-}
-
 // mirror holds the mirrored collections. Readers take mu for reading;
 // updates come from the write path, under writeMu, and take it for writing.
 type mirror struct {
 	mu    sync.RWMutex
-	colls map[string]*mirrorColl
+	colls map[string]*index.Coll
 	// stale is set until the first build ends and whenever a write's
 	// outcome was unknown: every query then goes to the store.
 	stale atomic.Bool
@@ -84,21 +62,6 @@ type mirror struct {
 type journaled struct {
 	coll string
 	raw  bson.Raw
-}
-
-type mirrorColl struct {
-	spec mirrorSpec
-	docs map[string]*mirrorDoc
-	// keys: path → value → ids.
-	keys map[string]map[string]map[string]struct{}
-	// next numbers records in the order the store returns them unsorted
-	// (the order of insertion), for queries without a sort.
-	next int64
-}
-
-type mirrorDoc struct {
-	raw bson.Raw
-	ord int64
 }
 
 // errMirrorMismatch is what a query returns, in check mode, when the mirror
@@ -145,7 +108,7 @@ func (s *Store) buildLoop() {
 		mi.mu.Lock()
 		if err == nil && mi.lost == gen {
 			for _, j := range mi.journal {
-				colls[j.coll].put(j.raw)
+				colls[j.coll].Put(j.raw)
 			}
 			mi.colls = colls
 			mi.building, mi.journal, mi.rebuilding = false, nil, false
@@ -158,7 +121,7 @@ func (s *Store) buildLoop() {
 			}
 			n := 0
 			for _, c := range colls {
-				n += len(c.docs)
+				n += c.Len()
 			}
 			s.log.Info().Dur("took", time.Since(started)).Int("records", n).Bool("check", mi.check).Msg("the service's indexes are built")
 			return
@@ -193,14 +156,14 @@ func (s *Store) buildMirror(ctx context.Context) error {
 }
 
 // readMirror reads the mirrored collections from the store.
-func (s *Store) readMirror(ctx context.Context) (map[string]*mirrorColl, error) {
-	colls := map[string]*mirrorColl{}
-	for name, spec := range mirrorSpecs {
-		mc := &mirrorColl{spec: spec, docs: map[string]*mirrorDoc{}, keys: map[string]map[string]map[string]struct{}{}}
+func (s *Store) readMirror(ctx context.Context) (map[string]*index.Coll, error) {
+	colls := map[string]*index.Coll{}
+	for name, spec := range s.schema.Index {
+		mc := index.NewColl(spec)
 		var proj bson.M
-		if len(spec.drop) > 0 {
+		if len(spec.Drop) > 0 {
 			proj = bson.M{}
-			for _, f := range spec.drop {
+			for _, f := range spec.Drop {
 				proj[f] = 0
 			}
 		}
@@ -210,7 +173,7 @@ func (s *Store) readMirror(ctx context.Context) (map[string]*mirrorColl, error) 
 		}
 		for cur.Next(ctx) {
 			raw := slices.Clone(cur.Current)
-			mc.put(raw)
+			mc.Put(raw)
 		}
 		if err := cur.Err(); err != nil {
 			cur.Close(ctx)
@@ -241,76 +204,39 @@ func (s *Store) mirrorViolations(ctx context.Context) ([]Violation, error) {
 	var out []Violation
 	for name, want := range fresh {
 		have := s.mirror.colls[name]
-		for id, d := range want.docs {
-			h := have.docs[id]
-			if h == nil {
+		var failed error
+		want.Each(func(id string, d bson.Raw) {
+			h, ok := have.Doc(id)
+			if failed != nil {
+				return
+			}
+			if !ok {
 				out = append(out, Violation{name, id, "stored, but missing from the service's index"})
-				continue
+				return
 			}
 			var a, b bson.M
-			if err := decodeRaw(d.raw, &a); err != nil {
-				return nil, err
+			if err := decodeRaw(d, &a); err != nil {
+				failed = err
+				return
 			}
-			if err := decodeRaw(h.raw, &b); err != nil {
-				return nil, err
+			if err := decodeRaw(h, &b); err != nil {
+				failed = err
+				return
 			}
 			if !reflect.DeepEqual(a, b) {
 				out = append(out, Violation{name, id, "the service's index holds another state than the stored record"})
 			}
+		})
+		if failed != nil {
+			return nil, failed
 		}
-		for id := range have.docs {
-			if want.docs[id] == nil {
+		have.Each(func(id string, _ bson.Raw) {
+			if _, ok := want.Doc(id); !ok {
 				out = append(out, Violation{name, id, "in the service's index, but not stored"})
 			}
-		}
+		})
 	}
 	return out, nil
-}
-
-// put adds or replaces a record (raw holds only what the spec keeps).
-func (mc *mirrorColl) put(raw bson.Raw) {
-	id, ok := raw.Lookup("_id").StringValueOK()
-	if !ok {
-		return // the service's records have string ids; others are not mirrored
-	}
-	ord := mc.next
-	if old := mc.docs[id]; old != nil {
-		mc.unkey(id, old.raw)
-		ord = old.ord // a replaced record keeps its place, as in the store
-	} else {
-		mc.next++
-	}
-	mc.docs[id] = &mirrorDoc{raw: raw, ord: ord}
-	for _, path := range mc.spec.keys {
-		for _, v := range flatten(valuesAt(raw, path)) {
-			if str, ok := v.StringValueOK(); ok {
-				m := mc.keys[path]
-				if m == nil {
-					m = map[string]map[string]struct{}{}
-					mc.keys[path] = m
-				}
-				set := m[str]
-				if set == nil {
-					set = map[string]struct{}{}
-					m[str] = set
-				}
-				set[id] = struct{}{}
-			}
-		}
-	}
-}
-
-func (mc *mirrorColl) unkey(id string, raw bson.Raw) {
-	for _, path := range mc.spec.keys {
-		for _, v := range flatten(valuesAt(raw, path)) {
-			if str, ok := v.StringValueOK(); ok {
-				delete(mc.keys[path][str], id)
-				if len(mc.keys[path][str]) == 0 {
-					delete(mc.keys[path], str)
-				}
-			}
-		}
-	}
 }
 
 // mirrorPut records a document the write path has just written (writeMu
@@ -319,13 +245,13 @@ func (s *Store) mirrorPut(coll string, doc any) {
 	if s.mirror == nil || !s.serialWrites {
 		return
 	}
-	spec, ok := mirrorSpecs[coll]
+	spec, ok := s.schema.Index[coll]
 	if !ok {
 		return
 	}
 	raw, err := bson.Marshal(doc)
 	if err == nil {
-		raw, err = dropFields(raw, spec.drop)
+		raw, err = index.DropFields(raw, spec.Drop)
 	}
 	if err != nil {
 		s.mirrorLost(coll, err)
@@ -341,7 +267,7 @@ func (s *Store) mirrorPut(coll string, doc any) {
 		// Lost, and the next build has not begun reading: it will read this.
 	default:
 		if mc := mi.colls[coll]; mc != nil {
-			mc.put(raw)
+			mc.Put(raw)
 		}
 	}
 }
@@ -353,7 +279,7 @@ func (s *Store) mirrorRefresh(ctx context.Context, coll, id string) {
 	if s.mirror == nil || !s.serialWrites {
 		return
 	}
-	if _, ok := mirrorSpecs[coll]; !ok {
+	if _, ok := s.schema.Index[coll]; !ok {
 		return
 	}
 	var doc bson.Raw
@@ -383,38 +309,6 @@ func (s *Store) mirrorLost(coll string, err error) {
 	}
 }
 
-// dropFields returns raw without the fields of drop.
-func dropFields(raw bson.Raw, drop []string) (bson.Raw, error) {
-	if len(drop) == 0 {
-		return raw, nil
-	}
-	var m bson.M
-	if err := decodeRaw(raw, &m); err != nil {
-		return nil, err
-	}
-	for _, f := range drop {
-		dropPath(m, strings.Split(f, "."))
-	}
-	return bson.Marshal(m)
-}
-
-func dropPath(m bson.M, path []string) {
-	if len(path) == 1 {
-		delete(m, path[0])
-		return
-	}
-	switch v := m[path[0]].(type) {
-	case bson.M:
-		dropPath(v, path[1:])
-	case bson.A:
-		for _, e := range v {
-			if em, ok := e.(bson.M); ok {
-				dropPath(em, path[1:])
-			}
-		}
-	}
-}
-
 // ---------------------------------------------------------------------------
 // Queries
 
@@ -429,879 +323,14 @@ type mirrorQuery struct {
 	onlyIDsProjd bool
 }
 
-// ids answers q: the ids in order, after skip and limit, and the number of
-// matches. ok is false when the mirror cannot answer q exactly.
+// ids answers q from the index: the ids in order, after skip and limit, and
+// the number of matches. ok is false when the index is stale or cannot
+// answer q exactly.
 func (mi *mirror) ids(q mirrorQuery) (ids []string, total int64, ok bool) {
 	if mi == nil || mi.stale.Load() {
 		return nil, 0, false
 	}
 	mi.mu.RLock()
 	defer mi.mu.RUnlock()
-	mc := mi.colls[q.coll]
-	if mc == nil || !mc.answers(q.filter) || !mc.sorts(q.sort) {
-		return nil, 0, false
-	}
-	paths := make([]string, len(q.sort))
-	desc := make([]bool, len(q.sort))
-	for i, k := range q.sort {
-		paths[i] = k.Key
-		dir, _ := asInt(k.Value)
-		desc[i] = dir < 0
-	}
-	// Only the first skip+limit hits in order are kept (the rest are only
-	// counted): a list of 100k records sorts 50, not 100k.
-	keep := -1
-	if q.limit > 0 {
-		keep = int(q.skip + q.limit)
-	}
-	less := func(a, b *hit) bool {
-		for i := range a.keys {
-			c := compareKeys(a.keys[i], b.keys[i])
-			if desc[i] {
-				c = -c
-			}
-			if c != 0 {
-				return c < 0
-			}
-		}
-		return a.doc.ord < b.doc.ord
-	}
-	var hits []*hit
-	var n int64
-	scratch := hit{keys: make([]sortKey, len(paths))}
-	consider := func(id string, d *mirrorDoc) bool {
-		match, ok := evalFilter(d.raw, q.filter)
-		if !ok {
-			return false
-		}
-		if !match {
-			return true
-		}
-		n++
-		h := &scratch
-		h.id, h.doc = id, d
-		for i, path := range paths {
-			pv := walk(d.raw, path)
-			if !pv.decideOn("sort") {
-				return false
-			}
-			vs, gaps := pv.vals, pv.missing
-			switch {
-			case len(vs) == 0:
-				h.keys[i] = sortKey{bracket: bracket(bson.TypeNull)}
-			case len(vs) == 1 && !gaps:
-				k, ok := keyOf(vs[0])
-				if !ok {
-					return false
-				}
-				h.keys[i] = k
-			default:
-				// A sort on an array's elements, or on a path some elements
-				// of an array of documents lack (their null takes part in
-				// the store's choice of a key): the store's rule, not ours.
-				return false
-			}
-		}
-		if keep == 0 || (keep > 0 && len(hits) == keep && !less(h, hits[keep-1])) {
-			return true
-		}
-		h = &hit{id: id, doc: d, keys: slices.Clone(scratch.keys)}
-		if keep < 0 {
-			hits = append(hits, h)
-			return true
-		}
-		at, _ := slices.BinarySearchFunc(hits, h, func(a, b *hit) int {
-			if less(a, b) {
-				return -1
-			}
-			return 1
-		})
-		if len(hits) == keep {
-			hits = hits[:keep-1]
-		}
-		hits = slices.Insert(hits, at, h)
-		return true
-	}
-	if cand, ok := mc.candidates(q.filter); ok {
-		for id := range cand {
-			if d := mc.docs[id]; d != nil && !consider(id, d) {
-				return nil, 0, false
-			}
-		}
-	} else {
-		for id, d := range mc.docs {
-			if !consider(id, d) {
-				return nil, 0, false
-			}
-		}
-	}
-	if keep < 0 {
-		slices.SortFunc(hits, func(a, b *hit) int {
-			if less(a, b) {
-				return -1
-			}
-			return 1
-		})
-	}
-	total = n
-	start := min(int(q.skip), len(hits))
-	ids = make([]string, 0, len(hits)-start)
-	for _, h := range hits[start:] {
-		ids = append(ids, h.id)
-	}
-	return ids, total, true
-}
-
-type hit struct {
-	id   string
-	doc  *mirrorDoc
-	keys []sortKey
-}
-
-// sortKey is a sort value decoded once: its type bracket and its value.
-type sortKey struct {
-	bracket int
-	num     numeric
-	i64     int64
-	str     string
-	other   []byte
-}
-
-// keyOf is v's sort key; ok is false for a value the evaluator does not
-// order exactly (see decided).
-func keyOf(v bson.RawValue) (sortKey, bool) {
-	if !decided(v) {
-		return sortKey{}, false
-	}
-	k := sortKey{bracket: bracket(v.Type)}
-	switch k.bracket {
-	case 2:
-		k.num, _ = numericOf(v)
-	case 3:
-		k.str = v.StringValue()
-	case 8:
-		if v.Boolean() {
-			k.i64 = 1
-		}
-	case 9:
-		k.i64 = v.DateTime()
-	case 7:
-		k.other = v.Value
-	}
-	return k, true
-}
-
-// compareKeys orders as compareValues does.
-func compareKeys(a, b sortKey) int {
-	if a.bracket != b.bracket {
-		return a.bracket - b.bracket
-	}
-	switch a.bracket {
-	case 1:
-		return 0
-	case 2:
-		return compareNumeric(a.num, b.num)
-	case 3:
-		return strings.Compare(a.str, b.str)
-	case 8, 9:
-		return compareInt(a.i64, b.i64)
-	}
-	return strings.Compare(string(a.other), string(b.other))
-}
-
-func compareInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// answers reports whether every field filter names is kept whole, and
-// every operator is one evalFilter evaluates.
-func (mc *mirrorColl) answers(filter bson.M) bool {
-	for k, v := range filter {
-		switch k {
-		case "$and", "$or":
-			arr, ok := v.(bson.A)
-			if !ok || len(arr) == 0 {
-				return false
-			}
-			for _, e := range arr {
-				sub, ok := e.(bson.M)
-				if !ok || !mc.answers(sub) {
-					return false
-				}
-			}
-			continue
-		}
-		if strings.HasPrefix(k, "$") || !mc.keeps(k) {
-			return false
-		}
-	}
-	return true
-}
-
-// keeps reports whether path is kept whole (no dropped field at or under it).
-func (mc *mirrorColl) keeps(path string) bool {
-	for _, d := range mc.spec.drop {
-		if d == path || strings.HasPrefix(d, path+".") || strings.HasPrefix(path, d+".") {
-			return false
-		}
-	}
-	return true
-}
-
-func (mc *mirrorColl) sorts(sort bson.D) bool {
-	for _, k := range sort {
-		dir, ok := asInt(k.Value)
-		if !ok || (dir != 1 && dir != -1) || !mc.keeps(k.Key) {
-			return false
-		}
-	}
-	return true
-}
-
-// candidates is the smallest posting list the filter's top-level
-// equalities (or $in of strings) on a key pick; ok false when none does.
-func (mc *mirrorColl) candidates(filter bson.M) (map[string]struct{}, bool) {
-	var best map[string]struct{}
-	found := false
-	consider := func(set map[string]struct{}) {
-		if !found || len(set) < len(best) {
-			best, found = set, true
-		}
-	}
-	for k, v := range filter {
-		if k == "$and" {
-			for _, e := range v.(bson.A) {
-				if set, ok := mc.candidates(e.(bson.M)); ok {
-					consider(set)
-				}
-			}
-			continue
-		}
-		if k == "$or" {
-			// Every branch must pick its candidates, for their union to.
-			union := map[string]struct{}{}
-			all := true
-			for _, e := range v.(bson.A) {
-				set, ok := mc.candidates(e.(bson.M))
-				if !ok {
-					all = false
-					break
-				}
-				for id := range set {
-					union[id] = struct{}{}
-				}
-			}
-			if all {
-				consider(union)
-			}
-			continue
-		}
-		if k == "_id" {
-			if set, ok := mc.byID(v); ok {
-				consider(set)
-			}
-			continue
-		}
-		postings, keyed := mc.keys[k]
-		if !keyed && !slices.Contains(mc.spec.keys, k) {
-			continue
-		}
-		switch x := v.(type) {
-		case string:
-			consider(postings[x])
-		case bson.M:
-			if pat, ok := x["$regex"].(string); ok {
-				// A pattern on a keyed field (a session id's prefix): the
-				// ids of the values it matches, among the distinct ones.
-				opts, _ := x["$options"].(string)
-				if opts == "i" {
-					pat = "(?i)" + pat
-				} else if opts != "" {
-					continue
-				}
-				re, err := compiled(pat)
-				if err != nil {
-					continue
-				}
-				union := map[string]struct{}{}
-				for v, ids := range postings {
-					if re.MatchString(v) {
-						for id := range ids {
-							union[id] = struct{}{}
-						}
-					}
-				}
-				consider(union)
-				continue
-			}
-			in, ok := x["$in"]
-			if !ok {
-				continue
-			}
-			var vals []any
-			switch arr := in.(type) {
-			case bson.A:
-				vals = arr
-			case []string:
-				for _, s := range arr {
-					vals = append(vals, s)
-				}
-			default:
-				continue
-			}
-			union := map[string]struct{}{}
-			all := true
-			for _, e := range vals {
-				s, ok := e.(string)
-				if !ok {
-					all = false
-					break
-				}
-				for id := range postings[s] {
-					union[id] = struct{}{}
-				}
-			}
-			if all {
-				consider(union)
-			}
-		}
-	}
-	return best, found
-}
-
-// byID is the set of ids an _id equality or $in of strings names.
-func (mc *mirrorColl) byID(v any) (map[string]struct{}, bool) {
-	var vals []any
-	switch x := v.(type) {
-	case string:
-		vals = []any{x}
-	case bson.M:
-		in, ok := x["$in"]
-		if !ok || len(x) != 1 {
-			return nil, false
-		}
-		if vals, ok = asList(in); !ok {
-			return nil, false
-		}
-	default:
-		return nil, false
-	}
-	set := map[string]struct{}{}
-	for _, e := range vals {
-		id, ok := e.(string)
-		if !ok {
-			return nil, false
-		}
-		if _, stored := mc.docs[id]; stored {
-			set[id] = struct{}{}
-		}
-	}
-	return set, true
-}
-
-// ---------------------------------------------------------------------------
-// Evaluation: MongoDB's query semantics for the operators the service uses.
-
-// evalFilter reports whether doc matches filter; ok is false when filter
-// holds something this evaluator does not decide exactly.
-func evalFilter(doc bson.Raw, filter bson.M) (match, ok bool) {
-	match = true
-	for k, v := range filter {
-		var m bool
-		switch k {
-		case "$and", "$or":
-			arr, isArr := v.(bson.A)
-			if !isArr {
-				return false, false
-			}
-			m = k == "$and"
-			for _, e := range arr {
-				sub, isM := e.(bson.M)
-				if !isM {
-					return false, false
-				}
-				sm, sok := evalFilter(doc, sub)
-				if !sok {
-					return false, false
-				}
-				if k == "$and" {
-					m = m && sm
-				} else {
-					m = m || sm
-				}
-			}
-		default:
-			if strings.HasPrefix(k, "$") {
-				return false, false
-			}
-			var fok bool
-			m, fok = evalField(doc, k, v)
-			if !fok {
-				return false, false
-			}
-		}
-		match = match && m
-	}
-	return match, true
-}
-
-// evalField evaluates one field's condition: a value (equality) or a
-// document of operators.
-func evalField(doc bson.Raw, path string, cond any) (match, ok bool) {
-	pv := walk(doc, path)
-	vals, missing := pv.vals, pv.missing
-	ops, isOps := cond.(bson.M)
-	if isOps && !anyOperator(ops) {
-		return false, false // equality with a document: not needed, not decided here
-	}
-	if !isOps {
-		if !pv.decideOn("") || (cond == nil && !pv.decideOn("null")) {
-			return false, false
-		}
-		return equalsAny(vals, missing, cond)
-	}
-	match = true
-	for op, arg := range ops {
-		var m bool
-		if !pv.decideOn(op) || (arg == nil && !pv.decideOn("null")) {
-			return false, false
-		}
-		switch op {
-		case "$eq":
-			m, ok = equalsAny(vals, missing, arg)
-		case "$ne":
-			m, ok = equalsAny(vals, missing, arg)
-			m = !m
-		case "$in", "$nin":
-			list, lok := asList(arg)
-			if !lok || (slices.Contains(list, nil) && !pv.decideOn("null")) {
-				return false, false
-			}
-			for _, e := range list {
-				em, eok := equalsAny(vals, missing, e)
-				if !eok {
-					return false, false
-				}
-				m = m || em
-			}
-			if op == "$nin" {
-				m = !m
-			}
-			ok = true
-		case "$exists":
-			want, bok := arg.(bool)
-			if !bok {
-				return false, false
-			}
-			m, ok = (len(vals) > 0) == want, true
-		case "$gt", "$gte", "$lt", "$lte":
-			want, wok := toRaw(arg)
-			if !wok || want.Type == bson.TypeNull || !decided(want) {
-				return false, false
-			}
-			for _, v := range flatten(vals) {
-				if bracket(v.Type) != bracket(want.Type) {
-					continue
-				}
-				c, cok := compareValues(v, want)
-				if !cok {
-					return false, false
-				}
-				if (op == "$gt" && c > 0) || (op == "$gte" && c >= 0) || (op == "$lt" && c < 0) || (op == "$lte" && c <= 0) {
-					m = true
-				}
-			}
-			ok = true
-		case "$regex":
-			opts, _ := ops["$options"].(string)
-			pat, pok := arg.(string)
-			if !pok || strings.Trim(opts, "i") != "" {
-				return false, false
-			}
-			if opts == "i" {
-				pat = "(?i)" + pat
-			}
-			re, err := compiled(pat)
-			if err != nil {
-				return false, false
-			}
-			for _, v := range flatten(vals) {
-				if s, sok := v.StringValueOK(); sok && re.MatchString(s) {
-					m = true
-				}
-			}
-			ok = true
-		case "$options":
-			if _, has := ops["$regex"]; !has {
-				return false, false
-			}
-			m, ok = true, true
-		default:
-			return false, false
-		}
-		if !ok {
-			return false, false
-		}
-		match = match && m
-	}
-	return match, true
-}
-
-// regexps caches compiled patterns (a query evaluates its pattern on every
-// candidate); it is emptied when full, so callers' patterns cannot grow it.
-var (
-	regexpsMu sync.Mutex
-	regexps   = map[string]*regexp.Regexp{}
-)
-
-func compiled(pat string) (*regexp.Regexp, error) {
-	regexpsMu.Lock()
-	defer regexpsMu.Unlock()
-	if re, ok := regexps[pat]; ok {
-		return re, nil
-	}
-	re, err := regexp.Compile(pat)
-	if err != nil {
-		return nil, err
-	}
-	if len(regexps) >= 256 {
-		clear(regexps)
-	}
-	regexps[pat] = re
-	return re, nil
-}
-
-func anyOperator(m bson.M) bool {
-	for k := range m {
-		if strings.HasPrefix(k, "$") {
-			return true
-		}
-	}
-	return false
-}
-
-func asList(v any) ([]any, bool) {
-	switch x := v.(type) {
-	case bson.A:
-		return x, true
-	case []any:
-		return x, true
-	case []string:
-		out := make([]any, len(x))
-		for i, s := range x {
-			out[i] = s
-		}
-		return out, true
-	}
-	return nil, false
-}
-
-// equalsAny: MongoDB's equality against a path's values: a value equal to
-// want, or an array holding it; null matches a missing field too.
-func equalsAny(vals []bson.RawValue, missing bool, want any) (match, ok bool) {
-	w, wok := toRaw(want)
-	if !wok {
-		return false, false
-	}
-	if w.Type != bson.TypeNull && !decided(w) {
-		return false, false // arrays, documents, patterns, NaN, decimal128…
-	}
-	if w.Type == bson.TypeNull {
-		if len(vals) == 0 {
-			return true, true
-		}
-		if missing {
-			// Some elements of an array of documents lack the field and
-			// others hold it: stores differ on whether null matches.
-			return false, false
-		}
-		for _, v := range flatten(vals) {
-			if v.Type == bson.TypeNull || v.Type == bson.TypeUndefined {
-				return true, true
-			}
-		}
-		return false, true
-	}
-	for _, v := range flatten(vals) {
-		if bracket(v.Type) != bracket(w.Type) {
-			continue
-		}
-		c, ok := compareValues(v, w)
-		if !ok {
-			return false, false
-		}
-		if c == 0 {
-			return true, true
-		}
-	}
-	return false, true
-}
-
-// flatten adds the elements of array values to the values (an equality or
-// a comparison matches an array when it matches one of its elements).
-func flatten(vals []bson.RawValue) []bson.RawValue {
-	out := vals
-	for _, v := range vals {
-		if v.Type == bson.TypeArray {
-			elems, err := v.Array().Values()
-			if err == nil {
-				out = append(out, elems...)
-			}
-		}
-	}
-	return out
-}
-
-// toRaw converts a Go value of a filter to a BSON value.
-func toRaw(v any) (bson.RawValue, bool) {
-	if v == nil {
-		return bson.RawValue{Type: bson.TypeNull}, true
-	}
-	t, data, err := bson.MarshalValue(v)
-	if err != nil {
-		return bson.RawValue{}, false
-	}
-	return bson.RawValue{Type: t, Value: data}, true
-}
-
-// valuesAt is the values at a dotted path, descending into arrays of
-// documents.
-func valuesAt(doc bson.Raw, path string) []bson.RawValue {
-	vals, _ := valuesAndGaps(doc, path)
-	return vals
-}
-
-// pathValues is what a dotted path reaches in a document.
-type pathValues struct {
-	vals []bson.RawValue
-	// missing: the document, or an element of an array of documents on the
-	// way, lacks the path (an equality with null matches there).
-	missing bool
-	// blocked: the path meets a value it cannot enter before its end (a
-	// scalar or null where a document should be); mixed:
-	// an array on the way holds elements that are not documents; viaArray:
-	// the path goes through an array of documents. The embedded store
-	// answers some operators there otherwise than MongoDB (see decideOn).
-	blocked, mixed, viaArray bool
-}
-
-// valuesAndGaps is valuesAt, also reporting the path's gaps.
-func valuesAndGaps(doc bson.Raw, path string) (vals []bson.RawValue, missing bool) {
-	pv := walk(doc, path)
-	return pv.vals, pv.missing
-}
-
-func walk(doc bson.Raw, path string) (pv pathValues) {
-	pv.walk(doc, path)
-	return pv
-}
-
-func (pv *pathValues) walk(doc bson.Raw, path string) {
-	head, rest, nested := strings.Cut(path, ".")
-	v, err := doc.LookupErr(head)
-	if err != nil {
-		pv.missing = true
-		return
-	}
-	if !nested {
-		pv.vals = append(pv.vals, v)
-		return
-	}
-	switch v.Type {
-	case bson.TypeEmbeddedDocument:
-		pv.walk(v.Document(), rest)
-		return
-	case bson.TypeArray:
-		elems, err := v.Array().Values()
-		if err != nil {
-			pv.missing, pv.blocked = true, true
-			return
-		}
-		if len(elems) == 0 {
-			pv.missing = true
-			return
-		}
-		pv.viaArray = true
-		for _, e := range elems {
-			if e.Type != bson.TypeEmbeddedDocument {
-				pv.missing, pv.mixed = true, true
-				continue
-			}
-			pv.walk(e.Document(), rest)
-		}
-		return
-	}
-	pv.missing, pv.blocked = true, true
-}
-
-// decideOn reports whether op (an operator, "" for an equality with a
-// value, "null" for one with null, "sort") is decided exactly on what
-// the path reached. Compared with the embedded store (the evaluator's test,
-// with generated documents), and declined where that store answers
-// otherwise than MongoDB: an array of mixed elements on the way (its
-// equality misses a document's value), a negation through an array of
-// documents ($ne and $nin match a document one of whose values is
-// excluded), and a path blocked by a scalar (it sorts by that scalar).
-func (pv pathValues) decideOn(op string) bool {
-	if pv.mixed {
-		return false
-	}
-	switch op {
-	case "$ne", "$nin":
-		return !pv.viaArray && !pv.blocked
-	case "null", "$exists", "sort":
-		return !pv.blocked
-	}
-	return true
-}
-
-// bracket is MongoDB's type bracket: values compare within one only.
-func bracket(t bson.Type) int {
-	switch t {
-	case bson.TypeNull, bson.TypeUndefined:
-		return 1
-	case bson.TypeInt32, bson.TypeInt64, bson.TypeDouble, bson.TypeDecimal128:
-		return 2
-	case bson.TypeString, bson.TypeSymbol:
-		return 3
-	case bson.TypeEmbeddedDocument:
-		return 4
-	case bson.TypeArray:
-		return 5
-	case bson.TypeBinary:
-		return 6
-	case bson.TypeObjectID:
-		return 7
-	case bson.TypeBoolean:
-		return 8
-	case bson.TypeDateTime:
-		return 9
-	case bson.TypeTimestamp:
-		return 10
-	case bson.TypeRegex:
-		return 11
-	}
-	return 12
-}
-
-// decided reports whether the evaluator compares v exactly as MongoDB
-// does: null, numbers (integers and doubles, compared exactly; not NaN,
-// whose order is the store's own, nor decimal128, which the embedded store
-// cannot hold, nor the double -2^63), strings, object ids, booleans and
-// dates. The service
-// stores nothing else in a field it selects or sorts by; a query that meets
-// anything else goes to the store.
-func decided(v bson.RawValue) bool {
-	switch v.Type {
-	case bson.TypeNull, bson.TypeInt32, bson.TypeInt64, bson.TypeString, bson.TypeObjectID, bson.TypeBoolean, bson.TypeDateTime:
-		return true
-	case bson.TypeDouble:
-		f := v.Double()
-		// -2^63 as a double equals the least int64 (MongoDB); the document
-		// engine holds them unequal, so neither answer is given here.
-		return !math.IsNaN(f) && f != -0x1p63
-	}
-	return false
-}
-
-// compareValues orders two values as MongoDB sorts them: by type bracket,
-// then by value (numbers exactly, strings by bytes: the simple collation).
-// ok is false for a value the evaluator does not decide (see decided).
-func compareValues(a, b bson.RawValue) (c int, ok bool) {
-	if !decided(a) || !decided(b) {
-		return 0, false
-	}
-	if ba, bb := bracket(a.Type), bracket(b.Type); ba != bb {
-		return ba - bb, true
-	}
-	switch bracket(a.Type) {
-	case 1:
-		return 0, true
-	case 2:
-		x, _ := numericOf(a)
-		y, _ := numericOf(b)
-		return compareNumeric(x, y), true
-	case 3:
-		return strings.Compare(a.StringValue(), b.StringValue()), true
-	case 8:
-		x, y := a.Boolean(), b.Boolean()
-		switch {
-		case x == y:
-			return 0, true
-		case !x:
-			return -1, true
-		}
-		return 1, true
-	case 9:
-		return compareInt(a.DateTime(), b.DateTime()), true
-	}
-	return strings.Compare(string(a.Value), string(b.Value)), true // object ids: their bytes
-}
-
-// numeric is a BSON number held exactly: an int32 or int64 as an integer,
-// a double as itself. Integers beyond 2^53 have no exact float64, so an
-// integer and a double are compared without converting the integer.
-type numeric struct {
-	isInt bool
-	i     int64
-	f     float64
-}
-
-func numericOf(v bson.RawValue) (numeric, bool) {
-	switch v.Type {
-	case bson.TypeInt32:
-		return numeric{isInt: true, i: int64(v.Int32())}, true
-	case bson.TypeInt64:
-		return numeric{isInt: true, i: v.Int64()}, true
-	case bson.TypeDouble:
-		if f := v.Double(); !math.IsNaN(f) {
-			return numeric{f: f}, true
-		}
-	}
-	return numeric{}, false
-}
-
-// compareNumeric orders two numbers exactly (-0 equals 0; no NaN here).
-func compareNumeric(a, b numeric) int {
-	switch {
-	case a.isInt && b.isInt:
-		return compareInt(a.i, b.i)
-	case a.isInt:
-		return compareIntFloat(a.i, b.f)
-	case b.isInt:
-		return -compareIntFloat(b.i, a.f)
-	case a.f < b.f:
-		return -1
-	case a.f > b.f:
-		return 1
-	}
-	return 0
-}
-
-// compareIntFloat orders an integer and a double exactly: by the double's
-// integer part first (exact below 2^63), then by its fraction.
-func compareIntFloat(i int64, f float64) int {
-	switch {
-	case f >= 0x1p63: // and +Inf: above every int64
-		return -1
-	case f < -0x1p63: // and -Inf
-		return 1
-	}
-	t := math.Trunc(f)
-	if c := compareInt(i, int64(t)); c != 0 {
-		return c
-	}
-	switch {
-	case f > t:
-		return -1
-	case f < t:
-		return 1
-	}
-	return 0
+	return mi.colls[q.coll].IDs(index.Query{Filter: q.filter, Sort: q.sort, Skip: q.skip, Limit: q.limit})
 }

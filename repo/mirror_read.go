@@ -15,6 +15,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"outreach/ledger"
+	"outreach/ledger/index"
 )
 
 // The read side of the mirror (mirror.go): find, findOne and count take
@@ -99,7 +102,7 @@ func onlyID(p bson.M) bool {
 	if len(p) != 1 {
 		return false
 	}
-	v, ok := asInt(p["_id"])
+	v, ok := ledger.AsInt(p["_id"])
 	return ok && v == 1
 }
 
@@ -213,7 +216,7 @@ func (s *Store) fetch(ctx context.Context, coll string, ids []string, filter, pr
 			continue
 		}
 		if projection == nil {
-			if match, ok := evalFilter(raw, filter); ok && !match {
+			if match, ok := index.Match(raw, filter); ok && !match {
 				continue
 			}
 		}
@@ -228,7 +231,7 @@ func (s *Store) findAll(ctx context.Context, coll string, filter bson.M, opts *o
 	if q, ok := findQuery(coll, filter, opts); ok {
 		ids, _, ok, err := s.mirrorIDs(ctx, q)
 		if err != nil {
-			return driverErr(err, kinds[coll], "list")
+			return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 		}
 		if ok {
 			raws, err := s.fetch(ctx, coll, ids, filter, q.projection)
@@ -236,17 +239,17 @@ func (s *Store) findAll(ctx context.Context, coll string, filter bson.M, opts *o
 				err = decodeAll(raws, out)
 			}
 			if err != nil {
-				return driverErr(err, kinds[coll], "list")
+				return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 			}
 			return nil
 		}
 	}
 	cur, err := s.coll(coll).Find(ctx, filter, opts)
 	if err != nil {
-		return driverErr(err, kinds[coll], "list")
+		return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 	}
 	if err := cur.All(ctx, out); err != nil {
-		return driverErr(err, kinds[coll], "list")
+		return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
 	}
 	return nil
 }
@@ -371,7 +374,7 @@ func (s *Store) covered(coll string, ids []string, projection bson.M) ([]bson.Ra
 	}
 	want := map[string]bool{"_id": true}
 	for k, v := range projection {
-		on, ok := asInt(v)
+		on, ok := ledger.AsInt(v)
 		if b, isBool := v.(bool); isBool {
 			on, ok = 0, true
 			if b {
@@ -401,17 +404,17 @@ func (s *Store) covered(coll string, ids []string, projection bson.M) ([]bson.Ra
 		return nil, false
 	}
 	for k := range want {
-		if !mc.keeps(k) {
+		if !mc.Keeps(k) {
 			return nil, false
 		}
 	}
 	out := make([]bson.Raw, 0, len(ids))
 	for _, id := range ids {
-		d := mc.docs[id]
-		if d == nil {
+		raw, ok := mc.Doc(id)
+		if !ok {
 			return nil, false
 		}
-		elems, err := d.raw.Elements()
+		elems, err := raw.Elements()
 		if err != nil {
 			return nil, false
 		}

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // NoteTypes are the allowed note types; the first is the default.
@@ -217,12 +218,12 @@ func (s *Store) AddNoteLinks(ctx context.Context, noteID string, t LinkTargets) 
 // RemoveNoteLink removes one link by its id. A note's last link cannot be
 // removed: a note is always linked to at least one entity.
 func (s *Store) RemoveNoteLink(ctx context.Context, linkID string) (*Note, error) {
-	if checkID(linkID) != nil {
+	if ledger.CheckID(linkID) != nil {
 		return nil, NotFound("note link", linkID)
 	}
 	var owner Meta
 	if err := s.findOne(ctx, collNotes, bson.M{"links.id": linkID}).Decode(&owner); err != nil {
-		return nil, driverErr(err, "note link", linkID)
+		return nil, ledger.DriverErr(err, "note link", linkID)
 	}
 	return modify(ctx, s, collNotes, owner.ID, audit.ActionUnlink, func(n *Note) error {
 		if err := activeNote(n); err != nil {

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // This file is the outbox: subscriptions to opportunities, and the
@@ -174,10 +175,10 @@ func (s *Store) Subscribe(ctx context.Context, oppID, userID string, events []st
 
 // Unsubscribe ends user's subscription to an opportunity (archives it).
 func (s *Store) Unsubscribe(ctx context.Context, oppID, userID string) (*Subscription, error) {
-	if checkID(oppID) != nil {
+	if ledger.CheckID(oppID) != nil {
 		return nil, Invalid("opportunity_id", "%q is not a UUID", oppID)
 	}
-	if checkID(userID) != nil {
+	if ledger.CheckID(userID) != nil {
 		return nil, Invalid("user_id", "%q is not a UUID", userID)
 	}
 	sub, err := archive[*Subscription](ctx, s, collSubscriptions, subscriptionID(oppID, userID), nil)
@@ -223,11 +224,11 @@ func (s *Store) subscribers(ctx context.Context, oppID, event string) ([]Subscri
 	cur, err := s.coll(collSubscriptions).Find(ctx, bson.M{"opportunity_id": oppID, "archived_at": nil},
 		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
-		return nil, driverErr(err, "subscription", oppID)
+		return nil, ledger.DriverErr(err, "subscription", oppID)
 	}
 	var subs []Subscription
 	if err := cur.All(ctx, &subs); err != nil {
-		return nil, driverErr(err, "subscription", oppID)
+		return nil, ledger.DriverErr(err, "subscription", oppID)
 	}
 	out := subs[:0]
 	for _, sub := range subs {
@@ -290,7 +291,7 @@ func (s *Store) eventMutations(ctx context.Context, ev event) ([]mutation, error
 		if err != nil {
 			return nil, err
 		}
-		m.irreversible = true
+		m.Irreversible = true
 		muts = append(muts, m)
 	}
 	return muts, nil
@@ -309,16 +310,16 @@ func stageEvent(o *Opportunity, from string) event {
 func (s *Store) rollbackEvents(ctx context.Context, muts []mutation) ([]mutation, error) {
 	var out []mutation
 	for _, m := range muts {
-		if m.coll != collOpportunities || m.before == nil {
+		if m.Coll != collOpportunities || m.Before == nil {
 			continue
 		}
-		from, _ := m.before["stage"].(string)
-		to, _ := m.after["stage"].(string)
-		if from == to || m.after["archived_at"] != nil {
+		from, _ := m.Before["stage"].(string)
+		to, _ := m.After["stage"].(string)
+		if from == to || m.After["archived_at"] != nil {
 			continue
 		}
-		title, _ := m.after["title"].(string)
-		ev := stageEvent(&Opportunity{Meta: Meta{ID: m.id}, Title: title, Stage: to}, from)
+		title, _ := m.After["title"].(string)
+		ev := stageEvent(&Opportunity{Meta: Meta{ID: m.ID}, Title: title, Stage: to}, from)
 		ev.data["rollback"] = true
 		evm, err := s.eventMutations(ctx, ev)
 		if err != nil {
@@ -359,7 +360,7 @@ func ActFor(ctx context.Context, field, userID string) error {
 // notifications, or anyone's with the admin scope (ActFor).
 func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 	for i, id := range ids {
-		if checkID(id) != nil {
+		if ledger.CheckID(id) != nil {
 			return nil, Invalid(fmt.Sprintf("ids[%d]", i), "%q is not a UUID", id)
 		}
 	}
@@ -393,7 +394,7 @@ func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 			}
 			if m != nil {
 				if a, _ := audit.ActorFrom(ctx); owner != a.UserID {
-					m.onBehalfOf = owner
+					m.OnBehalfOf = owner
 				}
 				muts = append(muts, *m)
 				marked = append(marked, id)
@@ -413,11 +414,11 @@ func (s *Store) DueNotifications(ctx context.Context, at time.Time, limit int) (
 	cur, err := s.coll(collNotifications).Find(ctx, bson.M{"delivery.done": false, "delivery.next_attempt_at": bson.M{"$lte": at}},
 		options.Find().SetSort(bson.D{{Key: "delivery.next_attempt_at", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(int64(limit)))
 	if err != nil {
-		return nil, driverErr(err, "notification", "due")
+		return nil, ledger.DriverErr(err, "notification", "due")
 	}
 	var out []Notification
 	if err := cur.All(ctx, &out); err != nil {
-		return nil, driverErr(err, "notification", "due")
+		return nil, ledger.DriverErr(err, "notification", "due")
 	}
 	live := out[:0]
 	for _, n := range out {
@@ -520,10 +521,10 @@ func (s *Store) FinishDelivery(ctx context.Context, id, worker string, attempts 
 func (s *Store) DeliveryAttempts(ctx context.Context, id string) ([]DeliveryAttempt, error) {
 	cur, err := s.coll(collDeliveries).Find(ctx, bson.M{"notification_id": id}, options.Find().SetSort(bson.D{{Key: "started_at", Value: 1}, {Key: "_id", Value: 1}}))
 	if err != nil {
-		return nil, driverErr(err, "delivery", id)
+		return nil, ledger.DriverErr(err, "delivery", id)
 	}
 	out := []DeliveryAttempt{}
-	return out, driverErr(cur.All(ctx, &out), "delivery", id)
+	return out, ledger.DriverErr(cur.All(ctx, &out), "delivery", id)
 }
 
 // Notification returns one notification.
@@ -540,11 +541,11 @@ func (s *Store) Notification(ctx context.Context, id string) (*Notification, err
 func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error) {
 	cur, err := s.find(ctx, collOpportunities, bson.M{"archived_at": nil, "next_action_date": bson.M{"$lte": at}})
 	if err != nil {
-		return 0, driverErr(err, "opportunity", "due")
+		return 0, ledger.DriverErr(err, "opportunity", "due")
 	}
 	var opps []Opportunity
 	if err := cur.All(ctx, &opps); err != nil {
-		return 0, driverErr(err, "opportunity", "due")
+		return 0, ledger.DriverErr(err, "opportunity", "due")
 	}
 	made := 0
 	for i := range opps {
@@ -563,11 +564,11 @@ func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error)
 		fresh := muts[:0]
 		for _, m := range muts {
 			var meta Meta
-			err := s.coll(collNotifications).FindOne(ctx, bson.M{"_id": m.id}).Decode(&meta)
+			err := s.coll(collNotifications).FindOne(ctx, bson.M{"_id": m.ID}).Decode(&meta)
 			if errors.Is(err, mongo.ErrNoDocuments) {
 				fresh = append(fresh, m)
 			} else if err != nil {
-				return made, driverErr(err, "notification", m.id)
+				return made, ledger.DriverErr(err, "notification", m.ID)
 			}
 		}
 		if len(fresh) == 0 {

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Stages of an opportunity, in pipeline order; won and lost are terminal.
@@ -128,7 +129,7 @@ func (s *Store) place(ctx context.Context, curOutlet, curChannel string, outlet,
 		OutletID string `bson:"outlet_id"`
 	}
 	if err := s.coll(collChannels).FindOne(ctx, bson.M{"_id": newChannel}, options.FindOne().SetProjection(bson.M{"outlet_id": 1})).Decode(&ch); err != nil {
-		return "", "", driverErr(err, "channel", newChannel)
+		return "", "", ledger.DriverErr(err, "channel", newChannel)
 	}
 	if channel != nil && outlet == nil {
 		newOutlet = ch.OutletID
@@ -341,7 +342,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 			return nil, nil
 		}
 		muts := []mutation{*m}
-		if m.before["campaign_id"] != o.CampaignID {
+		if m.Before["campaign_id"] != o.CampaignID {
 			cm, err := s.coverageFollows(ctx, id, o.CampaignID)
 			if err != nil {
 				return nil, err
@@ -424,7 +425,7 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 			if note, err = noteForStage(id, mv.Stage, mv.Note); err != nil {
 				return nil, err
 			}
-			noteID = note.id
+			noteID = note.ID
 		}
 		from := ""
 		o, m, err := prepare(ctx, s, collOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
@@ -622,7 +623,7 @@ func (s *Store) trimmedOne(ctx context.Context, coll, id string, fields []string
 		return nil, nil
 	}
 	if err != nil {
-		return nil, driverErr(err, kinds[coll], id)
+		return nil, ledger.DriverErr(err, kinds[coll], id)
 	}
 	return trim(doc), nil
 }
@@ -635,11 +636,11 @@ func (s *Store) trimmed(ctx context.Context, coll string, filter bson.M, sort bs
 	}
 	cur, err := s.find(ctx, coll, filter, options.Find().SetProjection(projection(fields)).SetSort(sort))
 	if err != nil {
-		return nil, driverErr(err, kinds[coll], "query")
+		return nil, ledger.DriverErr(err, kinds[coll], "query")
 	}
 	var docs []bson.M
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, driverErr(err, kinds[coll], "query")
+		return nil, ledger.DriverErr(err, kinds[coll], "query")
 	}
 	out := make([]map[string]any, 0, len(docs))
 	for _, d := range docs {

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"outreach/embedded"
+	"outreach/ledger"
 )
 
 // TestProbesDecideCapabilities runs the probes on the store of this run: on
@@ -34,7 +35,7 @@ func TestProbesDecideCapabilities(t *testing.T) {
 	}
 	defer s.Close(ctx)
 	for range 3 {
-		p := s.probe(ctx)
+		p := ledger.Probe(ctx, s.client, s.db)
 		t.Logf("%s: %+v", s.caps.Server, p)
 		if os.Getenv("MONGODB_URI") == "" {
 			if p.AtomicUpdates || p.Transactions || p.UnionWith || p.TextSearch {

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Meta is what every stored record carries. Version and LastChange tie the
@@ -37,28 +38,6 @@ type record interface{ meta() *Meta }
 // now is the service's clock, truncated to what BSON dates keep.
 func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
-// toM returns rec's stored state without bookkeeping fields.
-func toM(rec any) (bson.M, error) {
-	raw, err := bson.Marshal(rec)
-	if err != nil {
-		return nil, err
-	}
-	var m bson.M
-	if err := bson.Unmarshal(raw, &m); err != nil {
-		return nil, err
-	}
-	return strip(m), nil
-}
-
-// kind names a collection's records in messages.
-var kinds = map[string]string{
-	collOutlets: "outlet", collContacts: "contact", collChannels: "channel", collCampaigns: "campaign",
-	collOpportunities: "opportunity", collCoverage: "coverage", collMedia: "media", collNotes: "note",
-	collEmails: "email thread", collUsers: "user", collKeys: "agent key", collSettings: "setting",
-	collSubscriptions: "subscription", collNotifications: "notification", collDeliveries: "delivery", collMessages: "Slack message",
-	collHeld: "held email",
-}
-
 // insert creates rec in coll through the write path.
 func insert[P interface {
 	*T
@@ -70,11 +49,11 @@ func insert[P interface {
 	}
 	t := now()
 	m.CreatedAt, m.UpdatedAt, m.ArchivedAt = t, t, nil
-	after, err := toM(rec)
+	after, err := ledger.ToM(rec)
 	if err != nil {
 		return err
 	}
-	entries, err := s.write(ctx, mutation{coll: coll, id: m.ID, action: audit.ActionCreate, after: after})
+	entries, err := s.write(ctx, mutation{Coll: coll, ID: m.ID, Action: audit.ActionCreate, After: after})
 	if err != nil {
 		return err
 	}
@@ -87,13 +66,13 @@ func find[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id string) (P, error) {
-	if err := checkID(id); err != nil {
+	if err := ledger.CheckID(id); err != nil {
 		return nil, NotFound(kinds[coll], id)
 	}
 	rec := P(new(T))
 	err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(rec)
 	if err != nil {
-		return nil, driverErr(err, kinds[coll], id)
+		return nil, ledger.DriverErr(err, kinds[coll], id)
 	}
 	return rec, nil
 }
@@ -123,34 +102,34 @@ func modify[P interface {
 	defer release()
 	for attempt := 1; ; attempt++ {
 		var raw bson.M
-		if err := checkID(id); err != nil {
+		if err := ledger.CheckID(id); err != nil {
 			return nil, NotFound(kinds[coll], id)
 		}
 		if err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(&raw); err != nil {
-			return nil, driverErr(err, kinds[coll], id)
+			return nil, ledger.DriverErr(err, kinds[coll], id)
 		}
 		rec := P(new(T))
-		if err := decodeM(raw, rec); err != nil {
+		if err := ledger.DecodeM(raw, rec); err != nil {
 			return nil, err
 		}
 		if err := fn(rec); err != nil {
 			return nil, err
 		}
-		before := strip(raw)
-		after, err := toM(rec)
+		before := ledger.Strip(raw)
+		after, err := ledger.ToM(rec)
 		if err != nil {
 			return nil, err
 		}
 		delete(after, "updated_at")
-		cmp := strip(before)
+		cmp := ledger.Strip(before)
 		delete(cmp, "updated_at")
-		if sameState(cmp, after) {
+		if ledger.SameState(cmp, after) {
 			return rec, nil
 		}
 		m := rec.meta()
 		m.UpdatedAt = now()
 		after["updated_at"] = m.UpdatedAt
-		entries, err := s.write(ctx, mutation{coll: coll, id: id, action: action, before: before, after: after, version: m.Version})
+		entries, err := s.write(ctx, mutation{Coll: coll, ID: id, Action: action, Before: before, After: after, Version: m.Version})
 		if isConflict(err) && errors.Is(err, ErrConflict) && attempt < attempts {
 			time.Sleep(time.Duration(attempt*attempt) * 2 * time.Millisecond)
 			continue
@@ -161,14 +140,6 @@ func modify[P interface {
 		m.Version, m.LastChange = m.Version+1, entries[0].ID
 		return rec, nil
 	}
-}
-
-func decodeM(m bson.M, into any) error {
-	raw, err := bson.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return bson.Unmarshal(raw, into)
 }
 
 // archive sets archived_at of a record; archiving an archived record is an error.
@@ -211,7 +182,7 @@ func restore[P interface {
 // the argument in the error.
 func (s *Store) mustExist(ctx context.Context, coll, field string, ids ...string) error {
 	for _, id := range ids {
-		if err := checkID(id); err != nil {
+		if err := ledger.CheckID(id); err != nil {
 			return Invalid(field, "%q is not a UUID", id)
 		}
 		var m Meta
@@ -220,7 +191,7 @@ func (s *Store) mustExist(ctx context.Context, coll, field string, ids ...string
 			return NotFoundField(field, kinds[coll], id)
 		}
 		if err != nil {
-			return driverErr(err, kinds[coll], id)
+			return ledger.DriverErr(err, kinds[coll], id)
 		}
 		if m.ArchivedAt != nil {
 			return &Error{Code: CodeNotFound, Field: field, Message: fmt.Sprintf("%s: %s %s is archived; restore it first", field, kinds[coll], id)}
@@ -256,15 +227,6 @@ func (s *Store) checkRefs(ctx context.Context, refs []ref, contactIDs *[]string)
 				return err
 			}
 		}
-	}
-	return nil
-}
-
-// checkID reports whether id is a UUID in its canonical form.
-func checkID(id string) error {
-	u, err := uuid.Parse(id)
-	if err != nil || u.String() != id {
-		return errors.New("not a canonical UUID")
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Organisation settings: one record in settings, written through the write
@@ -67,7 +68,7 @@ func singletonBefore(c audit.Entry) bson.M {
 	default:
 		return nil
 	}
-	def, err := toM(zero)
+	def, err := ledger.ToM(zero)
 	if err != nil {
 		return nil
 	}
@@ -92,7 +93,7 @@ func (s *Store) Settings(ctx context.Context) (*OrgSettings, error) {
 		return &OrgSettings{Meta: Meta{ID: orgSettingsID}, Name: "organisation", Competitors: []string{}}, nil
 	}
 	if err != nil {
-		return nil, driverErr(err, "setting", "organisation")
+		return nil, ledger.DriverErr(err, "setting", "organisation")
 	}
 	if st.Competitors == nil {
 		st.Competitors = []string{}
@@ -293,7 +294,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 	}
 	n, err := s.count(ctx, collCoverage, filter)
 	if err != nil {
-		return nil, driverErr(err, "coverage", "report")
+		return nil, ledger.DriverErr(err, "coverage", "report")
 	}
 	if n > MaxReportItems {
 		return nil, Errorf(CodeFailedPrecondition, "the range holds %d coverage items, more than the %d one report reads; narrow since/until or the scope", n, MaxReportItems)

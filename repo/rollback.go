@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Rollback executes what package audit plans: it reads the changes and the
@@ -112,7 +113,7 @@ const rollbackAttempts = 5
 
 // RollbackChange rolls back one change.
 func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions) (*Rollback, error) {
-	if checkID(id) != nil {
+	if ledger.CheckID(id) != nil {
 		return nil, NotFound("change", id)
 	}
 	for attempt := 1; ; attempt++ {
@@ -125,7 +126,7 @@ func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions
 		}
 		c = &asUpdates([]audit.Entry{*c})[0]
 		if !audit.Reversible(*c) {
-			return nil, Errorf(CodeFailedPrecondition, "change %s (%s of %s %s by %s) cannot be rolled back: %s", c.ID, c.Action, kindOf(c.Collection), c.RecordID, c.Tool, irreversible(*c))
+			return nil, Errorf(CodeFailedPrecondition, "change %s (%s of %s %s by %s) cannot be rolled back: %s", c.ID, c.Action, s.schema.Kind(c.Collection), c.RecordID, c.Tool, irreversible(*c))
 		}
 		// The record first, its rollbacks second: a rollback that lands in
 		// between fails our version-guarded write, or shows in the query.
@@ -167,10 +168,10 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 		cur, err := s.find(ctx, collChangeLog, bson.M{"session_id": sessionID, "state": audit.StateApplied},
 			options.Find().SetSort(bson.D{{Key: "seq", Value: -1}}))
 		if err != nil {
-			return nil, driverErr(err, "session", sessionID)
+			return nil, ledger.DriverErr(err, "session", sessionID)
 		}
 		if err := cur.All(ctx, &changes); err != nil {
-			return nil, driverErr(err, "session", sessionID)
+			return nil, ledger.DriverErr(err, "session", sessionID)
 		}
 		if len(changes) == 0 {
 			return nil, &Error{Code: CodeNotFound, Field: "session_id", Message: fmt.Sprintf("session %s has no changes (get_change_log lists changes with their session_id)", sessionID)}
@@ -302,11 +303,11 @@ func (s *Store) rollbackRecords(ctx context.Context, changes []audit.Entry) (map
 			batch := ids[start:min(start+200, len(ids))]
 			cur, err := s.find(ctx, coll, bson.M{"_id": bson.M{"$in": batch}})
 			if err != nil {
-				return nil, nil, driverErr(err, kindOf(coll), "rollback")
+				return nil, nil, ledger.DriverErr(err, s.schema.Kind(coll), "rollback")
 			}
 			var docs []bson.M
 			if err := cur.All(ctx, &docs); err != nil {
-				return nil, nil, driverErr(err, kindOf(coll), "rollback")
+				return nil, nil, ledger.DriverErr(err, s.schema.Kind(coll), "rollback")
 			}
 			if err := s.at("rollback-read"); err != nil {
 				return nil, nil, err
@@ -319,12 +320,12 @@ func (s *Store) rollbackRecords(ctx context.Context, changes []audit.Entry) (map
 				}
 				if ok {
 					return nil, nil, &Error{Code: CodeConflict, Retryable: true,
-						Message: fmt.Sprintf("%s %s is being changed by a group of changes in progress (%v); try again in a moment", kindOf(coll), id, lb)}
+						Message: fmt.Sprintf("%s %s is being changed by a group of changes in progress (%v); try again in a moment", s.schema.Kind(coll), id, lb)}
 				}
 				v, _ := d[fieldVersion].(int64)
 				k := audit.RecordKey(coll, id)
-				stored[k] = strip(d)
-				records[k] = audit.Record{State: redact(coll, stored[k]), Version: v}
+				stored[k] = ledger.Strip(d)
+				records[k] = audit.Record{State: s.redact(coll, stored[k]), Version: v}
 			}
 		}
 	}
@@ -348,11 +349,11 @@ func (s *Store) revertGraph(ctx context.Context, ids []string) (revertGraph, err
 				bson.M{"reverts": bson.M{"$in": batch}, "state": bson.M{"$in": bson.A{audit.StatePending, audit.StateApplied}}},
 				options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
 			if err != nil {
-				return g, driverErr(err, "change", "rollback")
+				return g, ledger.DriverErr(err, "change", "rollback")
 			}
 			var rs []audit.Entry
 			if err := cur.All(ctx, &rs); err != nil {
-				return g, driverErr(err, "change", "rollback")
+				return g, ledger.DriverErr(err, "change", "rollback")
 			}
 			for _, r := range rs {
 				if r.State == audit.StatePending {
@@ -426,7 +427,7 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 	}
 	for _, st := range p.Steps {
 		if st.To == nil {
-			return nil, Errorf(CodeFailedPrecondition, "%s %s of change %s no longer exists; it cannot be rolled back", kindOf(st.Change.Collection), st.Change.RecordID, st.Change.ID)
+			return nil, Errorf(CodeFailedPrecondition, "%s %s of change %s no longer exists; it cannot be rolled back", s.schema.Kind(st.Change.Collection), st.Change.RecordID, st.Change.ID)
 		}
 	}
 	// A rule holds whatever force says: force only writes over fields
@@ -438,7 +439,7 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 		}
 		b := broken[0]
 		return nil, &Error{Code: CodeFailedPrecondition,
-			Message: fmt.Sprintf("the rollback would break %d rule(s) of the records it writes; nothing was written, and force does not override rules. Rolling back change %s (%s %s) breaks %s: %s", len(broken), b.ChangeID, kindOf(b.Collection), b.RecordID, b.Rule, b.Message),
+			Message: fmt.Sprintf("the rollback would break %d rule(s) of the records it writes; nothing was written, and force does not override rules. Rolling back change %s (%s %s) breaks %s: %s", len(broken), b.ChangeID, s.schema.Kind(b.Collection), b.RecordID, b.Rule, b.Message),
 			Details: d}
 	}
 	if len(details) > 0 && !o.Force {
@@ -459,13 +460,13 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 		}
 		// Redacted fields were planned over as placeholders; a rollback
 		// never changes them, so they keep their stored values.
-		for _, f := range redacted[st.Change.Collection] {
+		for _, f := range s.schema.Redacted[st.Change.Collection] {
 			if v, ok := states[k][f]; ok {
 				after[f] = v
 			}
 		}
-		muts[i] = mutation{coll: st.Change.Collection, id: st.Change.RecordID, action: audit.ActionRollback,
-			before: states[k], after: after, version: st.Version, reverts: st.Change.ID}
+		muts[i] = mutation{Coll: st.Change.Collection, ID: st.Change.RecordID, Action: audit.ActionRollback,
+			Before: states[k], After: after, Version: st.Version, Reverts: st.Change.ID}
 		states[k] = after
 	}
 	total := len(p.Steps) + len(p.NotReversible) + len(p.Skipped)
@@ -543,12 +544,4 @@ func summary(res *Rollback, what string) string {
 		parts = append(parts, "nothing was written")
 	}
 	return strings.Join(parts, "; ") + "."
-}
-
-// kindOf names a collection's records in messages, whatever the collection.
-func kindOf(coll string) string {
-	if k, ok := kinds[coll]; ok {
-		return k
-	}
-	return coll + " record"
 }

@@ -35,7 +35,7 @@ func TestRollbackListsWhatCannotBeReversed(t *testing.T) {
 	before, v := userState(t, s, u.ID)
 	after := renamed(before, "Anne")
 	after["slack_user_id"] = "U123"
-	sent, err := s.write(work, mutation{coll: collUsers, id: u.ID, action: audit.ActionSend, before: before, after: after, version: v, irreversible: true})
+	sent, err := s.write(work, mutation{Coll: collUsers, ID: u.ID, Action: audit.ActionSend, Before: before, After: after, Version: v, Irreversible: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func rollbackOfALockedRecord(t *testing.T, mode string) {
 	ctx := testCtx()
 	muts, _, _ := groupMutations(t, s, ctx, "lock", false)
 	var create audit.Entry
-	if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"record_id": muts[0].id}).Decode(&create); err != nil {
+	if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"record_id": muts[0].ID}).Decode(&create); err != nil {
 		t.Fatal(err)
 	}
 	if mode == modeSerial {

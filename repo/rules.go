@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Rules of each record kind, checked on a proposed state of a record as a
@@ -85,18 +86,18 @@ func (v *ruleView) record(ctx context.Context, coll, id string) (bson.M, error) 
 	if st, ok := v.pending[audit.RecordKey(coll, id)]; ok {
 		return st, nil
 	}
-	if checkID(id) != nil {
+	if ledger.CheckID(id) != nil {
 		return nil, nil
 	}
 	var doc bson.M
 	err := v.s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(&doc)
-	if err := driverErr(err, kinds[coll], id); err != nil {
+	if err := ledger.DriverErr(err, kinds[coll], id); err != nil {
 		if ErrorCode(err) == CodeNotFound {
 			return nil, nil
 		}
 		return nil, err
 	}
-	return strip(doc), nil
+	return ledger.Strip(doc), nil
 }
 
 // matching returns the records of coll for which match holds, as the view
@@ -112,7 +113,7 @@ func (v *ruleView) matching(ctx context.Context, coll string, filter bson.M, mat
 	for _, d := range docs {
 		id := fmt.Sprint(d["_id"])
 		seen[id] = true
-		st := strip(d)
+		st := ledger.Strip(d)
 		if p, ok := v.pending[audit.RecordKey(coll, id)]; ok {
 			st = p
 		}
@@ -150,7 +151,7 @@ func str(st bson.M, k string) string { s, _ := st[k].(string); return s }
 // decodeState decodes a proposed state into a record of its kind.
 func decodeState[T any](id string, state bson.M) (*T, error) {
 	rec := new(T)
-	if err := decodeM(state, rec); err != nil {
+	if err := ledger.DecodeM(state, rec); err != nil {
 		return nil, fmt.Errorf("decode state of %s: %w", id, err)
 	}
 	return rec, nil

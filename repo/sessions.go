@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // An agent session is one agent's run of work: the unit get_change_log
@@ -157,16 +158,16 @@ func (s *Store) Sessions(ctx context.Context, f SessionFilter, limit, offset int
 	}
 	total, err := s.coll(collSessions).CountDocuments(ctx, filter)
 	if err != nil {
-		return Page[Session]{}, driverErr(err, "session", "list")
+		return Page[Session]{}, ledger.DriverErr(err, "session", "list")
 	}
 	cur, err := s.coll(collSessions).Find(ctx, filter, options.Find().
 		SetSort(bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: 1}}).SetSkip(int64(offset)).SetLimit(int64(limit)))
 	if err != nil {
-		return Page[Session]{}, driverErr(err, "session", "list")
+		return Page[Session]{}, ledger.DriverErr(err, "session", "list")
 	}
 	items := []Session{}
 	if err := cur.All(ctx, &items); err != nil {
-		return Page[Session]{}, driverErr(err, "session", "list")
+		return Page[Session]{}, ledger.DriverErr(err, "session", "list")
 	}
 	for i := range items {
 		if err := s.sessionActivity(ctx, &items[i]); err != nil {
@@ -188,11 +189,11 @@ func (s *Store) sessionActivity(ctx context.Context, sess *Session) error {
 	cur, err := s.find(ctx, collChangeLog, bson.M{"session_id": sess.ID, "state": audit.StateApplied},
 		options.Find().SetProjection(bson.M{"before": 0, "after": 0}))
 	if err != nil {
-		return driverErr(err, "session", sess.ID)
+		return ledger.DriverErr(err, "session", sess.ID)
 	}
 	var changes []audit.Entry
 	if err := cur.All(ctx, &changes); err != nil {
-		return driverErr(err, "session", sess.ID)
+		return ledger.DriverErr(err, "session", sess.ID)
 	}
 	sess.Changes = len(changes)
 	if len(changes) == 0 {

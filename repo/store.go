@@ -1,7 +1,15 @@
-// Package repo owns the stored documents, their queries and the single write
-// path. Every mutation of every collection goes through Store.write (write.go),
-// which records the change in change_log in the same atomic unit; no other
-// file of the service calls a driver write.
+// Package repo is the domain: every kind of record, its fields, rules,
+// guards and queries, the dossiers, reports, imports and the outbox. It
+// speaks the engine's vocabulary (package ledger: errors, pages, record ids)
+// and registers its collections with the engine at Open (schema.go); the
+// service's index of the embedded store is package ledger/index.
+//
+// The single write path still lives here, in the files that move into
+// ledger next (write.go, group.go, recover.go, verify.go, changelog.go,
+// idempotency.go, rollback.go, mirror.go, mirror_read.go): every mutation of
+// every collection goes through Store.write (write.go), which records the
+// change in change_log in the same atomic unit; no other file of the service
+// calls a driver write.
 package repo
 
 import (
@@ -22,6 +30,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/indexes"
+	"outreach/ledger"
 )
 
 // Write modes, chosen once at start.
@@ -55,6 +64,8 @@ const (
 	collPlanSteps     = "plan_steps"
 	collSessions      = "agent_sessions"
 	collSettings      = "settings"
+	// The capability probes' scratch documents (ledger/probe.go).
+	collProbes = ledger.CollProbes
 	// The outbox and team messaging (notify.go, messages.go).
 	collSubscriptions = "subscriptions"
 	collNotifications = "notifications"
@@ -192,6 +203,8 @@ type Store struct {
 	// store (mirror.go); nil elsewhere.
 	mirror     *mirror
 	stopMirror context.CancelFunc
+	// schema is the domain's registration (schema.go).
+	schema ledger.Schema
 }
 
 // Open connects to uri, applies the index list, detects capabilities, picks
@@ -206,7 +219,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	s := &Store{client: client, db: client.Database(database), lease: opts.Lease, log: opts.Logger, media: opts.Media.withDefaults(), exclusive: opts.Exclusive, intentID: uuid.NewString(),
+	s := &Store{client: client, db: client.Database(database), schema: domainSchema(), lease: opts.Lease, log: opts.Logger, media: opts.Media.withDefaults(), exclusive: opts.Exclusive, intentID: uuid.NewString(),
 		locks: map[string]string{}, running: map[string]bool{}}
 	if s.lease == 0 {
 		s.lease = 30 * time.Second
@@ -346,11 +359,11 @@ func (s *Store) detect(ctx context.Context, probeKey string) error {
 			s.caps.Server = "MongoDB " + s.caps.Server
 		}
 	}
-	var p Probes
+	var p ledger.Probes
 	if v, ok := probed.Load(probeKey); ok {
-		p = v.(Probes)
+		p = v.(ledger.Probes)
 	} else {
-		p = s.probe(ctx)
+		p = ledger.Probe(ctx, s.client, s.db)
 		probed.Store(probeKey, p)
 	}
 	s.caps.Transactions = p.Transactions

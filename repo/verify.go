@@ -3,19 +3,14 @@ package repo
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
-
-// recordCollections are the collections written through the write path.
-var recordCollections = []string{collOutlets, collContacts, collChannels, collCampaigns, collOpportunities,
-	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys, collSettings,
-	collSubscriptions, collNotifications, collDeliveries, collMessages, collHeld}
 
 // Violation is one broken invariant.
 type Violation struct {
@@ -141,7 +136,7 @@ func (s *Store) VerifyReport(ctx context.Context) (VerifyResult, error) {
 		planState[p.ID] = p.State
 	}
 	seen := map[string]bool{}
-	for _, coll := range recordCollections {
+	for _, coll := range s.schema.Records {
 		cur, err := s.coll(coll).Find(ctx, bson.M{})
 		if err != nil {
 			return res, err
@@ -186,11 +181,11 @@ func (s *Store) VerifyReport(ctx context.Context) (VerifyResult, error) {
 			if e.RecordID != id || e.Collection != coll {
 				bad("last_change %s is of %s/%s", lc, e.Collection, e.RecordID)
 			}
-			v, _ := asInt(rec[fieldVersion])
+			v, _ := ledger.AsInt(rec[fieldVersion])
 			if v != e.VersionAfter {
 				bad("version %v, entry says %d", rec[fieldVersion], e.VersionAfter)
 			}
-			if !sameState(redact(coll, strip(rec)), e.After) {
+			if !ledger.SameState(s.redact(coll, ledger.Strip(rec)), e.After) {
 				bad("differs from the after state of %s", lc)
 			}
 			if problem := chainProblem(history[coll+"/"+id], v, lc); problem != "" {
@@ -250,7 +245,7 @@ func chainProblem(h []*audit.Entry, version int64, last string) string {
 			}
 			continue
 		}
-		if !sameState(e.Before, byVersion[i-1].After) {
+		if !ledger.SameState(e.Before, byVersion[i-1].After) {
 			return fmt.Sprintf("change %s (version %d) does not start from the state change %s left", e.ID, e.VersionAfter, byVersion[i-1].ID)
 		}
 	}
@@ -259,53 +254,3 @@ func chainProblem(h []*audit.Entry, version int64, last string) string {
 	}
 	return ""
 }
-
-// strip returns doc without its bookkeeping fields.
-func strip(doc bson.M) bson.M {
-	out := make(bson.M, len(doc))
-	for k, v := range doc {
-		switch k {
-		case fieldVersion, fieldLastChange, fieldLockedBy:
-		default:
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// sameState compares two stored states field by field, whatever the order of
-// their keys or the Go types the driver decoded their sub-documents into.
-func sameState(a, b bson.M) bool {
-	return reflect.DeepEqual(canonical(a), canonical(b))
-}
-
-func canonical(v any) any {
-	switch x := v.(type) {
-	case bson.M:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = canonical(e)
-		}
-		return out
-	case map[string]any:
-		return canonical(bson.M(x))
-	case bson.D:
-		out := make(map[string]any, len(x))
-		for _, e := range x {
-			out[e.Key] = canonical(e.Value)
-		}
-		return out
-	case bson.A:
-		return canonical([]any(x))
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = canonical(e)
-		}
-		return out
-	}
-	return v
-}
-
-// RecordCollections are the collections Verify checks record by record.
-func RecordCollections() []string { return append([]string(nil), recordCollections...) }

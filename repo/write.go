@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // This file is the single write path: the only place in the service that
@@ -26,13 +27,10 @@ import (
 // Bookkeeping fields every stored record carries; they are not part of a
 // change's before/after.
 const (
-	fieldVersion    = "version"
-	fieldLastChange = "last_change"
-	fieldLockedBy   = "locked_by"
+	fieldVersion    = ledger.FieldVersion
+	fieldLastChange = ledger.FieldLastChange
+	fieldLockedBy   = ledger.FieldLockedBy
 )
-
-// redacted lists, per collection, fields whose values never enter change_log.
-var redacted = map[string][]string{collKeys: {"key_hash", "scram"}, collSettings: {"secret"}}
 
 // groupTxLimit is the largest group written as one transaction; larger groups
 // take the plan protocol on every server, to stay inside the transaction
@@ -55,27 +53,8 @@ const groupTxLimit = 500
 // (a group without a transaction) moves locking -> locked -> applied, or
 // locking -> aborted; once locked it is only ever rolled forward.
 
-// mutation is one record change handed to the write path.
-type mutation struct {
-	coll   string
-	id     string
-	action string
-	// before is the stored state (nil for a create), after the complete new
-	// state; neither holds bookkeeping fields.
-	before bson.M
-	after  bson.M
-	// version is the version of before (0 for a create).
-	version int64
-	// reverts names the change a rollback undoes.
-	reverts string
-	// irreversible marks an action that left the system (a message sent).
-	irreversible bool
-	// onBehalfOf names the member whose own record an admin changed (see
-	// audit.Entry.OnBehalfOf); the actor's OnBehalfOf when empty.
-	onBehalfOf string
-}
-
-func (m mutation) key() string { return m.coll + "/" + m.id }
+// mutation is one record change handed to the write path (ledger.Mutation).
+type mutation = ledger.Mutation
 
 // precheck is a condition the write path re-checks where no other write of
 // the process can slip in between the check and the write (under the
@@ -128,7 +107,7 @@ func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation
 	if len(muts) == 0 {
 		return nil, nil
 	}
-	if slices.ContainsFunc(muts, func(m mutation) bool { return m.coll == collKeys }) {
+	if slices.ContainsFunc(muts, func(m mutation) bool { return m.Coll == collKeys }) {
 		// A change to a key empties the verified-key cache before and after
 		// it lands, so no request is let in on the key's old state.
 		s.keys.invalidate()
@@ -143,7 +122,7 @@ func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation
 	}
 	entries := make([]audit.Entry, len(muts))
 	for i, m := range muts {
-		entries[i] = newEntry(actor, m, planID)
+		entries[i] = s.newEntry(actor, m, planID)
 	}
 	var err error
 	switch {
@@ -172,30 +151,30 @@ func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation
 	return entries, err
 }
 
-func newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
+func (s *Store) newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
 	return audit.Entry{
 		ID:           uuid.NewString(),
-		Collection:   m.coll,
-		RecordID:     m.id,
-		Action:       m.action,
-		Before:       redact(m.coll, m.before),
-		After:        redact(m.coll, m.after),
+		Collection:   m.Coll,
+		RecordID:     m.ID,
+		Action:       m.Action,
+		Before:       s.redact(m.Coll, m.Before),
+		After:        s.redact(m.Coll, m.After),
 		UserID:       actor.UserID,
 		AgentID:      actor.AgentID,
 		SessionID:    actor.SessionID,
 		Tool:         actor.Tool,
-		OnBehalfOf:   cmp.Or(m.onBehalfOf, actor.OnBehalfOf),
-		Reverts:      m.reverts,
-		Reversible:   !m.irreversible,
-		VersionAfter: m.version + 1,
+		OnBehalfOf:   cmp.Or(m.OnBehalfOf, actor.OnBehalfOf),
+		Reverts:      m.Reverts,
+		Reversible:   !m.Irreversible,
+		VersionAfter: m.Version + 1,
 		PlanID:       planID,
 		// The call's idempotency claim (tools/idempotency.go).
 		IdempotencyKey: actor.IdempotencyKey,
 	}
 }
 
-func redact(coll string, doc bson.M) bson.M {
-	fields := redacted[coll]
+func (s *Store) redact(coll string, doc bson.M) bson.M {
+	fields := s.schema.Redacted[coll]
 	if doc == nil || len(fields) == 0 {
 		return doc
 	}
@@ -216,8 +195,8 @@ func redact(coll string, doc bson.M) bson.M {
 // cur holds them: present with the stored value, absent where the record
 // has none. A group never changes a redacted field, and copying an absent
 // one would add it as null, a state no change entry holds.
-func keepRedacted(coll string, doc, cur bson.M) {
-	for _, f := range redacted[coll] {
+func (s *Store) keepRedacted(coll string, doc, cur bson.M) {
+	for _, f := range s.schema.Redacted[coll] {
 		if v, ok := cur[f]; ok {
 			doc[f] = v
 		} else {
@@ -229,13 +208,13 @@ func keepRedacted(coll string, doc, cur bson.M) {
 // sealed holds the redacted values of a create, so that recovery can roll
 // the create forward; it is kept on the entry only while the entry is
 // pending (settling it removes the field), never on an applied entry.
-func sealed(m mutation) bson.M {
-	if m.before != nil || len(redacted[m.coll]) == 0 {
+func (s *Store) sealed(m mutation) bson.M {
+	if m.Before != nil || len(s.schema.Redacted[m.Coll]) == 0 {
 		return nil
 	}
 	out := bson.M{}
-	for _, f := range redacted[m.coll] {
-		if v, ok := m.after[f]; ok {
+	for _, f := range s.schema.Redacted[m.Coll] {
+		if v, ok := m.After[f]; ok {
 			out[f] = v
 		}
 	}
@@ -358,15 +337,15 @@ func txOptions() *options.TransactionOptionsBuilder {
 // record moves past its base version first, whoever finishes it (this
 // writer, or recovery if this writer stops).
 func (s *Store) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) error {
-	if m.before != nil {
+	if m.Before != nil {
 		// A record another write moved, or a group holds, refuses the write
 		// before anything is decided.
 		var cur bson.M
-		err := s.coll(m.coll).FindOne(ctx, bson.M{"_id": m.id}, options.FindOne().SetProjection(bson.M{fieldVersion: 1, fieldLockedBy: 1})).Decode(&cur)
+		err := s.coll(m.Coll).FindOne(ctx, bson.M{"_id": m.ID}, options.FindOne().SetProjection(bson.M{fieldVersion: 1, fieldLockedBy: 1})).Decode(&cur)
 		if err != nil {
-			return driverErr(err, kinds[m.coll], m.id)
+			return ledger.DriverErr(err, s.schema.Kinds[m.Coll], m.ID)
 		}
-		if v, _ := asInt(cur[fieldVersion]); v != m.version || cur[fieldLockedBy] != nil {
+		if v, _ := ledger.AsInt(cur[fieldVersion]); v != m.Version || cur[fieldLockedBy] != nil {
 			return ErrConflict
 		}
 	}
@@ -375,7 +354,7 @@ func (s *Store) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) er
 		return err
 	}
 	e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StatePending
-	e.Sealed = sealed(m)
+	e.Sealed = s.sealed(m)
 	if err := s.insertEntry(ctx, e); err != nil {
 		if isStoreRefusal(err) {
 			return err
@@ -428,7 +407,7 @@ func (s *Store) land(ctx context.Context, e audit.Entry, m mutation) (string, er
 			return "", fmt.Errorf("read %s/%s: %w", e.Collection, e.RecordID, err) // unknown: wait, never void
 		}
 		lc, _ := cur[fieldLastChange].(string)
-		v, _ := asInt(cur[fieldVersion])
+		v, _ := ledger.AsInt(cur[fieldVersion])
 		switch {
 		case found && lc == e.ID:
 			return s.settle(ctx, e.ID, audit.StateApplied)
@@ -466,13 +445,13 @@ func (s *Store) land(ctx context.Context, e audit.Entry, m mutation) (string, er
 				return "", err
 			}
 		}
-		if m.coll == "" { // recovery: rebuild the mutation from the entry
-			m = mutation{coll: e.Collection, id: e.RecordID, before: e.Before, after: cloneM(e.After), version: base}
+		if m.Coll == "" { // recovery: rebuild the mutation from the entry
+			m = mutation{Coll: e.Collection, ID: e.RecordID, Before: e.Before, After: cloneM(e.After), Version: base}
 			for k, v := range e.Sealed {
-				m.after[k] = v
+				m.After[k] = v
 			}
 			if found && len(e.Sealed) == 0 {
-				keepRedacted(e.Collection, m.after, cur)
+				s.keepRedacted(e.Collection, m.After, cur)
 			}
 		}
 		err = s.writeRecord(ctx, m, e.ID, "", false)
@@ -735,7 +714,7 @@ func (q *commitQueue) take() []*commitReq {
 	records := map[string]bool{}
 	size := 0
 	for _, w := range q.waiting {
-		k := w.m.key()
+		k := w.m.Key()
 		if len(batch) == maxCommitBatch || records[k] || (len(batch) > 0 && size+w.size > commitBatchBytes) {
 			rest = append(rest, w)
 			continue
@@ -794,7 +773,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		switch {
 		case w.ctx.Err() != nil:
 			w.err = w.ctx.Err()
-		case s.locks[w.m.key()] != "":
+		case s.locks[w.m.Key()] != "":
 			w.err = ErrConflict
 		case w.chk != nil:
 			w.err = w.chk(w.ctx)
@@ -1002,46 +981,46 @@ func isConflict(err error) bool {
 // The write releases the lock unless keepLock (the plan changes the record
 // again in a later step).
 func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID string, keepLock bool) error {
-	if m.coll == collKeys {
+	if m.Coll == collKeys {
 		defer s.keys.invalidate() // recovery rolling a key's change forward
 	}
-	doc := make(bson.M, len(m.after)+4)
-	for k, v := range m.after {
+	doc := make(bson.M, len(m.After)+4)
+	for k, v := range m.After {
 		doc[k] = v
 	}
-	doc["_id"] = m.id
-	doc[fieldVersion] = m.version + 1
+	doc["_id"] = m.ID
+	doc[fieldVersion] = m.Version + 1
 	doc[fieldLastChange] = entryID
 	if keepLock && planID != "" {
 		doc[fieldLockedBy] = planID
 	}
-	if m.before == nil {
-		_, err := s.coll(m.coll).InsertOne(ctx, doc)
+	if m.Before == nil {
+		_, err := s.coll(m.Coll).InsertOne(ctx, doc)
 		switch {
 		case mongo.IsDuplicateKeyError(err):
-			return &Error{Code: CodeConflict, Message: fmt.Sprintf("a record with id %s already exists in %s", m.id, m.coll)}
+			return &Error{Code: CodeConflict, Message: fmt.Sprintf("a record with id %s already exists in %s", m.ID, m.Coll)}
 		case err != nil:
-			s.mirrorRefresh(ctx, m.coll, m.id) // it may have landed
+			s.mirrorRefresh(ctx, m.Coll, m.ID) // it may have landed
 		default:
-			s.mirrorPut(m.coll, doc)
+			s.mirrorPut(m.Coll, doc)
 		}
 		return err
 	}
-	filter := bson.M{"_id": m.id, fieldVersion: m.version, fieldLockedBy: bson.M{"$exists": false}}
+	filter := bson.M{"_id": m.ID, fieldVersion: m.Version, fieldLockedBy: bson.M{"$exists": false}}
 	if planID != "" {
 		filter[fieldLockedBy] = planID
 	}
-	ok, err := s.guarded(ctx, m.coll, filter, func(f bson.M) (*mongo.UpdateResult, error) {
-		return s.coll(m.coll).ReplaceOne(ctx, f, doc)
+	ok, err := s.guarded(ctx, m.Coll, filter, func(f bson.M) (*mongo.UpdateResult, error) {
+		return s.coll(m.Coll).ReplaceOne(ctx, f, doc)
 	})
 	if err != nil {
-		s.mirrorRefresh(ctx, m.coll, m.id) // it may have landed
+		s.mirrorRefresh(ctx, m.Coll, m.ID) // it may have landed
 		return err
 	}
 	if !ok {
 		return ErrConflict
 	}
-	s.mirrorPut(m.coll, doc)
+	s.mirrorPut(m.Coll, doc)
 	return nil
 }
 
@@ -1105,23 +1084,11 @@ func matches(doc, filter bson.M) bool {
 }
 
 func sameValue(a, b any) bool {
-	if x, ok := asInt(a); ok {
-		y, ok := asInt(b)
+	if x, ok := ledger.AsInt(a); ok {
+		y, ok := ledger.AsInt(b)
 		return ok && x == y
 	}
 	return a == b
-}
-
-func asInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case int64:
-		return n, true
-	}
-	return 0, false
 }
 
 // nextSeq takes the next change sequence number from the counter document.
@@ -1249,34 +1216,34 @@ var planChunkBytes = 4 << 20
 // order: a record changed by several steps is changed by consecutive
 // versions (a chain), locked once at the first; a record the group creates
 // is changed by no other step (it cannot be locked before it exists).
-func newPlan(planID string, muts []mutation, entries []audit.Entry) (plan, error) {
+func (s *Store) newPlan(planID string, muts []mutation, entries []audit.Entry) (plan, error) {
 	t := time.Now().UTC()
 	p := plan{ID: planID, State: planLocking, At: t, Heartbeat: t}
 	next := map[string]int64{} // coll/id -> version the next step must expect
 	last := map[string]int{}   // coll/id -> index of its last step
 	created := map[string]bool{}
 	for i, m := range muts {
-		k := m.key()
+		k := m.Key()
 		if created[k] {
 			return p, fmt.Errorf("group step %d changes %s, which the group creates", i, k)
 		}
-		if m.before == nil {
+		if m.Before == nil {
 			// A create needs no lock (nobody else knows its fresh id) but its
 			// redacted fields could not be restored from the plan on roll-forward.
-			if len(redacted[m.coll]) > 0 {
-				return p, fmt.Errorf("a group may not create a record of %s", m.coll)
+			if len(s.schema.Redacted[m.Coll]) > 0 {
+				return p, fmt.Errorf("a group may not create a record of %s", m.Coll)
 			}
 			if _, ok := next[k]; ok {
 				return p, fmt.Errorf("group step %d creates %s, which an earlier step changes", i, k)
 			}
 			created[k] = true
 		}
-		if v, ok := next[k]; ok && v != m.version {
-			return p, fmt.Errorf("group step %d changes %s at version %d, want %d (steps of one record must chain)", i, k, m.version, v)
+		if v, ok := next[k]; ok && v != m.Version {
+			return p, fmt.Errorf("group step %d changes %s at version %d, want %d (steps of one record must chain)", i, k, m.Version, v)
 		}
-		next[k] = m.version + 1
+		next[k] = m.Version + 1
 		last[k] = i
-		p.Steps = append(p.Steps, planStep{Entry: entries[i], Coll: m.coll, ID: m.id, Version: m.version})
+		p.Steps = append(p.Steps, planStep{Entry: entries[i], Coll: m.Coll, ID: m.ID, Version: m.Version})
 	}
 	for i := range p.Steps {
 		p.Steps[i].More = last[p.Steps[i].key()] != i
@@ -1380,7 +1347,7 @@ func (s *Store) heartbeat(ctx context.Context, planID string) func() {
 // write carrying the plan id, mark it applied. A heartbeat keeps the plan's
 // lease while the writer works.
 func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, entries []audit.Entry) error {
-	p, err := newPlan(planID, muts, entries)
+	p, err := s.newPlan(planID, muts, entries)
 	if err != nil {
 		return err
 	}
@@ -1467,7 +1434,7 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 			}
 			// A created record exists from version 1 on, so the same test
 			// tells a landed create.
-			if v, _ := asInt(cur[fieldVersion]); v > st.Version {
+			if v, _ := ledger.AsInt(cur[fieldVersion]); v > st.Version {
 				break
 			}
 			if (!st.creates() && cur[fieldLockedBy] != p.ID) || attempt > 0 {
@@ -1490,9 +1457,9 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 				if err := s.settlePrev(ctx, lc); err != nil {
 					return nil, err
 				}
-				keepRedacted(st.Coll, after, cur)
+				s.keepRedacted(st.Coll, after, cur)
 			}
-			err = s.writeRecord(ctx, mutation{coll: st.Coll, id: st.ID, before: e.Before, after: after, version: st.Version}, e.ID, p.ID, st.More)
+			err = s.writeRecord(ctx, mutation{Coll: st.Coll, ID: st.ID, Before: e.Before, After: after, Version: st.Version}, e.ID, p.ID, st.More)
 			if isConflict(err) {
 				continue // another roller landed it first: the next read shows it
 			}
@@ -1558,7 +1525,7 @@ func (s *Store) setPlanState(ctx context.Context, id, state string) error {
 // while a large group is written. After a crash, recovery at start rolls
 // the plan forward before anything else writes.
 func (s *Store) writePlanSerial(ctx context.Context, chk precheck, planID string, muts []mutation, entries []audit.Entry) error {
-	p, err := newPlan(planID, muts, entries)
+	p, err := s.newPlan(planID, muts, entries)
 	if err != nil {
 		return err
 	}
@@ -1643,7 +1610,7 @@ func (s *Store) checkSerialPlan(ctx context.Context, p plan) error {
 			}
 			for _, r := range recs {
 				k := coll + "/" + fmt.Sprint(r["_id"])
-				v, _ := asInt(r[fieldVersion])
+				v, _ := ledger.AsInt(r[fieldVersion])
 				if v != want[k] || r[fieldLockedBy] != nil {
 					return ErrConflict
 				}
@@ -1736,14 +1703,14 @@ func (s *Store) rollBatchSerial(ctx context.Context, p plan, start, end int, rec
 		e.Seq, e.At, e.State = last-int64(len(steps)-1-i), time.Now().UTC(), audit.StateApplied
 		k := st.key()
 		cur := recs[k]
-		v, _ := asInt(cur[fieldVersion])
+		v, _ := ledger.AsInt(cur[fieldVersion])
 		if v <= st.Version {
 			if v != st.Version || (cur == nil) != st.creates() {
 				return fmt.Errorf("plan %s: %s is at version %d, its step expects %d", p.ID, k, v, st.Version)
 			}
 			doc := cloneM(e.After)
 			if !st.creates() {
-				keepRedacted(st.Coll, doc, cur)
+				s.keepRedacted(st.Coll, doc, cur)
 			}
 			doc["_id"], doc[fieldVersion], doc[fieldLastChange] = st.ID, st.Version+1, e.ID
 			var err error

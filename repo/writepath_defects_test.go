@@ -200,7 +200,7 @@ func TestOrderedWriteNeverLandsAfterItWasVoided(t *testing.T) {
 				return nil
 			}
 			before, v := userState(t, s, id)
-			entries, err := s.write(ctx, mutation{coll: collUsers, id: id, action: audit.ActionUpdate, before: before, after: renamed(before, "Paused"), version: v})
+			entries, err := s.write(ctx, mutation{Coll: collUsers, ID: id, Action: audit.ActionUpdate, Before: before, After: renamed(before, "Paused"), Version: v})
 			st, _ := userState(t, s, id)
 			var e audit.Entry
 			if ferr := s.coll(collChangeLog).FindOne(ctx, bson.M{"_id": entries[0].ID}).Decode(&e); ferr != nil {

@@ -24,8 +24,8 @@ const writePathFile = "repo/write.go"
 const benchRawFile = "bench/raw.go"
 
 // probeFile may write only its own scratch collection, through the variable
-// scratch (the capability probes, probe.go): no record, no change entry.
-const probeFile = "repo/probe.go"
+// scratch (the capability probes, ledger/probe.go): no record, no change entry.
+const probeFile = "ledger/probe.go"
 
 var scratchWrite = regexp.MustCompile(`\bscratch\.(InsertOne|InsertMany|UpdateOne|FindOneAndUpdate|Drop)\(`)
 

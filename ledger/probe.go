@@ -1,4 +1,4 @@
-package repo
+package ledger
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // else reads it; the service deletes nothing, so each start leaves its five
 // small probe documents there (a few hundred bytes). Its writes are the only
 // driver writes outside the write path (a test holds them to this collection).
-const collProbes = "capability_probes"
+const CollProbes = "capability_probes"
 
 // Probes is what the probes found.
 type Probes struct {
@@ -56,10 +56,12 @@ type probeRun string
 
 func (r probeRun) id(name string) string { return string(r) + "-" + name }
 
-// probe runs every probe on documents of its own in the scratch collection.
-func (s *Store) probe(ctx context.Context) Probes {
+// Probe runs every probe on documents of its own in db's scratch
+// collection (CollProbes): what the server can do is decided by what it
+// does, never by its name.
+func Probe(ctx context.Context, client *mongo.Client, db *mongo.Database) Probes {
 	var p Probes
-	scratch := s.db.Collection(collProbes)
+	scratch := db.Collection(CollProbes)
 	run := probeRun(strings.ReplaceAll(uuid.NewString(), "-", ""))
 	note := func(format string, args ...any) { p.Notes = append(p.Notes, fmt.Sprintf(format, args...)) }
 	if _, err := scratch.InsertMany(ctx, []any{
@@ -77,7 +79,7 @@ func (s *Store) probe(ctx context.Context) Probes {
 	if why != "" {
 		note("atomic updates: %s", why)
 	}
-	p.Transactions, why = s.probeTransactions(ctx, scratch, run)
+	p.Transactions, why = probeTransactions(ctx, client, scratch, run)
 	if why != "" {
 		note("transactions: %s", why)
 	}
@@ -175,8 +177,8 @@ func probeAtomic(ctx context.Context, scratch *mongo.Collection, run probeRun) (
 // not be seen from outside while the transaction runs, nor after the abort;
 // then a committed write must be seen. A server that accepts startTransaction
 // but applies its writes at once fails here, whatever it answers.
-func (s *Store) probeTransactions(ctx context.Context, scratch *mongo.Collection, run probeRun) (bool, string) {
-	sess, err := s.client.StartSession()
+func probeTransactions(ctx context.Context, client *mongo.Client, scratch *mongo.Collection, run probeRun) (bool, string) {
+	sess, err := client.StartSession()
 	if err != nil {
 		return false, err.Error()
 	}

@@ -1,0 +1,56 @@
+package repo
+
+import (
+	"slices"
+
+	"outreach/ledger"
+	"outreach/ledger/index"
+)
+
+// The domain's registration with the engine (ledger.Schema): the kinds of
+// record by collection, the fields that never enter the change log, the
+// collections Verify checks, and what the index keeps. Open hands it to the
+// write path; the engine's files read it from there, never from here.
+func domainSchema() ledger.Schema {
+	return ledger.Schema{Kinds: kinds, Redacted: redacted, Records: slices.Clone(recordCollections), Index: mirrorSpecs}
+}
+
+// redacted lists, per collection, fields whose values never enter change_log.
+var redacted = map[string][]string{collKeys: {"key_hash", "scram"}, collSettings: {"secret"}}
+
+// recordCollections are the collections written through the write path.
+var recordCollections = []string{collOutlets, collContacts, collChannels, collCampaigns, collOpportunities,
+	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys, collSettings,
+	collSubscriptions, collNotifications, collDeliveries, collMessages, collHeld}
+
+// RecordCollections are the collections Verify checks record by record.
+func RecordCollections() []string { return append([]string(nil), recordCollections...) }
+
+// kind names a collection's records in messages.
+var kinds = map[string]string{
+	collOutlets: "outlet", collContacts: "contact", collChannels: "channel", collCampaigns: "campaign",
+	collOpportunities: "opportunity", collCoverage: "coverage", collMedia: "media", collNotes: "note",
+	collEmails: "email thread", collUsers: "user", collKeys: "agent key", collSettings: "setting",
+	collSubscriptions: "subscription", collNotifications: "notification", collDeliveries: "delivery", collMessages: "Slack message",
+	collHeld: "held email",
+}
+
+// kindOf names a collection's records in messages, whatever the collection.
+func kindOf(coll string) string {
+	if k, ok := kinds[coll]; ok {
+		return k
+	}
+	return coll + " record"
+}
+
+// mirrorSpecs say what the index keeps of each collection (index.Spec).
+var mirrorSpecs = map[string]index.Spec{
+	collNotes:         {Drop: []string{"content"}, Keys: []string{"links.contact_id", "links.outlet_id", "links.opportunity_id", "links.id"}},
+	collCoverage:      {Drop: []string{"summary", "full_text"}, Keys: []string{"contact_ids", "outlet_id", "opportunity_id", "campaign_id"}},
+	collEmails:        {Drop: []string{"messages.body_text", "messages.references", "messages.attachments"}, Keys: []string{"messages.contact_ids", "contact_ids", "opportunity_links.opportunity_id", "opportunity_links.id"}},
+	collChangeLog:     {Drop: []string{"before", "after", "sealed"}, Keys: []string{"record_id", "session_id", "idempotency_key"}},
+	collOpportunities: {Drop: []string{"notes", "pitch"}, Keys: []string{"contact_ids", "outlet_id", "campaign_id"}},
+	collContacts:      {Drop: []string{"notes", "bio"}, Keys: []string{"affiliations.outlet_id", "affiliations.id", "email_lower"}},
+	collOutlets:       {Drop: []string{"notes", "description"}},
+	collCampaigns:     {Drop: []string{"notes", "description", "brief"}},
+}
