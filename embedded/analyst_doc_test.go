@@ -2,9 +2,10 @@ package embedded
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
+
+	"outreach/internal/doctest"
 )
 
 // TestDocAnalystBounds holds the table of the analyst endpoint's bounds
@@ -12,18 +13,9 @@ import (
 // the gate enforces.
 func TestDocAnalystBounds(t *testing.T) {
 	const path = "../docs/operations.md"
-	b, err := os.ReadFile(path)
+	section, err := doctest.Section(path, "Looking at the data with mongosh")
 	if err != nil {
 		t.Fatal(err)
-	}
-	section := string(b)
-	start := strings.Index(section, "\n## Looking at the data with mongosh\n")
-	if start < 0 {
-		t.Fatalf("%s has no mongosh section", path)
-	}
-	section = section[start+1:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
 	}
 	thousands := func(n int) string {
 		s := fmt.Sprint(n)

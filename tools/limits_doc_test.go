@@ -1,12 +1,13 @@
 package tools
 
 import (
-	"os"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"outreach/internal/doctest"
 )
 
 // limitsPath is the page whose Limits table the code holds.
@@ -18,24 +19,9 @@ const limitsPath = "../docs/limits.md"
 // and the defaults have theirs. A limit changed in the code fails here until
 // the page says so.
 func TestDocLimits(t *testing.T) {
-	b, err := os.ReadFile(limitsPath)
+	rows, err := doctest.TableRows(limitsPath, "Limits")
 	if err != nil {
 		t.Fatal(err)
-	}
-	section := string(b)
-	start := strings.Index(section, "\n## Limits\n")
-	if start < 0 {
-		t.Fatalf("%s has no Limits section", limitsPath)
-	}
-	section = section[start+1:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
-	var rows []string
-	for _, l := range strings.Split(section, "\n") {
-		if strings.HasPrefix(l, "| ") {
-			rows = append(rows, l)
-		}
 	}
 	check := func(what, name string, figures ...int64) {
 		t.Helper()

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"outreach/internal/doctest"
 )
 
 // configPath is the page whose Configuration table lists every setting.
@@ -19,24 +21,9 @@ const configPath = "../../docs/operations.md"
 // to the command: every flag `serve` takes (as its -h lists them) and every
 // variable this command reads has a row, so no setting is left out.
 func TestDocConfiguration(t *testing.T) {
-	b, err := os.ReadFile(configPath)
+	rows, err := doctest.TableRows(configPath, "Configuration")
 	if err != nil {
 		t.Fatal(err)
-	}
-	section := string(b)
-	start := strings.Index(section, "\n## Configuration\n")
-	if start < 0 {
-		t.Fatalf("%s has no Configuration section", configPath)
-	}
-	section = section[start+1:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
-	var rows []string
-	for _, l := range strings.Split(section, "\n") {
-		if strings.HasPrefix(l, "| ") {
-			rows = append(rows, l)
-		}
 	}
 	documented := func(name string) bool {
 		for _, row := range rows {
