@@ -20,15 +20,40 @@
 //   - what the server can do is probed, never read from its name (Probe);
 //   - the domain registers its collections at Open (Schema).
 //
+// The engine's surface (surface.go, engine.go), which the domain (package
+// repo) holds as its Store's *Engine:
+//
+//   - Open starts it on a connected client: it probes the server, picks the
+//     write mode, applies the domain's indexes and recovers what a crash
+//     left half-done; Close settles this process's last intent;
+//   - Write and WriteChecked apply a set of mutations as one unit, with the
+//     actor, session and idempotency tag taken from the context
+//     (audit.WithActor); the outbox's events are mutations of the same set,
+//     computed by the domain, so they land with the change or not at all;
+//     WriteGroup builds the set again after a lost race;
+//   - List, Find, FindOne, FindAll and Count read records, from the index
+//     the engine keeps for the embedded store where it answers exactly, from
+//     the store otherwise (the caller cannot tell which); ChangeLog and
+//     Change read change entries;
+//   - RollbackRecords reads what a rollback plans from; the plan itself is
+//     applied through WriteChecked (the domain's rules on what may be rolled
+//     back, and the events of a rollback, stay with the domain);
+//   - Recover and RunRecovery finish or void interrupted writes; Verify and
+//     VerifyReport check every record against its change entries;
+//   - Capabilities reports what the probes found and the write mode;
+//   - ClaimIdempotency, FinishIdempotency and IdempotentChanges keep the
+//     idempotency claims; OpenSession, TouchKeyUsage and PutBlob write the
+//     operational documents that have no change entry.
+//
+// Files: write.go (the protocols: transaction, ordered, serial with group
+// commit, plans), recover.go, verify.go, changelog.go, idempotency.go,
+// rollback.go, mirror.go and mirror_read.go (the glue between the store and
+// the index), list.go, probe.go. Tests reach the protocol's points through
+// Engine.Internals (internals.go), which the service never calls.
+//
 // The index the engine keeps for the embedded store is package
 // ledger/index. Neither imports anything of the domain (repo, tools,
-// server, ...); a test holds that direction, and another holds that no
-// file outside the write path calls a driver write.
-//
-// The protocol itself (apply a set of mutations as one unit with its actor,
-// session, idempotency key and events; read records and change entries;
-// roll back a change or a plan; recover; verify) is still implemented in
-// package repo (write.go, group.go, recover.go, verify.go, changelog.go,
-// idempotency.go, rollback.go, mirror*.go) and moves here next, behind that
-// surface.
+// server, ...); a test holds that direction (direction_test.go), and another
+// holds that no file outside write.go calls a driver write
+// (writepath_test.go).
 package ledger

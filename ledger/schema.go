@@ -18,6 +18,17 @@ type Schema struct {
 	// store holds (see package index); a collection not named is not
 	// indexed.
 	Index map[string]index.Spec
+	// Caches are, per collection, the domain's caches of its records (the
+	// verified agent keys): a write of a record of the collection empties
+	// its cache before and after it lands, and recovery empties them all.
+	Caches map[string]func()
+}
+
+// dropCaches empties every cache the domain registered.
+func (s Schema) dropCaches() {
+	for _, drop := range s.Caches {
+		drop()
+	}
 }
 
 // Kind names coll's records in a message: its registered kind, or the

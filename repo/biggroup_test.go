@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // TestLargeSessionRollback rolls back a session of many records as one
@@ -32,9 +33,9 @@ func TestLargeSessionRollback(t *testing.T) {
 			if mode == ModeOrdered && os.Getenv("MONGODB_URI") == "" {
 				t.Skip("the ordered protocol under concurrent writers needs a server whose filtered writes are atomic: set MONGODB_URI")
 			}
-			old := planChunkBytes
-			planChunkBytes = 64 << 10 // several chunks even for a small group
-			t.Cleanup(func() { planChunkBytes = old })
+			old := (*ledger.PlanChunkBytes)
+			(*ledger.PlanChunkBytes) = 64 << 10 // several chunks even for a small group
+			t.Cleanup(func() { (*ledger.PlanChunkBytes) = old })
 			work := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "big-" + mode, Tool: "test"})
 			start := time.Now()
 			// Created straight through the write path (CreateUser would
@@ -55,14 +56,14 @@ func TestLargeSessionRollback(t *testing.T) {
 			// hook waits for one more of its writes to land: other records'
 			// writes go on while the group is written, whatever the load.
 			held := "plan"
-			if !s.serialWrites {
+			if !*s.Internals().SerialWrites {
 				held = "locked"
 			}
 			var done, waited atomic.Bool
 			var during atomic.Int64
 			wrote := make(chan struct{}, 1)
 			exited := make(chan struct{})
-			s.hook = func(p string) error {
+			*s.Internals().Hook = func(p string) error {
 				if p != held || !waited.CompareAndSwap(false, true) {
 					return nil
 				}
@@ -81,7 +82,7 @@ func TestLargeSessionRollback(t *testing.T) {
 			stop := func() {
 				done.Store(true)
 				wg.Wait()
-				s.hook = nil
+				*s.Internals().Hook = nil
 			}
 			// Cleanups run last first: the writer ends before the store closes,
 			// on every path out of this test.
@@ -125,11 +126,11 @@ func TestLargeSessionRollback(t *testing.T) {
 			if err := s.coll(collChangeLog).FindOne(context.Background(), bson.M{"_id": res.Steps[0].RollbackID}).Decode(&e); err != nil {
 				t.Fatal(err)
 			}
-			var p plan
+			var p ledger.Plan
 			if err := s.coll(collPlans).FindOne(context.Background(), bson.M{"_id": e.PlanID}).Decode(&p); err != nil {
 				t.Fatal(err)
 			}
-			if p.State != planApplied || p.Chunks < 2 || p.Count != n {
+			if p.State != ledger.PlanApplied || p.Chunks < 2 || p.Count != n {
 				t.Errorf("plan %+v; want applied, %d steps in several chunks", p, n)
 			}
 			if a := appliedEntries(t, s, bson.M{"session_id": "rb-big-" + mode}); a != int64(n) {

@@ -54,16 +54,16 @@ func openStore(t *testing.T, mode string) *Store {
 		t.Fatal(err)
 	}
 	switch {
-	case protocol == modeSerial && !s.serialWrites:
+	case protocol == modeSerial && !*s.Internals().SerialWrites:
 		// A server with atomic filtered writes runs the ordered protocol;
 		// the serial one is correct on it too for one writing process, as
 		// this test's fresh database has: run it there as well.
-		s.serialWrites, s.caps.SerialWrites, s.exclusive = true, true, true
-	case protocol == ModeOrdered && s.serialWrites:
+		*s.Internals().SerialWrites, s.Internals().Caps.SerialWrites, *s.Internals().Exclusive = true, true, true
+	case protocol == ModeOrdered && *s.Internals().SerialWrites:
 		// The embedded store runs the serial protocol; these tests drive
 		// the ordered one through it, one step at a time (its filtered
 		// writes are not atomic under concurrency, but correct in sequence).
-		s.serialWrites = false
+		*s.Internals().SerialWrites = false
 	}
 	return s
 }
@@ -81,7 +81,7 @@ func testCtx() context.Context {
 func crashAt(s *Store, point string, n int) *bool {
 	fired := new(bool)
 	count := 0
-	s.hook = func(p string) error {
+	*s.Internals().Hook = func(p string) error {
 		if p != point {
 			return nil
 		}
@@ -184,8 +184,8 @@ func TestCrashDuringOneMutation(t *testing.T) {
 							before, v := userState(t, s, id)
 							_, err = s.write(ctx, mutation{Coll: collUsers, ID: id, Action: audit.ActionUpdate, Before: before, After: renamed(before, "Changed"), Version: v})
 						}
-						s.hook = nil
-						if !*fired || !errors.Is(err, errCrashed) {
+						*s.Internals().Hook = nil
+						if !*fired || !errors.Is(err, ledger.ErrCrashed) {
 							t.Fatalf("crash point %s: fired %v, err %v", cp.point, *fired, err)
 						}
 						if _, err := s.Recover(ctx, true); err != nil {
@@ -276,8 +276,8 @@ func TestCrashDuringGroup(t *testing.T) {
 							muts, old, want := groupMutations(t, s, ctx, cp.point, chain)
 							fired := crashAt(s, cp.point, n)
 							entries, err := s.write(ctx, muts...)
-							s.hook = nil
-							if !*fired || !errors.Is(err, errCrashed) {
+							*s.Internals().Hook = nil
+							if !*fired || !errors.Is(err, ledger.ErrCrashed) {
 								t.Fatalf("crash point %s #%d: fired %v, err %v", cp.point, n, *fired, err)
 							}
 							if _, err := s.Recover(ctx, true); err != nil {
@@ -351,7 +351,7 @@ func TestGroupReturnsEntriesInSeqOrder(t *testing.T) {
 // service (or its recovery timer) would hold: it shares nothing in memory
 // with s.
 func otherProcess(s *Store) *Store {
-	return &Store{client: s.client, db: s.db, caps: s.caps, lease: s.lease, log: s.log, schema: s.schema}
+	return &Store{Engine: s.Internals().OtherProcess(), client: s.client, log: s.log, schema: s.schema}
 }
 
 // Recovery may roll a plan forward while its writer is still at it (the
@@ -363,7 +363,7 @@ func TestRecoveryRacingTheWriter(t *testing.T) {
 			ctx := testCtx()
 			muts, _, want := groupMutations(t, s, ctx, "race", false)
 			busy := false
-			s.hook = func(p string) error {
+			*s.Internals().Hook = func(p string) error {
 				if p != point || busy {
 					return nil
 				}
@@ -374,7 +374,7 @@ func TestRecoveryRacingTheWriter(t *testing.T) {
 				return nil
 			}
 			entries, err := s.write(ctx, muts...)
-			s.hook = nil
+			*s.Internals().Hook = nil
 			if err != nil {
 				t.Fatalf("writer: %v", err)
 			}
@@ -398,7 +398,7 @@ func TestVoidedPlanStaysVoid(t *testing.T) {
 	ctx := testCtx()
 	muts, old, _ := groupMutations(t, s, ctx, "void", false)
 	busy := false
-	s.hook = func(p string) error {
+	*s.Internals().Hook = func(p string) error {
 		if p != "lock" || busy {
 			return nil
 		}
@@ -409,7 +409,7 @@ func TestVoidedPlanStaysVoid(t *testing.T) {
 		return nil
 	}
 	_, err := s.write(ctx, muts...)
-	s.hook = nil
+	*s.Internals().Hook = nil
 	if ErrorCode(err) != CodeUnavailable {
 		t.Fatalf("writer: %v, want unavailable", err)
 	}
@@ -426,10 +426,10 @@ func TestLockedRecordIsARetryableConflict(t *testing.T) {
 	ctx := testCtx()
 	muts, _, _ := groupMutations(t, s, ctx, "lock", false)
 	crashAt(s, "locked", 1)
-	if _, err := s.write(ctx, muts...); !errors.Is(err, errCrashed) {
+	if _, err := s.write(ctx, muts...); !errors.Is(err, ledger.ErrCrashed) {
 		t.Fatal(err)
 	}
-	s.hook = nil
+	*s.Internals().Hook = nil
 	_, err := modify(ctx, s, collUsers, muts[0].ID, audit.ActionUpdate, func(u *User) error { u.Name = "other"; return nil })
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeConflict || !e.Retryable {
@@ -449,7 +449,7 @@ func TestConcurrentCreatesOfAFixedID(t *testing.T) {
 	s := openStore(t, ModeOrdered)
 	ctx := testCtx()
 	busy := false
-	s.hook = func(p string) error {
+	*s.Internals().Hook = func(p string) error {
 		if p != "entry" || busy {
 			return nil
 		}
@@ -462,7 +462,7 @@ func TestConcurrentCreatesOfAFixedID(t *testing.T) {
 		return nil
 	}
 	got, err := s.UpdateSettings(ctx, SettingsPatch{Competitors: &[]string{"First"}})
-	s.hook = nil
+	*s.Internals().Hook = nil
 	if err != nil {
 		t.Fatalf("the first writer: %v", err)
 	}

@@ -521,7 +521,7 @@ type EmailHit struct {
 func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int, []EmailHit, error) {
 	filter := anyField(query, "messages.subject", "messages.body_text", "messages.from")
 	filter["archived_at"] = nil
-	if s.caps.TextSearch {
+	if s.Capabilities().TextSearch {
 		filter["$text"] = bson.M{"$search": textPhrase(query)}
 	}
 	q := strings.ToLower(query)

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // TestWritePathUnderFaults runs many writers over few records, single
@@ -56,11 +57,11 @@ type faultStats struct {
 func faultRun(t *testing.T, mode string, run time.Duration) {
 	s := openStore(t, mode)
 	const lease = 300 * time.Millisecond
-	s.lease = lease
+	*s.Internals().Lease = lease
 	handles := []*Store{s}
 	if mode == ModeOrdered {
 		p2 := otherProcess(s)
-		p2.lease = lease
+		*p2.Internals().Lease = lease
 		handles = append(handles, p2)
 	}
 	ctx := testCtx()
@@ -91,7 +92,7 @@ func faultRun(t *testing.T, mode string, run time.Duration) {
 			st.mu.Lock()
 			st.failures++
 			st.mu.Unlock()
-			return fmt.Errorf("%w at %s", errInjected, point)
+			return fmt.Errorf("%w at %s", ledger.ErrInjected, point)
 		case r < 0.06:
 			st.mu.Lock()
 			st.pauses++
@@ -101,7 +102,7 @@ func faultRun(t *testing.T, mode string, run time.Duration) {
 		return nil
 	}
 	for _, h := range handles {
-		h.hook = hook
+		*h.Internals().Hook = hook
 	}
 	var acksMu sync.Mutex
 	var acks []ack
@@ -179,7 +180,7 @@ func faultRun(t *testing.T, mode string, run time.Duration) {
 	<-recovered
 	faulting.Store("off", true)
 	for _, h := range handles {
-		h.hook = nil
+		*h.Internals().Hook = nil
 	}
 	time.Sleep(lease + 50*time.Millisecond) // every pending entry is past its lease
 	for round := 0; ; round++ {
@@ -203,9 +204,9 @@ func faultRun(t *testing.T, mode string, run time.Duration) {
 
 func errClass(err error) string {
 	switch {
-	case errors.Is(err, errCrashed):
+	case errors.Is(err, ledger.ErrCrashed):
 		return "crash"
-	case errors.Is(err, errInjected):
+	case errors.Is(err, ledger.ErrInjected):
 		return "store"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "cancelled"

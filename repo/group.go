@@ -2,9 +2,6 @@ package repo
 
 import (
 	"context"
-	"errors"
-	"time"
-
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -72,23 +69,4 @@ func creation[P interface {
 		return mutation{}, err
 	}
 	return mutation{Coll: coll, ID: m.ID, Action: audit.ActionCreate, After: after}, nil
-}
-
-// writeGroup writes the mutations build returns as one unit. build reads
-// fresh state each time: a lost race (another call changed one of the
-// records) runs it again, as modify does for one record.
-func (s *Store) writeGroup(ctx context.Context, build func() ([]mutation, error)) error {
-	const attempts = 5
-	for attempt := 1; ; attempt++ {
-		muts, err := build()
-		if err != nil {
-			return err
-		}
-		_, err = s.write(ctx, muts...)
-		if isConflict(err) && errors.Is(err, ErrConflict) && attempt < attempts {
-			time.Sleep(time.Duration(attempt*attempt) * 2 * time.Millisecond)
-			continue
-		}
-		return err
-	}
 }

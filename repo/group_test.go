@@ -11,6 +11,7 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
+	"outreach/ledger"
 )
 
 func openEmbedded(t *testing.T) *Store {
@@ -64,13 +65,13 @@ func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 			serial = serial[1:]
 		}
 		t.Run(fmt.Sprintf("%s/%s#%d", protocol, tc.point, tc.nth), func(t *testing.T) {
-			s.serialWrites = protocol == "serial"
+			*s.Internals().SerialWrites = protocol == "serial"
 			o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "crash " + tc.point})
 			if err != nil {
 				t.Fatal(err)
 			}
 			seen := 0
-			s.hook = func(p string) error {
+			*s.Internals().Hook = func(p string) error {
 				if p == tc.point {
 					if seen++; seen == tc.nth {
 						return errors.New("stop")
@@ -79,8 +80,8 @@ func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 				return nil
 			}
 			_, err = s.ChangeStage(ctx, o.ID, StageMove{Stage: "pitched", Note: "sent"})
-			s.hook = nil
-			if !errors.Is(err, errCrashed) {
+			*s.Internals().Hook = nil
+			if !errors.Is(err, ledger.ErrCrashed) {
 				t.Fatalf("ChangeStage: %v, want a simulated crash", err)
 			}
 			if _, err := s.Recover(context.Background(), true); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
+	"outreach/ledger"
 )
 
 // Group commit in the serial protocol (write.go, commitBatch): writers that
@@ -24,9 +25,7 @@ import (
 
 // queued counts the writers waiting in s's commit queue.
 func queued(s *Store) int {
-	s.commits.mu.Lock()
-	defer s.commits.mu.Unlock()
-	return len(s.commits.waiting)
+	return s.Internals().Queued()
 }
 
 // waitQueued waits until n writers are queued. The bound only ends a test
@@ -48,7 +47,7 @@ func queueWhileLocked(t *testing.T, s *Store, writes ...func() error) []error {
 	t.Helper()
 	errs := make([]error, len(writes))
 	var wg sync.WaitGroup
-	s.writeMu.Lock()
+	s.Internals().WriteMu.Lock()
 	for i, w := range writes {
 		wg.Add(1)
 		go func() {
@@ -56,12 +55,12 @@ func queueWhileLocked(t *testing.T, s *Store, writes ...func() error) []error {
 			errs[i] = w()
 		}()
 		if err := waitQueued(s, i+1); err != nil {
-			s.writeMu.Unlock()
+			s.Internals().WriteMu.Unlock()
 			wg.Wait()
 			t.Fatal(err)
 		}
 	}
-	s.writeMu.Unlock()
+	s.Internals().WriteMu.Unlock()
 	wg.Wait()
 	return errs
 }
@@ -74,7 +73,7 @@ type pointCounter struct {
 
 func countPoints(s *Store) *pointCounter {
 	c := &pointCounter{n: map[string]int{}}
-	s.hook = func(p string) error {
+	*s.Internals().Hook = func(p string) error {
 		c.mu.Lock()
 		c.n[p]++
 		c.mu.Unlock()
@@ -167,7 +166,7 @@ func TestGroupCommitManyWriters(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	s.hook = nil
+	*s.Internals().Hook = nil
 	for _, err := range failed {
 		t.Errorf("write: %v", err)
 	}
@@ -236,12 +235,12 @@ func TestGroupCommitCrashAtEveryStep(t *testing.T) {
 				}
 				fired := crashAt(s, st.point, st.n)
 				errs := queueWhileLocked(t, s, writes...)
-				s.hook = nil
+				*s.Internals().Hook = nil
 				if !*fired {
 					t.Fatalf("point %s #%d never reached", st.point, st.n)
 				}
 				for i, err := range errs {
-					if !errors.Is(err, errCrashed) {
+					if !errors.Is(err, ledger.ErrCrashed) {
 						t.Errorf("writer %d: %v, want the crash", i, err)
 					}
 				}
@@ -286,15 +285,15 @@ func TestGroupCommitRecoversAnIntentOfTheOneEntryForm(t *testing.T) {
 	var olds []audit.Entry
 	for i, id := range []string{landed, lost} {
 		m := renameMutation(t, s, id, fmt.Sprint("old protocol ", i))
-		e := s.newEntry(actor, m, "")
-		seq, err := s.nextSeq(ctx)
+		e := s.Internals().NewEntry(actor, m, "")
+		seq, err := s.Internals().NextSeq(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StateApplied
 		if id == landed {
 			// The old writer stopped after its record write, before the entry.
-			if err := s.writeRecord(ctx, m, e.ID, "", false); err != nil {
+			if err := s.Internals().WriteRecord(ctx, m, e.ID, "", false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -335,7 +334,7 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 			points := countPoints(s)
 			errs := make([]error, 3)
 			var wg sync.WaitGroup
-			s.writeMu.Lock()
+			s.Internals().WriteMu.Lock()
 			for i, id := range ids {
 				wctx := ctx
 				if i == cancelled {
@@ -347,7 +346,7 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 					errs[i] = rename(wctx, s, id, "renamed")
 				}()
 				if err := waitQueued(s, i+1); err != nil {
-					s.writeMu.Unlock()
+					s.Internals().WriteMu.Unlock()
 					cancel()
 					wg.Wait()
 					t.Fatal(err)
@@ -357,14 +356,14 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 			if cancelled != 0 {
 				// It leaves the queue while the lock is still held.
 				if err := waitQueued(s, 2); err != nil {
-					s.writeMu.Unlock()
+					s.Internals().WriteMu.Unlock()
 					wg.Wait()
 					t.Fatal(err)
 				}
 			}
-			s.writeMu.Unlock()
+			s.Internals().WriteMu.Unlock()
 			wg.Wait()
-			s.hook = nil
+			*s.Internals().Hook = nil
 			for i, err := range errs {
 				if i == cancelled {
 					if !errors.Is(err, context.Canceled) {
@@ -409,9 +408,9 @@ func TestGroupCommitMemberFailuresStayTheirs(t *testing.T) {
 		}
 	}
 	held := renameMutation(t, s, ids[2], "held")
-	s.writeMu.Lock()
-	s.locks[held.Key()] = "some-group"
-	s.writeMu.Unlock()
+	s.Internals().WriteMu.Lock()
+	(*s.Internals().Locks)[held.Key()] = "some-group"
+	s.Internals().WriteMu.Unlock()
 	errs := queueWhileLocked(t, s,
 		write(nil, renameMutation(t, s, ids[0], "ok-0")),
 		write(func(context.Context) error { return errPrecheck }, renameMutation(t, s, ids[1], "refused")),
@@ -419,10 +418,10 @@ func TestGroupCommitMemberFailuresStayTheirs(t *testing.T) {
 		write(nil, stale),
 		write(nil, renameMutation(t, s, ids[4], "ok-4")),
 	)
-	s.hook = nil
-	s.writeMu.Lock()
-	delete(s.locks, held.Key())
-	s.writeMu.Unlock()
+	*s.Internals().Hook = nil
+	s.Internals().WriteMu.Lock()
+	delete((*s.Internals().Locks), held.Key())
+	s.Internals().WriteMu.Unlock()
 	if points.get("batch") != 1 {
 		t.Fatalf("%d batches of several writers, want 1", points.get("batch"))
 	}
@@ -466,7 +465,7 @@ func TestGroupCommitSameRecordTwiceGoesToTheNextBatch(t *testing.T) {
 			func() error { _, err := s.write(ctx, second); return err },
 			func() error { _, err := s.write(ctx, other); return err },
 		)
-		s.hook = nil
+		*s.Internals().Hook = nil
 		if errs[0] != nil || errs[2] != nil || !isConflict(errs[1]) {
 			t.Errorf("results %v; want the first and the other written, the second a conflict", errs)
 		}
@@ -523,12 +522,12 @@ func TestGroupCommitSameRecordTwiceGoesToTheNextBatch(t *testing.T) {
 // eight at once, on a store on disk, with group commit (batch=32) and with
 // one write at a time (batch=1). Compare the calls/s of one run.
 func BenchmarkSerialWrites(b *testing.B) {
-	defer func(n int) { maxCommitBatch = n }(maxCommitBatch)
+	defer func(n int) { (*ledger.MaxCommitBatch) = n }((*ledger.MaxCommitBatch))
 	for _, op := range []string{"create", "update"} {
 		for _, clients := range []int{1, 8} {
 			for _, batch := range []int{1, 32} {
 				b.Run(fmt.Sprintf("%s/clients=%d/batch=%d", op, clients, batch), func(b *testing.B) {
-					maxCommitBatch = batch
+					(*ledger.MaxCommitBatch) = batch
 					s, ctx := openTestStoreB(b)
 					ids := make([]string, clients)
 					for i := range ids {

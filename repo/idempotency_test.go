@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // A keyed call whose write failed with its outcome pending answers
@@ -22,10 +23,10 @@ func TestIdempotentRetryFindsAWriteWhoseOutcomeWasPending(t *testing.T) {
 	ctx := testCtx()
 	failing := func(points ...string) func() {
 		on := true
-		s.hook = func(p string) error {
+		*s.Internals().Hook = func(p string) error {
 			for _, x := range points {
 				if on && p == x {
-					return fmt.Errorf("%w at %s", errInjected, p)
+					return fmt.Errorf("%w at %s", ledger.ErrInjected, p)
 				}
 			}
 			return nil
@@ -81,7 +82,7 @@ func TestIdempotentRetryFindsAWriteWhoseOutcomeWasPending(t *testing.T) {
 		if err := s.FinishIdempotency(ctx, c, ""); err != nil {
 			t.Fatal(err)
 		}
-		retry(t, key, func() { heal(); s.hook = nil }, 1)
+		retry(t, key, func() { heal(); *s.Internals().Hook = nil }, 1)
 		if n := appliedEntries(t, s, bson.M{"record_id": id, "action": audit.ActionUpdate}); n != 1 {
 			t.Errorf("%d applied renames, want 1", n)
 		}
@@ -104,7 +105,7 @@ func TestIdempotentRetryFindsAWriteWhoseOutcomeWasPending(t *testing.T) {
 		}
 		retry(t, key, func() {
 			heal()
-			s.hook = nil
+			*s.Internals().Hook = nil
 			if _, err := s.Recover(ctx, true); err != nil {
 				t.Fatal(err)
 			}

@@ -149,7 +149,7 @@ func (s *Store) InteractionLog(ctx context.Context, q InteractionQuery) (*Intera
 	if err != nil {
 		return nil, err
 	}
-	if s.caps.UnionWith {
+	if s.Capabilities().UnionWith {
 		return s.interactionsPipeline(ctx, scope, q.Limit)
 	}
 	return s.interactionsMerged(ctx, scope, q.Limit)

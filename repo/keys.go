@@ -227,7 +227,7 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error)
 		gen uint64
 		ok  bool
 	)
-	if s.exclusive {
+	if s.Exclusive() {
 		k, gen, ok = s.keys.get(hash, t)
 	}
 	if !ok {
@@ -238,7 +238,7 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error)
 		if err != nil {
 			return nil, err
 		}
-		if s.exclusive {
+		if s.Exclusive() {
 			s.keys.put(hash, k, gen, t)
 		}
 	}

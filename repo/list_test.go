@@ -11,6 +11,7 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
+	"outreach/ledger"
 )
 
 // TestListPageAnswersAlike checks that the list read in one pass (the
@@ -33,14 +34,14 @@ func TestListPageAnswersAlike(t *testing.T) {
 		for _, limit := range []int{1, 3, 4, 7, 50} {
 			for _, offset := range []int{0, 1, 3, 4, 6, 7, 8, 20} {
 				name := fmt.Sprintf("filter %v limit %d offset %d", filter, limit, offset)
-				s.serialWrites = true
-				one, err := listPage[Outlet](ctx, s, collOutlets, bson.M(cloneM(filter)), sort, limit, offset)
+				*s.Internals().SerialWrites = true
+				one, err := listPage[Outlet](ctx, s, collOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
 				if err != nil {
 					t.Fatal(err)
 				}
-				s.serialWrites = false
-				two, err := listPage[Outlet](ctx, s, collOutlets, bson.M(cloneM(filter)), sort, limit, offset)
-				s.serialWrites = true
+				*s.Internals().SerialWrites = false
+				two, err := listPage[Outlet](ctx, s, collOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
+				*s.Internals().SerialWrites = true
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -90,8 +91,8 @@ func BenchmarkListPage(b *testing.B) {
 		serial bool
 	}{{"one_pass", true}, {"page_and_count", false}} {
 		b.Run(mode.name, func(b *testing.B) {
-			s.serialWrites = mode.serial
-			defer func() { s.serialWrites = true }()
+			*s.Internals().SerialWrites = mode.serial
+			defer func() { *s.Internals().SerialWrites = true }()
 			for b.Loop() {
 				p, err := listPage[Note](ctx, s, collNotes, filter(), sort, 50, 0)
 				if err != nil || p.Total != n/3 || len(p.Items) != 50 {

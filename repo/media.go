@@ -495,7 +495,7 @@ func (s *Store) OpenMediaBytes(ctx context.Context, m *Media) (io.ReadCloser, er
 	// memory (the whole file), so there the chunks are read in natural order,
 	// which is the order they were written in, and checked below.
 	opts := options.Find().SetBatchSize(4)
-	if !strings.HasPrefix(s.caps.Server, "FerretDB") {
+	if !strings.HasPrefix(s.Capabilities().Server, "FerretDB") {
 		opts.SetSort(bson.D{{Key: "files_id", Value: 1}, {Key: "n", Value: 1}})
 	}
 	cur, err := s.coll(collChunks).Find(ctx, bson.M{"files_id": m.FileID}, opts)

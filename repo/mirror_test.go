@@ -41,7 +41,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.mirror == nil {
+		if !s.Internals().IndexKept() {
 			t.Fatal("the exclusive embedded store keeps no indexes")
 		}
 		waitIndexes(t, s)
@@ -135,13 +135,13 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		t.Helper()
 		answered := 0
 		for _, q := range listQueries(contacts, outlets, opps, base) {
-			ids, total, ok := s.mirror.ids(q)
+			ids, total, ok := s.Internals().IndexIDs(q.coll, q.filter, q.sort, q.skip, q.limit)
 			if !ok {
 				t.Errorf("%s: %s %v: the index does not answer", stage, q.coll, q.filter)
 				continue
 			}
 			answered++
-			want, wantTotal, err := s.storeIDs(context.Background(), q)
+			want, wantTotal, err := s.Internals().StoreIDs(context.Background(), q.coll, q.filter, q.sort, q.skip, q.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +192,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 	for _, point := range []string{"entry", "record", "entry-insert", "applied"} {
 		crashAt(s, point, 1)
 		err := update(collNotes, notes[rng.IntN(len(notes))], bson.M{"links": bson.A{bson.M{"id": uuid.NewString(), "outlet_id": pick(outlets), "created_at": base}}})
-		s.hook = nil
+		*s.Internals().Hook = nil
 		if err == nil {
 			t.Fatalf("a write crashed at %s succeeded", point)
 		}
@@ -208,12 +208,12 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 	compare("after more creates")
 	before := map[string][]string{}
 	for _, q := range listQueries(contacts, outlets, opps, base) {
-		ids, _, _ := s.mirror.ids(q)
+		ids, _, _ := s.Internals().IndexIDs(q.coll, q.filter, q.sort, q.skip, q.limit)
 		before[fmt.Sprint(q)] = ids
 	}
 	// A fetch the index covers gives what the store gives for the same projection.
 	proj := projection(trimCoverage)
-	got, ok := s.covered(collCoverage, coverage, proj)
+	got, ok := s.Internals().Covered(collCoverage, coverage, proj)
 	if !ok || len(got) != len(coverage) {
 		t.Fatalf("the index does not cover %v (%v, %d of %d)", proj, ok, len(got), len(coverage))
 	}
@@ -222,7 +222,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		if err := s.coll(collCoverage).FindOne(context.Background(), bson.M{"_id": id}, options.FindOne().SetProjection(proj)).Decode(&want); err != nil {
 			t.Fatal(err)
 		}
-		if err := decodeRaw(got[i], &have); err != nil {
+		if err := ledger.DecodeRaw(got[i], &have); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(want, have) {
@@ -230,7 +230,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		}
 	}
 	for _, p := range []bson.M{{"summary": 1}, {"archived_at": 0}, {"links.contact_id": 1}} {
-		if _, ok := s.covered(collCoverage, coverage[:1], p); ok {
+		if _, ok := s.Internals().Covered(collCoverage, coverage[:1], p); ok {
 			t.Errorf("the index covered %v, which it cannot", p)
 		}
 	}
@@ -239,10 +239,19 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 	defer s.Close(context.Background())
 	compare("after a restart")
 	for _, q := range listQueries(contacts, outlets, opps, base) {
-		if ids, _, _ := s.mirror.ids(q); !slices.Equal(ids, before[fmt.Sprint(q)]) {
+		if ids, _, _ := s.Internals().IndexIDs(q.coll, q.filter, q.sort, q.skip, q.limit); !slices.Equal(ids, before[fmt.Sprint(q)]) {
 			t.Errorf("%v: rebuilt index %v, before the restart %v", q.filter, ids, before[fmt.Sprint(q)])
 		}
 	}
+}
+
+// mirrorQuery is a find the index may answer: the collection, filter,
+// sort, skip and limit (0: no limit).
+type mirrorQuery struct {
+	coll        string
+	filter      bson.M
+	sort        bson.D
+	skip, limit int64
 }
 
 func testCtxSession(session string) context.Context {
@@ -297,7 +306,7 @@ func waitIndexes(t *testing.T, s *Store) {
 	if err := s.IndexesReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); s.mirror.stale.Load(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); s.Internals().IndexStale(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the service's indexes were not rebuilt within a minute")
 		}
@@ -327,7 +336,7 @@ func TestIndexBuildWhileWriting(t *testing.T) {
 		note(i)
 	}
 	reads, written := 0, 0
-	s.hook = func(p string) error {
+	*s.Internals().Hook = func(p string) error {
 		if p != "index-read" {
 			return nil
 		}
@@ -337,17 +346,17 @@ func TestIndexBuildWhileWriting(t *testing.T) {
 			written++
 			note(100 + reads) // a write while the build reads
 		case 2:
-			s.mirrorLost(collNotes, errors.New("a write's outcome is unknown")) // the build must be redone
+			s.Internals().IndexLost(collNotes, errors.New("a write's outcome is unknown")) // the build must be redone
 		}
 		return nil
 	}
-	s.mirrorLost(collNotes, errors.New("test: rebuild"))
+	s.Internals().IndexLost(collNotes, errors.New("test: rebuild"))
 	waitIndexes(t, s)
-	s.hook = nil
+	*s.Internals().Hook = nil
 	if reads <= len(mirrorSpecs) {
 		t.Errorf("%d collection reads: the build overlapping a lost write was not redone", reads)
 	}
-	ids, total, ok := s.mirror.ids(mirrorQuery{coll: collNotes, filter: bson.M{"links.contact_id": contact, "archived_at": nil}})
+	ids, total, ok := s.Internals().IndexIDs(collNotes, bson.M{"links.contact_id": contact, "archived_at": nil}, nil, 0, 0)
 	if !ok || total != int64(5+written) || len(ids) != 5+written {
 		t.Errorf("index: %d notes of the contact (ok %v), want %d", total, ok, 5+written)
 	}
@@ -372,7 +381,7 @@ func BenchmarkIndexQuery(b *testing.B) {
 		}
 		mc.Put(raw)
 	}
-	mi := &mirror{colls: map[string]*index.Coll{collNotes: mc}}
+	mi := ledger.IndexOnly(map[string]*index.Coll{collNotes: mc})
 	sort := bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}
 	for _, q := range []struct {
 		name   string
@@ -380,7 +389,7 @@ func BenchmarkIndexQuery(b *testing.B) {
 	}{{"by contact", bson.M{"links.contact_id": "hot", "archived_at": nil}}, {"all active", bson.M{"archived_at": nil}}} {
 		b.Run(q.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, _, ok := mi.ids(mirrorQuery{coll: collNotes, filter: q.filter, sort: sort, limit: 50}); !ok {
+				if _, _, ok := mi.IndexIDs(collNotes, q.filter, sort, 0, 50); !ok {
 					b.Fatal("not answered")
 				}
 			}

@@ -278,7 +278,7 @@ func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) 
 		for k, v := range anyField(f.Search, "title", "content") {
 			filter[k] = v
 		}
-		if s.caps.TextSearch {
+		if s.Capabilities().TextSearch {
 			filter["$text"] = bson.M{"$search": textPhrase(f.Search)}
 		}
 	}

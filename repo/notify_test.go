@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // TestOutboxLandsWithItsChange stops the stage-change group (the move and
@@ -41,7 +42,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 	}
 	for _, tc := range points {
 		t.Run(fmt.Sprintf("%s/%s#%d", tc.protocol, tc.point, tc.nth), func(t *testing.T) {
-			s.serialWrites = tc.protocol == "serial"
+			*s.Internals().SerialWrites = tc.protocol == "serial"
 			o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "outbox " + tc.point})
 			if err != nil {
 				t.Fatal(err)
@@ -50,7 +51,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			seen := 0
-			s.hook = func(p string) error {
+			*s.Internals().Hook = func(p string) error {
 				if p == tc.point {
 					if seen++; seen == tc.nth {
 						return errors.New("stop")
@@ -59,8 +60,8 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 				return nil
 			}
 			_, err = s.ChangeStage(ctx, o.ID, StageMove{Stage: "pitched"})
-			s.hook = nil
-			if !errors.Is(err, errCrashed) {
+			*s.Internals().Hook = nil
+			if !errors.Is(err, ledger.ErrCrashed) {
 				t.Fatalf("ChangeStage: %v, want a simulated crash", err)
 			}
 			if _, err := s.Recover(context.Background(), true); err != nil {
@@ -89,7 +90,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 // wins; the others see its lease.
 func TestClaimHasOneWinner(t *testing.T) {
 	s := openEmbedded(t)
-	s.serialWrites = true
+	*s.Internals().SerialWrites = true
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
 	if err := s.Seed(ctx); err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func TestClaimHasOneWinner(t *testing.T) {
 // the worker holding the lease finishes it.
 func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	s := openEmbedded(t)
-	s.serialWrites = true
+	*s.Internals().SerialWrites = true
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
 	if err := s.Seed(ctx); err != nil {
 		t.Fatal(err)

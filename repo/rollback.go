@@ -130,7 +130,7 @@ func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions
 		}
 		// The record first, its rollbacks second: a rollback that lands in
 		// between fails our version-guarded write, or shows in the query.
-		records, stored, err := s.rollbackRecords(ctx, []audit.Entry{*c})
+		records, stored, err := s.RollbackRecords(ctx, []audit.Entry{*c})
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +192,7 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 				reversible = append(reversible, c)
 			}
 		}
-		records, stored, err := s.rollbackRecords(ctx, reversible)
+		records, stored, err := s.RollbackRecords(ctx, reversible)
 		if err != nil {
 			return nil, err
 		}
@@ -281,55 +281,6 @@ func mayRollBack(ctx context.Context, changes []audit.Entry) error {
 		}
 	}
 	return nil
-}
-
-// rollbackRecords reads the records the changes touch: their states for
-// planning (redacted as change entries are) and as stored. A record locked
-// by a group in progress is a retryable conflict.
-func (s *Store) rollbackRecords(ctx context.Context, changes []audit.Entry) (map[string]audit.Record, map[string]bson.M, error) {
-	byColl := map[string][]string{}
-	seen := map[string]bool{}
-	for _, c := range changes {
-		k := audit.RecordKey(c.Collection, c.RecordID)
-		if !seen[k] {
-			seen[k] = true
-			byColl[c.Collection] = append(byColl[c.Collection], c.RecordID)
-		}
-	}
-	records := make(map[string]audit.Record, len(seen))
-	stored := make(map[string]bson.M, len(seen))
-	for coll, ids := range byColl {
-		for start := 0; start < len(ids); start += 200 {
-			batch := ids[start:min(start+200, len(ids))]
-			cur, err := s.find(ctx, coll, bson.M{"_id": bson.M{"$in": batch}})
-			if err != nil {
-				return nil, nil, ledger.DriverErr(err, s.schema.Kind(coll), "rollback")
-			}
-			var docs []bson.M
-			if err := cur.All(ctx, &docs); err != nil {
-				return nil, nil, ledger.DriverErr(err, s.schema.Kind(coll), "rollback")
-			}
-			if err := s.at("rollback-read"); err != nil {
-				return nil, nil, err
-			}
-			for _, d := range docs {
-				id := fmt.Sprint(d["_id"])
-				lb, ok := d[fieldLockedBy]
-				if !ok {
-					lb, ok = s.lockedInMemory(coll, id)
-				}
-				if ok {
-					return nil, nil, &Error{Code: CodeConflict, Retryable: true,
-						Message: fmt.Sprintf("%s %s is being changed by a group of changes in progress (%v); try again in a moment", s.schema.Kind(coll), id, lb)}
-				}
-				v, _ := d[fieldVersion].(int64)
-				k := audit.RecordKey(coll, id)
-				stored[k] = ledger.Strip(d)
-				records[k] = audit.Record{State: s.redact(coll, stored[k]), Version: v}
-			}
-		}
-	}
-	return records, stored, nil
 }
 
 // revertGraph holds the rollbacks of a set of changes, and theirs, and so on.

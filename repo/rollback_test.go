@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // rollbackCtx is a caller with every scope, in its own session.
@@ -85,10 +86,10 @@ func rollbackOfALockedRecord(t *testing.T, mode string) {
 	} else {
 		crashAt(s, "locked", 1)
 	}
-	if _, err := s.write(ctx, muts...); !errors.Is(err, errCrashed) {
+	if _, err := s.write(ctx, muts...); !errors.Is(err, ledger.ErrCrashed) {
 		t.Fatal(err)
 	}
-	s.hook = nil
+	*s.Internals().Hook = nil
 	for name, run := range map[string]func() error{
 		"change":  func() error { _, err := s.RollbackChange(rollbackCtx("rb"), create.ID, RollbackOptions{}); return err },
 		"session": func() error { _, err := s.RollbackSession(rollbackCtx("rb"), "s-test", RollbackOptions{}); return err },
@@ -139,8 +140,8 @@ func TestSessionRollbackCrashIsAllOrNothing(t *testing.T) {
 			}
 			fired := crashAt(s, point, cp.n)
 			_, err := s.RollbackSession(rollbackCtx("rb"), "work", RollbackOptions{})
-			s.hook = nil
-			if !*fired || !errors.Is(err, errCrashed) {
+			*s.Internals().Hook = nil
+			if !*fired || !errors.Is(err, ledger.ErrCrashed) {
 				t.Fatalf("crash at %s #%d: fired %v, %v", point, cp.n, *fired, err)
 			}
 			if _, err := s.Recover(context.Background(), true); err != nil {

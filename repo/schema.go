@@ -11,8 +11,9 @@ import (
 // record by collection, the fields that never enter the change log, the
 // collections Verify checks, and what the index keeps. Open hands it to the
 // write path; the engine's files read it from there, never from here.
-func domainSchema() ledger.Schema {
-	return ledger.Schema{Kinds: kinds, Redacted: redacted, Records: slices.Clone(recordCollections), Index: mirrorSpecs}
+func domainSchema(s *Store) ledger.Schema {
+	return ledger.Schema{Kinds: kinds, Redacted: redacted, Records: slices.Clone(recordCollections), Index: mirrorSpecs,
+		Caches: map[string]func(){collKeys: s.keys.invalidate}}
 }
 
 // redacted lists, per collection, fields whose values never enter change_log.

@@ -85,7 +85,7 @@ const MaxSearchQuery = 200
 // literal match in Go decides every hit on both paths, so both give the same
 // hits for whole words. Each collection is read once.
 func (s *Store) Search(ctx context.Context, q SearchQuery) (*SearchResult, error) {
-	return s.search(ctx, q, s.caps.TextSearch && wordsOnly(q.Query))
+	return s.search(ctx, q, s.Capabilities().TextSearch && wordsOnly(q.Query))
 }
 
 // SearchLiteral always takes the literal path (for comparing the paths).

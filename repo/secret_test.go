@@ -126,7 +126,7 @@ func TestStoredResultsAreScrubbed(t *testing.T) {
 	plain := `{"id":"n1","content":"outreach_ is a prefix"}`
 	for i, result := range []string{string(oldKey), string(oldURL), plain} {
 		c := &Idempotency{ID: fmt.Sprintf("key/%d", i), Epoch: "e", Tool: "t", Hash: "h", State: IdemDone, Owner: "o", Result: result}
-		if ok, err := s.putIdempotency(ctx, nil, c); err != nil || !ok {
+		if ok, err := s.Internals().PutIdempotency(ctx, nil, c); err != nil || !ok {
 			t.Fatal(ok, err)
 		}
 	}

@@ -4,17 +4,14 @@
 // and registers its collections with the engine at Open (schema.go); the
 // service's index of the embedded store is package ledger/index.
 //
-// The single write path still lives here, in the files that move into
-// ledger next (write.go, group.go, recover.go, verify.go, changelog.go,
-// idempotency.go, rollback.go, mirror.go, mirror_read.go): every mutation of
-// every collection goes through Store.write (write.go), which records the
-// change in change_log in the same atomic unit; no other file of the service
-// calls a driver write.
+// The write path is package ledger (the engine): Store holds the engine
+// and the domain's own state, and every mutation goes through the engine's
+// Write, which records the change in change_log in the same atomic unit; no
+// file outside ledger calls a driver write.
 package repo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -22,9 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/rs/zerolog"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	mongoevent "go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -33,14 +28,10 @@ import (
 	"outreach/ledger"
 )
 
-// Write modes, chosen once at start.
+// Write modes, chosen once at start (ledger.ModeTransaction, ledger.ModeOrdered).
 const (
-	// ModeTransaction writes a change and its entry in one multi-document
-	// transaction (a replica set or a sharded cluster).
-	ModeTransaction = "transaction"
-	// ModeOrdered writes them in a fixed order that recovery completes or
-	// voids after a crash (a server without transactions).
-	ModeOrdered = "ordered"
+	ModeTransaction = ledger.ModeTransaction
+	ModeOrdered     = ledger.ModeOrdered
 )
 
 // Collections. The names are what an analyst sees in mongosh.
@@ -56,13 +47,13 @@ const (
 	collEmails        = "email_threads"
 	collUsers         = "users"
 	collKeys          = "agent_keys"
-	collKeyUsage      = "key_usage"
-	collChangeLog     = "change_log"
-	collCounters      = "counters"
-	collPlans         = "plans"
-	collIntents       = "write_intents"
-	collPlanSteps     = "plan_steps"
-	collSessions      = "agent_sessions"
+	collKeyUsage      = ledger.CollKeyUsage
+	collChangeLog     = ledger.CollChangeLog
+	collCounters      = ledger.CollCounters
+	collPlans         = ledger.CollPlans
+	collIntents       = ledger.CollIntents
+	collPlanSteps     = ledger.CollPlanSteps
+	collSessions      = ledger.CollSessions
 	collSettings      = "settings"
 	// The capability probes' scratch documents (ledger/probe.go).
 	collProbes = ledger.CollProbes
@@ -74,8 +65,8 @@ const (
 	// Messages of the shared inbox read but not stored (emailheld.go).
 	collHeld = "email_held"
 	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
-	collFiles  = "fs.files"
-	collChunks = "fs.chunks"
+	collFiles  = ledger.CollFiles
+	collChunks = ledger.CollChunks
 )
 
 // SecretCollections are the collections the analyst endpoint never shows:
@@ -90,26 +81,9 @@ var SecretCollections = []string{collKeys, collSettings, collIdempotency, collIn
 // fields, until the entry settles).
 var SecretFields = map[string][]string{collChangeLog: {"sealed"}}
 
-// Capabilities are what the connected server can do, detected at start.
-// Each is decided by a probe (probe.go), never by the server's name.
-type Capabilities struct {
-	Transactions bool `json:"transactions"`
-	// AtomicUpdates: the server applies a filtered update atomically. The
-	// ordered protocol then runs without in-process serialisation.
-	AtomicUpdates bool `json:"atomic_updates"`
-	// SerialWrites: the write path serialises its steps in this process
-	// (filtered updates not atomic, or the embedded store).
-	SerialWrites bool `json:"serial_writes"`
-	UnionWith    bool `json:"union_with"`
-	// TextIndex: $text works and folds case, but (TextSearch false) not
-	// accents: search keeps the literal path.
-	TextIndex  bool   `json:"text_index"`
-	TextSearch bool   `json:"text_search"`
-	WriteMode  string `json:"write_mode"`
-	Server     string `json:"server"`
-	// Probes say why a probed capability came out false.
-	Probes []string `json:"probes,omitempty"`
-}
+// Capabilities are what the connected server can do, detected at start
+// (ledger.Capabilities).
+type Capabilities = ledger.Capabilities
 
 // Options configure Open.
 type Options struct {
@@ -144,21 +118,18 @@ type Options struct {
 	IndexCheck bool
 }
 
-// Store is the service's handle on the database.
+// Store is the service's handle on the database: the engine (the write
+// path, its reads and its index) and the domain's own state.
 type Store struct {
+	*ledger.Engine
 	client *mongo.Client
-	db     *mongo.Database
-	caps   Capabilities
-	lease  time.Duration
 	log    zerolog.Logger
-	// hook, when set by a test, runs after each step of the write protocol; an
-	// error from it stops the protocol there as a crash would.
-	hook func(point string) error
+	// schema is the domain's registration (schema.go).
+	schema ledger.Schema
 
 	keyUseMu sync.Mutex
 	keyUse   map[string]time.Time
 	keys     keyCache // verified keys (keys.go)
-	seqs     seqBlock // change seqs reserved by an exclusive store (write.go)
 
 	media    MediaOptions
 	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (media.go)
@@ -167,44 +138,8 @@ type Store struct {
 	targets     atomic.Pointer[[]string] // delivery targets of new notifications (notify.go)
 	pitchWindow atomic.Int64             // the double-pitch window in nanoseconds; 0: the default (guards.go)
 
-	// serialWrites is set when the atomicity probe finds that update and
-	// findAndModify read and then write without a lock (FerretDB v1): two
-	// guarded writes at one version can both match, and two $inc can return
-	// one number. writeMu then makes the write path's steps atomic among
-	// this process's writers. The embedded store always sets it.
-	serialWrites bool
-	// intentID names this process's document in write_intents.
-	intentID string
-	// exclusive: no other process writes this store (Options.Exclusive).
-	exclusive bool
-	// sweptBefore is the cutoff of the last recovery sweep (unix ns): a
-	// pending write older than it was due to be settled by that sweep.
-	sweptBefore atomic.Int64
-	// unsettled is set when a write failed part-way or recovery left work.
-	unsettled atomic.Bool
-	writeMu   sync.Mutex
-	// Held under writeMu in serial mode: the records each running group
-	// holds (coll/id -> plan id), the groups this process is writing, and
-	// this process's intent while it is not settled.
-	locks     map[string]string
-	running   map[string]bool
-	ownIntent *intent
-	// intentStored says this process's intent document may be stored
-	// pending (a batch wrote it and nothing marked it done since): a clean
-	// Close marks it done, so the next start has nothing to settle.
-	intentStored bool
-	// commits queues single-record writes for group commit (serial mode).
-	commits commitQueue
 	// turns queues this process's updates of one record (see modify).
 	turns recordTurns
-	// sessions caches session id -> the agent it is bound to.
-	sessions sync.Map
-	// mirror: the indexes the service keeps for the exclusive embedded
-	// store (mirror.go); nil elsewhere.
-	mirror     *mirror
-	stopMirror context.CancelFunc
-	// schema is the domain's registration (schema.go).
-	schema ledger.Schema
 }
 
 // Open connects to uri, applies the index list, detects capabilities, picks
@@ -219,11 +154,8 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	s := &Store{client: client, db: client.Database(database), schema: domainSchema(), lease: opts.Lease, log: opts.Logger, media: opts.Media.withDefaults(), exclusive: opts.Exclusive, intentID: uuid.NewString(),
-		locks: map[string]string{}, running: map[string]bool{}}
-	if s.lease == 0 {
-		s.lease = 30 * time.Second
-	}
+	s := &Store{client: client, log: opts.Logger, media: opts.Media.withDefaults()}
+	s.schema = domainSchema(s)
 	if err := s.setSigningKey(opts.Media.SigningKey); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, err
@@ -236,68 +168,15 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if opts.Exclusive {
 		probeKey = "embedded" // the store compiled into this binary
 	}
-	if err := s.detect(ctx, probeKey); err != nil {
+	eng, err := ledger.Open(ctx, client, database, probeKey, ledger.Options{WriteMode: opts.WriteMode, Lease: opts.Lease,
+		Exclusive: opts.Exclusive, Logger: opts.Logger, TextSearch: opts.TextSearch, TextColl: collNotes,
+		ApplyIndexes: indexes.Apply, PrepareStore: opts.PrepareStore,
+		IndexCheck: opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1", Schema: s.schema})
+	if err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	if opts.Exclusive {
-		s.serialWrites = true
-	}
-	s.caps.SerialWrites = s.serialWrites
-	switch opts.WriteMode {
-	case "":
-	case ModeOrdered:
-		s.caps.WriteMode = ModeOrdered
-	case ModeTransaction:
-		if !s.caps.Transactions {
-			client.Disconnect(context.WithoutCancel(ctx))
-			return nil, errors.New("write mode transaction asked for, but the server has no multi-document transactions (it is not a replica set)")
-		}
-		s.caps.WriteMode = ModeTransaction
-	default:
-		client.Disconnect(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("unknown write mode %q: use ordered or transaction", opts.WriteMode)
-	}
-	switch opts.TextSearch {
-	case "":
-	case "on":
-		s.caps.TextSearch = true // probed again below, on the service's own index
-	case "off":
-		s.caps.TextSearch = false
-	default:
-		client.Disconnect(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("unknown text search setting %q: use on or off", opts.TextSearch)
-	}
-	if err := indexes.Apply(ctx, s.db, s.caps.TextSearch); err != nil {
-		client.Disconnect(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	if s.caps.TextSearch {
-		s.caps.TextSearch = s.probeText(ctx)
-	}
-	if opts.PrepareStore != nil {
-		if err := opts.PrepareStore(ctx, database); err != nil {
-			client.Disconnect(context.WithoutCancel(ctx))
-			return nil, err
-		}
-	}
-	s.log.Info().Str("write_mode", s.caps.WriteMode).Bool("transactions", s.caps.Transactions).
-		Bool("atomic_updates", s.caps.AtomicUpdates).Bool("serial_writes", s.caps.SerialWrites).
-		Bool("union_with", s.caps.UnionWith).Bool("text_search", s.caps.TextSearch).
-		Str("server", s.caps.Server).Strs("probes", s.caps.Probes).Msg("store ready")
-	// Recovery reads the change log for pending entries: on the embedded
-	// store a scan of the whole log, which at 100k notes outlasts the
-	// client's 30 s limit on a loaded machine. A deadline of its own lifts
-	// that limit for this one pass.
-	rctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-	defer cancel()
-	if _, err := s.Recover(rctx, opts.Exclusive); err != nil {
-		client.Disconnect(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("recover: %w", err)
-	}
-	if opts.Exclusive && s.serialWrites {
-		s.startMirror(opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1")
-	}
+	s.Engine = eng
 	if err := s.dropStoredSigningSecret(ctx); err != nil {
 		s.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -311,83 +190,13 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 
 // ApplyIndexes applies the index list again.
 func (s *Store) ApplyIndexes(ctx context.Context) error {
-	return indexes.Apply(ctx, s.db, s.caps.TextSearch)
+	return indexes.Apply(ctx, s.Database(), s.Capabilities().TextSearch)
 }
 
-// Close marks this process's last write intent done (serial protocol) and
-// disconnects. The intent of a finished write is left pending while the
-// process runs (one store write less per change, see commitBatch); a clean
-// stop settles it, so a clean start and stop leave recovery nothing to do.
+// Close settles the engine's last write intent and disconnects.
 func (s *Store) Close(ctx context.Context) error {
-	if s.serialWrites {
-		s.writeMu.Lock()
-		if err := s.closeIntent(ctx); err != nil {
-			s.log.Warn().Err(err).Msg("last write intent left to recovery at the next start")
-		}
-		s.writeMu.Unlock()
-	}
-	if s.stopMirror != nil {
-		s.stopMirror()
-	}
+	s.Engine.Close(ctx)
 	return s.client.Disconnect(ctx)
-}
-
-// Capabilities reports what was detected at start and the write mode chosen.
-func (s *Store) Capabilities() Capabilities { return s.caps }
-
-// Ping checks that the store answers.
-func (s *Store) Ping(ctx context.Context) error { return s.client.Ping(ctx, nil) }
-
-func (s *Store) coll(name string) *mongo.Collection { return s.db.Collection(name) }
-
-// probed holds what the probes found per server (its URI), once per process:
-// the probes take about a second on a server that builds indexes slowly, and
-// the tests open hundreds of stores on one server.
-var probed sync.Map
-
-// detect names the server (for the log and get_service_info only) and runs
-// the capability probes, which decide everything else.
-func (s *Store) detect(ctx context.Context, probeKey string) error {
-	var build bson.M
-	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&build); err == nil {
-		s.caps.Server = fmt.Sprint(build["version"])
-		if fd, ok := build["ferretdb"].(bson.M); ok && fd["version"] != nil {
-			s.caps.Server = "FerretDB " + strings.TrimPrefix(fmt.Sprint(fd["version"]), "v") + " (MongoDB " + s.caps.Server + ")"
-		} else if strings.Contains(fmt.Sprint(build), "ferretdb") {
-			s.caps.Server = "FerretDB " + s.caps.Server
-		} else {
-			s.caps.Server = "MongoDB " + s.caps.Server
-		}
-	}
-	var p ledger.Probes
-	if v, ok := probed.Load(probeKey); ok {
-		p = v.(ledger.Probes)
-	} else {
-		p = ledger.Probe(ctx, s.client, s.db)
-		probed.Store(probeKey, p)
-	}
-	s.caps.Transactions = p.Transactions
-	s.caps.AtomicUpdates = p.AtomicUpdates
-	s.caps.UnionWith = p.UnionWith
-	// The service's own text indexes are built (indexes.Apply) and probed again.
-	s.caps.TextSearch = p.TextSearch
-	s.caps.TextIndex = p.TextIndex
-	s.caps.Probes = p.Notes
-	s.serialWrites = !p.AtomicUpdates
-	s.caps.WriteMode = ModeOrdered
-	if s.caps.Transactions {
-		s.caps.WriteMode = ModeTransaction
-	}
-	return nil
-}
-
-func (s *Store) probeText(ctx context.Context) bool {
-	cur, err := s.coll(collNotes).Find(ctx, bson.M{"$text": bson.M{"$search": "probe"}}, options.Find().SetLimit(1))
-	if err != nil {
-		return false
-	}
-	defer cur.Close(ctx)
-	return cur.Err() == nil
 }
 
 func redactURI(uri string) string {
@@ -407,4 +216,4 @@ type Raw struct {
 }
 
 // RawCollections returns the database for read-only comparisons.
-func (s *Store) RawCollections() Raw { return Raw{Database: s.db} }
+func (s *Store) RawCollections() Raw { return Raw{Database: s.Database()} }

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/ledger"
 )
 
 // Each test here reproduces one window in which a change could lose its
@@ -23,10 +24,10 @@ import (
 // first n times the protocol reaches it.
 func failAt(s *Store, point string, n int) *int {
 	count := new(int)
-	s.hook = func(p string) error {
+	*s.Internals().Hook = func(p string) error {
 		if p == point && *count < n {
 			*count++
-			return fmt.Errorf("%w at %s", errInjected, p)
+			return fmt.Errorf("%w at %s", ledger.ErrInjected, p)
 		}
 		return nil
 	}
@@ -58,7 +59,7 @@ func TestSerialFailedEntryInsertKeepsTheEntry(t *testing.T) {
 		id := newUser(t, s, ctx)
 		failAt(s, "entry-insert", 1)
 		err := rename(ctx, s, id, "Landed")
-		s.hook = nil
+		*s.Internals().Hook = nil
 		if err != nil {
 			t.Fatalf("rename: %v (the record landed, so the write succeeded)", err)
 		}
@@ -70,15 +71,15 @@ func TestSerialFailedEntryInsertKeepsTheEntry(t *testing.T) {
 	t.Run("store still failing", func(t *testing.T) {
 		a, b := newUser(t, s, ctx), newUser(t, s, ctx)
 		n := 0
-		s.hook = func(p string) error {
+		*s.Internals().Hook = func(p string) error {
 			if (p == "entry-insert" || p == "settle-read") && n < 2 {
 				n++
-				return fmt.Errorf("%w at %s", errInjected, p)
+				return fmt.Errorf("%w at %s", ledger.ErrInjected, p)
 			}
 			return nil
 		}
 		err := rename(ctx, s, a, "Pending")
-		s.hook = nil
+		*s.Internals().Hook = nil
 		if ErrorCode(err) != CodeUnavailable {
 			t.Fatalf("rename a: %v, want unavailable (outcome left to recovery)", err)
 		}
@@ -94,14 +95,14 @@ func TestSerialFailedEntryInsertKeepsTheEntry(t *testing.T) {
 	t.Run("caller cancels after the intent", func(t *testing.T) {
 		id := newUser(t, s, ctx)
 		cctx, cancel := context.WithCancel(ctx)
-		s.hook = func(p string) error {
+		*s.Internals().Hook = func(p string) error {
 			if p == "entry" {
 				cancel() // the MCP client went away mid-write
 			}
 			return nil
 		}
 		err := rename(cctx, s, id, "Finished")
-		s.hook = nil
+		*s.Internals().Hook = nil
 		if err != nil {
 			t.Fatalf("rename: %v; once its intent is written a write finishes regardless of the caller", err)
 		}
@@ -128,7 +129,7 @@ func TestSerialFailedEntryInsertKeepsTheEntry(t *testing.T) {
 		}
 		// Written outside the write path: the service's own index learns
 		// of it as it would at the next start.
-		s.mirrorRefresh(ctx, collChangeLog, foreign)
+		s.Internals().MirrorRefresh(ctx, collChangeLog, foreign)
 		if err := rename(ctx, s, id, "NewSeq"); err != nil {
 			t.Fatal(err)
 		}
@@ -152,22 +153,22 @@ func TestOrderedRecoveryKeepsAChangeThatLanded(t *testing.T) {
 	ctx := testCtx()
 	id := newUser(t, s, ctx)
 	crashAt(s, "record", 1)
-	if err := rename(ctx, s, id, "First"); !errors.Is(err, errCrashed) {
+	if err := rename(ctx, s, id, "First"); !errors.Is(err, ledger.ErrCrashed) {
 		t.Fatalf("first: %v", err)
 	}
-	s.hook = nil
+	*s.Internals().Hook = nil
 	other := otherProcess(s)
 	if err := rename(ctx, other, id, "Second"); err != nil {
 		t.Fatalf("second: %v", err)
 	}
-	s.lease = 0 // every pending entry is past its lease
+	*s.Internals().Lease = 0 // every pending entry is past its lease
 	if _, err := s.Recover(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := appliedEntries(t, s, bson.M{"record_id": id}); got != 3 {
 		t.Errorf("%d applied entries, want create, First and Second", got)
 	}
-	s.lease = 30 * time.Second
+	*s.Internals().Lease = 30 * time.Second
 	checkInvariants(t, s)
 }
 
@@ -183,12 +184,12 @@ func TestOrderedWriteNeverLandsAfterItWasVoided(t *testing.T) {
 			ctx := testCtx()
 			id := newUser(t, s, ctx)
 			other := otherProcess(s)
-			other.lease = 0
-			s.hook = func(p string) error {
+			*other.Internals().Lease = 0
+			*s.Internals().Hook = func(p string) error {
 				if p != "entry" {
 					return nil
 				}
-				s.hook = nil
+				*s.Internals().Hook = nil
 				if moved {
 					if err := rename(ctx, other, id, "Moved"); err != nil {
 						t.Errorf("other writer: %v", err)
@@ -224,12 +225,12 @@ func TestRecoveryWaitsWhenTheRecordCannotBeRead(t *testing.T) {
 	ctx := testCtx()
 	id := newUser(t, s, ctx)
 	crashAt(s, "entry", 1)
-	if err := rename(ctx, s, id, "Decided"); !errors.Is(err, errCrashed) {
+	if err := rename(ctx, s, id, "Decided"); !errors.Is(err, ledger.ErrCrashed) {
 		t.Fatalf("rename: %v", err)
 	}
 	failAt(s, "land-read", 100)
 	rep, err := s.Recover(ctx, true)
-	s.hook = nil
+	*s.Internals().Hook = nil
 	if err == nil || rep.Aborted != 0 || rep.Waiting != 1 {
 		t.Fatalf("recovery with failing reads: %+v, %v; want it to wait, voiding nothing", rep, err)
 	}
@@ -263,7 +264,7 @@ func TestSameChangeIsRolledBackOnce(t *testing.T) {
 	second := make(chan error, 1)
 	var started, planned atomic.Bool
 	read := make(chan struct{})
-	s.hook = func(p string) error {
+	*s.Internals().Hook = func(p string) error {
 		switch {
 		case p == "rollback-read" && started.Load() && planned.CompareAndSwap(false, true):
 			close(read)
@@ -282,11 +283,11 @@ func TestSameChangeIsRolledBackOnce(t *testing.T) {
 	}
 	_, err := s.RollbackChange(rollbackCtx("rb-1"), change.ID, RollbackOptions{Force: true})
 	if !started.Load() {
-		s.hook = nil
+		*s.Internals().Hook = nil
 		t.Fatalf("the first rollback (%v) never wrote its record", err)
 	}
 	second2 := <-second // the second rollback ends before this test does
-	s.hook = nil
+	*s.Internals().Hook = nil
 	if err != nil {
 		t.Fatalf("first rollback: %v", err)
 	}
@@ -378,7 +379,7 @@ func TestVerifyChecksTheWholeChain(t *testing.T) {
 // Transactions do not rely on the server's default concerns.
 func TestTransactionConcernsAreExplicit(t *testing.T) {
 	var o options.TransactionOptions
-	for _, set := range txOptions().List() {
+	for _, set := range ledger.TxOptions().List() {
 		if err := set(&o); err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package repo
+package ledger
 
 import (
 	"context"
@@ -30,9 +30,9 @@ type RecoveryReport struct {
 // released. A read that fails settles nothing: it is counted as waiting.
 // all says no other process writes the store (the embedded store at start):
 // then nothing in the store is in flight but this process's own work.
-func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
+func (s *Engine) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 	// What recovery rolls forward may be a key's change: forget verified keys.
-	defer s.keys.invalidate()
+	defer s.schema.dropCaches()
 	var rep RecoveryReport
 	cutoff := time.Now().Add(-s.lease)
 	if all {
@@ -163,7 +163,7 @@ func (s *Store) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 	return rep, errors.Join(errs...)
 }
 
-func (s *Store) isRunning(planID string) bool {
+func (s *Engine) isRunning(planID string) bool {
 	if !s.serialWrites {
 		return false
 	}
@@ -172,7 +172,7 @@ func (s *Store) isRunning(planID string) bool {
 	return s.running[planID]
 }
 
-func (s *Store) planSettled(ctx context.Context, id string) (bool, error) {
+func (s *Engine) planSettled(ctx context.Context, id string) (bool, error) {
 	var p plan
 	if err := s.coll(collPlans).FindOne(ctx, bson.M{"_id": id}).Decode(&p); err != nil {
 		return false, err
@@ -181,7 +181,7 @@ func (s *Store) planSettled(ctx context.Context, id string) (bool, error) {
 }
 
 // RunRecovery calls Recover every interval until ctx ends.
-func (s *Store) RunRecovery(ctx context.Context, interval time.Duration) {
+func (s *Engine) RunRecovery(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

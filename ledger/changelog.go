@@ -1,4 +1,4 @@
-package repo
+package ledger
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
-	"outreach/ledger"
 )
 
 // ChangeFilter selects change entries; empty fields do not filter.
@@ -17,7 +16,7 @@ type ChangeFilter struct {
 }
 
 // ChangeLog lists applied change entries, newest (highest seq) first.
-func (s *Store) ChangeLog(ctx context.Context, f ChangeFilter, limit, offset int) (Page[audit.Entry], error) {
+func (s *Engine) ChangeLog(ctx context.Context, f ChangeFilter, limit, offset int) (Page[audit.Entry], error) {
 	filter := bson.M{"state": audit.StateApplied}
 	for k, v := range map[string]string{"record_id": f.RecordID, "collection": f.Collection, "action": f.Action,
 		"agent_id": f.AgentID, "session_id": f.SessionID, "user_id": f.UserID} {
@@ -26,17 +25,31 @@ func (s *Store) ChangeLog(ctx context.Context, f ChangeFilter, limit, offset int
 		}
 	}
 	between(filter, "at", f.Since, f.Until)
-	return listPage[audit.Entry](ctx, s, collChangeLog, filter, bson.D{{Key: "seq", Value: -1}}, limit, offset)
+	return List[audit.Entry](ctx, s, collChangeLog, filter, bson.D{{Key: "seq", Value: -1}}, limit, offset)
 }
 
 // Change returns one applied change entry.
-func (s *Store) Change(ctx context.Context, id string) (*audit.Entry, error) {
-	if ledger.CheckID(id) != nil {
+func (s *Engine) Change(ctx context.Context, id string) (*audit.Entry, error) {
+	if CheckID(id) != nil {
 		return nil, NotFound("change", id)
 	}
 	var e audit.Entry
 	if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"_id": id, "state": audit.StateApplied}).Decode(&e); err != nil {
-		return nil, ledger.DriverErr(err, "change", id)
+		return nil, DriverErr(err, "change", id)
 	}
 	return &e, nil
+}
+
+// between bounds field by since and until, both inclusive, when given.
+func between(filter bson.M, field string, since, until *time.Time) {
+	r := bson.M{}
+	if since != nil {
+		r["$gte"] = *since
+	}
+	if until != nil {
+		r["$lte"] = *until
+	}
+	if len(r) > 0 {
+		filter[field] = r
+	}
 }

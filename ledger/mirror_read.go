@@ -1,4 +1,4 @@
-package repo
+package ledger
 
 import (
 	"bytes"
@@ -16,7 +16,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"outreach/ledger"
 	"outreach/ledger/index"
 )
 
@@ -102,12 +101,12 @@ func onlyID(p bson.M) bool {
 	if len(p) != 1 {
 		return false
 	}
-	v, ok := ledger.AsInt(p["_id"])
+	v, ok := AsInt(p["_id"])
 	return ok && v == 1
 }
 
 // mirrorIDs asks the mirror, and in check mode the store too.
-func (s *Store) mirrorIDs(ctx context.Context, q mirrorQuery) (ids []string, total int64, ok bool, err error) {
+func (s *Engine) mirrorIDs(ctx context.Context, q mirrorQuery) (ids []string, total int64, ok bool, err error) {
 	if s.mirror == nil || !s.serialWrites {
 		return nil, 0, false, nil
 	}
@@ -138,7 +137,7 @@ func (s *Store) mirrorIDs(ctx context.Context, q mirrorQuery) (ids []string, tot
 }
 
 // storeIDs is the store's answer to q (check mode).
-func (s *Store) storeIDs(ctx context.Context, q mirrorQuery) ([]string, int64, error) {
+func (s *Engine) storeIDs(ctx context.Context, q mirrorQuery) ([]string, int64, error) {
 	opts := options.Find().SetProjection(bson.M{"_id": 1})
 	if q.sort != nil {
 		opts.SetSort(q.sort)
@@ -165,7 +164,7 @@ func (s *Store) storeIDs(ctx context.Context, q mirrorQuery) ([]string, int64, e
 // fetch reads the records ids of coll by _id, in order, a few at a time.
 // A record changed since the mirror chose it so that it no longer matches
 // filter is left out (checked when the whole record is read).
-func (s *Store) fetch(ctx context.Context, coll string, ids []string, filter, projection bson.M) ([]bson.Raw, error) {
+func (s *Engine) fetch(ctx context.Context, coll string, ids []string, filter, projection bson.M) ([]bson.Raw, error) {
 	if projection != nil && onlyID(projection) {
 		out := make([]bson.Raw, len(ids))
 		for i, id := range ids {
@@ -227,11 +226,11 @@ func (s *Store) fetch(ctx context.Context, coll string, ids []string, filter, pr
 
 // findAll reads every record of coll matching filter into out (a pointer
 // to a slice), through the mirror where it answers.
-func (s *Store) findAll(ctx context.Context, coll string, filter bson.M, opts *options.FindOptionsBuilder, out any) error {
+func (s *Engine) findAll(ctx context.Context, coll string, filter bson.M, opts *options.FindOptionsBuilder, out any) error {
 	if q, ok := findQuery(coll, filter, opts); ok {
 		ids, _, ok, err := s.mirrorIDs(ctx, q)
 		if err != nil {
-			return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
+			return DriverErr(err, s.schema.Kinds[coll], "list")
 		}
 		if ok {
 			raws, err := s.fetch(ctx, coll, ids, filter, q.projection)
@@ -239,23 +238,23 @@ func (s *Store) findAll(ctx context.Context, coll string, filter bson.M, opts *o
 				err = decodeAll(raws, out)
 			}
 			if err != nil {
-				return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
+				return DriverErr(err, s.schema.Kinds[coll], "list")
 			}
 			return nil
 		}
 	}
 	cur, err := s.coll(coll).Find(ctx, filter, opts)
 	if err != nil {
-		return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
+		return DriverErr(err, s.schema.Kinds[coll], "list")
 	}
 	if err := cur.All(ctx, out); err != nil {
-		return ledger.DriverErr(err, s.schema.Kinds[coll], "list")
+		return DriverErr(err, s.schema.Kinds[coll], "list")
 	}
 	return nil
 }
 
 // findOne is FindOne on coll, through the mirror where it answers.
-func (s *Store) findOne(ctx context.Context, coll string, filter bson.M, opts ...*options.FindOneOptionsBuilder) *mongo.SingleResult {
+func (s *Engine) findOne(ctx context.Context, coll string, filter bson.M, opts ...*options.FindOneOptionsBuilder) *mongo.SingleResult {
 	all := options.FindOne()
 	for _, o := range opts {
 		if o != nil {
@@ -282,7 +281,7 @@ func (s *Store) findOne(ctx context.Context, coll string, filter bson.M, opts ..
 }
 
 // count is CountDocuments on coll, through the mirror where it answers.
-func (s *Store) count(ctx context.Context, coll string, filter bson.M) (int64, error) {
+func (s *Engine) count(ctx context.Context, coll string, filter bson.M) (int64, error) {
 	_, total, ok, err := s.mirrorIDs(ctx, mirrorQuery{coll: coll, filter: filter, limit: 1})
 	if err != nil {
 		return 0, err
@@ -335,7 +334,7 @@ func (f *found) All(ctx context.Context, out any) error {
 }
 
 // find is Find on coll, through the mirror where it answers.
-func (s *Store) find(ctx context.Context, coll string, filter bson.M, opts ...*options.FindOptionsBuilder) (*found, error) {
+func (s *Engine) find(ctx context.Context, coll string, filter bson.M, opts ...*options.FindOptionsBuilder) (*found, error) {
 	all := options.Find()
 	for _, o := range opts {
 		if o != nil {
@@ -368,13 +367,13 @@ func (s *Store) find(ctx context.Context, coll string, filter bson.M, opts ...*o
 // (Verify compares them, record by record), and one read of the store per
 // record is what it saves. ok is false for any other projection, or when a
 // record is not (or no longer) there.
-func (s *Store) covered(coll string, ids []string, projection bson.M) ([]bson.Raw, bool) {
+func (s *Engine) covered(coll string, ids []string, projection bson.M) ([]bson.Raw, bool) {
 	if projection == nil || s.mirror == nil {
 		return nil, false
 	}
 	want := map[string]bool{"_id": true}
 	for k, v := range projection {
-		on, ok := ledger.AsInt(v)
+		on, ok := AsInt(v)
 		if b, isBool := v.(bool); isBool {
 			on, ok = 0, true
 			if b {

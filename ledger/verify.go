@@ -1,4 +1,4 @@
-package repo
+package ledger
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
-	"outreach/ledger"
 )
 
 // Violation is one broken invariant.
@@ -40,7 +39,7 @@ type InFlight struct {
 // cutoff of the last recovery sweep (an entry whose lease ran out after that
 // sweep is the next sweep's). On a store only this process writes, recovery
 // at start settles everything, and anything past its lease is due.
-func (s *Store) due(at time.Time) bool {
+func (s *Engine) due(at time.Time) bool {
 	if time.Since(at) <= s.lease {
 		return false
 	}
@@ -55,7 +54,7 @@ type VerifyResult struct {
 }
 
 // Verify returns the broken invariants (see VerifyReport).
-func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
+func (s *Engine) Verify(ctx context.Context) ([]Violation, error) {
 	r, err := s.VerifyReport(ctx)
 	if err != nil {
 		return nil, err
@@ -78,7 +77,7 @@ func (s *Store) Verify(ctx context.Context) ([]Violation, error) {
 //
 // It reads each collection once (the embedded store answers any query by a
 // scan, so per-record look-ups would make it quadratic).
-func (s *Store) VerifyReport(ctx context.Context) (VerifyResult, error) {
+func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
 	var res VerifyResult
 	if s.serialWrites {
 		// No write of this process is between its steps while we read.
@@ -181,11 +180,11 @@ func (s *Store) VerifyReport(ctx context.Context) (VerifyResult, error) {
 			if e.RecordID != id || e.Collection != coll {
 				bad("last_change %s is of %s/%s", lc, e.Collection, e.RecordID)
 			}
-			v, _ := ledger.AsInt(rec[fieldVersion])
+			v, _ := AsInt(rec[fieldVersion])
 			if v != e.VersionAfter {
 				bad("version %v, entry says %d", rec[fieldVersion], e.VersionAfter)
 			}
-			if !ledger.SameState(s.redact(coll, ledger.Strip(rec)), e.After) {
+			if !SameState(s.redact(coll, Strip(rec)), e.After) {
 				bad("differs from the after state of %s", lc)
 			}
 			if problem := chainProblem(history[coll+"/"+id], v, lc); problem != "" {
@@ -245,7 +244,7 @@ func chainProblem(h []*audit.Entry, version int64, last string) string {
 			}
 			continue
 		}
-		if !ledger.SameState(e.Before, byVersion[i-1].After) {
+		if !SameState(e.Before, byVersion[i-1].After) {
 			return fmt.Sprintf("change %s (version %d) does not start from the state change %s left", e.ID, e.VersionAfter, byVersion[i-1].ID)
 		}
 	}

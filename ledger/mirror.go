@@ -1,4 +1,4 @@
-package repo
+package ledger
 
 import (
 	"context"
@@ -72,7 +72,7 @@ var errMirrorMismatch = errors.New("the service's index answered differently fro
 // queries read the store. Writes go on meanwhile; the build applies them
 // over what it read, so it needs no lock on writers (at 100k notes a
 // build reads for tens of seconds on a loaded machine).
-func (s *Store) startMirror(check bool) {
+func (s *Engine) startMirror(check bool) {
 	stop, cancel := context.WithCancel(context.Background())
 	s.stopMirror = cancel
 	s.mirror = &mirror{check: check, ready: make(chan struct{}), stop: stop}
@@ -83,7 +83,7 @@ func (s *Store) startMirror(check bool) {
 
 // IndexesReady waits until the service's own indexes are built (at once
 // where there are none).
-func (s *Store) IndexesReady(ctx context.Context) error {
+func (s *Engine) IndexesReady(ctx context.Context) error {
 	if s.mirror == nil {
 		return nil
 	}
@@ -96,7 +96,7 @@ func (s *Store) IndexesReady(ctx context.Context) error {
 }
 
 // buildLoop builds the mirror until a build overlaps no lost write.
-func (s *Store) buildLoop() {
+func (s *Engine) buildLoop() {
 	mi := s.mirror
 	for attempt := 0; ; attempt++ {
 		mi.mu.Lock()
@@ -143,7 +143,7 @@ func (s *Store) buildLoop() {
 }
 
 // buildMirror builds the mirror at once (tests, after forcing a state).
-func (s *Store) buildMirror(ctx context.Context) error {
+func (s *Engine) buildMirror(ctx context.Context) error {
 	colls, err := s.readMirror(ctx)
 	if err != nil {
 		return err
@@ -156,7 +156,7 @@ func (s *Store) buildMirror(ctx context.Context) error {
 }
 
 // readMirror reads the mirrored collections from the store.
-func (s *Store) readMirror(ctx context.Context) (map[string]*index.Coll, error) {
+func (s *Engine) readMirror(ctx context.Context) (map[string]*index.Coll, error) {
 	colls := map[string]*index.Coll{}
 	for name, spec := range s.schema.Index {
 		mc := index.NewColl(spec)
@@ -191,7 +191,7 @@ func (s *Store) readMirror(ctx context.Context) (map[string]*index.Coll, error) 
 // mirrorViolations compares the mirror with the store (writeMu held): a
 // record missing from it, held there but not stored, or held in another
 // state is a violation (verify reports it; tests fail on it).
-func (s *Store) mirrorViolations(ctx context.Context) ([]Violation, error) {
+func (s *Engine) mirrorViolations(ctx context.Context) ([]Violation, error) {
 	if s.mirror == nil || !s.serialWrites || s.mirror.stale.Load() {
 		return nil, nil
 	}
@@ -241,7 +241,7 @@ func (s *Store) mirrorViolations(ctx context.Context) ([]Violation, error) {
 
 // mirrorPut records a document the write path has just written (writeMu
 // held). doc is the whole stored document.
-func (s *Store) mirrorPut(coll string, doc any) {
+func (s *Engine) mirrorPut(coll string, doc any) {
 	if s.mirror == nil || !s.serialWrites {
 		return
 	}
@@ -275,7 +275,7 @@ func (s *Store) mirrorPut(coll string, doc any) {
 // mirrorRefresh re-reads a record whose write failed (it may have landed
 // without a reply) and records what is stored (writeMu held). A read that
 // fails too leaves the mirror stale until it is rebuilt.
-func (s *Store) mirrorRefresh(ctx context.Context, coll, id string) {
+func (s *Engine) mirrorRefresh(ctx context.Context, coll, id string) {
 	if s.mirror == nil || !s.serialWrites {
 		return
 	}
@@ -295,7 +295,7 @@ func (s *Store) mirrorRefresh(ctx context.Context, coll, id string) {
 }
 
 // mirrorLost makes every query go to the store until the mirror is rebuilt.
-func (s *Store) mirrorLost(coll string, err error) {
+func (s *Engine) mirrorLost(coll string, err error) {
 	mi := s.mirror
 	mi.mu.Lock()
 	mi.lost++

@@ -1,4 +1,4 @@
-package repo
+package ledger
 
 import (
 	"cmp"
@@ -18,7 +18,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"outreach/audit"
-	"outreach/ledger"
 )
 
 // This file is the single write path: the only place in the service that
@@ -27,9 +26,9 @@ import (
 // Bookkeeping fields every stored record carries; they are not part of a
 // change's before/after.
 const (
-	fieldVersion    = ledger.FieldVersion
-	fieldLastChange = ledger.FieldLastChange
-	fieldLockedBy   = ledger.FieldLockedBy
+	fieldVersion    = FieldVersion
+	fieldLastChange = FieldLastChange
+	fieldLockedBy   = FieldLockedBy
 )
 
 // groupTxLimit is the largest group written as one transaction; larger groups
@@ -53,8 +52,8 @@ const groupTxLimit = 500
 // (a group without a transaction) moves locking -> locked -> applied, or
 // locking -> aborted; once locked it is only ever rolled forward.
 
-// mutation is one record change handed to the write path (ledger.Mutation).
-type mutation = ledger.Mutation
+// mutation is one record change handed to the write path (Mutation).
+type mutation = Mutation
 
 // precheck is a condition the write path re-checks where no other write of
 // the process can slip in between the check and the write (under the
@@ -73,7 +72,7 @@ var errInjected = errors.New("injected store failure")
 
 // at runs the test hook at a point of the protocol. An error from it is a
 // crash there, unless it wraps errInjected (a failing store).
-func (s *Store) at(point string) error {
+func (s *Engine) at(point string) error {
 	if s.hook == nil {
 		return nil
 	}
@@ -94,12 +93,12 @@ var errOutcomePending = &Error{Code: CodeUnavailable, Retryable: false,
 
 // write applies muts as one unit and returns their change entries, in order.
 // One mutation, or a group, is all or nothing on every write mode.
-func (s *Store) write(ctx context.Context, muts ...mutation) ([]audit.Entry, error) {
+func (s *Engine) write(ctx context.Context, muts ...mutation) ([]audit.Entry, error) {
 	return s.writeChecked(ctx, nil, muts...)
 }
 
 // writeChecked is write with a precondition (see precheck).
-func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation) ([]audit.Entry, error) {
+func (s *Engine) writeChecked(ctx context.Context, chk precheck, muts ...mutation) ([]audit.Entry, error) {
 	actor, ok := audit.ActorFrom(ctx)
 	if !ok || actor.UserID == "" || actor.AgentID == "" || actor.SessionID == "" {
 		return nil, errors.New("write without a complete actor (user, agent, session)")
@@ -107,11 +106,15 @@ func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation
 	if len(muts) == 0 {
 		return nil, nil
 	}
-	if slices.ContainsFunc(muts, func(m mutation) bool { return m.Coll == collKeys }) {
-		// A change to a key empties the verified-key cache before and after
-		// it lands, so no request is let in on the key's old state.
-		s.keys.invalidate()
-		defer s.keys.invalidate()
+	for _, m := range muts {
+		if drop := s.schema.Caches[m.Coll]; drop != nil {
+			// A change to a cached collection (the verified keys) empties
+			// the cache before and after it lands, so no request is let in
+			// on the record's old state.
+			drop()
+			defer drop()
+			break
+		}
 	}
 	if err := s.bindSession(ctx, actor); err != nil {
 		return nil, err
@@ -151,7 +154,7 @@ func (s *Store) writeChecked(ctx context.Context, chk precheck, muts ...mutation
 	return entries, err
 }
 
-func (s *Store) newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
+func (s *Engine) newEntry(actor audit.Actor, m mutation, planID string) audit.Entry {
 	return audit.Entry{
 		ID:           uuid.NewString(),
 		Collection:   m.Coll,
@@ -173,7 +176,7 @@ func (s *Store) newEntry(actor audit.Actor, m mutation, planID string) audit.Ent
 	}
 }
 
-func (s *Store) redact(coll string, doc bson.M) bson.M {
+func (s *Engine) redact(coll string, doc bson.M) bson.M {
 	fields := s.schema.Redacted[coll]
 	if doc == nil || len(fields) == 0 {
 		return doc
@@ -195,7 +198,7 @@ func (s *Store) redact(coll string, doc bson.M) bson.M {
 // cur holds them: present with the stored value, absent where the record
 // has none. A group never changes a redacted field, and copying an absent
 // one would add it as null, a state no change entry holds.
-func (s *Store) keepRedacted(coll string, doc, cur bson.M) {
+func (s *Engine) keepRedacted(coll string, doc, cur bson.M) {
 	for _, f := range s.schema.Redacted[coll] {
 		if v, ok := cur[f]; ok {
 			doc[f] = v
@@ -208,7 +211,7 @@ func (s *Store) keepRedacted(coll string, doc, cur bson.M) {
 // sealed holds the redacted values of a create, so that recovery can roll
 // the create forward; it is kept on the entry only while the entry is
 // pending (settling it removes the field), never on an applied entry.
-func (s *Store) sealed(m mutation) bson.M {
+func (s *Engine) sealed(m mutation) bson.M {
 	if m.Before != nil || len(s.schema.Redacted[m.Coll]) == 0 {
 		return nil
 	}
@@ -227,7 +230,7 @@ func (s *Store) sealed(m mutation) bson.M {
 // The binding is bookkeeping of the transport, like key usage: it is not a
 // record and has no change entry.
 
-func (s *Store) bindSession(ctx context.Context, a audit.Actor) error {
+func (s *Engine) bindSession(ctx context.Context, a audit.Actor) error {
 	if owner, ok := s.sessions.Load(a.SessionID); ok {
 		return sessionOwner(a, owner.(string))
 	}
@@ -259,7 +262,7 @@ func (s *Store) bindSession(ctx context.Context, a audit.Actor) error {
 
 // openSession records a session opened by start_session (bookkeeping, like
 // bindSession: no change entry) and binds it to its agent.
-func (s *Store) openSession(ctx context.Context, doc bson.M) error {
+func (s *Engine) openSession(ctx context.Context, doc bson.M) error {
 	if _, err := s.coll(collSessions).InsertOne(ctx, doc); err != nil {
 		return fmt.Errorf("open session: %w", err)
 	}
@@ -282,7 +285,7 @@ func sessionOwner(a audit.Actor, owner string) error {
 // write concern and snapshot read concern set explicitly rather than taken
 // from the server's defaults. The callback may run more than once, so it
 // only does database work and never swallows an error.
-func (s *Store) writeTx(ctx context.Context, chk precheck, muts []mutation, entries []audit.Entry) error {
+func (s *Engine) writeTx(ctx context.Context, chk precheck, muts []mutation, entries []audit.Entry) error {
 	sess, err := s.client.StartSession()
 	if err != nil {
 		return fmt.Errorf("start session: %w", err)
@@ -336,16 +339,16 @@ func txOptions() *options.TransactionOptionsBuilder {
 // Once the entry is inserted the change is decided: it lands unless the
 // record moves past its base version first, whoever finishes it (this
 // writer, or recovery if this writer stops).
-func (s *Store) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) error {
+func (s *Engine) writeOrdered(ctx context.Context, m mutation, e *audit.Entry) error {
 	if m.Before != nil {
 		// A record another write moved, or a group holds, refuses the write
 		// before anything is decided.
 		var cur bson.M
 		err := s.coll(m.Coll).FindOne(ctx, bson.M{"_id": m.ID}, options.FindOne().SetProjection(bson.M{fieldVersion: 1, fieldLockedBy: 1})).Decode(&cur)
 		if err != nil {
-			return ledger.DriverErr(err, s.schema.Kinds[m.Coll], m.ID)
+			return DriverErr(err, s.schema.Kinds[m.Coll], m.ID)
 		}
-		if v, _ := ledger.AsInt(cur[fieldVersion]); v != m.Version || cur[fieldLockedBy] != nil {
+		if v, _ := AsInt(cur[fieldVersion]); v != m.Version || cur[fieldLockedBy] != nil {
 			return ErrConflict
 		}
 	}
@@ -394,7 +397,7 @@ func isStoreRefusal(err error) bool {
 // It returns the entry's final state, or an error when it cannot tell yet
 // (the store failing, a plan holding the record): the entry stays pending
 // and a later call settles it. The writer and recovery may run it at once.
-func (s *Store) land(ctx context.Context, e audit.Entry, m mutation) (string, error) {
+func (s *Engine) land(ctx context.Context, e audit.Entry, m mutation) (string, error) {
 	base := e.VersionAfter - 1
 	for attempt := 0; attempt < 5; attempt++ {
 		if err := s.at("land-read"); err != nil {
@@ -407,7 +410,7 @@ func (s *Store) land(ctx context.Context, e audit.Entry, m mutation) (string, er
 			return "", fmt.Errorf("read %s/%s: %w", e.Collection, e.RecordID, err) // unknown: wait, never void
 		}
 		lc, _ := cur[fieldLastChange].(string)
-		v, _ := ledger.AsInt(cur[fieldVersion])
+		v, _ := AsInt(cur[fieldVersion])
 		switch {
 		case found && lc == e.ID:
 			return s.settle(ctx, e.ID, audit.StateApplied)
@@ -476,7 +479,7 @@ func cloneM(m bson.M) bson.M {
 
 // settlePrev marks applied the entry a record carries, if it is still
 // pending: the record carrying it proves it landed.
-func (s *Store) settlePrev(ctx context.Context, id string) error {
+func (s *Engine) settlePrev(ctx context.Context, id string) error {
 	if id == "" {
 		return nil
 	}
@@ -488,7 +491,7 @@ func (s *Store) settlePrev(ctx context.Context, id string) error {
 // settle moves pending entry id to state and returns the state it has: the
 // one asked for, or the one another settler gave it. Two settlers never
 // disagree (both read the same record); if they do, that is reported.
-func (s *Store) settle(ctx context.Context, id, state string) (string, error) {
+func (s *Engine) settle(ctx context.Context, id, state string) (string, error) {
 	res, err := s.coll(collChangeLog).UpdateOne(ctx, bson.M{"_id": id, "state": audit.StatePending},
 		bson.M{"$set": bson.M{"state": state}, "$unset": bson.M{"sealed": ""}})
 	if err != nil {
@@ -512,14 +515,14 @@ func (s *Store) settle(ctx context.Context, id, state string) (string, error) {
 // insertEntry inserts e. A duplicate key is either this very entry (a retry
 // whose first try landed) or another entry holding e's seq; the second takes
 // a new seq.
-func (s *Store) insertEntry(ctx context.Context, e *audit.Entry) error {
+func (s *Engine) insertEntry(ctx context.Context, e *audit.Entry) error {
 	_, err := s.insertEntryOnce(ctx, e)
 	return err
 }
 
 // insertEntryOnce is insertEntry, and reports whether this call inserted the
 // entry (false: it was in already).
-func (s *Store) insertEntryOnce(ctx context.Context, e *audit.Entry) (bool, error) {
+func (s *Engine) insertEntryOnce(ctx context.Context, e *audit.Entry) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		_, err := s.coll(collChangeLog).InsertOne(ctx, e)
 		if err == nil {
@@ -639,7 +642,7 @@ type commitReq struct {
 // leaves the queue with ctx's error and nothing written; once a batch has
 // taken it, it waits for the batch, which writes it or not as one write
 // alone would (see commitBatch).
-func (s *Store) writeSerial(ctx context.Context, chk precheck, m mutation, e *audit.Entry) error {
+func (s *Engine) writeSerial(ctx context.Context, chk precheck, m mutation, e *audit.Entry) error {
 	// The entry is marshalled here, outside the lock, for its size; an
 	// entry that cannot be stored fails alone, not the batch it would join.
 	probe := *e
@@ -679,7 +682,7 @@ func (s *Store) writeSerial(ctx context.Context, chk precheck, m mutation, e *au
 
 // leadBatch writes one batch, led by r (the head of the queue, so the batch
 // carries it), wakes its writers and names the next leader.
-func (s *Store) leadBatch(r *commitReq) {
+func (s *Engine) leadBatch(r *commitReq) {
 	q := &s.commits
 	s.writeMu.Lock()
 	// The queue is taken once the lock is held: the writers that queued
@@ -751,7 +754,7 @@ func (q *commitQueue) withdraw(r *commitReq) bool {
 // it for the next batch of the process (which settles it first) and for
 // recovery. A precheck sees the store as the batch found it: the other
 // writes of its batch are of other records, and are not yet written.
-func (s *Store) commitBatch(batch []*commitReq) {
+func (s *Engine) commitBatch(batch []*commitReq) {
 	ctx := context.WithoutCancel(batch[0].ctx)
 	fail := func(rs []*commitReq, err error) {
 		for _, w := range rs {
@@ -904,7 +907,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 
 // settleOwnIntent settles this process's intent left pending by a failed
 // write (writeMu held).
-func (s *Store) settleOwnIntent(ctx context.Context) error {
+func (s *Engine) settleOwnIntent(ctx context.Context) error {
 	if s.ownIntent == nil {
 		return nil
 	}
@@ -919,7 +922,7 @@ func (s *Store) settleOwnIntent(ctx context.Context) error {
 // closeIntent settles this process's intent at a clean stop (writeMu held):
 // a pending one as settleOwnIntent does, a finished one by marking its
 // stored state done.
-func (s *Store) closeIntent(ctx context.Context) error {
+func (s *Engine) closeIntent(ctx context.Context) error {
 	if s.ownIntent != nil {
 		return s.settleOwnIntent(ctx)
 	}
@@ -942,7 +945,7 @@ func (s *Store) closeIntent(ctx context.Context) error {
 // nothing more: the intent stays pending, and settling it again is
 // idempotent (an entry already in is found by its id). An entry given a
 // new seq on insert (its seq taken) has it in in's entries.
-func (s *Store) settleIntent(ctx context.Context, in intent) (map[string]bool, int, error) {
+func (s *Engine) settleIntent(ctx context.Context, in intent) (map[string]bool, int, error) {
 	carried := map[string]bool{}
 	added := 0
 	es := in.changes()
@@ -980,9 +983,9 @@ func isConflict(err error) bool {
 // by the lock: only the plan holding it (planID) may write a locked record.
 // The write releases the lock unless keepLock (the plan changes the record
 // again in a later step).
-func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID string, keepLock bool) error {
-	if m.Coll == collKeys {
-		defer s.keys.invalidate() // recovery rolling a key's change forward
+func (s *Engine) writeRecord(ctx context.Context, m mutation, entryID, planID string, keepLock bool) error {
+	if drop := s.schema.Caches[m.Coll]; drop != nil {
+		defer drop() // recovery rolling a cached record's change forward
 	}
 	doc := make(bson.M, len(m.After)+4)
 	for k, v := range m.After {
@@ -1031,7 +1034,7 @@ func (s *Store) writeRecord(ctx context.Context, m mutation, entryID, planID str
 // nor reads anything but an _id equality cheaply, so there the write path,
 // serialised in this process, reads the document by _id, checks the rest
 // here, and writes by _id alone: the same outcome in constant time.
-func (s *Store) guarded(ctx context.Context, coll string, filter bson.M, write func(bson.M) (*mongo.UpdateResult, error)) (bool, error) {
+func (s *Engine) guarded(ctx context.Context, coll string, filter bson.M, write func(bson.M) (*mongo.UpdateResult, error)) (bool, error) {
 	if !s.serialWrites {
 		res, err := write(filter)
 		if err != nil {
@@ -1084,15 +1087,15 @@ func matches(doc, filter bson.M) bool {
 }
 
 func sameValue(a, b any) bool {
-	if x, ok := ledger.AsInt(a); ok {
-		y, ok := ledger.AsInt(b)
+	if x, ok := AsInt(a); ok {
+		y, ok := AsInt(b)
 		return ok && x == y
 	}
 	return a == b
 }
 
 // nextSeq takes the next change sequence number from the counter document.
-func (s *Store) nextSeq(ctx context.Context) (int64, error) {
+func (s *Engine) nextSeq(ctx context.Context) (int64, error) {
 	return s.nextSeqs(ctx, 1)
 }
 
@@ -1102,7 +1105,7 @@ func (s *Store) nextSeq(ctx context.Context) (int64, error) {
 // seqBlockSize changes instead of one per change. Numbers are still taken
 // under the write lock, so they increase in the order entries are written;
 // a block left unused when the process stops is a gap, which seq allows.
-func (s *Store) nextSeqs(ctx context.Context, n int) (int64, error) {
+func (s *Engine) nextSeqs(ctx context.Context, n int) (int64, error) {
 	if s.exclusive && s.serialWrites {
 		return s.seqs.take(n, func(k int) (int64, error) { return s.reserveSeqs(ctx, k) })
 	}
@@ -1142,7 +1145,7 @@ func (b *seqBlock) drop() {
 
 // reserveSeqs takes n consecutive numbers from the counter document and
 // returns the last.
-func (s *Store) reserveSeqs(ctx context.Context, n int) (int64, error) {
+func (s *Engine) reserveSeqs(ctx context.Context, n int) (int64, error) {
 	var c struct {
 		Seq int64 `bson:"seq"`
 	}
@@ -1216,7 +1219,7 @@ var planChunkBytes = 4 << 20
 // order: a record changed by several steps is changed by consecutive
 // versions (a chain), locked once at the first; a record the group creates
 // is changed by no other step (it cannot be locked before it exists).
-func (s *Store) newPlan(planID string, muts []mutation, entries []audit.Entry) (plan, error) {
+func (s *Engine) newPlan(planID string, muts []mutation, entries []audit.Entry) (plan, error) {
 	t := time.Now().UTC()
 	p := plan{ID: planID, State: planLocking, At: t, Heartbeat: t}
 	next := map[string]int64{} // coll/id -> version the next step must expect
@@ -1254,7 +1257,7 @@ func (s *Store) newPlan(planID string, muts []mutation, entries []audit.Entry) (
 
 // persistPlan writes the plan's steps, then the plan itself in state: a plan
 // document exists only with all its steps.
-func (s *Store) persistPlan(ctx context.Context, p *plan, state string) error {
+func (s *Engine) persistPlan(ctx context.Context, p *plan, state string) error {
 	var chunk []planStep
 	size := 0
 	flush := func() error {
@@ -1295,7 +1298,7 @@ func (s *Store) persistPlan(ctx context.Context, p *plan, state string) error {
 }
 
 // loadSteps reads the steps of a plan read from plans.
-func (s *Store) loadSteps(ctx context.Context, p *plan) error {
+func (s *Engine) loadSteps(ctx context.Context, p *plan) error {
 	if len(p.Steps) > 0 || p.Chunks == 0 {
 		return nil
 	}
@@ -1318,7 +1321,7 @@ func (s *Store) loadSteps(ctx context.Context, p *plan) error {
 
 // heartbeat keeps a plan's lease alive while its writer works, so a large
 // group is never taken for a dead one; the returned func stops it.
-func (s *Store) heartbeat(ctx context.Context, planID string) func() {
+func (s *Engine) heartbeat(ctx context.Context, planID string) func() {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
@@ -1346,7 +1349,7 @@ func (s *Store) heartbeat(ctx context.Context, planID string) func() {
 // rolled forward by whoever gets there), apply each step as a single ordered
 // write carrying the plan id, mark it applied. A heartbeat keeps the plan's
 // lease while the writer works.
-func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, entries []audit.Entry) error {
+func (s *Engine) writePlan(ctx context.Context, planID string, muts []mutation, entries []audit.Entry) error {
 	p, err := s.newPlan(planID, muts, entries)
 	if err != nil {
 		return err
@@ -1418,7 +1421,7 @@ func (s *Store) writePlan(ctx context.Context, planID string, muts []mutation, e
 // writer, and again by recovery after a crash, or by both at once. A step has
 // landed when its record is past the step's version: a locked record is
 // written by its plan only, and once released it may move on, never back.
-func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) {
+func (s *Engine) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) {
 	out := make([]audit.Entry, len(p.Steps))
 	for i := range p.Steps {
 		st := &p.Steps[i]
@@ -1434,7 +1437,7 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 			}
 			// A created record exists from version 1 on, so the same test
 			// tells a landed create.
-			if v, _ := ledger.AsInt(cur[fieldVersion]); v > st.Version {
+			if v, _ := AsInt(cur[fieldVersion]); v > st.Version {
 				break
 			}
 			if (!st.creates() && cur[fieldLockedBy] != p.ID) || attempt > 0 {
@@ -1485,7 +1488,7 @@ func (s *Store) rollForward(ctx context.Context, p plan) ([]audit.Entry, error) 
 
 // abortPlan voids a plan that has not taken all its locks, and releases the
 // locks it took. A plan already locked is never voided: it is rolled forward.
-func (s *Store) abortPlan(ctx context.Context, planID string) error {
+func (s *Engine) abortPlan(ctx context.Context, planID string) error {
 	if _, err := s.guarded(ctx, collPlans, bson.M{"_id": planID, "state": planLocking}, func(f bson.M) (*mongo.UpdateResult, error) {
 		return s.coll(collPlans).UpdateOne(ctx, f, bson.M{"$set": bson.M{"state": planAborted}})
 	}); err != nil {
@@ -1511,7 +1514,7 @@ func (s *Store) abortPlan(ctx context.Context, planID string) error {
 	return nil
 }
 
-func (s *Store) setPlanState(ctx context.Context, id, state string) error {
+func (s *Engine) setPlanState(ctx context.Context, id, state string) error {
 	_, err := s.coll(collPlans).UpdateOne(ctx, bson.M{"_id": id}, bson.M{"$set": bson.M{"state": state}})
 	return err
 }
@@ -1524,7 +1527,7 @@ func (s *Store) setPlanState(ctx context.Context, id, state string) error {
 // taking writeMu for one batch at a time, so other records' writes go on
 // while a large group is written. After a crash, recovery at start rolls
 // the plan forward before anything else writes.
-func (s *Store) writePlanSerial(ctx context.Context, chk precheck, planID string, muts []mutation, entries []audit.Entry) error {
+func (s *Engine) writePlanSerial(ctx context.Context, chk precheck, planID string, muts []mutation, entries []audit.Entry) error {
 	p, err := s.newPlan(planID, muts, entries)
 	if err != nil {
 		return err
@@ -1567,7 +1570,7 @@ func (s *Store) writePlanSerial(ctx context.Context, chk precheck, planID string
 }
 
 // lockedInMemory reports the serial plan holding a record, if any.
-func (s *Store) lockedInMemory(coll, id string) (string, bool) {
+func (s *Engine) lockedInMemory(coll, id string) (string, bool) {
 	if !s.serialWrites {
 		return "", false
 	}
@@ -1583,7 +1586,7 @@ const serialBatch = 50
 // checkSerialPlan checks that every record a plan changes is at the version
 // its first step expects and not locked, and that no record it creates
 // exists (writeMu held).
-func (s *Store) checkSerialPlan(ctx context.Context, p plan) error {
+func (s *Engine) checkSerialPlan(ctx context.Context, p plan) error {
 	want := map[string]int64{}
 	byColl := map[string][]string{}
 	for _, st := range p.Steps {
@@ -1610,7 +1613,7 @@ func (s *Store) checkSerialPlan(ctx context.Context, p plan) error {
 			}
 			for _, r := range recs {
 				k := coll + "/" + fmt.Sprint(r["_id"])
-				v, _ := ledger.AsInt(r[fieldVersion])
+				v, _ := AsInt(r[fieldVersion])
 				if v != want[k] || r[fieldLockedBy] != nil {
 					return ErrConflict
 				}
@@ -1630,7 +1633,7 @@ func (s *Store) checkSerialPlan(ctx context.Context, p plan) error {
 // batch by batch, and returns their entries. recovering says earlier runs
 // may have written some steps (a crash, a failed run): then the entries
 // already in change_log are looked up instead of inserted again.
-func (s *Store) rollForwardSerial(ctx context.Context, p plan, recovering bool) ([]audit.Entry, error) {
+func (s *Engine) rollForwardSerial(ctx context.Context, p plan, recovering bool) ([]audit.Entry, error) {
 	out := make([]audit.Entry, len(p.Steps))
 	if err := s.at("plan"); err != nil {
 		return nil, err
@@ -1658,7 +1661,7 @@ func (s *Store) rollForwardSerial(ctx context.Context, p plan, recovering bool) 
 	return out, nil
 }
 
-func (s *Store) rollBatchSerial(ctx context.Context, p plan, start, end int, recovering bool, out []audit.Entry) error {
+func (s *Engine) rollBatchSerial(ctx context.Context, p plan, start, end int, recovering bool, out []audit.Entry) error {
 	steps := p.Steps[start:end]
 	byColl := map[string][]string{}
 	var entryIDs []string
@@ -1703,7 +1706,7 @@ func (s *Store) rollBatchSerial(ctx context.Context, p plan, start, end int, rec
 		e.Seq, e.At, e.State = last-int64(len(steps)-1-i), time.Now().UTC(), audit.StateApplied
 		k := st.key()
 		cur := recs[k]
-		v, _ := ledger.AsInt(cur[fieldVersion])
+		v, _ := AsInt(cur[fieldVersion])
 		if v <= st.Version {
 			if v != st.Version || (cur == nil) != st.creates() {
 				return fmt.Errorf("plan %s: %s is at version %d, its step expects %d", p.ID, k, v, st.Version)
@@ -1746,7 +1749,7 @@ func (s *Store) rollBatchSerial(ctx context.Context, p plan, start, end int, rec
 
 // touchKeyUsage records when a key was last used. Usage is telemetry, not a
 // change of the key: it lives in its own collection and has no change entry.
-func (s *Store) touchKeyUsage(ctx context.Context, keyID string, at time.Time) error {
+func (s *Engine) touchKeyUsage(ctx context.Context, keyID string, at time.Time) error {
 	_, err := s.coll(collKeyUsage).UpdateOne(ctx, bson.M{"_id": keyID},
 		bson.M{"$set": bson.M{"last_used_at": at}}, options.UpdateOne().SetUpsert(true))
 	return err
@@ -1756,7 +1759,7 @@ func (s *Store) touchKeyUsage(ctx context.Context, keyID string, at time.Time) e
 // when filter is nil (false if the id is taken), or in place of the claim
 // that matches filter (false if none does). A claim is not a record: it has
 // no change entry.
-func (s *Store) putIdempotency(ctx context.Context, filter bson.M, claim *Idempotency) (bool, error) {
+func (s *Engine) putIdempotency(ctx context.Context, filter bson.M, claim *Idempotency) (bool, error) {
 	if filter == nil {
 		_, err := s.coll(collIdempotency).InsertOne(ctx, claim)
 		if mongo.IsDuplicateKeyError(err) {
@@ -1794,7 +1797,7 @@ const blobChunkSize = 255 * 1024
 
 // putBlob streams r into the bucket as file fileID and returns its length.
 // fs.files is written last, so a file exists only once all its bytes do.
-func (s *Store) putBlob(ctx context.Context, fileID, filename string, r io.Reader, metadata bson.M) (int64, error) {
+func (s *Engine) putBlob(ctx context.Context, fileID, filename string, r io.Reader, metadata bson.M) (int64, error) {
 	buf := make([]byte, blobChunkSize)
 	var length int64
 	for n := int32(0); ; n++ {
