@@ -2,20 +2,18 @@ package ledger
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"outreach/audit"
 	"outreach/ledger/index"
 )
 
-// Internals reach into the engine's protocol for tests: the crash, fault,
-// group-commit and recovery tests stop the protocol at a named point (Hook),
-// drive one protocol on a store that would choose another, or hold the
-// serial lock while writers queue. The service never calls Engine.Internals.
+// Internals reach into the engine for the domain's tests (package repo):
+// the outbox's, rollback's, idempotency's and the index's tests stop the
+// write protocol at a named point (Hook) or drive one protocol on a store
+// that would choose another. The engine's own protocol tests (crash, fault,
+// group commit, recovery) are in this package and use its fields directly.
+// The service never calls Engine.Internals.
 type Internals struct {
 	// Hook, when set, runs after each step of the write protocol; an error
 	// from it stops the protocol there as a crash would (ErrCrashed), or
@@ -23,17 +21,13 @@ type Internals struct {
 	Hook         *func(point string) error
 	SerialWrites *bool
 	Caps         *Capabilities
-	Lease        *time.Duration
 	Exclusive    *bool
-	WriteMu      *sync.Mutex
-	Locks        *map[string]string
 	e            *Engine
 }
 
 // Internals returns the engine's protocol state, for tests.
 func (s *Engine) Internals() Internals {
-	return Internals{Hook: &s.hook, SerialWrites: &s.serialWrites, Caps: &s.caps, Lease: &s.lease,
-		Exclusive: &s.exclusive, WriteMu: &s.writeMu, Locks: &s.locks, e: s}
+	return Internals{Hook: &s.hook, SerialWrites: &s.serialWrites, Caps: &s.caps, Exclusive: &s.exclusive, e: s}
 }
 
 // Protocol errors and limits, for tests.
@@ -42,8 +36,6 @@ var (
 	ErrCrashed = errCrashed
 	// ErrInjected marks a store failure Hook injects.
 	ErrInjected = errInjected
-	// MaxCommitBatch is the group commit's largest batch.
-	MaxCommitBatch = &maxCommitBatch
 	// PlanChunkBytes is the size of a stored plan's chunks.
 	PlanChunkBytes = &planChunkBytes
 )
@@ -57,45 +49,9 @@ type Plan = plan
 // CloneM copies a document one level deep.
 func CloneM(m bson.M) bson.M { return cloneM(m) }
 
-// TxOptions are the options every transaction of the write path runs with.
-func TxOptions() *options.TransactionOptionsBuilder { return txOptions() }
-
-// Queued counts the writers waiting in the group commit queue.
-func (in Internals) Queued() int {
-	in.e.commits.mu.Lock()
-	defer in.e.commits.mu.Unlock()
-	return len(in.e.commits.waiting)
-}
-
-// NewEntry builds m's change entry as the write path does.
-func (in Internals) NewEntry(actor audit.Actor, m Mutation, planID string) audit.Entry {
-	return in.e.newEntry(actor, m, planID)
-}
-
-// NextSeq reserves the next change sequence number.
-func (in Internals) NextSeq(ctx context.Context) (int64, error) { return in.e.nextSeq(ctx) }
-
-// WriteRecord writes m's record alone (no entry), as a writer that stopped
-// between its steps left it.
-func (in Internals) WriteRecord(ctx context.Context, m Mutation, entryID, planID string, keepLock bool) error {
-	return in.e.writeRecord(ctx, m, entryID, planID, keepLock)
-}
-
-// MirrorRefresh has the engine's index read a record again from the store.
-func (in Internals) MirrorRefresh(ctx context.Context, coll, id string) {
-	in.e.mirrorRefresh(ctx, coll, id)
-}
-
 // PutIdempotency stores an idempotency claim as the engine does.
 func (in Internals) PutIdempotency(ctx context.Context, filter bson.M, claim *Idempotency) (bool, error) {
 	return in.e.putIdempotency(ctx, filter, claim)
-}
-
-// OtherProcess is a second engine on the same database, as another process
-// (or its recovery timer) would hold: it shares nothing in memory.
-func (in Internals) OtherProcess() *Engine {
-	s := in.e
-	return &Engine{client: s.client, db: s.db, caps: s.caps, lease: s.lease, log: s.log, schema: s.schema}
 }
 
 // IndexKept reports whether the engine keeps its own index (the exclusive

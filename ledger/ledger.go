@@ -48,7 +48,9 @@
 // Files: write.go (the protocols: transaction, ordered, serial with group
 // commit, plans), recover.go, verify.go, changelog.go, idempotency.go,
 // rollback.go, mirror.go and mirror_read.go (the glue between the store and
-// the index), list.go, probe.go. Tests reach the protocol's points through
+// the index), list.go, probe.go. The engine's crash, fault, group-commit,
+// recovery and probe tests are here, on a schema of their own
+// (harness_test.go); the domain's tests reach the protocol's points through
 // Engine.Internals (internals.go), which the service never calls.
 //
 // The index the engine keeps for the embedded store is package

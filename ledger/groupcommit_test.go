@@ -1,4 +1,4 @@
-package repo
+package ledger
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
-	"outreach/ledger"
 )
 
 // Group commit in the serial protocol (write.go, commitBatch): writers that
@@ -24,14 +23,16 @@ import (
 // batches are known before they are written.
 
 // queued counts the writers waiting in s's commit queue.
-func queued(s *Store) int {
-	return s.Internals().Queued()
+func queued(s *Engine) int {
+	s.commits.mu.Lock()
+	defer s.commits.mu.Unlock()
+	return len(s.commits.waiting)
 }
 
 // waitQueued waits until n writers are queued. The bound only ends a test
 // that would otherwise hang: a goroutine queues in microseconds, and a
 // minute holds under any load.
-func waitQueued(s *Store, n int) error {
+func waitQueued(s *Engine, n int) error {
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if queued(s) == n {
 			return nil
@@ -43,11 +44,11 @@ func waitQueued(s *Store, n int) error {
 // queueWhileLocked holds the serial write lock while it starts each write in
 // turn, each queued behind the one before; then it lets them go and returns
 // each write's error. The writes are taken in that order.
-func queueWhileLocked(t *testing.T, s *Store, writes ...func() error) []error {
+func queueWhileLocked(t *testing.T, s *Engine, writes ...func() error) []error {
 	t.Helper()
 	errs := make([]error, len(writes))
 	var wg sync.WaitGroup
-	s.Internals().WriteMu.Lock()
+	s.writeMu.Lock()
 	for i, w := range writes {
 		wg.Add(1)
 		go func() {
@@ -55,12 +56,12 @@ func queueWhileLocked(t *testing.T, s *Store, writes ...func() error) []error {
 			errs[i] = w()
 		}()
 		if err := waitQueued(s, i+1); err != nil {
-			s.Internals().WriteMu.Unlock()
+			s.writeMu.Unlock()
 			wg.Wait()
 			t.Fatal(err)
 		}
 	}
-	s.Internals().WriteMu.Unlock()
+	s.writeMu.Unlock()
 	wg.Wait()
 	return errs
 }
@@ -71,9 +72,9 @@ type pointCounter struct {
 	n  map[string]int
 }
 
-func countPoints(s *Store) *pointCounter {
+func countPoints(s *Engine) *pointCounter {
 	c := &pointCounter{n: map[string]int{}}
-	*s.Internals().Hook = func(p string) error {
+	s.hook = func(p string) error {
 		c.mu.Lock()
 		c.n[p]++
 		c.mu.Unlock()
@@ -94,14 +95,14 @@ func createUserMutation(name string) mutation {
 		After: bson.M{"_id": id, "name": name, "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}}
 }
 
-func renameMutation(t *testing.T, s *Store, id, name string) mutation {
+func renameMutation(t *testing.T, s *Engine, id, name string) mutation {
 	t.Helper()
 	before, v := userState(t, s, id)
 	return mutation{Coll: collUsers, ID: id, Action: audit.ActionUpdate, Before: before, After: renamed(before, name), Version: v}
 }
 
 // userName reads a user's name, and whether the user exists.
-func userName(t *testing.T, s *Store, id string) (string, bool) {
+func userName(t *testing.T, s *Engine, id string) (string, bool) {
 	t.Helper()
 	var raw bson.M
 	err := s.coll(collUsers).FindOne(context.Background(), bson.M{"_id": id}).Decode(&raw)
@@ -166,7 +167,7 @@ func TestGroupCommitManyWriters(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	*s.Internals().Hook = nil
+	s.hook = nil
 	for _, err := range failed {
 		t.Errorf("write: %v", err)
 	}
@@ -180,18 +181,18 @@ func TestGroupCommitManyWriters(t *testing.T) {
 
 // restartableStore opens a serial store on files in dir; closing it and
 // opening it again is a restart of the process (its recovery runs at Open).
-func restartableStore(t *testing.T, dir string) (*Store, func()) {
+func restartableStore(t *testing.T, dir string) (*Engine, func()) {
 	t.Helper()
 	es, err := embedded.Start(context.Background(), embedded.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(context.Background(), es.URI, "groupcommit_test", Options{Exclusive: true, Logger: zerolog.Nop()})
+	s, err := openDB(context.Background(), es.URI, "groupcommit_test", Options{Exclusive: true, Logger: zerolog.Nop()})
 	if err != nil {
 		es.Close()
 		t.Fatal(err)
 	}
-	return s, func() { s.Close(context.Background()); es.Close() }
+	return s, func() { closeDB(context.Background(), s); es.Close() }
 }
 
 // TestGroupCommitCrashAtEveryStep crashes a batch of four writers (two
@@ -235,12 +236,12 @@ func TestGroupCommitCrashAtEveryStep(t *testing.T) {
 				}
 				fired := crashAt(s, st.point, st.n)
 				errs := queueWhileLocked(t, s, writes...)
-				*s.Internals().Hook = nil
+				s.hook = nil
 				if !*fired {
 					t.Fatalf("point %s #%d never reached", st.point, st.n)
 				}
 				for i, err := range errs {
-					if !errors.Is(err, ledger.ErrCrashed) {
+					if !errors.Is(err, errCrashed) {
 						t.Errorf("writer %d: %v, want the crash", i, err)
 					}
 				}
@@ -285,15 +286,15 @@ func TestGroupCommitRecoversAnIntentOfTheOneEntryForm(t *testing.T) {
 	var olds []audit.Entry
 	for i, id := range []string{landed, lost} {
 		m := renameMutation(t, s, id, fmt.Sprint("old protocol ", i))
-		e := s.Internals().NewEntry(actor, m, "")
-		seq, err := s.Internals().NextSeq(ctx)
+		e := s.newEntry(actor, m, "")
+		seq, err := s.nextSeq(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.Seq, e.At, e.State = seq, time.Now().UTC(), audit.StateApplied
 		if id == landed {
 			// The old writer stopped after its record write, before the entry.
-			if err := s.Internals().WriteRecord(ctx, m, e.ID, "", false); err != nil {
+			if err := s.writeRecord(ctx, m, e.ID, "", false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -334,7 +335,7 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 			points := countPoints(s)
 			errs := make([]error, 3)
 			var wg sync.WaitGroup
-			s.Internals().WriteMu.Lock()
+			s.writeMu.Lock()
 			for i, id := range ids {
 				wctx := ctx
 				if i == cancelled {
@@ -346,7 +347,7 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 					errs[i] = rename(wctx, s, id, "renamed")
 				}()
 				if err := waitQueued(s, i+1); err != nil {
-					s.Internals().WriteMu.Unlock()
+					s.writeMu.Unlock()
 					cancel()
 					wg.Wait()
 					t.Fatal(err)
@@ -356,14 +357,14 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 			if cancelled != 0 {
 				// It leaves the queue while the lock is still held.
 				if err := waitQueued(s, 2); err != nil {
-					s.Internals().WriteMu.Unlock()
+					s.writeMu.Unlock()
 					wg.Wait()
 					t.Fatal(err)
 				}
 			}
-			s.Internals().WriteMu.Unlock()
+			s.writeMu.Unlock()
 			wg.Wait()
-			*s.Internals().Hook = nil
+			s.hook = nil
 			for i, err := range errs {
 				if i == cancelled {
 					if !errors.Is(err, context.Canceled) {
@@ -408,9 +409,9 @@ func TestGroupCommitMemberFailuresStayTheirs(t *testing.T) {
 		}
 	}
 	held := renameMutation(t, s, ids[2], "held")
-	s.Internals().WriteMu.Lock()
-	(*s.Internals().Locks)[held.Key()] = "some-group"
-	s.Internals().WriteMu.Unlock()
+	s.writeMu.Lock()
+	s.locks[held.Key()] = "some-group"
+	s.writeMu.Unlock()
 	errs := queueWhileLocked(t, s,
 		write(nil, renameMutation(t, s, ids[0], "ok-0")),
 		write(func(context.Context) error { return errPrecheck }, renameMutation(t, s, ids[1], "refused")),
@@ -418,10 +419,10 @@ func TestGroupCommitMemberFailuresStayTheirs(t *testing.T) {
 		write(nil, stale),
 		write(nil, renameMutation(t, s, ids[4], "ok-4")),
 	)
-	*s.Internals().Hook = nil
-	s.Internals().WriteMu.Lock()
-	delete((*s.Internals().Locks), held.Key())
-	s.Internals().WriteMu.Unlock()
+	s.hook = nil
+	s.writeMu.Lock()
+	delete(s.locks, held.Key())
+	s.writeMu.Unlock()
 	if points.get("batch") != 1 {
 		t.Fatalf("%d batches of several writers, want 1", points.get("batch"))
 	}
@@ -465,7 +466,7 @@ func TestGroupCommitSameRecordTwiceGoesToTheNextBatch(t *testing.T) {
 			func() error { _, err := s.write(ctx, second); return err },
 			func() error { _, err := s.write(ctx, other); return err },
 		)
-		*s.Internals().Hook = nil
+		s.hook = nil
 		if errs[0] != nil || errs[2] != nil || !isConflict(errs[1]) {
 			t.Errorf("results %v; want the first and the other written, the second a conflict", errs)
 		}
@@ -522,12 +523,12 @@ func TestGroupCommitSameRecordTwiceGoesToTheNextBatch(t *testing.T) {
 // eight at once, on a store on disk, with group commit (batch=32) and with
 // one write at a time (batch=1). Compare the calls/s of one run.
 func BenchmarkSerialWrites(b *testing.B) {
-	defer func(n int) { (*ledger.MaxCommitBatch) = n }((*ledger.MaxCommitBatch))
+	defer func(n int) { maxCommitBatch = n }(maxCommitBatch)
 	for _, op := range []string{"create", "update"} {
 		for _, clients := range []int{1, 8} {
 			for _, batch := range []int{1, 32} {
 				b.Run(fmt.Sprintf("%s/clients=%d/batch=%d", op, clients, batch), func(b *testing.B) {
-					(*ledger.MaxCommitBatch) = batch
+					maxCommitBatch = batch
 					s, ctx := openTestStoreB(b)
 					ids := make([]string, clients)
 					for i := range ids {

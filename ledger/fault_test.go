@@ -1,4 +1,4 @@
-package repo
+package ledger
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
-	"outreach/ledger"
 )
 
 // TestWritePathUnderFaults runs many writers over few records, single
@@ -57,11 +56,11 @@ type faultStats struct {
 func faultRun(t *testing.T, mode string, run time.Duration) {
 	s := openStore(t, mode)
 	const lease = 300 * time.Millisecond
-	*s.Internals().Lease = lease
-	handles := []*Store{s}
+	s.lease = lease
+	handles := []*Engine{s}
 	if mode == ModeOrdered {
 		p2 := otherProcess(s)
-		*p2.Internals().Lease = lease
+		p2.lease = lease
 		handles = append(handles, p2)
 	}
 	ctx := testCtx()
@@ -92,7 +91,7 @@ func faultRun(t *testing.T, mode string, run time.Duration) {
 			st.mu.Lock()
 			st.failures++
 			st.mu.Unlock()
-			return fmt.Errorf("%w at %s", ledger.ErrInjected, point)
+			return fmt.Errorf("%w at %s", errInjected, point)
 		case r < 0.06:
 			st.mu.Lock()
 			st.pauses++
@@ -102,7 +101,7 @@ func faultRun(t *testing.T, mode string, run time.Duration) {
 		return nil
 	}
 	for _, h := range handles {
-		*h.Internals().Hook = hook
+		h.hook = hook
 	}
 	var acksMu sync.Mutex
 	var acks []ack
@@ -129,7 +128,7 @@ func faultRun(t *testing.T, mode string, run time.Duration) {
 				var mine []ack
 				if i%5 == 4 && a != b {
 					// A group: both records renamed as one unit.
-					err = h.writeGroup(wctx, func() ([]mutation, error) {
+					err = h.WriteGroup(wctx, func() ([]mutation, error) {
 						var muts []mutation
 						for _, x := range []ack{{a, na}, {b, nb}} {
 							_, m, err := prepare(wctx, h, collUsers, x.id, audit.ActionUpdate, func(u *User) error { u.Name = x.name; return nil })
@@ -180,7 +179,7 @@ func faultRun(t *testing.T, mode string, run time.Duration) {
 	<-recovered
 	faulting.Store("off", true)
 	for _, h := range handles {
-		*h.Internals().Hook = nil
+		h.hook = nil
 	}
 	time.Sleep(lease + 50*time.Millisecond) // every pending entry is past its lease
 	for round := 0; ; round++ {
@@ -204,9 +203,9 @@ func faultRun(t *testing.T, mode string, run time.Duration) {
 
 func errClass(err error) string {
 	switch {
-	case errors.Is(err, ledger.ErrCrashed):
+	case errors.Is(err, errCrashed):
 		return "crash"
-	case errors.Is(err, ledger.ErrInjected):
+	case errors.Is(err, errInjected):
 		return "store"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "cancelled"
@@ -220,7 +219,7 @@ type ack struct{ id, name string }
 // oneEntryPerAck checks that every acknowledged write has exactly one
 // applied entry, reading the log once (on the embedded store every query is
 // a scan); filter narrows the entries read.
-func oneEntryPerAck(t *testing.T, s *Store, filter bson.M, acks []ack) {
+func oneEntryPerAck(t *testing.T, s *Engine, filter bson.M, acks []ack) {
 	t.Helper()
 	filter["state"] = audit.StateApplied
 	cur, err := s.coll(collChangeLog).Find(context.Background(), filter,

@@ -1,4 +1,4 @@
-package repo
+package ledger
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"outreach/embedded"
-	"outreach/ledger"
 )
 
 // TestProbesDecideCapabilities runs the probes on the store of this run: on
@@ -29,38 +28,38 @@ func TestProbesDecideCapabilities(t *testing.T) {
 		t.Cleanup(es.Close)
 		uri = es.URI
 	}
-	s, err := Open(ctx, uri, "probe_test_"+strings.ReplaceAll(uuid.NewString()[:8], "-", ""), Options{Logger: zerolog.Nop()})
+	s, err := openDB(ctx, uri, "probe_test_"+strings.ReplaceAll(uuid.NewString()[:8], "-", ""), Options{Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close(ctx)
+	defer closeDB(ctx, s)
 	for range 3 {
-		p := ledger.Probe(ctx, s.client, s.Database())
-		t.Logf("%s: %+v", s.Internals().Caps.Server, p)
+		p := Probe(ctx, s.client, s.db)
+		t.Logf("%s: %+v", s.caps.Server, p)
 		if os.Getenv("MONGODB_URI") == "" {
 			if p.AtomicUpdates || p.Transactions || p.UnionWith || p.TextSearch {
 				t.Errorf("embedded FerretDB v1: probes found %+v, want nothing", p)
 			}
 		}
-		if p.AtomicUpdates != s.Internals().Caps.AtomicUpdates || p.Transactions != s.Internals().Caps.Transactions {
-			t.Errorf("probes at start found %+v, now %+v", *s.Internals().Caps, p)
+		if p.AtomicUpdates != s.caps.AtomicUpdates || p.Transactions != s.caps.Transactions {
+			t.Errorf("probes at start found %+v, now %+v", s.caps, p)
 		}
 	}
-	if *s.Internals().SerialWrites == s.Internals().Caps.AtomicUpdates {
-		t.Errorf("serial writes %v with atomic updates %v", *s.Internals().SerialWrites, s.Internals().Caps.AtomicUpdates)
+	if s.serialWrites == s.caps.AtomicUpdates {
+		t.Errorf("serial writes %v with atomic updates %v", s.serialWrites, s.caps.AtomicUpdates)
 	}
-	if want := map[bool]string{true: ModeTransaction, false: ModeOrdered}[s.Internals().Caps.Transactions]; s.Internals().Caps.WriteMode != want {
-		t.Errorf("write mode %s with transactions %v", s.Internals().Caps.WriteMode, s.Internals().Caps.Transactions)
+	if want := map[bool]string{true: ModeTransaction, false: ModeOrdered}[s.caps.Transactions]; s.caps.WriteMode != want {
+		t.Errorf("write mode %s with transactions %v", s.caps.WriteMode, s.caps.Transactions)
 	}
 	// Transaction mode, even when asked for, only where the probe passed.
-	if !s.Internals().Caps.Transactions {
-		if t2, err := Open(ctx, uri, s.Database().Name(), Options{Logger: zerolog.Nop(), WriteMode: ModeTransaction}); err == nil {
-			t2.Close(ctx)
+	if !s.caps.Transactions {
+		if t2, err := openDB(ctx, uri, s.db.Name(), Options{Logger: zerolog.Nop(), WriteMode: ModeTransaction}); err == nil {
+			closeDB(ctx, t2)
 			t.Error("transaction mode was granted on a server whose transaction probe failed")
 		}
 	}
 	// Each start's probe documents are its own: a run field and ids it prefixes.
-	cur, err := s.Database().Collection(collProbes).Find(ctx, map[string]any{})
+	cur, err := s.db.Collection(CollProbes).Find(ctx, map[string]any{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package repo
+package ledger
 
 import (
 	"context"
@@ -14,12 +14,11 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
-	"outreach/ledger"
 )
 
 // openStore opens a fresh store in the given write mode: the embedded store
 // (ordered mode only), or a new database on MONGODB_URI.
-func openStore(t *testing.T, mode string) *Store {
+func openStore(t *testing.T, mode string) *Engine {
 	t.Helper()
 	ctx := context.Background()
 	uri := os.Getenv("MONGODB_URI")
@@ -42,28 +41,28 @@ func openStore(t *testing.T, mode string) *Store {
 		opts.PrepareStore = es.IndexIDs
 	}
 	db := "outreach_test_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	s, err := Open(ctx, uri, db, opts)
+	s, err := openDB(ctx, uri, db, opts)
 	if err != nil {
 		if mode == ModeTransaction && strings.Contains(err.Error(), "no multi-document transactions") {
 			t.Skipf("transaction mode: MONGODB_URI is not a replica set (%v)", err)
 		}
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(context.Background()) })
+	t.Cleanup(func() { closeDB(context.Background(), s) })
 	if err := s.IndexesReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	switch {
-	case protocol == modeSerial && !*s.Internals().SerialWrites:
+	case protocol == modeSerial && !s.serialWrites:
 		// A server with atomic filtered writes runs the ordered protocol;
 		// the serial one is correct on it too for one writing process, as
 		// this test's fresh database has: run it there as well.
-		*s.Internals().SerialWrites, s.Internals().Caps.SerialWrites, *s.Internals().Exclusive = true, true, true
-	case protocol == ModeOrdered && *s.Internals().SerialWrites:
+		s.serialWrites, s.caps.SerialWrites, s.exclusive = true, true, true
+	case protocol == ModeOrdered && s.serialWrites:
 		// The embedded store runs the serial protocol; these tests drive
 		// the ordered one through it, one step at a time (its filtered
 		// writes are not atomic under concurrency, but correct in sequence).
-		*s.Internals().SerialWrites = false
+		s.serialWrites = false
 	}
 	return s
 }
@@ -78,10 +77,10 @@ func testCtx() context.Context {
 
 // crashAt makes the n-th time the protocol reaches point (counting from 1) a
 // crash, and reports whether it was reached.
-func crashAt(s *Store, point string, n int) *bool {
+func crashAt(s *Engine, point string, n int) *bool {
 	fired := new(bool)
 	count := 0
-	*s.Internals().Hook = func(p string) error {
+	s.hook = func(p string) error {
 		if p != point {
 			return nil
 		}
@@ -96,7 +95,7 @@ func crashAt(s *Store, point string, n int) *bool {
 }
 
 // userState reads a user's stored state without bookkeeping fields.
-func userState(t *testing.T, s *Store, id string) (bson.M, int64) {
+func userState(t *testing.T, s *Engine, id string) (bson.M, int64) {
 	t.Helper()
 	var raw bson.M
 	if err := s.coll(collUsers).FindOne(context.Background(), bson.M{"_id": id}).Decode(&raw); err != nil {
@@ -106,7 +105,7 @@ func userState(t *testing.T, s *Store, id string) (bson.M, int64) {
 		t.Errorf("user %s still locked by %v", id, lb)
 	}
 	v, _ := raw[fieldVersion].(int64)
-	return ledger.Strip(raw), v
+	return Strip(raw), v
 }
 
 func renamed(st bson.M, name string) bson.M {
@@ -118,7 +117,7 @@ func renamed(st bson.M, name string) bson.M {
 	return out
 }
 
-func appliedEntries(t *testing.T, s *Store, filter bson.M) int64 {
+func appliedEntries(t *testing.T, s *Engine, filter bson.M) int64 {
 	t.Helper()
 	filter["state"] = audit.StateApplied
 	n, err := s.coll(collChangeLog).CountDocuments(context.Background(), filter)
@@ -128,7 +127,7 @@ func appliedEntries(t *testing.T, s *Store, filter bson.M) int64 {
 	return n
 }
 
-func checkInvariants(t *testing.T, s *Store) {
+func checkInvariants(t *testing.T, s *Engine) {
 	t.Helper()
 	v, err := s.Verify(context.Background())
 	if err != nil {
@@ -184,8 +183,8 @@ func TestCrashDuringOneMutation(t *testing.T) {
 							before, v := userState(t, s, id)
 							_, err = s.write(ctx, mutation{Coll: collUsers, ID: id, Action: audit.ActionUpdate, Before: before, After: renamed(before, "Changed"), Version: v})
 						}
-						*s.Internals().Hook = nil
-						if !*fired || !errors.Is(err, ledger.ErrCrashed) {
+						s.hook = nil
+						if !*fired || !errors.Is(err, errCrashed) {
 							t.Fatalf("crash point %s: fired %v, err %v", cp.point, *fired, err)
 						}
 						if _, err := s.Recover(ctx, true); err != nil {
@@ -228,7 +227,7 @@ func TestCrashDuringOneMutation(t *testing.T) {
 // groupMutations builds a group of four steps: over four users, or with chain
 // over three users, one of them changed twice. It returns the steps, and each
 // user's name before and after the group.
-func groupMutations(t *testing.T, s *Store, ctx context.Context, tag string, chain bool) ([]mutation, map[string]string, map[string]string) {
+func groupMutations(t *testing.T, s *Engine, ctx context.Context, tag string, chain bool) ([]mutation, map[string]string, map[string]string) {
 	t.Helper()
 	var ids []string
 	for i := 0; i < 4; i++ {
@@ -276,8 +275,8 @@ func TestCrashDuringGroup(t *testing.T) {
 							muts, old, want := groupMutations(t, s, ctx, cp.point, chain)
 							fired := crashAt(s, cp.point, n)
 							entries, err := s.write(ctx, muts...)
-							*s.Internals().Hook = nil
-							if !*fired || !errors.Is(err, ledger.ErrCrashed) {
+							s.hook = nil
+							if !*fired || !errors.Is(err, errCrashed) {
 								t.Fatalf("crash point %s #%d: fired %v, err %v", cp.point, n, *fired, err)
 							}
 							if _, err := s.Recover(ctx, true); err != nil {
@@ -350,8 +349,8 @@ func TestGroupReturnsEntriesInSeqOrder(t *testing.T) {
 // otherProcess is a second handle on s's database, as another process of the
 // service (or its recovery timer) would hold: it shares nothing in memory
 // with s.
-func otherProcess(s *Store) *Store {
-	return &Store{Engine: s.Internals().OtherProcess(), client: s.client, log: s.log, schema: s.schema}
+func otherProcess(s *Engine) *Engine {
+	return &Engine{client: s.client, db: s.db, caps: s.caps, lease: s.lease, log: s.log, schema: s.schema}
 }
 
 // Recovery may roll a plan forward while its writer is still at it (the
@@ -363,7 +362,7 @@ func TestRecoveryRacingTheWriter(t *testing.T) {
 			ctx := testCtx()
 			muts, _, want := groupMutations(t, s, ctx, "race", false)
 			busy := false
-			*s.Internals().Hook = func(p string) error {
+			s.hook = func(p string) error {
 				if p != point || busy {
 					return nil
 				}
@@ -374,7 +373,7 @@ func TestRecoveryRacingTheWriter(t *testing.T) {
 				return nil
 			}
 			entries, err := s.write(ctx, muts...)
-			*s.Internals().Hook = nil
+			s.hook = nil
 			if err != nil {
 				t.Fatalf("writer: %v", err)
 			}
@@ -398,7 +397,7 @@ func TestVoidedPlanStaysVoid(t *testing.T) {
 	ctx := testCtx()
 	muts, old, _ := groupMutations(t, s, ctx, "void", false)
 	busy := false
-	*s.Internals().Hook = func(p string) error {
+	s.hook = func(p string) error {
 		if p != "lock" || busy {
 			return nil
 		}
@@ -409,7 +408,7 @@ func TestVoidedPlanStaysVoid(t *testing.T) {
 		return nil
 	}
 	_, err := s.write(ctx, muts...)
-	*s.Internals().Hook = nil
+	s.hook = nil
 	if ErrorCode(err) != CodeUnavailable {
 		t.Fatalf("writer: %v, want unavailable", err)
 	}
@@ -426,10 +425,10 @@ func TestLockedRecordIsARetryableConflict(t *testing.T) {
 	ctx := testCtx()
 	muts, _, _ := groupMutations(t, s, ctx, "lock", false)
 	crashAt(s, "locked", 1)
-	if _, err := s.write(ctx, muts...); !errors.Is(err, ledger.ErrCrashed) {
+	if _, err := s.write(ctx, muts...); !errors.Is(err, errCrashed) {
 		t.Fatal(err)
 	}
-	*s.Internals().Hook = nil
+	s.hook = nil
 	_, err := modify(ctx, s, collUsers, muts[0].ID, audit.ActionUpdate, func(u *User) error { u.Name = "other"; return nil })
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeConflict || !e.Retryable {
@@ -437,55 +436,6 @@ func TestLockedRecordIsARetryableConflict(t *testing.T) {
 	}
 	if _, err := s.Recover(ctx, true); err != nil {
 		t.Fatal(err)
-	}
-	checkInvariants(t, s)
-}
-
-// Two creates of one fixed id (the organisation settings, a mailbox's sync
-// state) decided at once in the ordered protocol: the one whose record lands
-// is applied; the other's entry is voided, never counted applied beside it,
-// and its writer retries on the record the first one made.
-func TestConcurrentCreatesOfAFixedID(t *testing.T) {
-	s := openStore(t, ModeOrdered)
-	ctx := testCtx()
-	busy := false
-	*s.Internals().Hook = func(p string) error {
-		if p != "entry" || busy {
-			return nil
-		}
-		busy = true
-		// The first writer's entry is in: another create of the same id
-		// lands before it does.
-		if _, err := s.UpdateSettings(ctx, SettingsPatch{Competitors: &[]string{"Second"}}); err != nil {
-			t.Errorf("the other create: %v", err)
-		}
-		return nil
-	}
-	got, err := s.UpdateSettings(ctx, SettingsPatch{Competitors: &[]string{"First"}})
-	*s.Internals().Hook = nil
-	if err != nil {
-		t.Fatalf("the first writer: %v", err)
-	}
-	if !busy {
-		t.Fatal("the hook never ran: the test did not interleave the creates")
-	}
-	if len(got.Competitors) != 1 || got.Competitors[0] != "First" || got.Version != 2 {
-		t.Errorf("settings after both: %+v, want competitors [First] at version 2 (the first writer retried as an update)", got)
-	}
-	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{"record_id": orgSettingsID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var entries []audit.Entry
-	if err := cur.All(ctx, &entries); err != nil {
-		t.Fatal(err)
-	}
-	states := map[string]int{}
-	for _, e := range entries {
-		states[e.State]++
-	}
-	if states[audit.StateApplied] != 2 || states[audit.StateAborted] != 1 || len(entries) != 3 {
-		t.Errorf("change entries of the settings: %v, want 2 applied (create, update) and 1 aborted (the create that lost)", states)
 	}
 	checkInvariants(t, s)
 }

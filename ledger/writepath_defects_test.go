@@ -1,10 +1,9 @@
-package repo
+package ledger
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
-	"outreach/ledger"
 )
 
 // Each test here reproduces one window in which a change could lose its
@@ -22,19 +20,19 @@ import (
 
 // failAt makes the hook inject a store failure (not a crash) at point, the
 // first n times the protocol reaches it.
-func failAt(s *Store, point string, n int) *int {
+func failAt(s *Engine, point string, n int) *int {
 	count := new(int)
-	*s.Internals().Hook = func(p string) error {
+	s.hook = func(p string) error {
 		if p == point && *count < n {
 			*count++
-			return fmt.Errorf("%w at %s", ledger.ErrInjected, p)
+			return fmt.Errorf("%w at %s", errInjected, p)
 		}
 		return nil
 	}
 	return count
 }
 
-func newUser(t *testing.T, s *Store, ctx context.Context) string {
+func newUser(t *testing.T, s *Engine, ctx context.Context) string {
 	t.Helper()
 	u, err := s.CreateUser(ctx, "Ann", uuid.NewString()+"@example.com", "")
 	if err != nil {
@@ -43,7 +41,7 @@ func newUser(t *testing.T, s *Store, ctx context.Context) string {
 	return u.ID
 }
 
-func rename(ctx context.Context, s *Store, id, name string) error {
+func rename(ctx context.Context, s *Engine, id, name string) error {
 	_, err := modify(ctx, s, collUsers, id, audit.ActionUpdate, func(u *User) error { u.Name = name; return nil })
 	return err
 }
@@ -59,7 +57,7 @@ func TestSerialFailedEntryInsertKeepsTheEntry(t *testing.T) {
 		id := newUser(t, s, ctx)
 		failAt(s, "entry-insert", 1)
 		err := rename(ctx, s, id, "Landed")
-		*s.Internals().Hook = nil
+		s.hook = nil
 		if err != nil {
 			t.Fatalf("rename: %v (the record landed, so the write succeeded)", err)
 		}
@@ -71,15 +69,15 @@ func TestSerialFailedEntryInsertKeepsTheEntry(t *testing.T) {
 	t.Run("store still failing", func(t *testing.T) {
 		a, b := newUser(t, s, ctx), newUser(t, s, ctx)
 		n := 0
-		*s.Internals().Hook = func(p string) error {
+		s.hook = func(p string) error {
 			if (p == "entry-insert" || p == "settle-read") && n < 2 {
 				n++
-				return fmt.Errorf("%w at %s", ledger.ErrInjected, p)
+				return fmt.Errorf("%w at %s", errInjected, p)
 			}
 			return nil
 		}
 		err := rename(ctx, s, a, "Pending")
-		*s.Internals().Hook = nil
+		s.hook = nil
 		if ErrorCode(err) != CodeUnavailable {
 			t.Fatalf("rename a: %v, want unavailable (outcome left to recovery)", err)
 		}
@@ -95,14 +93,14 @@ func TestSerialFailedEntryInsertKeepsTheEntry(t *testing.T) {
 	t.Run("caller cancels after the intent", func(t *testing.T) {
 		id := newUser(t, s, ctx)
 		cctx, cancel := context.WithCancel(ctx)
-		*s.Internals().Hook = func(p string) error {
+		s.hook = func(p string) error {
 			if p == "entry" {
 				cancel() // the MCP client went away mid-write
 			}
 			return nil
 		}
 		err := rename(cctx, s, id, "Finished")
-		*s.Internals().Hook = nil
+		s.hook = nil
 		if err != nil {
 			t.Fatalf("rename: %v; once its intent is written a write finishes regardless of the caller", err)
 		}
@@ -129,7 +127,7 @@ func TestSerialFailedEntryInsertKeepsTheEntry(t *testing.T) {
 		}
 		// Written outside the write path: the service's own index learns
 		// of it as it would at the next start.
-		s.Internals().MirrorRefresh(ctx, collChangeLog, foreign)
+		s.mirrorRefresh(ctx, collChangeLog, foreign)
 		if err := rename(ctx, s, id, "NewSeq"); err != nil {
 			t.Fatal(err)
 		}
@@ -153,22 +151,22 @@ func TestOrderedRecoveryKeepsAChangeThatLanded(t *testing.T) {
 	ctx := testCtx()
 	id := newUser(t, s, ctx)
 	crashAt(s, "record", 1)
-	if err := rename(ctx, s, id, "First"); !errors.Is(err, ledger.ErrCrashed) {
+	if err := rename(ctx, s, id, "First"); !errors.Is(err, errCrashed) {
 		t.Fatalf("first: %v", err)
 	}
-	*s.Internals().Hook = nil
+	s.hook = nil
 	other := otherProcess(s)
 	if err := rename(ctx, other, id, "Second"); err != nil {
 		t.Fatalf("second: %v", err)
 	}
-	*s.Internals().Lease = 0 // every pending entry is past its lease
+	s.lease = 0 // every pending entry is past its lease
 	if _, err := s.Recover(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := appliedEntries(t, s, bson.M{"record_id": id}); got != 3 {
 		t.Errorf("%d applied entries, want create, First and Second", got)
 	}
-	*s.Internals().Lease = 30 * time.Second
+	s.lease = 30 * time.Second
 	checkInvariants(t, s)
 }
 
@@ -184,12 +182,12 @@ func TestOrderedWriteNeverLandsAfterItWasVoided(t *testing.T) {
 			ctx := testCtx()
 			id := newUser(t, s, ctx)
 			other := otherProcess(s)
-			*other.Internals().Lease = 0
-			*s.Internals().Hook = func(p string) error {
+			other.lease = 0
+			s.hook = func(p string) error {
 				if p != "entry" {
 					return nil
 				}
-				*s.Internals().Hook = nil
+				s.hook = nil
 				if moved {
 					if err := rename(ctx, other, id, "Moved"); err != nil {
 						t.Errorf("other writer: %v", err)
@@ -225,12 +223,12 @@ func TestRecoveryWaitsWhenTheRecordCannotBeRead(t *testing.T) {
 	ctx := testCtx()
 	id := newUser(t, s, ctx)
 	crashAt(s, "entry", 1)
-	if err := rename(ctx, s, id, "Decided"); !errors.Is(err, ledger.ErrCrashed) {
+	if err := rename(ctx, s, id, "Decided"); !errors.Is(err, errCrashed) {
 		t.Fatalf("rename: %v", err)
 	}
 	failAt(s, "land-read", 100)
 	rep, err := s.Recover(ctx, true)
-	*s.Internals().Hook = nil
+	s.hook = nil
 	if err == nil || rep.Aborted != 0 || rep.Waiting != 1 {
 		t.Fatalf("recovery with failing reads: %+v, %v; want it to wait, voiding nothing", rep, err)
 	}
@@ -239,68 +237,6 @@ func TestRecoveryWaitsWhenTheRecordCannotBeRead(t *testing.T) {
 	}
 	if st, _ := userState(t, s, id); st["name"] != "Decided" {
 		t.Errorf("name %v", st["name"])
-	}
-	checkInvariants(t, s)
-}
-
-// Two rollbacks of one change racing on the embedded store: the second
-// plans while the first has written its record but not yet its entry (the
-// serial protocol's window), and must still be refused, naming the first,
-// even with force.
-func TestSameChangeIsRolledBackOnce(t *testing.T) {
-	s := openStore(t, modeSerial)
-	ctx := testCtx()
-	id := newUser(t, s, ctx)
-	if err := rename(ctx, s, id, "Renamed"); err != nil {
-		t.Fatal(err)
-	}
-	var change audit.Entry
-	if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"record_id": id, "action": audit.ActionUpdate}).Decode(&change); err != nil {
-		t.Fatal(err)
-	}
-	// The first rollback stops when its record has landed and its entry
-	// is not written; there it starts the second and waits until the second
-	// has read the records it plans from.
-	second := make(chan error, 1)
-	var started, planned atomic.Bool
-	read := make(chan struct{})
-	*s.Internals().Hook = func(p string) error {
-		switch {
-		case p == "rollback-read" && started.Load() && planned.CompareAndSwap(false, true):
-			close(read)
-		case p == "record" && started.CompareAndSwap(false, true):
-			go func() {
-				_, err := s.RollbackChange(rollbackCtx("rb-2"), change.ID, RollbackOptions{Force: true})
-				second <- err
-			}()
-			select {
-			case <-read:
-			case err := <-second: // it answered without planning
-				second <- err
-			}
-		}
-		return nil
-	}
-	_, err := s.RollbackChange(rollbackCtx("rb-1"), change.ID, RollbackOptions{Force: true})
-	if !started.Load() {
-		*s.Internals().Hook = nil
-		t.Fatalf("the first rollback (%v) never wrote its record", err)
-	}
-	second2 := <-second // the second rollback ends before this test does
-	*s.Internals().Hook = nil
-	if err != nil {
-		t.Fatalf("first rollback: %v", err)
-	}
-	if !planned.Load() {
-		t.Errorf("the second rollback (%v) answered before it planned in the first's window", second2)
-	}
-	err = second2
-	t.Logf("second: %v", err)
-	if ErrorCode(err) != CodeFailedPrecondition {
-		t.Errorf("second rollback: %v, want failed_precondition naming the first", err)
-	}
-	if n := appliedEntries(t, s, bson.M{"reverts": change.ID}); n != 1 {
-		t.Errorf("%d rollback entries of the change, want 1", n)
 	}
 	checkInvariants(t, s)
 }
@@ -330,16 +266,16 @@ func TestSessionIsBoundToItsAgent(t *testing.T) {
 
 // Verify checks each record's whole history, not only its last change.
 func TestVerifyChecksTheWholeChain(t *testing.T) {
-	for name, breakIt := range map[string]func(s *Store, entries []audit.Entry) error{
-		"an intermediate entry voided": func(s *Store, es []audit.Entry) error {
+	for name, breakIt := range map[string]func(s *Engine, entries []audit.Entry) error{
+		"an intermediate entry voided": func(s *Engine, es []audit.Entry) error {
 			_, err := s.coll(collChangeLog).UpdateOne(context.Background(), bson.M{"_id": es[1].ID}, bson.M{"$set": bson.M{"state": audit.StateAborted}})
 			return err
 		},
-		"a before that is not the previous after": func(s *Store, es []audit.Entry) error {
+		"a before that is not the previous after": func(s *Engine, es []audit.Entry) error {
 			_, err := s.coll(collChangeLog).UpdateOne(context.Background(), bson.M{"_id": es[2].ID}, bson.M{"$set": bson.M{"before.name": "Nobody"}})
 			return err
 		},
-		"a version applied twice": func(s *Store, es []audit.Entry) error {
+		"a version applied twice": func(s *Engine, es []audit.Entry) error {
 			e := es[1]
 			e.ID, e.Seq = uuid.NewString(), es[len(es)-1].Seq+100
 			_, err := s.coll(collChangeLog).InsertOne(context.Background(), e)
@@ -379,7 +315,7 @@ func TestVerifyChecksTheWholeChain(t *testing.T) {
 // Transactions do not rely on the server's default concerns.
 func TestTransactionConcernsAreExplicit(t *testing.T) {
 	var o options.TransactionOptions
-	for _, set := range ledger.TxOptions().List() {
+	for _, set := range txOptions().List() {
 		if err := set(&o); err != nil {
 			t.Fatal(err)
 		}
