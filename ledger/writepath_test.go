@@ -28,6 +28,13 @@ const benchRawFile = "bench/raw.go"
 // scratch (the capability probes, ledger/probe.go): no record, no change entry.
 const probeFile = "ledger/probe.go"
 
+// internalsFile declares the test hooks (Engine.Internals), which no
+// non-test file may call: a crash injected in the service would be a write
+// outside the protocol.
+const internalsFile = "ledger/internals.go"
+
+var internalsCall = regexp.MustCompile(`\.Internals\(\)`)
+
 var scratchWrite = regexp.MustCompile(`\bscratch\.(InsertOne|InsertMany|UpdateOne|FindOneAndUpdate|Drop)\(`)
 
 // driverWrites returns each line of src that calls a driver write, without
@@ -57,7 +64,7 @@ func TestOnlyTheWritePathWrites(t *testing.T) {
 		t.Fatalf("module root not found above ledger: %v", err)
 	}
 	var scanned int
-	var found []string
+	var found, hooks []string
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -83,6 +90,12 @@ func TestOnlyTheWritePathWrites(t *testing.T) {
 			return err
 		}
 		scanned++
+		for _, line := range strings.Split(string(src), "\n") {
+			// The protocol's test hooks (Engine.Internals) are for tests only.
+			if code := strings.SplitN(line, "//", 2)[0]; internalsCall.MatchString(code) && rel != internalsFile {
+				hooks = append(hooks, rel+": "+strings.TrimSpace(code))
+			}
+		}
 		for _, call := range driverWrites(string(src)) {
 			if rel == probeFile && scratchWrite.MatchString(call) && len(driverWrite.FindAllString(call, -1)) == 1 {
 				continue
@@ -99,6 +112,9 @@ func TestOnlyTheWritePathWrites(t *testing.T) {
 	}
 	for _, f := range found {
 		t.Errorf("driver write outside %s (use the write path): %s", writePathFile, f)
+	}
+	for _, f := range hooks {
+		t.Errorf("the engine's test hooks called outside a test: %s", f)
 	}
 }
 
