@@ -35,7 +35,7 @@ var testSchema = Schema{
 	Kinds:   map[string]string{collUsers: "user", collNotes: "note", collCoverage: "coverage", collEmails: "email thread"},
 	Records: []string{collUsers, collNotes, collCoverage, collEmails},
 	Index: map[string]index.Spec{
-		collNotes:     {Drop: []string{"content"}, Keys: []string{"links.contact_id", "links.id"}},
+		collNotes:     {Drop: []string{"content"}, Keys: []string{"links.contact_id", "links.outlet_id", "links.opportunity_id", "links.id"}},
 		collChangeLog: {Drop: []string{"before", "after", "sealed"}, Keys: []string{"record_id", "session_id", "idempotency_key"}},
 	},
 }

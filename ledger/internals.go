@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"outreach/ledger/index"
 )
 
 // Internals reach into the engine for the domain's tests (package repo):
@@ -79,12 +77,6 @@ func (in Internals) Covered(coll string, ids []string, projection bson.M) ([]bso
 
 // IndexLost marks coll's index lost (a write's outcome unknown): it is rebuilt.
 func (in Internals) IndexLost(coll string, err error) { in.e.mirrorLost(coll, err) }
-
-// IndexOnly is an engine holding nothing but an index of colls, for the
-// index's benchmarks.
-func IndexOnly(colls map[string]*index.Coll) Internals {
-	return Internals{e: &Engine{mirror: &mirror{colls: colls}}}
-}
 
 // DecodeRaw decodes one stored record as the engine's reads do.
 func DecodeRaw(raw bson.Raw, into any) error { return decodeRaw(raw, into) }
