@@ -35,9 +35,12 @@
 //     the engine keeps for the embedded store where it answers exactly, from
 //     the store otherwise (the caller cannot tell which); ChangeLog and
 //     Change read change entries;
-//   - RollbackRecords reads what a rollback plans from; the plan itself is
-//     applied through WriteChecked (the domain's rules on what may be rolled
-//     back, and the events of a rollback, stay with the domain);
+//   - a rollback of a change or of a session: RollbackRecords reads the
+//     records it plans from (audit.PlanRollback plans it), RevertGraph the
+//     rollbacks already made, and ApplyRollback writes the plan as one unit
+//     with the events the domain computed for it, refused if a change was
+//     rolled back meanwhile (the domain's rules on what may be rolled back,
+//     and the report the caller sees, stay with the domain);
 //   - Recover and RunRecovery finish or void interrupted writes; Verify and
 //     VerifyReport check every record against its change entries;
 //   - Capabilities reports what the probes found and the write mode;

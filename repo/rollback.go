@@ -283,53 +283,21 @@ func mayRollBack(ctx context.Context, changes []audit.Entry) error {
 	return nil
 }
 
-// revertGraph holds the rollbacks of a set of changes, and theirs, and so on.
+// revertGraph holds the rollbacks of a set of changes, and theirs, and so
+// on (ledger.RevertGraph), under the names the domain's files use.
 type revertGraph struct {
+	ledger.RevertGraph
 	reverters map[string][]audit.Entry // by reverted change id, oldest first
 }
 
-// revertGraph reads every applied rollback of ids, transitively. A rollback
-// of one of them still in flight is a retryable conflict.
+// revertGraph reads every applied rollback of ids, transitively.
 func (s *Store) revertGraph(ctx context.Context, ids []string) (revertGraph, error) {
-	g := revertGraph{reverters: map[string][]audit.Entry{}}
-	for frontier := ids; len(frontier) > 0; {
-		var next []string
-		for start := 0; start < len(frontier); start += 200 {
-			batch := frontier[start:min(start+200, len(frontier))]
-			cur, err := s.find(ctx, collChangeLog,
-				bson.M{"reverts": bson.M{"$in": batch}, "state": bson.M{"$in": bson.A{audit.StatePending, audit.StateApplied}}},
-				options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
-			if err != nil {
-				return g, ledger.DriverErr(err, "change", "rollback")
-			}
-			var rs []audit.Entry
-			if err := cur.All(ctx, &rs); err != nil {
-				return g, ledger.DriverErr(err, "change", "rollback")
-			}
-			for _, r := range rs {
-				if r.State == audit.StatePending {
-					return g, &Error{Code: CodeConflict, Retryable: true,
-						Message: fmt.Sprintf("a rollback of change %s is in progress; try again in a moment", r.Reverts)}
-				}
-				g.reverters[r.Reverts] = append(g.reverters[r.Reverts], r)
-				next = append(next, r.ID)
-			}
-		}
-		frontier = next
-	}
-	return g, nil
+	g, err := s.RevertGraph(ctx, ids)
+	return revertGraph{RevertGraph: g, reverters: g.Reverters}, err
 }
 
-// liveReverter returns the first rollback of id whose effect stands (it was
-// not itself rolled back), or "".
-func (g revertGraph) liveReverter(id string) string {
-	for _, r := range g.reverters[id] {
-		if g.liveReverter(r.ID) == "" {
-			return r.ID
-		}
-	}
-	return ""
-}
+// liveReverter returns the first rollback of id whose effect stands, or "".
+func (g revertGraph) liveReverter(id string) string { return g.LiveReverter(id) }
 
 // runPlan reports a plan, and unless it is a dry run, writes it as one unit:
 // nothing when a step conflicts and the rollback is not forced.
@@ -398,53 +366,9 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 			Message: fmt.Sprintf("%d field(s) changed since the change(s) being rolled back; nothing was written. Review them with dry_run: true, or pass force: true to overwrite them", len(details)),
 			Details: map[string]any{"conflicts": details}}
 	}
-	muts := make([]mutation, len(p.Steps))
-	states := make(map[string]bson.M, len(stored))
-	for k, v := range stored {
-		states[k] = v
-	}
-	for i, st := range p.Steps {
-		k := audit.RecordKey(st.Change.Collection, st.Change.RecordID)
-		after := make(bson.M, len(st.To))
-		for f, v := range st.To {
-			after[f] = v
-		}
-		// Redacted fields were planned over as placeholders; a rollback
-		// never changes them, so they keep their stored values.
-		for _, f := range s.schema.Redacted[st.Change.Collection] {
-			if v, ok := states[k][f]; ok {
-				after[f] = v
-			}
-		}
-		muts[i] = mutation{Coll: st.Change.Collection, ID: st.Change.RecordID, Action: audit.ActionRollback,
-			Before: states[k], After: after, Version: st.Version, Reverts: st.Change.ID}
-		states[k] = after
-	}
 	total := len(p.Steps) + len(p.NotReversible) + len(p.Skipped)
-	o.progress(total-len(p.Steps), total, fmt.Sprintf("writing %d rollback changes as one unit", len(muts)))
-	// Re-checked where no other write can slip in: a rollback of the same
-	// change that landed after this plan read the change log.
-	reverted := make([]string, len(p.Steps))
-	for i, st := range p.Steps {
-		reverted[i] = st.Change.ID
-	}
-	notRolledBackYet := func(ctx context.Context) error {
-		g, err := s.revertGraph(ctx, reverted)
-		if err != nil {
-			return err
-		}
-		for _, id := range reverted {
-			if g.liveReverter(id) != "" {
-				return ErrConflict // planned again, it reports the rollback that won
-			}
-		}
-		return nil
-	}
-	evs, err := s.rollbackEvents(ctx, muts)
-	if err != nil {
-		return nil, err
-	}
-	entries, err := s.writeChecked(ctx, notRolledBackYet, append(muts, evs...)...)
+	o.progress(total-len(p.Steps), total, fmt.Sprintf("writing %d rollback changes as one unit", len(p.Steps)))
+	entries, err := s.ApplyRollback(ctx, p, stored, func(muts []mutation) ([]mutation, error) { return s.rollbackEvents(ctx, muts) })
 	if err != nil {
 		return nil, err
 	}
