@@ -32,6 +32,9 @@ func TestServeChecksEverySettingFirst(t *testing.T) {
 		{"rate limit", []string{"--rate-limit", "fast"}, nil, "fast"},
 		{"HTTP rate limit", []string{"--http-rate-limit", "1,x"}, nil, "1,x"},
 		{"Slack without a channel", nil, []string{"OUTREACH_SLACK_BOT_TOKEN=xoxb-1"}, "OUTREACH_SLACK_CHANNEL"},
+		{"public URL with a query", []string{"--public-url", "https://outreach.example.com/?x=1"}, nil, "--public-url"},
+		{"public URL not http", nil, []string{"OUTREACH_PUBLIC_URL=ftp://outreach.example.com"}, "--public-url (OUTREACH_PUBLIC_URL)"},
+		{"trusted proxies", []string{"--trusted-proxies", "10.0.0.0/33"}, nil, "--trusted-proxies"},
 		{"media cap", nil, []string{"OUTREACH_MEDIA_MAX_BYTES=0"}, "OUTREACH_MEDIA_MAX_BYTES"},
 		{"IMAP interval", nil, []string{"OUTREACH_IMAP_ADDR=127.0.0.1:1", "OUTREACH_IMAP_INTERVAL=1s"}, "OUTREACH_IMAP_INTERVAL"},
 	} {
