@@ -35,6 +35,13 @@ func TestServeChecksEverySettingFirst(t *testing.T) {
 		{"public URL with a query", []string{"--public-url", "https://outreach.example.com/?x=1"}, nil, "--public-url"},
 		{"public URL not http", nil, []string{"OUTREACH_PUBLIC_URL=ftp://outreach.example.com"}, "--public-url (OUTREACH_PUBLIC_URL)"},
 		{"trusted proxies", []string{"--trusted-proxies", "10.0.0.0/33"}, nil, "--trusted-proxies"},
+		{"TLS certificate without its key", []string{"--tls-cert", "/nonexistent/cert.pem"}, nil, "--tls-key"},
+		{"TLS files that do not exist", []string{"--tls-cert", "/nonexistent/cert.pem", "--tls-key", "/nonexistent/key.pem"}, nil, "--tls-cert"},
+		{"TLS files and ACME", []string{"--tls-cert", "c.pem", "--tls-key", "k.pem", "--acme-host", "outreach.example.com"}, nil, "--acme-host"},
+		{"ACME for an address", []string{"--acme-host", "203.0.113.7"}, nil, "--acme-host"},
+		{"ACME for a name with a port", nil, []string{"OUTREACH_ACME_HOST=outreach.example.com:443"}, "--acme-host"},
+		{"ACME directory over plain HTTP", []string{"--acme-host", "outreach.example.com", "--acme-directory", "http://ca.example.com/dir"}, nil, "--acme-directory"},
+		{"ACME e-mail without a host", []string{"--acme-email", "ops@example.com"}, nil, "--acme-host"},
 		{"media cap", nil, []string{"OUTREACH_MEDIA_MAX_BYTES=0"}, "OUTREACH_MEDIA_MAX_BYTES"},
 		{"IMAP interval", nil, []string{"OUTREACH_IMAP_ADDR=127.0.0.1:1", "OUTREACH_IMAP_INTERVAL=1s"}, "OUTREACH_IMAP_INTERVAL"},
 	} {

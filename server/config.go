@@ -21,6 +21,9 @@ type Config struct {
 	// headers are believed: the client's address, scheme and host. From
 	// any other peer those headers are ignored.
 	TrustedProxies []netip.Prefix
+	// Hosts are further host names accepted in the Host header on a
+	// loopback listener, beside the public URL's (the ACME host names).
+	Hosts []string
 }
 
 // ParsePublicURL checks a public base URL: absolute http or https, a host,

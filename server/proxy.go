@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -23,7 +24,13 @@ type originKey struct{}
 // listener only a loopback host or the public URL's host is served.
 func (c Config) edge(next http.Handler) http.Handler {
 	trusted := c.TrustedProxies
-	public := c.publicHost()
+	public := []string{}
+	if h := c.publicHost(); h != "" {
+		public = append(public, h)
+	}
+	for _, h := range c.Hosts {
+		public = append(public, strings.ToLower(strings.TrimSuffix(h, ".")))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !hostAllowed(r, public) {
 			http.Error(w, "Forbidden: invalid Host header "+quote(r.Host)+": the service answers on a loopback address; set the public URL (--public-url) to the host name clients use", http.StatusForbidden)
@@ -50,8 +57,9 @@ func quote(s string) string {
 
 // hostAllowed is the SDK's DNS-rebinding check (a request that arrived on a
 // loopback address must name a loopback host), which also accepts the host
-// of the public URL: a proxy on the same machine forwards the public name.
-func hostAllowed(r *http.Request, public string) bool {
+// of the public URL (a proxy on the same machine forwards the public name)
+// and the configured Hosts.
+func hostAllowed(r *http.Request, public []string) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	if !ok || local == nil || !isLoopback(local.String()) || isLoopback(r.Host) {
 		return true
@@ -60,7 +68,7 @@ func hostAllowed(r *http.Request, public string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	return public != "" && strings.EqualFold(strings.TrimSuffix(host, "."), public)
+	return slices.Contains(public, strings.ToLower(strings.TrimSuffix(host, ".")))
 }
 
 func isLoopback(addr string) bool {

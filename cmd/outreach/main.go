@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -318,11 +319,22 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	if err != nil {
 		return err
 	}
+	tlsOpts := cfg.deploy.tlsOptions(cfg.data)
+	if err := tlsOpts.Check(); err != nil {
+		return err
+	}
+	scfg.Hosts = tlsOpts.ACMEHosts
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
+	var tlsCfg *tls.Config
+	if tlsOpts.Enabled() {
+		if tlsCfg, err = tlsOpts.TLSConfig(log); err != nil {
+			return err
+		}
+	}
 	store, closeStore, err := open(ctx, cfg, true, log)
 	if err != nil {
 		return err
@@ -341,11 +353,8 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 			return err
 		}
 	}
-	listenURL := "http://" + ln.Addr().String()
-	base := listenURL
-	if scfg.PublicURL != "" {
-		base = scfg.PublicURL
-	}
+	listenURL := server.ListenURL(ln.Addr(), tlsCfg != nil)
+	base := bannerBase(scfg.PublicURL, tlsOpts, ln.Addr())
 	if key != "" {
 		printFirstKey(stdout, base, key)
 	}
@@ -373,10 +382,14 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		log.Info().Str("imap", mailCfg.Addr).Strs("mailboxes", mailCfg.Mailboxes).Str("interval", interval).Msg("email sync configured")
 		go syncer.Run(ctx, log)
 	}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(zerologHandler{log}, slog.LevelWarn)}
 	srv.Handler = server.EndStreamsOnShutdown(srv, server.NewWith(store, log, scfg, topts...))
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if tlsCfg != nil {
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	ev := log.Info().Str("url", listenURL+"/mcp")
 	if scfg.PublicURL != "" {
 		ev = ev.Str("public_url", scfg.PublicURL+"/mcp")
