@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/netip"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -176,5 +178,45 @@ func TestPublicHostBehindProxy(t *testing.T) {
 	}
 	if u := callVia(t, env, forwarding{host: "outreach.example.com"}); !strings.HasPrefix(u, "https://outreach.example.com/media/") {
 		t.Errorf("upload_url %q is not under the public URL", u)
+	}
+}
+
+// TestComposePublicProfile holds docker-compose.yml's profile "public" to
+// what the service needs behind Caddy: the service trusts exactly the
+// proxy's fixed address (in the edge network's subnet), takes its public
+// URL from the same variable Caddy's site address does, and Caddy passes
+// event streams on unbuffered.
+func TestComposePublicProfile(t *testing.T) {
+	compose, err := os.ReadFile("../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caddyfile, err := os.ReadFile("../docker/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(pattern string) string {
+		m := regexp.MustCompile(pattern).FindSubmatch(compose)
+		if m == nil {
+			t.Fatalf("docker-compose.yml has no %s", pattern)
+		}
+		return string(m[1])
+	}
+	trusted := find(`OUTREACH_TRUSTED_PROXIES: (\S+)`)
+	proxy := find(`ipv4_address: (\S+)`)
+	subnet := find(`subnet: (\S+)`)
+	if _, err := server.ParseTrustedProxies("OUTREACH_TRUSTED_PROXIES", trusted); err != nil || trusted != proxy {
+		t.Errorf("the service trusts %q (%v), the proxy's address is %q", trusted, err, proxy)
+	}
+	if p, err := netip.ParsePrefix(subnet); err != nil || !p.Contains(netip.MustParseAddr(proxy)) {
+		t.Errorf("the proxy's address %s is not in the edge subnet %s (%v)", proxy, subnet, err)
+	}
+	if !regexp.MustCompile(`profiles: \["public"\]`).Match(compose) || !strings.Contains(find(`(?s)outreach:\n    build:(.*?)\n\n`), "OUTREACH_PUBLIC_URL: ${OUTREACH_PUBLIC_URL") {
+		t.Errorf("the service does not take OUTREACH_PUBLIC_URL, or Caddy is not in the profile public")
+	}
+	for _, want := range []string{"{$OUTREACH_PUBLIC_URL} {", "reverse_proxy outreach:8080", "flush_interval -1"} {
+		if !strings.Contains(string(caddyfile), want) {
+			t.Errorf("docker/Caddyfile lacks %q", want)
+		}
 	}
 }
