@@ -92,6 +92,9 @@ func TestForwardedHeadersOnlyFromTrustedProxies(t *testing.T) {
 		{"Forwarded from an untrusted peer", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, rfc7239, "", "127.0.0.1"},
 		{"X-Forwarded from a trusted proxy", loopback, xff, "https://outreach.example.com", "203.0.113.7"},
 		{"Forwarded from a trusted proxy", loopback, rfc7239, "https://fwd.example.com", "203.0.113.9"},
+		// The client forged Forwarded; the proxy (as Caddy does) set X-Forwarded-*: those count.
+		{"forged Forwarded beside a trusted proxy's X-Forwarded", loopback, http.Header{"Forwarded": rfc7239["Forwarded"],
+			"X-Forwarded-For": {"203.0.113.7"}, "X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"outreach.example.com"}}, "https://outreach.example.com", "203.0.113.7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log lockedBuffer

@@ -113,8 +113,11 @@ func trustedAddr(a netip.Addr, trusted []netip.Prefix) bool {
 // forwarded addresses from the nearest hop outward while each hop is a
 // trusted proxy: the first address that is not one is the client (a client
 // cannot forge what lies beyond the first proxy that is trusted). The
-// scheme and host are those the outermost trusted proxy reported. RFC 7239
-// Forwarded is read when present, X-Forwarded-For/-Proto/-Host otherwise.
+// scheme and host are those the outermost trusted proxy reported.
+// X-Forwarded-For/-Proto/-Host are read when present (what Caddy, nginx and
+// the cloud balancers set), RFC 7239 Forwarded otherwise: a proxy that sets
+// one kind passes the other on from the client unchanged, so the kind the
+// common proxies set comes first.
 func resolveOrigin(r *http.Request, trusted []netip.Prefix) origin {
 	o := origin{client: peerAddr(r), scheme: "http", host: r.Host}
 	if r.TLS != nil {
@@ -123,7 +126,8 @@ func resolveOrigin(r *http.Request, trusted []netip.Prefix) origin {
 	if !trustedAddr(o.client, trusted) {
 		return o
 	}
-	if fwd := r.Header.Values("Forwarded"); len(fwd) > 0 {
+	xff := r.Header.Values("X-Forwarded-For")
+	if fwd := r.Header.Values("Forwarded"); len(fwd) > 0 && len(xff) == 0 && r.Header.Get("X-Forwarded-Proto") == "" && r.Header.Get("X-Forwarded-Host") == "" {
 		hops := parseForwarded(fwd)
 		for i := len(hops) - 1; i >= 0 && trustedAddr(o.client, trusted); i-- {
 			a, ok := forwardedFor(hops[i]["for"])
@@ -131,7 +135,7 @@ func resolveOrigin(r *http.Request, trusted []netip.Prefix) origin {
 				break
 			}
 			o.client = a
-			if p := hops[i]["proto"]; p == "http" || p == "https" {
+			if p := strings.ToLower(hops[i]["proto"]); p == "http" || p == "https" {
 				o.scheme = p
 			}
 			if h := hops[i]["host"]; validHost(h) {
@@ -140,7 +144,7 @@ func resolveOrigin(r *http.Request, trusted []netip.Prefix) origin {
 		}
 		return o
 	}
-	fors := headerList(r.Header.Values("X-Forwarded-For"))
+	fors := headerList(xff)
 	for i := len(fors) - 1; i >= 0 && trustedAddr(o.client, trusted); i-- {
 		a, ok := forwardedFor(fors[i])
 		if !ok {
