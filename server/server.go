@@ -32,11 +32,11 @@ Errors are tool results with isError and JSON {"error": {"code", "message", "fie
 
 // New returns the service's HTTP handler with the default Config.
 func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handler {
-	return NewWith(store, log, Config{}, opts...)
+	return NewWithConfig(store, log, Config{}, opts...)
 }
 
-// NewWith returns the service's HTTP handler for a deployment (see Config).
-func NewWith(store *repo.Store, log zerolog.Logger, cfg Config, opts ...tools.Option) http.Handler {
+// NewWithConfig returns the service's HTTP handler for a deployment (see Config).
+func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...tools.Option) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "outreach", Version: version.Version}, &mcp.ServerOptions{Instructions: Instructions})
 	tools.Register(srv, tools.All(store, opts...))
 	mcpHandler := revisions(srv)

@@ -383,7 +383,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		go syncer.Run(ctx, log)
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(zerologHandler{log}, slog.LevelWarn)}
-	srv.Handler = server.EndStreamsOnShutdown(srv, server.NewWith(store, log, scfg, topts...))
+	srv.Handler = server.EndStreamsOnShutdown(srv, server.NewWithConfig(store, log, scfg, topts...))
 	errc := make(chan error, 1)
 	if tlsCfg != nil {
 		go func() { errc <- srv.ServeTLS(ln, "", "") }()

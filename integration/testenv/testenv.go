@@ -83,7 +83,7 @@ func NewWith(t testing.TB, o Options) *Env {
 	if o.Log != nil {
 		log = zerolog.New(o.Log)
 	}
-	ts := httptest.NewServer(server.NewWith(store, log, o.Server, topts...))
+	ts := httptest.NewServer(server.NewWithConfig(store, log, o.Server, topts...))
 	t.Cleanup(ts.Close)
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
 	key, err := store.Bootstrap(ctx)
