@@ -52,6 +52,8 @@ func ParsePublicURL(name, s string) (string, error) {
 		return "", bad("a fragment does not belong in it")
 	case u.Opaque != "":
 		return "", bad("not an absolute URL")
+	case strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/mcp"):
+		return "", bad("that is the MCP endpoint; give the base it is under, without /mcp")
 	}
 	if p := u.Port(); p != "" {
 		if n, err := parsePort(p); err != nil || n < 1 || n > 65535 {

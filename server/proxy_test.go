@@ -50,7 +50,7 @@ func TestParsePublicURL(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"outreach.example.com", "ftp://x.example.com", "https://", "https://x.example.com/?a=1", "https://x.example.com/#top",
-		"https://user:pw@x.example.com", "https://x.example.com:0", "https://x.example.com:99999", "/mcp"} {
+		"https://user:pw@x.example.com", "https://x.example.com:0", "https://x.example.com:99999", "/mcp", "https://x.example.com/mcp", "https://x.example.com/outreach/mcp/"} {
 		if _, err := ParsePublicURL("--public-url", in); err == nil {
 			t.Errorf("%q accepted", in)
 		}
