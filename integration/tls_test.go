@@ -9,9 +9,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -299,3 +303,77 @@ func TestMCPOverTLSWithACME(t *testing.T) {
 		t.Errorf("ACME cache holds %v, want the certificate and the account key", names)
 	}
 }
+
+// TestBehindTLSProxy runs the deployment of the compose profile "public"
+// with Go's reverse proxy in Caddy's place: it terminates TLS for the
+// public name, passes the Host on and sets X-Forwarded-For/-Proto/-Host
+// (dropping what the client sent in them), and forwards to the binary on
+// loopback, which has the public URL and trusts the proxy. The SDK's MCP
+// client calls tools through it; a signed media URL is under the public
+// URL and downloads through the proxy; a Forwarded header the client forged
+// (which the proxy passes on) does not name the client in the log.
+func TestBehindTLSProxy(t *testing.T) {
+	const public = "https://example.com" // a name in the test TLS server's certificate
+	srv := startServer(t, dataDir(t), "OUTREACH_PUBLIC_URL="+public, "OUTREACH_TRUSTED_PROXIES=127.0.0.1")
+	target, _ := url.Parse(srv.Base)
+	proxy := httptest.NewUnstartedServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		pr.Out.Host = pr.In.Host
+		pr.SetXForwarded()
+	}, FlushInterval: -1})
+	proxy.EnableHTTP2 = true
+	proxy.StartTLS()
+	t.Cleanup(proxy.Close)
+	tr := proxy.Client().Transport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, proxy.Listener.Addr().String())
+	}
+	defer tr.CloseIdleConnections()
+	forging := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+srv.FirstKey)
+		r.Header.Set("X-Forwarded-For", "198.51.100.66")
+		r.Header.Set("Forwarded", "for=198.51.100.77;proto=http;host=evil.example.net")
+		return tr.RoundTrip(r)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "proxy-tls-test", Version: "1"}, nil)
+	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: public + "/mcp", HTTPClient: &http.Client{Transport: forging}}, nil)
+	if err != nil {
+		t.Fatalf("connect through the proxy: %v", err)
+	}
+	defer s.Close()
+	call := func(tool string, args map[string]any) map[string]any {
+		t.Helper()
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %+v", tool, err, res)
+		}
+		return resultMap(t, res)
+	}
+	cov := call("create_coverage", map[string]any{"title": "behind the proxy", "url": "https://example.com/p", "published_at": "2026-01-02T03:04:05Z", "type": "article"})["id"].(string)
+	m := call("upload_media", map[string]any{"coverage_id": cov, "type": "document", "filename": "p.txt", "mime_type": "text/plain", "content_base64": "cHJveGllZA=="})
+	got := call("get_media", map[string]any{"id": m["id"]})
+	dl, _ := got["download_url"].(string)
+	if !strings.HasPrefix(dl, public+"/media/") {
+		t.Fatalf("download_url %q is not under the public URL", dl)
+	}
+	resp, err := (&http.Client{Transport: tr}).Get(dl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "proxied" {
+		t.Errorf("download through the proxy: %d %q", resp.StatusCode, body)
+	}
+	log := srv.stderr.String()
+	if !strings.Contains(log, `"client":"127.0.0.1"`) || strings.Contains(log, "198.51.100.") {
+		t.Errorf("the log does not name the client the proxy saw, or names a forged one:\n%s", log)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
