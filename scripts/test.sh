@@ -99,8 +99,12 @@ if command -v docker-compose >/dev/null 2>&1; then
     echo "docker-compose.yml accepted an empty MongoDB password"; exit 1
   fi
   env $compose_placeholders docker-compose -f docker-compose.yml config -q && echo "valid"
+  env $compose_placeholders OUTREACH_PUBLIC_URL=https://outreach.example.com \
+    docker-compose -f docker-compose.yml --profile public config -q && echo "valid (profile public)"
 elif docker compose version >/dev/null 2>&1; then
   env $compose_placeholders docker compose -f docker-compose.yml config -q && echo "valid"
+  env $compose_placeholders OUTREACH_PUBLIC_URL=https://outreach.example.com \
+    docker compose -f docker-compose.yml --profile public config -q && echo "valid (profile public)"
 else
   echo "docker-compose is not installed: docker-compose.yml not validated (skipped)"
 fi

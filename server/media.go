@@ -157,12 +157,10 @@ func mediaError(w http.ResponseWriter, status int, err error, store *repo.Store)
 	json.NewEncoder(w).Encode(map[string]any{"error": e})
 }
 
-// requestBaseURL is the scheme and host the caller reached the service at.
-// Forwarding headers are not trusted: behind a proxy, set the public URL.
+// requestBaseURL is the scheme and host the caller reached the service at:
+// the connection's, or those a trusted proxy forwarded (see Config). The
+// public URL, when set, comes before it (Config.baseURL).
 func requestBaseURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
+	o := originOf(r)
+	return o.scheme + "://" + o.host
 }

@@ -37,12 +37,13 @@ const (
 // stateless handler (nothing kept between requests, so any instance of a
 // round-robin pool can answer it), every other request to the stateful
 // handler of 2024-11-05 … 2025-11-25, where an MCP session lives in this
-// process. The SDK checks the revision's headers (Mcp-Method, Mcp-Name, the
+// process. The Host check against DNS rebinding is the edge's (Config.edge),
+// which knows the public URL's host. The SDK checks the revision's headers (Mcp-Method, Mcp-Name, the
 // version in _meta against the header) in both.
 func revisions(srv *mcp.Server) http.Handler {
 	get := func(*http.Request) *mcp.Server { return srv }
-	stateful := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, SessionTimeout: SessionTimeout})
-	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, Stateless: true})
+	stateful := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, SessionTimeout: SessionTimeout, DisableLocalhostProtection: true})
+	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, Stateless: true, DisableLocalhostProtection: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(headerProtocolVersion) >= StatelessRevision {
 			stateless.ServeHTTP(w, r)

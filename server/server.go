@@ -30,8 +30,13 @@ Lists are paged (limit, offset; total in the result). Nothing is ever hard-delet
 Every change is attributed to the key's user and agent and to a session: call start_session (optional label) at the start of a run of work and send its session_id in the X-Agent-Session-Id header or in _meta "outreach/session_id"; without one, the MCP session (revisions up to 2025-11-25) or, on 2026-07-28, the key's implicit session (ends after 30 minutes without a change). list_sessions finds a session to undo. get_change_log shows the changes (filter by session_id, agent_id, record_id, collection or time); rollback_change undoes one change, rollback_session undoes a whole session (dry_run first to see the plan).
 Errors are tool results with isError and JSON {"error": {"code", "message", "field", "retryable"}}; codes: invalid_argument (the field says which argument and what is allowed), not_found, conflict (re-read and retry), permission_denied (the key lacks a scope, or the session belongs to another agent), failed_precondition, rate_limited, unavailable, internal.`
 
-// New returns the service's HTTP handler.
+// New returns the service's HTTP handler with the default Config.
 func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handler {
+	return NewWithConfig(store, log, Config{}, opts...)
+}
+
+// NewWithConfig returns the service's HTTP handler for a deployment (see Config).
+func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...tools.Option) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "outreach", Version: version.Version}, &mcp.ServerOptions{Instructions: Instructions})
 	tools.Register(srv, tools.All(store, opts...))
 	mcpHandler := revisions(srv)
@@ -53,7 +58,7 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 		}
 		info := &auth.TokenInfo{Scopes: k.Scopes, UserID: k.ID, Extra: map[string]any{tools.ActorKey: audit.Actor{
 			UserID: k.UserID, AgentID: k.AgentID, KeyID: k.ID, KeyName: k.Name, AgentType: k.AgentType, Scopes: k.Scopes,
-		}, tools.BaseURLKey: requestBaseURL(r), tools.ImplicitSessionKey: implicitSession(store)}}
+		}, tools.BaseURLKey: cfg.baseURL(r), tools.ImplicitSessionKey: implicitSession(store)}}
 		if k.ExpiresAt != nil {
 			info.Expiration = *k.ExpiresAt
 		}
@@ -61,7 +66,7 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 	}
 	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(limitRequests(mcpHandler, tools.RateLimitsOf(opts...)))
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(challenge(withLogger(protected, log))))
+	mux.Handle("/mcp", cfg.crossOrigin().Handler(challenge(withLogger(protected, log))))
 	mountMedia(mux, store, log)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
@@ -72,12 +77,13 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	return mux
+	return cfg.edge(mux)
 }
 
 func withLogger(next http.Handler, log zerolog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(log.WithContext(r.Context())))
+		l := log.With().Str("client", ClientIP(r)).Logger()
+		next.ServeHTTP(w, r.WithContext(l.WithContext(r.Context())))
 	})
 }
 

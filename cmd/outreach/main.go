@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,7 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -92,6 +92,7 @@ type config struct {
 	// pitchWindow is the double-pitch guard's window.
 	pitchWindow            time.Duration
 	mongoAllowWrites, demo bool // mongoAllowWrites: a removed flag, refused
+	deploy                 deployConfig
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -111,6 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("no command given")
 	}
 	cfg := config{uri: os.Getenv("MONGODB_URI"), db: env("OUTREACH_DB", "outreach"), writeMode: os.Getenv("OUTREACH_WRITE_MODE")}
+	cfg.deploy.publicURL = os.Getenv("OUTREACH_PUBLIC_URL")
 	log := zerolog.New(stderr).With().Timestamp().Logger()
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -124,6 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.httpRateLimit, "http-rate-limit", env("OUTREACH_HTTP_RATE_LIMIT", tools.DefaultRequestRate), "HTTP requests per second per key at the edge (429 over it), RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", "all"), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, the default)")
+		cfg.deploy.flags(fs)
 		pitchWindow, err := time.ParseDuration(env("OUTREACH_PITCH_WINDOW", repo.DefaultPitchWindow.String()))
 		if err != nil || pitchWindow <= 0 {
 			return fmt.Errorf("OUTREACH_PITCH_WINDOW=%q: want a positive duration, e.g. 336h (14 days)", os.Getenv("OUTREACH_PITCH_WINDOW"))
@@ -173,7 +176,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*repo.Store, func(), error) {
 	opts := repo.Options{WriteMode: cfg.writeMode, Logger: log}
 	var err error
-	if opts.Media, err = mediaOptions(); err != nil {
+	if opts.Media, err = mediaOptions(cfg); err != nil {
 		return nil, nil, err
 	}
 	uri := cfg.uri
@@ -222,7 +225,7 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 }
 
 // mediaOptions reads the media configuration from the environment.
-func mediaOptions() (repo.MediaOptions, error) {
+func mediaOptions(cfg config) (repo.MediaOptions, error) {
 	var o repo.MediaOptions
 	if v := os.Getenv("OUTREACH_MEDIA_MAX_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -238,14 +241,9 @@ func mediaOptions() (repo.MediaOptions, error) {
 		}
 		o.URLTTL = d
 	}
-	if v := os.Getenv("OUTREACH_PUBLIC_URL"); v != "" {
-		u, err := url.Parse(v)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return o, fmt.Errorf("OUTREACH_PUBLIC_URL=%q: want http(s)://host[:port][/path]", v)
-		}
-		o.PublicURL = v
-	}
-	return o, nil
+	var err error
+	o.PublicURL, err = server.ParsePublicURL("--public-url (OUTREACH_PUBLIC_URL)", cfg.deploy.publicURL)
+	return o, err
 }
 
 // mailConfig reads the shared inbox's configuration; nil when
@@ -314,14 +312,29 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	if err != nil {
 		return err
 	}
-	if _, err := mediaOptions(); err != nil {
+	if _, err := mediaOptions(cfg); err != nil {
 		return err
 	}
+	scfg, err := cfg.deploy.serverConfig()
+	if err != nil {
+		return err
+	}
+	tlsOpts := cfg.deploy.tlsOptions(cfg.data)
+	if err := tlsOpts.Check(); err != nil {
+		return err
+	}
+	scfg.Hosts = tlsOpts.ACMEHosts
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
+	var tlsCfg *tls.Config
+	if tlsOpts.Enabled() {
+		if tlsCfg, err = tlsOpts.TLSConfig(log); err != nil {
+			return err
+		}
+	}
 	store, closeStore, err := open(ctx, cfg, true, log)
 	if err != nil {
 		return err
@@ -340,7 +353,8 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 			return err
 		}
 	}
-	base := "http://" + ln.Addr().String()
+	listenURL := server.ListenURL(ln.Addr(), tlsCfg != nil)
+	base := bannerBase(scfg.PublicURL, tlsOpts, ln.Addr())
 	if key != "" {
 		printFirstKey(stdout, base, key)
 	}
@@ -368,11 +382,19 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		log.Info().Str("imap", mailCfg.Addr).Strs("mailboxes", mailCfg.Mailboxes).Str("interval", interval).Msg("email sync configured")
 		go syncer.Run(ctx, log)
 	}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
-	srv.Handler = server.EndStreamsOnShutdown(srv, server.New(store, log, topts...))
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(zerologHandler{log}, slog.LevelWarn)}
+	srv.Handler = server.EndStreamsOnShutdown(srv, server.NewWithConfig(store, log, scfg, topts...))
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info().Str("url", base+"/mcp").Str("version", version.Version).Msg("serving MCP")
+	if tlsCfg != nil {
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	ev := log.Info().Str("url", listenURL+"/mcp")
+	if scfg.PublicURL != "" {
+		ev = ev.Str("public_url", scfg.PublicURL+"/mcp")
+	}
+	ev.Str("version", version.Version).Msg("serving MCP")
 	select {
 	case err := <-errc:
 		return err

@@ -7,6 +7,7 @@ package testenv
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -54,6 +55,10 @@ type Options struct {
 	// TextSearch forces the text-search path "on" or "off" (default: the
 	// probe decides, or OUTREACH_TEXT_SEARCH when set).
 	TextSearch string
+	// Server is the HTTP edge's deployment configuration (public URL,
+	// trusted proxies), and Log, when set, receives the service's log.
+	Server server.Config
+	Log    io.Writer
 }
 
 // New starts a service for the test and stops it when the test ends.
@@ -74,7 +79,11 @@ func NewWith(t testing.TB, o Options) *Env {
 		}
 		topts = append(topts, tools.WithMailSync(m))
 	}
-	ts := httptest.NewServer(server.New(store, zerolog.Nop(), topts...))
+	log := zerolog.Nop()
+	if o.Log != nil {
+		log = zerolog.New(o.Log)
+	}
+	ts := httptest.NewServer(server.NewWithConfig(store, log, o.Server, topts...))
 	t.Cleanup(ts.Close)
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
 	key, err := store.Bootstrap(ctx)
