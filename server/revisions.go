@@ -39,8 +39,7 @@ const (
 // handler of 2024-11-05 … 2025-11-25, where an MCP session lives in this
 // process. The SDK checks the revision's headers (Mcp-Method, Mcp-Name, the
 // version in _meta against the header) in both.
-func revisions(srv *mcp.Server) http.Handler {
-	get := func(*http.Request) *mcp.Server { return srv }
+func revisions(get func(*http.Request) *mcp.Server) http.Handler {
 	stateful := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, SessionTimeout: SessionTimeout})
 	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, Stateless: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

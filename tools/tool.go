@@ -103,6 +103,9 @@ type Tool struct {
 	Handle func(ctx context.Context, args json.RawMessage) (any, error)
 	// Toolset is the group the tool belongs to (toolsets.go).
 	Toolset string
+	// Details is the whole description; Def.Description is its brief form
+	// (brief.go).
+	Details string
 	// kind is what the tool does.
 	kind kind
 	// spec is what decode checks of its arguments (limits.go).

@@ -81,7 +81,7 @@ Every command reads the same configuration:
   OUTREACH_IMAP_INTERVAL    time between automatic syncs, e.g. 5m (default 5m; 0 = only sync_emails)
   OUTREACH_IMAP_MAX_MESSAGE_BYTES  larger messages are skipped and reported (default 52428800, 50 MiB)
   OUTREACH_EMAIL_KEEP_ATTACHMENTS  true: keep attachment bytes in GridFS (default false: metadata only)
-  OUTREACH_TOOLSETS         toolsets to serve, comma-separated (default: all; core: the core set)
+  OUTREACH_TOOLSETS         toolsets to serve, comma-separated (default: every toolset offered, the lean default listed; core: the core set; all: every one listed)
   OUTREACH_RATE_LIMIT       tool calls per second per key, RATE or RATE,BURST (default 10,100; 0: none)
   OUTREACH_HTTP_RATE_LIMIT  HTTP requests per second per key, RATE or RATE,BURST (default 50,500; 0: none)
 `
@@ -123,7 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.BoolVar(&cfg.mongoAllowWrites, "mongo-allow-writes", os.Getenv("OUTREACH_MONGO_ALLOW_WRITES") == "true", "removed: refused (writes through the wire endpoint bypassed the change log)")
 		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.httpRateLimit, "http-rate-limit", env("OUTREACH_HTTP_RATE_LIMIT", tools.DefaultRequestRate), "HTTP requests per second per key at the edge (429 over it), RATE or RATE,BURST (0: no limit)")
-		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", "all"), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, the default)")
+		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", ""), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, every one listed); empty (the default): every toolset offered, clients naming none are listed the lean default set")
 		pitchWindow, err := time.ParseDuration(env("OUTREACH_PITCH_WINDOW", repo.DefaultPitchWindow.String()))
 		if err != nil || pitchWindow <= 0 {
 			return fmt.Errorf("OUTREACH_PITCH_WINDOW=%q: want a positive duration, e.g. 336h (14 days)", os.Getenv("OUTREACH_PITCH_WINDOW"))
