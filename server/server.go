@@ -31,7 +31,7 @@ Errors are tool results with isError and JSON {"error": {"code", "message", "fie
 // New returns the service's HTTP handler.
 func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handler {
 	catalog := tools.NewCatalog(store, opts...)
-	mcpHandler := selectToolsets(catalog, revisions(servers(catalog, newMCPServer)))
+	mcpHandler := selectToolsets(catalog, revisions(servers(catalog)))
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		k, err := store.Authenticate(ctx, token)
 		if errors.Is(err, repo.ErrBadKey) {

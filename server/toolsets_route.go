@@ -97,7 +97,10 @@ func selectToolsets(c *tools.Catalog, next http.Handler) http.Handler {
 // are kept by selection, as nothing of a session lives in them. Any other
 // request of a stateful session is answered by the session's own server
 // (the SDK asks here only for the protocol versions).
-func servers(c *tools.Catalog, newServer func() *mcp.Server) func(*http.Request) *mcp.Server {
+func servers(c *tools.Catalog) func(*http.Request) *mcp.Server {
+	newServer := func() *mcp.Server {
+		return c.NewServer(&mcp.Implementation{Name: "outreach", Version: version.Version}, Instructions)
+	}
 	var mu sync.Mutex
 	shared := map[string]*mcp.Server{}
 	sharedFor := func(sel tools.Selection) *mcp.Server {
@@ -137,9 +140,4 @@ func servers(c *tools.Catalog, newServer func() *mcp.Server) func(*http.Request)
 		}
 		return s
 	}
-}
-
-// newMCPServer is the service's MCP server, without tools.
-func newMCPServer() *mcp.Server {
-	return mcp.NewServer(&mcp.Implementation{Name: "outreach", Version: version.Version}, &mcp.ServerOptions{Instructions: Instructions})
 }

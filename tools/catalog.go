@@ -49,6 +49,8 @@ const rememberFor = 30 * time.Minute
 // Catalog is every tool a server offers, from which each client's
 // selection is served.
 type Catalog struct {
+	store     *repo.Store
+	watch     watcher // resource subscriptions (resources.go)
 	tools     []Tool
 	scopes    map[string]string
 	available []string // the toolsets offered, in toolsets order
@@ -70,7 +72,8 @@ func NewCatalog(s *repo.Store, opts ...Option) *Catalog {
 	for _, f := range opts {
 		f(&o)
 	}
-	c := &Catalog{tools: All(s, opts...), scopes: map[string]string{}, remembered: map[string]remembered{}}
+	c := &Catalog{store: s, tools: All(s, opts...), scopes: map[string]string{}, remembered: map[string]remembered{}}
+	c.watch.c = c
 	for _, t := range c.tools {
 		c.scopes[t.Def.Name] = t.Scope
 		if !slices.Contains(c.available, t.Toolset) {
@@ -239,7 +242,11 @@ func (tb *toolbox) add(toolsets []string) []string {
 		tb.srv.AddTool(&def, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			ctx = context.WithValue(ctx, toolboxKey{}, tb)
 			ctx = context.WithValue(ctx, callKey{}, req)
-			return h(ctx, req)
+			res, err := h(ctx, req)
+			if !t.kind.readOnly() {
+				tb.c.watch.poke() // subscribers hear of the change now
+			}
+			return res, err
 		})
 		added = append(added, def.Name)
 	}
