@@ -414,12 +414,14 @@ func (c *Catalog) unsubscribeHandler(srv func() *mcp.Server) func(context.Contex
 }
 
 // NewServer is an MCP server of the catalog, without tools (Serve adds
-// them): its resources, and resource subscriptions.
+// them): its resources and resource subscriptions, its prompts and
+// completions (prompts.go).
 func (c *Catalog) NewServer(impl *mcp.Implementation, instructions string) *mcp.Server {
 	var srv *mcp.Server
 	get := func() *mcp.Server { return srv }
 	srv = mcp.NewServer(impl, &mcp.ServerOptions{Instructions: instructions,
-		SubscribeHandler: c.subscribeHandler(get), UnsubscribeHandler: c.unsubscribeHandler(get)})
+		SubscribeHandler: c.subscribeHandler(get), UnsubscribeHandler: c.unsubscribeHandler(get), CompletionHandler: c.complete})
 	c.serveResources(srv)
+	c.servePrompts(srv)
 	return srv
 }
