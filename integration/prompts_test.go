@@ -89,7 +89,9 @@ func TestPromptsAndCompletions(t *testing.T) {
 		}
 		return res.Completion.Values
 	}
-	prompt := func(name string) *mcp.CompleteReference { return &mcp.CompleteReference{Type: "ref/prompt", Name: name} }
+	prompt := func(name string) *mcp.CompleteReference {
+		return &mcp.CompleteReference{Type: "ref/prompt", Name: name}
+	}
 	for _, tc := range []struct {
 		ref        *mcp.CompleteReference
 		arg, value string

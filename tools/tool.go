@@ -332,6 +332,12 @@ func handler(t Tool) mcp.ToolHandler {
 			err = rateLimited(wait, t.calls)
 		} else if !visible(actor.Scopes, t.Scope) {
 			err = &repo.Error{Code: repo.CodePermissionDenied, Message: fmt.Sprintf("%s needs a key with the %s scope; this key has: %s", t.Def.Name, t.Scope, strings.Join(actor.Scopes, ", "))}
+		} else if ask, cerr := t.confirmFirst(ctx, req); cerr != nil || ask != nil {
+			if ask != nil {
+				log.Info().Str("tool", t.Def.Name).Str("agent_id", actor.AgentID).Msg("confirmation asked")
+				return ask, nil
+			}
+			err = cerr
 		} else {
 			text, replay, err = t.call(ctx, req)
 		}
