@@ -61,6 +61,9 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(challenge(withLogger(protected, log))))
 	mux.Handle("/mcp/", http.NewCrossOriginProtection().Handler(challenge(withLogger(protected, log)))) // toolsets per client (toolsets_route.go)
 	mountMedia(mux, store, log)
+	if tools.ServerCardOf(opts...) {
+		mountServerCard(mux, store, catalog) // card.go
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
