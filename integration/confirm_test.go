@@ -159,6 +159,32 @@ func TestConfirmations(t *testing.T) {
 		t.Errorf("after the confirmed rollback %d outlets remain", outlets.Total)
 	}
 
+	// Archiving an outlet with more than ConfirmArchiveLinksAbove links.
+	outlet := mk(t, admin, "create_outlet", M{"name": "Busy Desk"})
+	for i := 0; i <= tools.ConfirmArchiveLinksAbove; i++ {
+		mk(t, admin, "create_contact", M{"first_name": "Reporter", "last_name": string(rune('A' + i)), "outlet_ids": []string{outlet}})
+	}
+	a.set("decline", false)
+	if text, isErr := callText(t, s, "archive_outlet", M{"id": outlet}); !isErr || !strings.Contains(text, "not confirmed") {
+		t.Errorf("archive declined: %s", text)
+	}
+	if q := a.asked(); len(q) != 1 || !strings.Contains(q[0], "Archive Busy Desk, with 11 contacts") {
+		t.Errorf("archive questions %q", q)
+	}
+	var o struct {
+		ArchivedAt *string `json:"archived_at"`
+	}
+	admin.Must("get_outlet", M{"id": outlet}, &o)
+	if o.ArchivedAt != nil {
+		t.Errorf("a declined archive archived the outlet")
+	}
+	if text, isErr := callText(t, s, "archive_outlet", M{"id": outlet, "confirm": true}); isErr {
+		t.Errorf("archive with confirm: %s", text)
+	}
+	if q := a.asked(); len(q) != 1 {
+		t.Errorf("confirm: true asked again: %q", q)
+	}
+
 	// A client that cannot be asked gets the step done, as before.
 	if _, e := admin.Call("import_contacts", M{"rows": []M{{"first_name": "Ada", "last_name": "Plain", "email": "plain@example.com"}}}); e != nil {
 		t.Errorf("import by a client without elicitation: %s", e.Message)

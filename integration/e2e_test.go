@@ -205,6 +205,15 @@ func TestEndToEndDynamicToolsets(t *testing.T) {
 		DefaultBytes  int      `json:"default_bytes"`
 		AfterTools    []string `json:"after_tools"`
 		ReadonlyTools []string `json:"readonly_tools"`
+		Templates     []string `json:"resource_templates"`
+		Contact       struct {
+			ID   string `json:"id"`
+			Name string `json:"name"`
+		} `json:"resource_contact"`
+		Listed     []string `json:"resources_listed"`
+		Prompts    []string `json:"prompts"`
+		Pitch      string   `json:"pitch_prompt"`
+		Completion []string `json:"completion"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("client output %q: %v", out, err)
@@ -226,5 +235,13 @@ func TestEndToEndDynamicToolsets(t *testing.T) {
 	}
 	if diff := cmp.Diff(notesReads, got.ReadonlyTools); diff != "" {
 		t.Errorf("/mcp/x/notes/readonly lists (-want +got):\n%s", diff)
+	}
+	// Resources, prompts and completions, as the TypeScript client saw them.
+	if !slices.Contains(got.Templates, "outreach://contacts/{id}") || got.Contact.Name != "Grace Hopper" ||
+		!slices.Contains(got.Listed, "outreach://contacts/"+got.Contact.ID) {
+		t.Errorf("resources: templates %v, contact %+v, listed %v", got.Templates, got.Contact, got.Listed)
+	}
+	if !slices.Contains(got.Prompts, "prepare_pitch") || !strings.Contains(got.Pitch, got.Contact.ID) || !cmp.Equal(got.Completion, []string{"Grace Hopper"}) {
+		t.Errorf("prompts %v, completion %v, pitch prompt %.300s", got.Prompts, got.Completion, got.Pitch)
 	}
 }

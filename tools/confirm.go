@@ -15,7 +15,8 @@ import (
 
 // Confirmations before consequential steps: rolling back a session of more
 // than ConfirmRollbackAbove changes, a Slack message or question (which no
-// rollback takes back), and an import without a dry run. The server asks
+// rollback takes back), an import without a dry run, and archiving a
+// contact or outlet with more than ConfirmArchiveLinksAbove links. The server asks
 // the client with an elicitation (a yes/no form): on the stateful revisions
 // as an elicitation/create request during the call, on 2026-07-28 as an
 // input_required result the client answers by calling again with
@@ -28,6 +29,11 @@ import (
 // ConfirmRollbackAbove is the most changes rollback_session undoes without
 // asking for a confirmation.
 const ConfirmRollbackAbove = 10
+
+// ConfirmArchiveLinksAbove is the most links (a contact's outlets and
+// opportunities, an outlet's contacts and channels) a record may have for
+// archive_contact or archive_outlet to go ahead without asking.
+const ConfirmArchiveLinksAbove = 10
 
 // confirmInput is the id of the confirmation among a call's input requests.
 const confirmInput = "confirm"
@@ -53,6 +59,28 @@ var confirmations = map[string]func(ctx context.Context, s *repo.Store, args map
 	"ask_slack": func(_ context.Context, _ *repo.Store, args map[string]any) (string, error) {
 		q, _ := args["question"].(string)
 		return fmt.Sprintf("Post this question to the team's Slack%s? It cannot be taken back.\n\n%s", channelOf(args), clip(q)), nil
+	},
+	"archive_contact": func(ctx context.Context, s *repo.Store, args map[string]any) (string, error) {
+		id, _ := args["id"].(string)
+		if s == nil || checkUUID("id", id) != nil {
+			return "", nil
+		}
+		d, err := s.ContactDetail(ctx, strings.ToLower(id))
+		if err != nil || len(d.Outlets)+len(d.Opportunities) <= ConfirmArchiveLinksAbove {
+			return "", nil
+		}
+		return fmt.Sprintf("Archive %s, linked to %d outlets and %d opportunities? (restore_contact undoes it.)", d.Name, len(d.Outlets), len(d.Opportunities)), nil
+	},
+	"archive_outlet": func(ctx context.Context, s *repo.Store, args map[string]any) (string, error) {
+		id, _ := args["id"].(string)
+		if s == nil || checkUUID("id", id) != nil {
+			return "", nil
+		}
+		d, err := s.OutletDetail(ctx, strings.ToLower(id))
+		if err != nil || len(d.Contacts)+len(d.Channels) <= ConfirmArchiveLinksAbove {
+			return "", nil
+		}
+		return fmt.Sprintf("Archive %s, with %d contacts and %d channels? (restore_outlet undoes it.)", d.Name, len(d.Contacts), len(d.Channels)), nil
 	},
 	"import_contacts": importQuestion("contacts"),
 	"import_outlets":  importQuestion("outlets"),

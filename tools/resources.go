@@ -160,7 +160,9 @@ func (c *Catalog) readRecord(ctx context.Context, req *mcp.ReadResourceRequest) 
 	if e != nil {
 		return nil, rpcError(uri, e)
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(out)}}}, nil
+	res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(out)}}}
+	res.CacheScope = "private" // read with the caller's key
+	return res, nil
 }
 
 func (c *Catalog) readMedia(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -183,7 +185,9 @@ func (c *Catalog) readMedia(ctx context.Context, req *mcp.ReadResourceRequest) (
 	if err != nil {
 		return nil, rpcError(uri, repo.AsError(err))
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: m.MimeType, Blob: b}}}, nil
+	res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: m.MimeType, Blob: b}}}
+	res.CacheScope = "private"
+	return res, nil
 }
 
 // resourcesPage is how many change log entries one resources/list page reads.
@@ -219,6 +223,7 @@ func (c *Catalog) listResources(next mcp.MethodHandler) mcp.MethodHandler {
 			return nil, err
 		}
 		res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
+		res.CacheScope = "private" // read with the caller's key
 		seen := map[string]bool{}
 		for _, ch := range page.Changes {
 			for _, k := range resourceKinds {

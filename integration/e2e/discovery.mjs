@@ -66,6 +66,22 @@ check(!refreshed.error, "list refreshed after list_changed", String(refreshed.er
 out.after_tools = (await client.listTools()).tools.map((t) => t.name).sort();
 const notes = result(await client.callTool({ name: "list_notes", arguments: {} }), "list_notes");
 check(typeof notes.total === "number", "list_notes answers after enable_toolset", notes);
+
+// Resources, prompts and completions through the same client.
+const contact = result(await client.callTool({ name: "create_contact", arguments: { first_name: "Grace", last_name: "Hopper" } }), "create_contact");
+const { resourceTemplates } = await client.listResourceTemplates();
+out.resource_templates = resourceTemplates.map((t) => t.uriTemplate).sort();
+const read = await client.readResource({ uri: `outreach://contacts/${contact.id}` });
+check(read.contents.length === 1 && read.contents[0].mimeType === "application/json", "resources/read of a contact", read);
+out.resource_contact = JSON.parse(read.contents[0].text);
+const { resources } = await client.listResources();
+out.resources_listed = resources.map((r) => r.uri);
+const { prompts } = await client.listPrompts();
+out.prompts = prompts.map((p) => p.name).sort();
+const pitch = await client.getPrompt({ name: "prepare_pitch", arguments: { contact: "Grace Hopper" } });
+out.pitch_prompt = pitch.messages[0].content.text;
+const completed = await client.complete({ ref: { type: "ref/prompt", name: "prepare_pitch" }, argument: { name: "contact", value: "gra" } });
+out.completion = completed.completion.values;
 await client.close();
 
 // A client that names its toolsets, read-only, in the URL.
