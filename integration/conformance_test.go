@@ -53,7 +53,7 @@ var conformanceNotApplicable = map[string]string{
 
 // conformanceNotApplicablePrefix are families of scenarios that do not apply.
 var conformanceNotApplicablePrefix = map[string]string{
-	"input-required-result-": "the fixture tools and prompt of input-required results (SEP-2322): the service never asks the client for input mid-call",
+	"input-required-result-": "the fixture tools and prompt of input-required results (SEP-2322); the service's own round trip (a confirmation) is TestConfirmations'",
 	"tasks-":                 "the tasks extension (SEP-2663) and its fixture tools: the service runs every call to completion and declares no tasks extension",
 }
 
@@ -72,7 +72,6 @@ func conformanceApplies(scenario string) bool {
 // conformanceExpectedFailures are checks of applicable scenarios that fail
 // for a reason outside the service, by scenario and check id.
 var conformanceExpectedFailures = map[string]string{
-	"server-stateless/sep-2575-server-declares-prompts-in-discover":           "the go-sdk answers prompts/list (with no prompts) though the service declares no prompts capability",
 	"server-stateless/sep-2575-server-rejects-undeclared-capability":          "needs the fixture tool test_missing_capability",
 	"server-stateless/sep-2575-missing-capability-http-400":                   "needs the fixture tool test_missing_capability",
 	"server-stateless/sep-2575-http-server-no-independent-requests-on-stream": "needs the fixture tool test_streaming_elicitation",
