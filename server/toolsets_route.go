@@ -89,6 +89,10 @@ func selectToolsets(c *tools.Catalog, next http.Handler) http.Handler {
 	})
 }
 
+// maxSharedServers bounds the stateless servers kept by selection: past it
+// (many unusual selections) a request's server is made for it alone.
+const maxSharedServers = 64
+
 // servers gives the SDK the MCP server of a request. A new MCP session (a
 // stateful revision's initialize) gets a server of its own, with the
 // request's selection, which enable_toolset widens for that session alone.
@@ -113,7 +117,9 @@ func servers(c *tools.Catalog) func(*http.Request) *mcp.Server {
 		}
 		s := newServer()
 		c.Serve(s, tools.Selection{Toolsets: names, ReadOnly: sel.ReadOnly}, true)
-		shared[k] = s
+		if len(shared) < maxSharedServers {
+			shared[k] = s
+		}
 		return s
 	}
 	return func(r *http.Request) *mcp.Server {

@@ -42,6 +42,9 @@ var defaultToolsets = []string{"search", "contacts", "opportunities", alwaysOn}
 // 15,000 tokens at four characters a token); TestToolsListBudget holds it.
 const ToolsListBudget = 60_000
 
+// maxRemembered bounds the agent sessions whose toolsets are kept.
+const maxRemembered = 10_000
+
 // rememberFor is how long a stateless agent session's enabled toolsets are
 // kept after their last use.
 const rememberFor = 30 * time.Minute
@@ -204,10 +207,16 @@ func (c *Catalog) remember(keyID, agentSession string, toolsets []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
+	oldest := ""
 	for k, r := range c.remembered { // forget the expired
 		if now.After(r.until) {
 			delete(c.remembered, k)
+		} else if oldest == "" || r.until.Before(c.remembered[oldest].until) {
+			oldest = k
 		}
+	}
+	if len(c.remembered) >= maxRemembered {
+		delete(c.remembered, oldest) // the one used least recently
 	}
 	c.remembered[keyID+"\x00"+agentSession] = remembered{toolsets: toolsets, until: now.Add(rememberFor)}
 }
