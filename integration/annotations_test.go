@@ -57,7 +57,7 @@ func kindOfName(name string) string {
 	switch {
 	case name == "get_slack_answer" || name == "list_questions":
 		return "read out" // they read the team's replies in Slack
-	case verb == "search" || verb == "get" || verb == "list" || name == "whoami":
+	case verb == "search" || verb == "get" || verb == "list" || name == "whoami" || name == "enable_toolset":
 		return "read"
 	case verb == "create" || verb == "upload" || verb == "subscribe" || verb == "start" || name == "import_email":
 		return "create"

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"outreach/tools"
 )
 
 // requireNodeClients skips (or, in CI, fails) when the npm clients of the
@@ -178,5 +180,68 @@ func TestInspectorCLI(t *testing.T) {
 	out := inspect("--method", "tools/call", "--tool-name", "whoami")
 	if err := json.Unmarshal(out, &call); err != nil || len(call.Content) != 1 || call.Content[0].Type != "text" || !strings.Contains(call.Content[0].Text, `"key_name":"first admin key"`) {
 		t.Errorf("whoami through the inspector: %s", out)
+	}
+}
+
+// TestEndToEndDynamicToolsets starts the binary with its default toolsets
+// and has the TypeScript SDK (integration/e2e/discovery.mjs) reach every
+// tool through list_toolsets and enable_toolset, told by
+// notifications/tools/list_changed, and name toolsets in the URL.
+func TestEndToEndDynamicToolsets(t *testing.T) {
+	dir := requireNodeClients(t)
+	srv := startServer(t, dataDir(t), "OUTREACH_TOOLSETS=")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "discovery.mjs", srv.URL, srv.FirstKey)
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node discovery.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+	}
+	var got struct {
+		DefaultTools  []string `json:"default_tools"`
+		DefaultBytes  int      `json:"default_bytes"`
+		AfterTools    []string `json:"after_tools"`
+		ReadonlyTools []string `json:"readonly_tools"`
+		Templates     []string `json:"resource_templates"`
+		Contact       struct {
+			ID   string `json:"id"`
+			Name string `json:"name"`
+		} `json:"resource_contact"`
+		Listed     []string `json:"resources_listed"`
+		Prompts    []string `json:"prompts"`
+		Pitch      string   `json:"pitch_prompt"`
+		Completion []string `json:"completion"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	var every, notesReads []string
+	for _, tl := range tools.All(nil) {
+		every = append(every, tl.Def.Name)
+		if (tl.Toolset == "notes" || tl.Toolset == "audit") && tl.Def.Annotations.ReadOnlyHint {
+			notesReads = append(notesReads, tl.Def.Name)
+		}
+	}
+	slices.Sort(every)
+	slices.Sort(notesReads)
+	if len(got.DefaultTools) >= len(every) || got.DefaultBytes > tools.ToolsListBudget {
+		t.Errorf("default list: %d of %d tools, %d bytes (budget %d)", len(got.DefaultTools), len(every), got.DefaultBytes, tools.ToolsListBudget)
+	}
+	if diff := cmp.Diff(every, got.AfterTools); diff != "" {
+		t.Errorf("after enable_toolset, the tools listed (-every tool +listed):\n%s", diff)
+	}
+	if diff := cmp.Diff(notesReads, got.ReadonlyTools); diff != "" {
+		t.Errorf("/mcp/x/notes/readonly lists (-want +got):\n%s", diff)
+	}
+	// Resources, prompts and completions, as the TypeScript client saw them.
+	if !slices.Contains(got.Templates, "outreach://contacts/{id}") || got.Contact.Name != "Grace Hopper" ||
+		!slices.Contains(got.Listed, "outreach://contacts/"+got.Contact.ID) {
+		t.Errorf("resources: templates %v, contact %+v, listed %v", got.Templates, got.Contact, got.Listed)
+	}
+	if !slices.Contains(got.Prompts, "prepare_pitch") || !strings.Contains(got.Pitch, got.Contact.ID) || !cmp.Equal(got.Completion, []string{"Grace Hopper"}) {
+		t.Errorf("prompts %v, completion %v, pitch prompt %.300s", got.Prompts, got.Completion, got.Pitch)
 	}
 }

@@ -105,7 +105,8 @@ func text(name string, n int64) string {
 var sizeRefusal = regexp.MustCompile(`(?i)characters|elements|names; the most|too (long|large|small|many)|at most|the most|maximum|minimum|out of range|negative|capped|bytes`)
 
 // TestLimitsMatchSchemas probes every tool's every bounded argument, as
-// tools/list advertises it (maxLength, maxItems, maximum, minimum): a value
+// tools/list advertises it (maxLength, maxItems, maximum, minimum, or the
+// default limits the instructions state): a value
 // at the limit is not refused for its size, and one past it is
 // invalid_argument naming the argument. The other required arguments get
 // plain values of their types, so a call may fail for them (not_found,
@@ -124,6 +125,16 @@ func TestLimitsMatchSchemas(t *testing.T) {
 		var s argSchema
 		if err := json.Unmarshal(raw, &s); err != nil {
 			t.Fatalf("%s: %v", tool.Name, err)
+		}
+		// The schemas leave out the default limits, which the server's
+		// instructions state: a string of 1,000 characters, an array of 100.
+		for _, p := range s.Props {
+			switch {
+			case p.jsonType() == "string" && len(p.Enum) == 0 && p.MaxLength == nil:
+				p.MaxLength = ptrTo(int64(tools.MaxText))
+			case p.jsonType() == "array" && p.MaxItems == nil:
+				p.MaxItems = ptrTo(int64(tools.MaxItems))
+			}
 		}
 		call := func(field string, v any) (json.RawMessage, *testenv.Error) {
 			args := M{}

@@ -98,8 +98,8 @@ func startServer(t *testing.T, data string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary(t), "serve", "--data", data, "--addr", "127.0.0.1:0")
 	// Every toolset and no rate limits, as testenv serves (the binary's
-	// defaults are a smaller set and per-key limits).
-	cmd.Env = append(append(os.Environ(), append(storeEnv(data), "OUTREACH_RATE_LIMIT=0", "OUTREACH_HTTP_RATE_LIMIT=0")...), env...)
+	// defaults list a smaller set and set per-key limits).
+	cmd.Env = append(append(os.Environ(), append(storeEnv(data), "OUTREACH_TOOLSETS=all", "OUTREACH_RATE_LIMIT=0", "OUTREACH_HTTP_RATE_LIMIT=0")...), env...)
 	s := &proc{t: t, cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
 	if err := cmd.Start(); err != nil {

@@ -40,8 +40,7 @@ const (
 // process. The Host check against DNS rebinding is the edge's (Config.edge),
 // which knows the public URL's host. The SDK checks the revision's headers (Mcp-Method, Mcp-Name, the
 // version in _meta against the header) in both.
-func revisions(srv *mcp.Server) http.Handler {
-	get := func(*http.Request) *mcp.Server { return srv }
+func revisions(get func(*http.Request) *mcp.Server) http.Handler {
 	stateful := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, SessionTimeout: SessionTimeout, DisableLocalhostProtection: true})
 	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: MaxBody, Stateless: true, DisableLocalhostProtection: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

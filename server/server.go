@@ -11,12 +11,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
 	"outreach/audit"
 	"outreach/repo"
-	"outreach/server/version"
 	"outreach/tools"
 )
 
@@ -25,7 +23,7 @@ import (
 const MaxBody = 2 << 20
 
 // Instructions are sent to clients at initialize.
-const Instructions = `Outreach keeps a PR team's media pipeline. Groups: outlets and their channels; contacts (journalists, with beats, affiliations to outlets and do_not_contact); campaigns; opportunities (pitches moving through stages: update_opportunity_stage keeps a stage history); coverage (with sentiment and reach), get_coverage_report and media files; guardrails (do-not-contact, double-pitch within a window unless override_reason, embargo_until); import_contacts/import_outlets with dry_run; notes and the interaction log; search, dossiers (get_contact_dossier, get_outlet_dossier), get_opportunity_status and get_agenda; emails (a shared inbox synced over IMAP, threads linkable to opportunities); notifications and Slack messaging; agent keys and users (admin). Start with whoami, get_service_info or search.
+const Instructions = `Outreach keeps a PR team's media pipeline. Groups: outlets and their channels; contacts (journalists, with beats, affiliations to outlets and do_not_contact); campaigns; opportunities (pitches moving through stages: update_opportunity_stage keeps a stage history); coverage (with sentiment and reach), get_coverage_report and media files; guardrails (do-not-contact, double-pitch within a window unless override_reason, embargo_until); import_contacts/import_outlets with dry_run; notes and the interaction log; search, dossiers (get_contact_dossier, get_outlet_dossier), get_opportunity_status and get_agenda; emails (a shared inbox synced over IMAP, threads linkable to opportunities); notifications and Slack messaging; agent keys and users (admin). Start with whoami, get_service_info or search. Not every toolset is listed at first: list_toolsets shows them all, enable_toolset adds one (or name them in the URL /mcp/x/{toolset,…} or the X-MCP-Toolsets header). A string argument is at most 1000 characters and an array at most 100 elements unless its schema says otherwise.
 Lists are paged (limit, offset; total in the result). Nothing is ever hard-deleted: archive_X hides a record, restore_X brings it back.
 Every change is attributed to the key's user and agent and to a session: call start_session (optional label) at the start of a run of work and send its session_id in the X-Agent-Session-Id header or in _meta "outreach/session_id"; without one, the MCP session (revisions up to 2025-11-25) or, on 2026-07-28, the key's implicit session (ends after 30 minutes without a change). list_sessions finds a session to undo. get_change_log shows the changes (filter by session_id, agent_id, record_id, collection or time); rollback_change undoes one change, rollback_session undoes a whole session (dry_run first to see the plan).
 Errors are tool results with isError and JSON {"error": {"code", "message", "field", "retryable"}}; codes: invalid_argument (the field says which argument and what is allowed), not_found, conflict (re-read and retry), permission_denied (the key lacks a scope, or the session belongs to another agent), failed_precondition, rate_limited, unavailable, internal.`
@@ -37,9 +35,8 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 
 // NewWithConfig returns the service's HTTP handler for a deployment (see Config).
 func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...tools.Option) http.Handler {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "outreach", Version: version.Version}, &mcp.ServerOptions{Instructions: Instructions})
-	tools.Register(srv, tools.All(store, opts...))
-	mcpHandler := revisions(srv)
+	catalog := tools.NewCatalog(store, opts...)
+	mcpHandler := selectToolsets(catalog, revisions(servers(catalog)))
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		k, err := store.Authenticate(ctx, token)
 		if errors.Is(err, repo.ErrBadKey) {
@@ -67,7 +64,11 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(limitRequests(mcpHandler, tools.RateLimitsOf(opts...)))
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", cfg.crossOrigin().Handler(challenge(withLogger(protected, log))))
+	mux.Handle("/mcp/", cfg.crossOrigin().Handler(challenge(withLogger(protected, log)))) // toolsets per client (toolsets_route.go)
 	mountMedia(mux, store, log)
+	if tools.ServerCardOf(opts...) {
+		mountServerCard(mux, store, catalog) // card.go
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()

@@ -31,5 +31,5 @@ func All(s *repo.Store, opts ...Option) []Tool {
 			all = append(all, t)
 		}
 	}
-	return withOutputs(all)
+	return withOutputs(briefed(all))
 }

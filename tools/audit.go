@@ -36,6 +36,7 @@ func Audit(s *repo.Store) []Tool {
 		SessionID string `json:"session_id" max:"session_id" jsonschema:"the agent session whose changes to roll back, as get_change_log shows it"`
 		DryRun    bool   `json:"dry_run,omitempty" jsonschema:"only plan: return every change, what would be written, the conflicts, the broken rules and what cannot be reversed, and write nothing; default false"`
 		Force     bool   `json:"force,omitempty" jsonschema:"write even over fields that changed since (conflicts); never over a rule of a record's kind; default false"`
+		Confirm   bool   `json:"confirm,omitempty" jsonschema:"true when the user already agreed to this step: no confirmation is asked"`
 	}
 	return []Tool{
 		newTool("get_change_log", "The history of changes, newest first: each with the state before and after, who made it (user, agent, session), the tool, and for rollbacks the change it reverts.", read,

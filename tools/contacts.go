@@ -69,6 +69,10 @@ func Contacts(s *repo.Store) []Tool {
 	type idIn struct {
 		ID string `json:"id" jsonschema:"the contact's id (UUID)"`
 	}
+	type archiveIn struct {
+		ID      string `json:"id" jsonschema:"the contact's id (UUID)"`
+		Confirm bool   `json:"confirm,omitempty" jsonschema:"true when the user already agreed to this step: no confirmation is asked"`
+	}
 	byID := func(fn func(context.Context, string) (any, error)) func(context.Context, *idIn) (any, error) {
 		return func(ctx context.Context, in *idIn) (any, error) {
 			if err := checkUUID("id", in.ID); err != nil {
@@ -158,7 +162,12 @@ func Contacts(s *repo.Store) []Tool {
 				return map[string]any{"removed": aff, "contact": c}, nil
 			}),
 		newTool("archive_contact", "Archive a contact (soft delete; restore_contact undoes it). Their email address becomes free for another active contact.", change,
-			byID(func(ctx context.Context, id string) (any, error) { return s.ArchiveContact(ctx, id) })),
+			func(ctx context.Context, in *archiveIn) (any, error) {
+				if err := checkUUID("id", in.ID); err != nil {
+					return nil, err
+				}
+				return s.ArchiveContact(ctx, in.ID)
+			}),
 		newTool("restore_contact", "Restore an archived contact; a conflict if an active contact has taken their email address meanwhile.", change,
 			byID(func(ctx context.Context, id string) (any, error) { return s.RestoreContact(ctx, id) })),
 	}

@@ -20,6 +20,8 @@ type options struct {
 	keepAttachments bool
 	slack           *slackmsg.Client
 	toolsets        []string // nil: every toolset (toolsets.go)
+	listed          []string // the toolsets a client naming none is served (catalog.go); nil: toolsets
+	serverCard      bool     // serve the server card (server/card.go)
 	limits          *RateLimits
 }
 

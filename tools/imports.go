@@ -15,9 +15,10 @@ import (
 // or CSV text, matched on natural keys, with a dry run.
 func Imports(s *repo.Store) []Tool {
 	type importIn struct {
-		Rows   []map[string]any `json:"rows,omitempty" max:"10000" jsonschema:"the rows as JSON objects, field name to value (at most 10000); give rows or csv"`
-		CSV    string           `json:"csv,omitempty" max:"2000000" jsonschema:"the rows as CSV text: a header line of field names, then one line per row; lists (beats, topics) separated by ';'; give rows or csv"`
-		DryRun bool             `json:"dry_run,omitempty" jsonschema:"true: report per row what would be created, updated, left unchanged or refused, and write nothing"`
+		Rows    []map[string]any `json:"rows,omitempty" max:"10000" jsonschema:"the rows as JSON objects, field name to value (at most 10000); give rows or csv"`
+		CSV     string           `json:"csv,omitempty" max:"2000000" jsonschema:"the rows as CSV text: a header line of field names, then one line per row; lists (beats, topics) separated by ';'; give rows or csv"`
+		DryRun  bool             `json:"dry_run,omitempty" jsonschema:"true: report per row what would be created, updated, left unchanged or refused, and write nothing"`
+		Confirm bool             `json:"confirm,omitempty" jsonschema:"true when the user already agreed to this step: no confirmation is asked"`
 	}
 	run := func(fields []string, imp func(context.Context, []repo.ImportRow, bool, repo.Progress) (*repo.ImportResult, error)) func(context.Context, *importIn) (any, error) {
 		return func(ctx context.Context, in *importIn) (any, error) {

@@ -154,13 +154,14 @@ func (spec argSpec) describe(s *jsonschema.Schema) {
 		}
 		switch kind {
 		case "string":
-			if len(p.Enum) == 0 { // an enum says more than a length
+			// An enum says more than a length; the default length
+			// (MaxText) is said once, in the server's instructions.
+			if len(p.Enum) == 0 && a.max != MaxText {
 				p.MaxLength = ptr(int(a.max))
 			}
 		case "array":
-			p.MaxItems = ptr(int(a.max))
-			if p.Items != nil && p.Items.Type == "string" && len(p.Items.Enum) == 0 {
-				p.Items.MaxLength = ptr(MaxText)
+			if a.max != MaxItems {
+				p.MaxItems = ptr(int(a.max))
 			}
 		case "integer", "number":
 			if a.max > 0 {
@@ -170,10 +171,14 @@ func (spec argSpec) describe(s *jsonschema.Schema) {
 				p.Minimum = ptr(float64(a.min))
 			}
 		case "object":
-			p.Description += "; " + repo.FreeFormRules
+			p.Description += "; " + freeFormShort
 		}
 	}
 }
+
+// freeFormShort is repo.FreeFormRules as a parameter says it; an object
+// past them is refused with the whole rule.
+var freeFormShort = fmt.Sprintf("free-form: at most %d levels and %d entries, keys without a leading '$', '.' or NUL", repo.FreeFormMaxDepth, repo.FreeFormMaxEntries)
 
 func ptr[T any](v T) *T { return &v }
 

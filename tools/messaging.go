@@ -19,12 +19,14 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 	type sendIn struct {
 		Text    string `json:"text" max:"slack_text" jsonschema:"the message, in Slack mrkdwn; 1 to 4000 characters"`
 		Channel string `json:"channel,omitempty" jsonschema:"channel id or name; default: the configured channel (a webhook posts to its own channel)"`
+		Confirm bool   `json:"confirm,omitempty" jsonschema:"true when the user already agreed to this step: no confirmation is asked"`
 	}
 	type askIn struct {
 		Question string   `json:"question" jsonschema:"the question for the team; 1 to 1000 characters"`
 		Context  string   `json:"context,omitempty" jsonschema:"background the team needs to answer (mrkdwn)"`
 		Options  []string `json:"options,omitempty" max:"slack_options" jsonschema:"suggested answers, listed under the question (at most 10)"`
 		Channel  string   `json:"channel,omitempty" jsonschema:"channel id or name; default: the configured channel"`
+		Confirm  bool     `json:"confirm,omitempty" jsonschema:"true when the user already agreed to this step: no confirmation is asked"`
 	}
 	type answerIn struct {
 		QuestionID string `json:"question_id" jsonschema:"the question's id (UUID), as ask_slack returned it"`

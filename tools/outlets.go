@@ -46,6 +46,10 @@ func Outlets(s *repo.Store) []Tool {
 	type idIn struct {
 		ID string `json:"id" jsonschema:"the outlet's id (UUID)"`
 	}
+	type archiveIn struct {
+		ID      string `json:"id" jsonschema:"the outlet's id (UUID)"`
+		Confirm bool   `json:"confirm,omitempty" jsonschema:"true when the user already agreed to this step: no confirmation is asked"`
+	}
 	byID := func(fn func(context.Context, string) (any, error)) func(context.Context, *idIn) (any, error) {
 		return func(ctx context.Context, in *idIn) (any, error) {
 			if err := checkUUID("id", in.ID); err != nil {
@@ -85,7 +89,12 @@ func Outlets(s *repo.Store) []Tool {
 					AudienceSize: in.AudienceSize, SocialLinks: in.SocialLinks})
 			}),
 		newTool("archive_outlet", "Archive an outlet (soft delete; restore_outlet undoes it). Its channels, contacts and notes are left as they are and show the outlet as archived.", change,
-			byID(func(ctx context.Context, id string) (any, error) { return s.ArchiveOutlet(ctx, id) })),
+			func(ctx context.Context, in *archiveIn) (any, error) {
+				if err := checkUUID("id", in.ID); err != nil {
+					return nil, err
+				}
+				return s.ArchiveOutlet(ctx, in.ID)
+			}),
 		newTool("restore_outlet", "Restore an archived outlet.", change,
 			byID(func(ctx context.Context, id string) (any, error) { return s.RestoreOutlet(ctx, id) })),
 	}

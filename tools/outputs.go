@@ -106,7 +106,9 @@ var outputs = map[string]*jsonschema.Schema{
 	"rollback_session": of[repo.Rollback](),
 	"start_session": object("session_id", of[string](), "label", of[string](), "agent_id", of[string](), "user_id", of[string](),
 		"started_at", of[time.Time](), "header", of[string](), "meta_key", of[string]()),
-	"list_sessions": list[repo.Session]("sessions"),
+	"list_sessions":  list[repo.Session]("sessions"),
+	"list_toolsets":  of[toolsetsResult](),
+	"enable_toolset": of[toolsetsResult](),
 	"whoami": object("user_id", of[string](), "agent_id", of[string](), "agent_type", of[string](),
 		"key_id", of[string](), "key_name", of[string](), "scopes", of[[]string](), "session_id", of[string]()),
 	"get_service_info": object("version", of[string](), "store", of[repo.Capabilities]()),
@@ -162,7 +164,14 @@ func withOutputs(tools []Tool) []Tool {
 		if s == nil {
 			s = &jsonschema.Schema{Type: "object"}
 		}
-		tools[i].Def.OutputSchema = s
+		switch {
+		case tools[i].kind.readOnly():
+			tools[i].Def.OutputSchema = compact(s, outputDepth)
+		case s.Properties["id"] != nil:
+			tools[i].Def.OutputSchema = written(s)
+		default:
+			tools[i].Def.OutputSchema = compact(s, 1)
+		}
 	}
 	return tools
 }

@@ -103,6 +103,9 @@ type Tool struct {
 	Handle func(ctx context.Context, args json.RawMessage) (any, error)
 	// Toolset is the group the tool belongs to (toolsets.go).
 	Toolset string
+	// Details is the whole description; Def.Description is its brief form
+	// (brief.go).
+	Details string
 	// kind is what the tool does.
 	kind kind
 	// spec is what decode checks of its arguments (limits.go).
@@ -329,6 +332,12 @@ func handler(t Tool) mcp.ToolHandler {
 			err = rateLimited(wait, t.calls)
 		} else if !visible(actor.Scopes, t.Scope) {
 			err = &repo.Error{Code: repo.CodePermissionDenied, Message: fmt.Sprintf("%s needs a key with the %s scope; this key has: %s", t.Def.Name, t.Scope, strings.Join(actor.Scopes, ", "))}
+		} else if ask, cerr := t.confirmFirst(ctx, req); cerr != nil || ask != nil {
+			if ask != nil {
+				log.Info().Str("tool", t.Def.Name).Str("agent_id", actor.AgentID).Msg("confirmation asked")
+				return ask, nil
+			}
+			err = cerr
 		} else {
 			text, replay, err = t.call(ctx, req)
 		}

@@ -138,7 +138,7 @@ func kindByName(name string) kind {
 	switch {
 	case name == "get_slack_answer" || name == "list_questions":
 		return readOut // they read Slack's replies
-	case verb == "search" || name == "whoami" || verb == "get" || verb == "list":
+	case verb == "search" || name == "whoami" || verb == "get" || verb == "list" || name == "enable_toolset":
 		return read
 	case verb == "create" || verb == "upload" || verb == "subscribe" || verb == "start" || name == "import_email":
 		return create

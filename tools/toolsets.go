@@ -42,7 +42,9 @@ var toolsets = []toolset{
 	{"imports", "bulk import of contacts and outlets, with a dry run", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Imports(s) }},
 	{"notes", "notes and the interaction log", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Notes(s) }},
 	{"search", "search, dossiers, opportunity status, the agenda", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Search(s) }},
-	{"audit", "change log, rollback, agent sessions, whoami, service info (always on)", true, func(s *repo.Store, _ options, _ []Option) []Tool { return slices.Concat(Audit(s), Sessions(s)) }},
+	{"audit", "change log, rollback, agent sessions, whoami, service info (always on)", true, func(s *repo.Store, _ options, _ []Option) []Tool {
+		return slices.Concat(Audit(s), Sessions(s), Discovery())
+	}},
 	{"keys", "agent keys and team members (admin; `outreach keys` does the same from the shell)", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Keys(s) }},
 	{"media", "media files of coverage", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Media(s) }},
 	{"emails", "the shared inbox: threads, search, links to opportunities", false, func(s *repo.Store, _ options, opts []Option) []Tool { return Emails(s, opts...) }},
@@ -61,7 +63,11 @@ func WithToolsets(spec string) (Option, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(o *options) { o.toolsets = names }, nil
+	listed := names
+	if strings.TrimSpace(spec) == "" {
+		listed = defaultToolsets // every toolset offered, the lean default listed (catalog.go)
+	}
+	return func(o *options) { o.toolsets, o.listed = names, listed }, nil
 }
 
 // ToolsetNames lists every toolset, and CoreToolsets the core set.
@@ -93,6 +99,8 @@ func parseToolsets(spec string) ([]string, error) {
 			names = append(names, ToolsetNames()...)
 		case n == "core":
 			names = append(names, CoreToolsets()...)
+		case n == "default":
+			names = append(names, defaultToolsets...)
 		case slices.Contains(ToolsetNames(), n):
 			names = append(names, n)
 		default:

@@ -81,9 +81,10 @@ Every command reads the same configuration:
   OUTREACH_IMAP_INTERVAL    time between automatic syncs, e.g. 5m (default 5m; 0 = only sync_emails)
   OUTREACH_IMAP_MAX_MESSAGE_BYTES  larger messages are skipped and reported (default 52428800, 50 MiB)
   OUTREACH_EMAIL_KEEP_ATTACHMENTS  true: keep attachment bytes in GridFS (default false: metadata only)
-  OUTREACH_TOOLSETS         toolsets to serve, comma-separated (default: all; core: the core set)
+  OUTREACH_TOOLSETS         toolsets to serve, comma-separated (default: every toolset offered, the lean default listed; core: the core set; all: every one listed)
   OUTREACH_RATE_LIMIT       tool calls per second per key, RATE or RATE,BURST (default 10,100; 0: none)
   OUTREACH_HTTP_RATE_LIMIT  HTTP requests per second per key, RATE or RATE,BURST (default 50,500; 0: none)
+  OUTREACH_SERVER_CARD      true: serve the MCP server card at /.well-known/mcp/server-card.json (default false)
 `
 
 type config struct {
@@ -93,6 +94,7 @@ type config struct {
 	pitchWindow            time.Duration
 	mongoAllowWrites, demo bool // mongoAllowWrites: a removed flag, refused
 	deploy                 deployConfig
+	serverCard             bool // serve /.well-known/mcp/server-card.json
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -122,10 +124,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&cfg.addr, "addr", env("OUTREACH_ADDR", "127.0.0.1:8080"), "listen address")
 		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also open the analyst endpoint here: the embedded store over MongoDB's wire protocol (mongosh, Compass, drivers), read-only, for agent keys with the read scope (SCRAM-SHA-256: user KEY_ID, password KEY)")
 		fs.BoolVar(&cfg.demo, "demo", false, "on an empty store, write the demo data first (as seed --demo)")
+		fs.BoolVar(&cfg.serverCard, "server-card", os.Getenv("OUTREACH_SERVER_CARD") == "true", "serve the MCP server card at /.well-known/mcp/server-card.json, for clients that discover servers")
 		fs.BoolVar(&cfg.mongoAllowWrites, "mongo-allow-writes", os.Getenv("OUTREACH_MONGO_ALLOW_WRITES") == "true", "removed: refused (writes through the wire endpoint bypassed the change log)")
 		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.httpRateLimit, "http-rate-limit", env("OUTREACH_HTTP_RATE_LIMIT", tools.DefaultRequestRate), "HTTP requests per second per key at the edge (429 over it), RATE or RATE,BURST (0: no limit)")
-		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", "all"), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, the default)")
+		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", ""), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, every one listed); empty (the default): every toolset offered, clients naming none are listed the lean default set")
 		cfg.deploy.flags(fs)
 		pitchWindow, err := time.ParseDuration(env("OUTREACH_PITCH_WINDOW", repo.DefaultPitchWindow.String()))
 		if err != nil || pitchWindow <= 0 {
@@ -368,7 +371,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	go store.RunRecovery(ctx, 10*time.Second)
 	store.SetDeliveryTargets(delivery.Targets(dcfg))
 	go delivery.New(store, dcfg).Run(ctx) // also fires next_action_due without targets
-	topts := []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack), toolsets, tools.WithRateLimits(limits)}
+	topts := []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack), toolsets, tools.WithRateLimits(limits), tools.WithServerCard(cfg.serverCard)}
 	if mailCfg != nil {
 		syncer, err := mailsync.New(store, *mailCfg)
 		if err != nil {
