@@ -35,6 +35,11 @@ var List = []Index{
 	{Collection: "change_log", Name: "idempotency_key", Keys: bson.D{{Key: "idempotency_key", Value: 1}}},
 	{Collection: "agent_keys", Name: "hash", Keys: bson.D{{Key: "key_hash", Value: 1}}, Unique: true},
 	{Collection: "agent_keys", Name: "user", Keys: bson.D{{Key: "user_id", Value: 1}}},
+	// Every request with an OAuth access token looks its grant up by hash.
+	{Collection: "oauth_grants", Name: "access", Keys: bson.D{{Key: "access_hash", Value: 1}}, Unique: true},
+	{Collection: "oauth_grants", Name: "refresh", Keys: bson.D{{Key: "refresh_hash", Value: 1}}, Unique: true},
+	{Collection: "oauth_grants", Name: "used_refresh", Keys: bson.D{{Key: "used_refresh_hashes", Value: 1}}},
+	{Collection: "oauth_grants", Name: "user", Keys: bson.D{{Key: "user_id", Value: 1}}},
 	{Collection: "users", Name: "email", Keys: bson.D{{Key: "email", Value: 1}}, Unique: true},
 	{Collection: "notes", Name: "occurred", Keys: bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: "notes", Name: "contact_links", Keys: bson.D{{Key: "links.contact_id", Value: 1}}},

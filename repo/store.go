@@ -56,14 +56,16 @@ const (
 	collEmails        = "email_threads"
 	collUsers         = "users"
 	collKeys          = "agent_keys"
-	collKeyUsage      = "key_usage"
-	collChangeLog     = "change_log"
-	collCounters      = "counters"
-	collPlans         = "plans"
-	collIntents       = "write_intents"
-	collPlanSteps     = "plan_steps"
-	collSessions      = "agent_sessions"
-	collSettings      = "settings"
+	// OAuth grants of the authorization server (oauth.go).
+	collOAuthGrants = "oauth_grants"
+	collKeyUsage    = "key_usage"
+	collChangeLog   = "change_log"
+	collCounters    = "counters"
+	collPlans       = "plans"
+	collIntents     = "write_intents"
+	collPlanSteps   = "plan_steps"
+	collSessions    = "agent_sessions"
+	collSettings    = "settings"
 	// The capability probes' scratch documents (ledger/probe.go).
 	collProbes = ledger.CollProbes
 	// The outbox and team messaging (notify.go, messages.go).
@@ -80,10 +82,10 @@ const (
 
 // SecretCollections are the collections the analyst endpoint never shows:
 // they hold secrets or their verifiers (agent keys' hashes and SCRAM
-// verifiers, the media URL signing secret, stored tool results), or the
+// verifiers, OAuth grants' token hashes, the media URL signing secret, stored tool results), or the
 // write path's own bookkeeping, which carries a pending create's redacted
 // values until it lands.
-var SecretCollections = []string{collKeys, collSettings, collIdempotency, collIntents, collPlans, collPlanSteps}
+var SecretCollections = []string{collKeys, collOAuthGrants, collSettings, collIdempotency, collIntents, collPlans, collPlanSteps}
 
 // SecretFields are, per collection, the fields the analyst endpoint never
 // shows: a pending change entry's sealed values (a create's redacted

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"outreach/audit"
+	"outreach/oauth"
 	"outreach/repo"
 	"outreach/server/version"
 	"outreach/tools"
@@ -30,22 +32,39 @@ Lists are paged (limit, offset; total in the result). Nothing is ever hard-delet
 Every change is attributed to the key's user and agent and to a session: call start_session (optional label) at the start of a run of work and send its session_id in the X-Agent-Session-Id header or in _meta "outreach/session_id"; without one, the MCP session (revisions up to 2025-11-25) or, on 2026-07-28, the key's implicit session (ends after 30 minutes without a change). list_sessions finds a session to undo. get_change_log shows the changes (filter by session_id, agent_id, record_id, collection or time); rollback_change undoes one change, rollback_session undoes a whole session (dry_run first to see the plan).
 Errors are tool results with isError and JSON {"error": {"code", "message", "field", "retryable"}}; codes: invalid_argument (the field says which argument and what is allowed), not_found, conflict (re-read and retry), permission_denied (the key lacks a scope, or the session belongs to another agent), failed_precondition, rate_limited, unavailable, internal.`
 
+// Config is the HTTP edge's configuration.
+type Config struct {
+	// PublicURL is the base URL clients reach the service at (--public-url).
+	PublicURL string
+	// OAuth turns on the OAuth resource server (--oauth): the protected
+	// resource metadata, its challenge on every 401, and OAuth access tokens
+	// beside the agent keys. It needs PublicURL.
+	OAuth bool
+}
+
 // New returns the service's HTTP handler.
 func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handler {
+	return NewWithConfig(store, log, Config{}, opts...)
+}
+
+// NewWithConfig is New with the edge's configuration.
+func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...tools.Option) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "outreach", Version: version.Version}, &mcp.ServerOptions{Instructions: Instructions})
-	tools.Register(srv, tools.All(store, opts...))
+	all := tools.All(store, opts...)
+	tools.Register(srv, all)
 	mcpHandler := revisions(srv)
+	var ocfg *oauth.Config
+	if cfg.OAuth {
+		ocfg = &oauth.Config{PublicURL: cfg.PublicURL}
+	}
+	verifyOAuth := oauthVerifier(store, ocfg)
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		if strings.HasPrefix(token, repo.AccessTokenPrefix) {
+			return verifyOAuth(r, token)
+		}
 		k, err := store.Authenticate(ctx, token)
 		if errors.Is(err, repo.ErrBadKey) {
-			// The reason is the last of the joined errors (errors.Unwrap gives nil for a join).
-			reason := err.Error()
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				if errs := j.Unwrap(); len(errs) > 0 {
-					reason = errs[len(errs)-1].Error()
-				}
-			}
-			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, reason)
+			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, lastReason(err))
 		}
 		if err != nil {
 			log.Error().Err(err).Msg("authenticate")
@@ -59,9 +78,20 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 		}
 		return info, nil
 	}
-	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(limitRequests(mcpHandler, tools.RateLimitsOf(opts...)))
+	inner := limitRequests(mcpHandler, tools.RateLimitsOf(opts...))
+	bopts := &auth.RequireBearerTokenOptions{AllowMissingExpiration: true}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(challenge(withLogger(protected, log))))
+	if ocfg != nil {
+		scopes := map[string]string{}
+		for _, t := range all {
+			scopes[t.Def.Name] = t.Scope
+		}
+		inner = scopeChallenge(inner, *ocfg, scopes)
+		bopts.ResourceMetadataURL = ocfg.MetadataURL()
+		ocfg.Mount(mux)
+	}
+	protected := auth.RequireBearerToken(verify, bopts)(inner)
+	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(challenge(withLogger(protected, log), ocfg)))
 	mountMedia(mux, store, log)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
@@ -81,18 +111,31 @@ func withLogger(next http.Handler, log zerolog.Logger) http.Handler {
 	})
 }
 
-// challenge adds the WWW-Authenticate header RFC 6750 asks of every 401.
-func challenge(next http.Handler) http.Handler {
+// challenge adds the WWW-Authenticate header RFC 6750 asks of every 401;
+// with OAuth on, it names the protected resource metadata (RFC 9728), which
+// tells a client where to sign in.
+func challenge(next http.Handler, ocfg *oauth.Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&challenger{ResponseWriter: w}, r)
+		next.ServeHTTP(&challenger{ResponseWriter: w, oauth: ocfg, token: r.Header.Get("Authorization") != ""}, r)
 	})
 }
 
-type challenger struct{ http.ResponseWriter }
+type challenger struct {
+	http.ResponseWriter
+	oauth *oauth.Config
+	token bool // the request carried credentials (RFC 6750 §3.1: then error="invalid_token")
+}
 
 func (c *challenger) WriteHeader(code int) {
-	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
-		c.Header().Set("WWW-Authenticate", `Bearer realm="outreach", error="invalid_token"`)
+	if code == http.StatusUnauthorized {
+		switch {
+		case c.oauth != nil && c.token:
+			c.Header().Set("WWW-Authenticate", c.oauth.Challenge("invalid_token", ""))
+		case c.oauth != nil:
+			c.Header().Set("WWW-Authenticate", c.oauth.Challenge("", ""))
+		case c.Header().Get("WWW-Authenticate") == "":
+			c.Header().Set("WWW-Authenticate", `Bearer realm="outreach", error="invalid_token"`)
+		}
 	}
 	c.ResponseWriter.WriteHeader(code)
 }

@@ -31,6 +31,7 @@ import (
 	"outreach/delivery"
 	"outreach/embedded"
 	"outreach/mailsync"
+	"outreach/oauth"
 	"outreach/repo"
 	"outreach/server"
 	"outreach/server/version"
@@ -64,7 +65,8 @@ Every command reads the same configuration:
   MONGODB_URI      use this MongoDB instead of the embedded store
   OUTREACH_DB      database name (default outreach)
   OUTREACH_WRITE_MODE  force "ordered" or "transaction" (default: chosen by the server's abilities)
-  OUTREACH_PUBLIC_URL  base URL clients reach the service at, for signed media URLs (default: from each request)
+  OUTREACH_PUBLIC_URL  base URL clients reach the service at, for signed media URLs and OAuth metadata (default: from each request; -public-url)
+  OUTREACH_OAUTH       true: serve OAuth 2.1 beside the agent keys (-oauth; see docs/oauth.md)
   OUTREACH_MEDIA_MAX_BYTES  size cap of a media upload (default 104857600, 100 MiB)
   OUTREACH_MEDIA_URL_TTL    lifetime of signed media URLs, e.g. 15m (default 15m)
   OUTREACH_MEDIA_SIGNING_KEY_FILE  file (mode 0600) holding the secret media URLs are signed with, at least 32 bytes;
@@ -92,6 +94,10 @@ type config struct {
 	// pitchWindow is the double-pitch guard's window.
 	pitchWindow            time.Duration
 	mongoAllowWrites, demo bool // mongoAllowWrites: a removed flag, refused
+	// publicURL is the base URL clients reach the service at; oauth turns on
+	// the OAuth resource server (and authorization server) under it.
+	publicURL string
+	oauth     bool
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -119,6 +125,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		fs.StringVar(&cfg.addr, "addr", env("OUTREACH_ADDR", "127.0.0.1:8080"), "listen address")
 		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also open the analyst endpoint here: the embedded store over MongoDB's wire protocol (mongosh, Compass, drivers), read-only, for agent keys with the read scope (SCRAM-SHA-256: user KEY_ID, password KEY)")
+		fs.StringVar(&cfg.publicURL, "public-url", env("OUTREACH_PUBLIC_URL", ""), "base URL clients reach the service at, e.g. https://outreach.example.com: signed media URLs and every OAuth metadata document use it (default: media URLs from each request, OAuth from the listen address)")
+		fs.BoolVar(&cfg.oauth, "oauth", os.Getenv("OUTREACH_OAUTH") == "true", "serve OAuth 2.1 beside the agent keys: protected resource metadata at /.well-known/oauth-protected-resource, and OAuth access tokens at /mcp (see docs/oauth.md)")
 		fs.BoolVar(&cfg.demo, "demo", false, "on an empty store, write the demo data first (as seed --demo)")
 		fs.BoolVar(&cfg.mongoAllowWrites, "mongo-allow-writes", os.Getenv("OUTREACH_MONGO_ALLOW_WRITES") == "true", "removed: refused (writes through the wire endpoint bypassed the change log)")
 		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
@@ -201,6 +209,9 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 			ev = ev.Str("mongo_listen", es.PublicURI)
 		}
 		ev.Msg("embedded store started")
+	}
+	if cfg.publicURL != "" {
+		opts.Media.PublicURL = cfg.publicURL
 	}
 	opts.Media.SigningKey, err = signingKey(cfg, serving, log)
 	if err == nil {
@@ -317,11 +328,20 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	if _, err := mediaOptions(); err != nil {
 		return err
 	}
+	if cfg.publicURL != "" {
+		if cfg.publicURL, err = oauth.CheckPublicURL(cfg.publicURL); err != nil {
+			return fmt.Errorf("--public-url (OUTREACH_PUBLIC_URL) %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
+	scfg := server.Config{PublicURL: cfg.publicURL, OAuth: cfg.oauth}
+	if scfg.OAuth && scfg.PublicURL == "" {
+		scfg.PublicURL = "http://" + ln.Addr().String()
+	}
 	store, closeStore, err := open(ctx, cfg, true, log)
 	if err != nil {
 		return err
@@ -369,7 +389,10 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		go syncer.Run(ctx, log)
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
-	srv.Handler = server.EndStreamsOnShutdown(srv, server.New(store, log, topts...))
+	srv.Handler = server.EndStreamsOnShutdown(srv, server.NewWithConfig(store, log, scfg, topts...))
+	if scfg.OAuth {
+		log.Info().Str("resource", scfg.PublicURL+"/mcp").Str("metadata", (&oauth.Config{PublicURL: scfg.PublicURL}).MetadataURL()).Msg("OAuth on")
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info().Str("url", base+"/mcp").Str("version", version.Version).Msg("serving MCP")

@@ -30,6 +30,7 @@ import (
 type Env struct {
 	Store *repo.Store
 	URL   string // the /mcp endpoint
+	Base  string // the server's base URL
 	// AdminKey has every scope.
 	AdminKey string
 	// AdminUserID owns AdminKey.
@@ -54,6 +55,11 @@ type Options struct {
 	// TextSearch forces the text-search path "on" or "off" (default: the
 	// probe decides, or OUTREACH_TEXT_SEARCH when set).
 	TextSearch string
+	// OAuth serves OAuth beside the keys (serve --oauth), with the test
+	// server's URL as the public URL unless Server.PublicURL is set.
+	OAuth bool
+	// Server is the edge's configuration (PublicURL).
+	Server server.Config
 }
 
 // New starts a service for the test and stops it when the test ends.
@@ -74,7 +80,14 @@ func NewWith(t testing.TB, o Options) *Env {
 		}
 		topts = append(topts, tools.WithMailSync(m))
 	}
-	ts := httptest.NewServer(server.New(store, zerolog.Nop(), topts...))
+	ts := httptest.NewUnstartedServer(nil)
+	scfg := o.Server
+	scfg.OAuth = scfg.OAuth || o.OAuth
+	if scfg.PublicURL == "" && scfg.OAuth {
+		scfg.PublicURL = "http://" + ts.Listener.Addr().String()
+	}
+	ts.Config.Handler = server.NewWithConfig(store, zerolog.Nop(), scfg, topts...)
+	ts.Start()
 	t.Cleanup(ts.Close)
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
 	key, err := store.Bootstrap(ctx)
@@ -88,7 +101,7 @@ func NewWith(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{Store: store, URL: ts.URL + "/mcp", AdminKey: key, AdminUserID: u.ID, t: t}
+	return &Env{Store: store, URL: ts.URL + "/mcp", Base: ts.URL, AdminKey: key, AdminUserID: u.ID, t: t}
 }
 
 // OpenStore opens a fresh, empty store for the test: a new in-memory embedded
