@@ -161,10 +161,11 @@ func (s *Store) AuthenticateOAuth(ctx context.Context, token, resource string) (
 // exchanged comes again: the grant it belongs to is revoked with it.
 var ErrRefreshReused = errors.New("the refresh token was already used: the grant is revoked")
 
-// RefreshOAuthGrant exchanges a refresh token of clientID for new tokens:
-// both are replaced, and the old refresh token is remembered so that a
-// second use of it (a stolen copy) revokes the whole grant.
-func (s *Store) RefreshOAuthGrant(ctx context.Context, refresh, clientID string) (*OAuthGrant, OAuthTokens, error) {
+// OAuthGrantForRefresh returns the grant whose current refresh token is
+// refresh, when it may still be refreshed. A refresh token that was already
+// exchanged (a stolen copy, or a client that kept it) revokes its grant:
+// every token of the family fails from then on.
+func (s *Store) OAuthGrantForRefresh(ctx context.Context, refresh string) (*OAuthGrant, error) {
 	hash := hashKey(refresh)
 	var g OAuthGrant
 	err := s.coll(collOAuthGrants).FindOne(ctx, bson.M{"refresh_hash": hash}).Decode(&g)
@@ -173,13 +174,31 @@ func (s *Store) RefreshOAuthGrant(ctx context.Context, refresh, clientID string)
 		if s.coll(collOAuthGrants).FindOne(ctx, bson.M{"used_refresh_hashes": hash}).Decode(&used) == nil {
 			if used.RevokedAt == nil {
 				if _, err := s.RevokeOAuthGrant(ctx, used.ID, "refresh token reused"); err != nil {
-					return nil, OAuthTokens{}, err
+					return nil, err
 				}
 			}
-			return nil, OAuthTokens{}, errors.Join(ErrBadKey, ErrRefreshReused)
+			return nil, errors.Join(ErrBadKey, ErrRefreshReused)
 		}
-		return nil, OAuthTokens{}, errors.Join(ErrBadKey, errors.New("unknown refresh token"))
+		return nil, errors.Join(ErrBadKey, errors.New("unknown refresh token"))
 	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case g.RevokedAt != nil:
+		return nil, errors.Join(ErrBadKey, errors.New("the grant was revoked"))
+	case !now().Before(g.RefreshExpiresAt):
+		return nil, errors.Join(ErrBadKey, errors.New("the refresh token has expired; sign in again"))
+	}
+	return &g, nil
+}
+
+// RefreshOAuthGrant exchanges a refresh token of clientID for new tokens:
+// both are replaced, and the old refresh token is remembered so that a
+// second use of it revokes the whole grant (OAuthGrantForRefresh).
+func (s *Store) RefreshOAuthGrant(ctx context.Context, refresh, clientID string) (*OAuthGrant, OAuthTokens, error) {
+	hash := hashKey(refresh)
+	g, err := s.OAuthGrantForRefresh(ctx, refresh)
 	if err != nil {
 		return nil, OAuthTokens{}, err
 	}

@@ -58,14 +58,18 @@ const (
 	collKeys          = "agent_keys"
 	// OAuth grants of the authorization server (oauth.go).
 	collOAuthGrants = "oauth_grants"
-	collKeyUsage    = "key_usage"
-	collChangeLog   = "change_log"
-	collCounters    = "counters"
-	collPlans       = "plans"
-	collIntents     = "write_intents"
-	collPlanSteps   = "plan_steps"
-	collSessions    = "agent_sessions"
-	collSettings    = "settings"
+	// The authorization server's clients, requests and sign-ins (oauthas.go).
+	collOAuthClients  = "oauth_clients"
+	collOAuthRequests = "oauth_requests"
+	collSignIns       = "sign_ins"
+	collKeyUsage      = "key_usage"
+	collChangeLog     = "change_log"
+	collCounters      = "counters"
+	collPlans         = "plans"
+	collIntents       = "write_intents"
+	collPlanSteps     = "plan_steps"
+	collSessions      = "agent_sessions"
+	collSettings      = "settings"
 	// The capability probes' scratch documents (ledger/probe.go).
 	collProbes = ledger.CollProbes
 	// The outbox and team messaging (notify.go, messages.go).
@@ -82,10 +86,10 @@ const (
 
 // SecretCollections are the collections the analyst endpoint never shows:
 // they hold secrets or their verifiers (agent keys' hashes and SCRAM
-// verifiers, OAuth grants' token hashes, the media URL signing secret, stored tool results), or the
+// verifiers, the OAuth server's token, code and password hashes, the media URL signing secret, stored tool results), or the
 // write path's own bookkeeping, which carries a pending create's redacted
 // values until it lands.
-var SecretCollections = []string{collKeys, collOAuthGrants, collSettings, collIdempotency, collIntents, collPlans, collPlanSteps}
+var SecretCollections = []string{collKeys, collOAuthGrants, collOAuthClients, collOAuthRequests, collSignIns, collSettings, collIdempotency, collIntents, collPlans, collPlanSteps}
 
 // SecretFields are, per collection, the fields the analyst endpoint never
 // shows: a pending change entry's sealed values (a create's redacted

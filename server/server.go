@@ -40,6 +40,9 @@ type Config struct {
 	// resource metadata, its challenge on every 401, and OAuth access tokens
 	// beside the agent keys. It needs PublicURL.
 	OAuth bool
+	// ClientMetadata says which client metadata documents the authorization
+	// server may fetch.
+	ClientMetadata oauth.FetchOptions
 }
 
 // New returns the service's HTTP handler.
@@ -89,6 +92,12 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 		inner = scopeChallenge(inner, *ocfg, scopes)
 		bopts.ResourceMetadataURL = ocfg.MetadataURL()
 		ocfg.Mount(mux)
+		as, err := oauth.NewServer(store, *ocfg, oauth.Options{ClientMetadata: cfg.ClientMetadata, Log: log})
+		if err != nil {
+			// The configuration is the service's own: a failure here is a bug.
+			panic(fmt.Sprintf("oauth: %v", err))
+		}
+		as.Mount(mux)
 	}
 	protected := auth.RequireBearerToken(verify, bopts)(inner)
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(challenge(withLogger(protected, log), ocfg)))

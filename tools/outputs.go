@@ -108,7 +108,7 @@ var outputs = map[string]*jsonschema.Schema{
 		"started_at", of[time.Time](), "header", of[string](), "meta_key", of[string]()),
 	"list_sessions": list[repo.Session]("sessions"),
 	"whoami": object("user_id", of[string](), "agent_id", of[string](), "agent_type", of[string](),
-		"key_id", of[string](), "key_name", of[string](), "scopes", of[[]string](), "session_id", of[string]()),
+		"key_id", of[string](), "key_name", of[string](), "scopes", of[[]string](), "session_id", of[string](), "signed_in_with", of[string]()),
 	"get_service_info": object("version", of[string](), "store", of[repo.Capabilities]()),
 	"create_agent_key": object("key", of[string](), "agent_key", of[*repo.AgentKey](), "note", of[string]()),
 	"list_agent_keys":  object("total", of[int](), "agent_keys", of[[]repo.AgentKey]()),

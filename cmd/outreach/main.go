@@ -3,6 +3,7 @@
 //	outreach serve                 start the MCP server (embedded store by default)
 //	outreach indexes               apply the index list and exit
 //	outreach keys create|list|revoke
+//	outreach users invite|clients|disconnect
 //	outreach verify [--json]       check the change-log invariants over the whole store
 //	outreach seed --demo           write the demo data
 package main
@@ -55,6 +56,7 @@ commands:
              user KEY_ID and password KEY of an agent key with the read scope)
   indexes    apply the index list and exit
   keys       create | list | revoke agent keys
+  users      invite --email EMAIL (a one-time link to set a password for OAuth sign-in) | clients | disconnect GRANT_ID
   verify     check that every record matches its change-log entry (--json: machine-readable)
   seed       seed --demo: write the demo data (rollback_session demo takes it back)
   bench      measure the tools beside the floor, the raw store and a peer (Markdown table)
@@ -162,6 +164,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCommand(ctx, cfg, command{Name: "seed --demo"}, stdout, stderr, log)
 	case "keys":
 		return keys(ctx, cfg, args[1:], stdout, stderr, log)
+	case "users":
+		return users(ctx, cfg, args[1:], stdout, stderr)
 	case "bench":
 		return benchCommand(ctx, args[1:], stdout, stderr)
 	case "version":
@@ -391,6 +395,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
 	srv.Handler = server.EndStreamsOnShutdown(srv, server.NewWithConfig(store, log, scfg, topts...))
 	if scfg.OAuth {
+		slog.SetDefault(slog.New(zerologHandler{log})) // the authorization server's library logs through slog
 		log.Info().Str("resource", scfg.PublicURL+"/mcp").Str("metadata", (&oauth.Config{PublicURL: scfg.PublicURL}).MetadataURL()).Msg("OAuth on")
 	}
 	errc := make(chan error, 1)

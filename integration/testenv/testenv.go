@@ -196,6 +196,10 @@ func (e *Env) ClientAt(url, version, key, sessionID string) *Client {
 	return &Client{Session: s, t: e.t}
 }
 
+// WrapClient is a Client over a session the test connected itself (with
+// an OAuth handler, say).
+func WrapClient(t testing.TB, s *mcp.ClientSession) *Client { return &Client{Session: s, t: t} }
+
 // Admin is a client with the admin key.
 func (e *Env) Admin() *Client { return e.Client(e.AdminKey, "") }
 
