@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -11,10 +12,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,7 +25,9 @@ import (
 
 	"outreach/audit"
 	"outreach/integration/testenv"
+	"outreach/oauth"
 	"outreach/repo"
+	"outreach/server"
 )
 
 // member invites a team member with scopes and sets their password through
@@ -526,4 +531,84 @@ func TestOAuthServeCLI(t *testing.T) {
 	if code, _ := postInitialize(t, s.URL, tok.AccessToken); code != 401 {
 		t.Errorf("the token after users disconnect: %d, want 401", code)
 	}
+}
+
+// TestOAuthClientMetadataDocuments: a client named by the URL of its
+// metadata document (the go-sdk's handler, as a hosted assistant does)
+// signs in without registering; documents too big, too slow, not naming
+// themselves, or on a loopback address while that is not allowed, are
+// refused and no sign-in page is shown.
+func TestOAuthClientMetadataDocuments(t *testing.T) {
+	const redirect = "http://127.0.0.1:9/cimd"
+	var docURL string
+	docs := http.NewServeMux()
+	docs.HandleFunc("/client.json", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"client_id": docURL + "/client.json", "client_name": "Metadata Assistant",
+			"redirect_uris": []string{redirect}, "token_endpoint_auth_method": "none"})
+	})
+	docs.HandleFunc("/big.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"client_id": "` + docURL + `/big.json", "client_name": "` + strings.Repeat("x", 70<<10) + `", "redirect_uris": ["` + redirect + `"]}`))
+	})
+	docs.HandleFunc("/slow.json", func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // answers only when the fetcher gives up
+	})
+	docs.HandleFunc("/other.json", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"client_id": "https://elsewhere.example/client.json", "redirect_uris": []string{redirect}})
+	})
+	ts := httptest.NewTLSServer(docs)
+	defer ts.Close()
+	docURL = ts.URL
+	pool := x509.NewCertPool()
+	pool.AddCert(ts.Certificate())
+
+	env := testenv.NewWith(t, testenv.Options{OAuth: true, Server: server.Config{ClientMetadata: oauth.FetchOptions{AllowPrivate: true, RootCAs: pool, Timeout: 500 * time.Millisecond}}})
+	password := member(t, env, "di@example.com", "read")
+	b := newBrowser(t)
+	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		ClientIDMetadataDocumentConfig: &auth.ClientIDMetadataDocumentConfig{URL: docURL + "/client.json"},
+		RedirectURL:                    redirect,
+		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			back, _ := b.authorize(args.URL, redirect, "di@example.com", password, "approve")
+			q := back.Query()
+			return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "cimd", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: env.URL, OAuthHandler: h}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var who struct {
+		KeyName string `json:"key_name"`
+	}
+	testenv.WrapClient(t, s).Must("whoami", nil, &who)
+	if who.KeyName != "Metadata Assistant" {
+		t.Errorf("the client's name from its metadata document: %q", who.KeyName)
+	}
+
+	_, challenge := pkce()
+	pk := url.Values{"code_challenge": {challenge}, "code_challenge_method": {"S256"}}
+	refused := func(t *testing.T, env *testenv.Env, clientID, why string) {
+		t.Helper()
+		resp, err := http.Get(authURL(env.Base, clientID, redirect, pk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || strings.Contains(string(body), "Sign in") || !strings.Contains(string(body), why) {
+			t.Errorf("client %s: %d %s, want 400 saying %q and no sign-in page", clientID, resp.StatusCode, body, why)
+		}
+	}
+	for name, why := range map[string]string{"big": "larger than 65536 bytes", "slow": "Timeout exceeded", "other": "not its own URL"} {
+		t.Run(name, func(t *testing.T) { refused(t, env, docURL+"/"+name+".json", why) })
+	}
+	t.Run("loopback", func(t *testing.T) {
+		strict := testenv.NewWith(t, testenv.Options{OAuth: true, Server: server.Config{ClientMetadata: oauth.FetchOptions{RootCAs: pool}}})
+		refused(t, strict, docURL+"/client.json", "loopback, private or link-local address")
+	})
 }
