@@ -204,3 +204,42 @@ func TestOAuthOff(t *testing.T) {
 	}
 	env.Admin().Must("whoami", nil, nil)
 }
+
+// TestConnectedClientsTools: a member lists and revokes their own connected
+// clients through the tools; another member's need the admin scope.
+func TestConnectedClientsTools(t *testing.T) {
+	env := testenv.NewWith(t, testenv.Options{OAuth: true})
+	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
+	eve, err := env.Store.CreateUser(ctx, "Eve", "eve@example.com", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminGrant, _ := grant(t, env, "https://a.example/c.json", env.URL, repo.OAuthGrantInput{Scopes: []string{"read"}})
+	eveGrant, eveTok, err := env.Store.IssueOAuthGrant(ctx, repo.OAuthGrantInput{UserID: eve.ID, ClientID: "https://e.example/c.json", ClientName: "Eve's assistant",
+		Resource: env.URL, Scopes: []string{"read", "write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.Client(eveTok.Access, "")
+	var listed struct {
+		Total   int `json:"total"`
+		Clients []struct {
+			ID, ClientName string
+		} `json:"connected_clients"`
+	}
+	raw := c.Must("list_connected_clients", nil, &listed)
+	if listed.Total != 1 || listed.Clients[0].ID != eveGrant.ID || strings.Contains(string(raw), eveTok.Access) || strings.Contains(string(raw), "hash") {
+		t.Errorf("eve's connected clients: %s", raw)
+	}
+	c.Fail("list_connected_clients", M{"all": true}, "permission_denied")
+	c.Fail("list_connected_clients", M{"user_id": env.AdminUserID}, "permission_denied")
+	c.Fail("revoke_connected_client", M{"id": adminGrant.ID}, "permission_denied")
+	env.Admin().Must("list_connected_clients", M{"all": true}, &listed)
+	if listed.Total != 2 {
+		t.Errorf("an admin's list of every member's clients: %d, want 2", listed.Total)
+	}
+	c.Must("revoke_connected_client", M{"id": eveGrant.ID}, nil)
+	if code, _ := postInitialize(t, env.URL, eveTok.Access); code != 401 {
+		t.Errorf("eve's token after she revoked its grant: %d, want 401", code)
+	}
+}
