@@ -477,6 +477,26 @@ func TestOAuthRefusals(t *testing.T) {
 			t.Errorf("the right password after 5 failures: %d, want 429 (locked)", c)
 		}
 	})
+	// Last: it spends this address's allowance of unauthenticated writes.
+	t.Run("registration flood", func(t *testing.T) {
+		// Registrations and authorization requests write without credentials:
+		// an address gets a burst of them, then one a second.
+		body := `{"client_name": "flood", "redirect_uris": ["http://127.0.0.1:9/f"]}`
+		for i := 0; i <= oauth.ClientWriteBurst; i++ {
+			resp, err := http.Post(env.Base+"/oauth/register", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusTooManyRequests {
+				if resp.Header.Get("Retry-After") == "" {
+					t.Error("429 without Retry-After")
+				}
+				return
+			}
+		}
+		t.Errorf("%d registrations from one address in a burst were all accepted", oauth.ClientWriteBurst+1)
+	})
 }
 
 // TestOAuthServeCLI: the binary with OUTREACH_OAUTH=true serves the

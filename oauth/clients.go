@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"outreach/repo"
 )
 
@@ -193,6 +195,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST the client's metadata as JSON", http.StatusMethodNotAllowed)
 		return
 	}
+	if !s.writes.allow(w, r) {
+		return
+	}
 	var doc clientDoc
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxClientMetadata))
 	if err == nil {
@@ -225,4 +230,37 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// perAddress limits the requests that write a record without any
+// credential (a registration, an authorization request) per client
+// address: ClientWrites a second, bursts of ClientWriteBurst.
+type perAddress struct {
+	mu sync.Mutex
+	m  map[string]*rate.Limiter
+}
+
+// Limits of unauthenticated writes per address.
+const (
+	ClientWrites     = 1
+	ClientWriteBurst = 30
+)
+
+func (p *perAddress) allow(w http.ResponseWriter, r *http.Request) bool {
+	p.mu.Lock()
+	if p.m == nil || len(p.m) > 10000 {
+		p.m = map[string]*rate.Limiter{}
+	}
+	l := p.m[clientIP(r)]
+	if l == nil {
+		l = rate.NewLimiter(ClientWrites, ClientWriteBurst)
+		p.m[clientIP(r)] = l
+	}
+	p.mu.Unlock()
+	if l.Allow() {
+		return true
+	}
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "too many registrations or authorization requests from this address; retry in a second", http.StatusTooManyRequests)
+	return false
 }

@@ -62,6 +62,7 @@ type Server struct {
 	meta     *clientMetadata
 	signins  *attempts
 	idKey    idKey
+	writes   perAddress
 	log      zerolog.Logger
 }
 
@@ -159,6 +160,9 @@ type resourceKey struct{}
 // authorize hands the authorization request to the library, with the
 // resource parameters (RFC 8707) where the validation can read them.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
+	if !s.writes.allow(w, r) {
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "the authorization request could not be read", http.StatusBadRequest)
 		return
