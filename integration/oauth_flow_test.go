@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -502,7 +503,10 @@ func TestOAuthRefusals(t *testing.T) {
 // TestOAuthServeCLI: the binary with OUTREACH_OAUTH=true serves the
 // metadata; `outreach users invite` prints a link where the member sets a
 // password; they sign in and approve; `users clients` lists the grant
-// without any token, and `users disconnect` cuts it off.
+// without any token, and `users disconnect` cuts it off. No secret of the
+// flow (invite token, password, code, consent nonce, access and refresh
+// tokens, the rotated ones too) is in any collection, any file of the data
+// directory, or the log.
 func TestOAuthServeCLI(t *testing.T) {
 	data := dataDir(t)
 	s := startServer(t, data, "OUTREACH_OAUTH=true")
@@ -528,9 +532,17 @@ func TestOAuthServeCLI(t *testing.T) {
 	const redirect = "http://127.0.0.1:9/cli"
 	clientID := register(t, s.Base, "CLI Client", redirect)
 	verifier, challenge := pkce()
-	back, _ := newBrowser(t).authorize(authURL(s.Base, clientID, redirect, url.Values{"code_challenge": {challenge}, "code_challenge_method": {"S256"}}), redirect, "cy@example.com", password, "approve")
+	back, consent := newBrowser(t).authorize(authURL(s.Base, clientID, redirect, url.Values{"code_challenge": {challenge}, "code_challenge_method": {"S256"}}), redirect, "cy@example.com", password, "approve")
 	tok := tokenRequest(t, s.Base, url.Values{"grant_type": {"authorization_code"}, "client_id": {clientID}, "code": {back.Query().Get("code")},
 		"redirect_uri": {redirect}, "code_verifier": {verifier}})
+	rotated := tokenRequest(t, s.Base, url.Values{"grant_type": {"refresh_token"}, "client_id": {clientID}, "refresh_token": {tok.RefreshToken}})
+	if rotated.AccessToken == "" {
+		t.Fatalf("refresh: %+v", rotated)
+	}
+	secrets := map[string]string{"the invite token": link[strings.Index(link, "token=")+6:], "the password": password,
+		"the code": back.Query().Get("code"), "the consent nonce": hidden(t, consent, "csrf"), "the first access token": tok.AccessToken,
+		"the first refresh token": tok.RefreshToken, "the access token": rotated.AccessToken, "the refresh token": rotated.RefreshToken}
+	tok = rotated
 	if code, _ := postInitialize(t, s.URL, tok.AccessToken); code != 200 {
 		t.Fatalf("the token from the binary: %d (%+v)", code, tok)
 	}
@@ -550,6 +562,27 @@ func TestOAuthServeCLI(t *testing.T) {
 	mustCLI(t, "users", "disconnect", "--data", data, g.ID)
 	if code, _ := postInitialize(t, s.URL, tok.AccessToken); code != 401 {
 		t.Errorf("the token after users disconnect: %d, want 401", code)
+	}
+
+	look := func(where string, text []byte) {
+		t.Helper()
+		for what, v := range secrets {
+			if v == "" {
+				t.Fatalf("%s is empty", what)
+			}
+			if bytes.Contains(text, []byte(v)) {
+				t.Errorf("%s is in %s", what, where)
+			}
+		}
+	}
+	scanFiles(t, data, look)
+	if code := s.term(30 * time.Second); code != 0 {
+		t.Fatalf("server exit code %d\nstderr:\n%s", code, s.stderr)
+	}
+	look("the server's log", []byte(s.stderr.String()+s.stdout.String()))
+	scanFiles(t, data, look)
+	if docs, _, _ := scanCollections(t, data, look); docs < 10 {
+		t.Fatalf("only %d documents: the scan read the wrong database", docs)
 	}
 }
 
