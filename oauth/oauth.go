@@ -25,6 +25,10 @@ import (
 // Scopes are the scopes a token may carry, in the order of their reach.
 var Scopes = []string{repo.ScopeRead, repo.ScopeWrite, repo.ScopeAdmin}
 
+// DefaultScopes are granted when a client asks for no scope (as far as the
+// member's role allows them).
+var DefaultScopes = []string{repo.ScopeRead, repo.ScopeWrite}
+
 // Config is the resource server's setting: the public base URL every
 // metadata document names (the MCP endpoint is its /mcp, the issuer of the
 // service's own authorization server the base itself).

@@ -110,7 +110,7 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	}
 	mux.Handle(prefix+PathAuthorize, s.withIss(issuerCtx(http.HandlerFunc(s.authorize))))
 	mux.Handle(prefix+PathCallback, s.withIss(inner))
-	mux.Handle(prefix+PathToken, inner)
+	mux.Handle(prefix+PathToken, noStore(inner))
 	mux.Handle(prefix+PathRevoke, inner)
 	mux.HandleFunc(prefix+PathRegister, s.register)
 	mux.HandleFunc(prefix+PathLogin, s.login)
@@ -119,6 +119,16 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	md := http.HandlerFunc(s.metadata)
 	mux.Handle("/.well-known/oauth-authorization-server"+prefix, md)
 	mux.Handle("/.well-known/openid-configuration"+prefix, md)
+}
+
+// noStore marks token responses uncacheable (RFC 6749 §5.1), which the
+// library leaves out.
+func noStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Pragma", "no-cache")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // AuthorizationServerMetadata is the RFC 8414 document.
@@ -187,6 +197,11 @@ func (a authorizer) ValidateAuthRequest(ctx context.Context, ar *oidc.AuthReques
 	}
 	if !slices.Contains(c.RedirectURIs(), ar.RedirectURI) {
 		return "", oidc.ErrInvalidRequestRedirectURI().WithDescription("redirect_uri %s is not one of the client's registered redirect URIs (compared exactly)", ar.RedirectURI)
+	}
+	if len(ar.Scopes) == 0 {
+		// No scope asked (RFC 6749 §3.3 lets the server choose): read and
+		// write, as far as the member's role allows; admin only when asked.
+		ar.Scopes = slices.Clone(DefaultScopes)
 	}
 	sub, err := op.ValidateAuthRequestClient(ctx, ar, c, v)
 	if err != nil {
