@@ -35,6 +35,7 @@ var pages = template.Must(template.New("page").Parse(`{{define "top"}}<!doctype 
 {{define "bottom"}}</main></body></html>{{end}}
 {{define "login"}}{{template "top" .}}
 <p><strong>{{.Client}}</strong> asks to use Outreach for you. Sign in to see what it asks for.</p>
+{{with .Upstream}}<p><a href="{{.URL}}">Sign in with {{.Name}}</a></p><p>Or with your Outreach password:</p>{{end}}
 <form method="post" action="{{.Action}}">
 <input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
 <p><label for="email">Email</label><br><input id="email" name="email" type="email" autocomplete="username" required value="{{.Email}}"></p>
@@ -137,6 +138,14 @@ func sameToken(r *http.Request, cookie string) bool {
 
 func (s *Server) action(path string) string { return s.cfg.PublicURL + path }
 
+// upstreamLink is the sign-in page's link to the upstream provider, or nil.
+func (s *Server) upstreamLink(id string) map[string]string {
+	if s.up == nil {
+		return nil
+	}
+	return map[string]string{"URL": s.action(PathUpstream) + "?id=" + url.QueryEscape(id), "Name": s.up.cfg.Name}
+}
+
 // login shows the sign-in form of an authorization request and checks it.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -148,7 +157,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.render(w, http.StatusOK, "login", "'self'", map[string]any{"Title": "Sign in", "Client": ar.ClientName, "ID": ar.ID,
-			"CSRF": s.csrfToken(w, r), "Action": s.action(PathLogin)})
+			"CSRF": s.csrfToken(w, r), "Action": s.action(PathLogin), "Upstream": s.upstreamLink(ar.ID)})
 	case http.MethodPost:
 		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 		if !sameToken(r, csrfCookie) {
@@ -163,7 +172,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		email := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
 		again := func(code int, msg string) {
 			s.render(w, code, "login", "'self'", map[string]any{"Title": "Sign in", "Client": ar.ClientName, "ID": ar.ID, "Email": email,
-				"CSRF": s.csrfToken(w, r), "Action": s.action(PathLogin), "Error": msg})
+				"CSRF": s.csrfToken(w, r), "Action": s.action(PathLogin), "Error": msg, "Upstream": s.upstreamLink(ar.ID)})
 		}
 		if until, locked := s.signins.locked(email, clientIP(r)); locked {
 			again(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins. Try again after %s UTC.", until.UTC().Format("15:04")))
@@ -181,23 +190,31 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.signins.succeed(email)
-		nonce := random()
-		ar, err = s.store.UpdateOAuthRequest(actor(ctx, "sign-in"), ar.ID, func(x *repo.OAuthRequest) error {
-			x.UserID, x.ConsentHash = si.ID, repo.HashSecret(nonce)
-			return nil
-		})
-		if err != nil {
-			s.message(w, http.StatusConflict, "Sign-in expired", "This sign-in has expired. Start again from your assistant.")
-			return
-		}
-		s.setCookie(w, consentCookie, nonce)
-		granted, refused := splitScopes(ar.Scopes, si.Scopes)
-		s.render(w, http.StatusOK, "consent", "'self' "+redirectSource(ar.RedirectURI), map[string]any{"Title": "Allow " + ar.ClientName + "?",
-			"Client": ar.ClientName, "ClientID": ar.ClientID, "Email": si.Email, "Granted": scopeLines(granted), "Refused": scopeLines(refused),
-			"Redirect": ar.RedirectURI, "ID": ar.ID, "CSRF": nonce, "Action": s.action(PathConsent)})
+		s.signedIn(w, r, ar, si.ID, si.Email, si.Scopes)
 	default:
 		http.Error(w, "GET or POST", http.StatusMethodNotAllowed)
 	}
+}
+
+// signedIn records who signed in for an authorization request, gives this
+// browser the consent nonce, and shows the consent page: the client, the
+// scopes it would get (as far as allowed, the member's role) and those it
+// would not, and the redirect.
+func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, ar *repo.OAuthRequest, userID, email string, allowed []string) {
+	nonce := random()
+	ar, err := s.store.UpdateOAuthRequest(actor(r.Context(), "sign-in"), ar.ID, func(x *repo.OAuthRequest) error {
+		x.UserID, x.ConsentHash, x.UpstreamHash, x.Allowed = userID, repo.HashSecret(nonce), "", slices.Clone(allowed)
+		return nil
+	})
+	if err != nil {
+		s.message(w, http.StatusConflict, "Sign-in expired", "This sign-in has expired. Start again from your assistant.")
+		return
+	}
+	s.setCookie(w, consentCookie, nonce)
+	granted, refused := splitScopes(ar.Scopes, allowed)
+	s.render(w, http.StatusOK, "consent", "'self' "+redirectSource(ar.RedirectURI), map[string]any{"Title": "Allow " + ar.ClientName + "?",
+		"Client": ar.ClientName, "ClientID": ar.ClientID, "Email": email, "Granted": scopeLines(granted), "Refused": scopeLines(refused),
+		"Redirect": ar.RedirectURI, "ID": ar.ID, "CSRF": nonce, "Action": s.action(PathConsent)})
 }
 
 // splitScopes divides the scopes asked into those the member's role allows
@@ -262,12 +279,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		deny("the member denied the request")
 		return
 	}
-	si, err := s.store.SignInOf(ctx, ar.UserID)
-	if err != nil {
-		s.message(w, http.StatusForbidden, "Not allowed", "Your sign-in is no longer valid.")
-		return
-	}
-	granted, _ := splitScopes(ar.Scopes, si.Scopes)
+	granted, _ := splitScopes(ar.Scopes, ar.Allowed)
 	if len(granted) == 0 {
 		deny("the member's role allows none of the scopes asked")
 		return

@@ -51,7 +51,10 @@ const (
 type Options struct {
 	// ClientMetadata says which Client ID Metadata Documents may be fetched.
 	ClientMetadata FetchOptions
-	Log            zerolog.Logger
+	// Upstream, when set, lets members sign in with an OpenID Connect
+	// provider as well.
+	Upstream *Upstream
+	Log      zerolog.Logger
 }
 
 // Server is the service's authorization server.
@@ -63,6 +66,7 @@ type Server struct {
 	signins  *attempts
 	idKey    idKey
 	writes   perAddress
+	up       *upstream
 	log      zerolog.Logger
 }
 
@@ -92,6 +96,13 @@ func NewServer(store *repo.Store, cfg Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.provider = p
+	if o.Upstream != nil {
+		// serve checked the provider (CheckUpstream); if it went away since,
+		// the local sign-in still works and the log says why the other is missing.
+		if s.up, err = newUpstream(context.Background(), *o.Upstream, cfg.PublicURL+PathUpstreamCallback); err != nil {
+			o.Log.Error().Err(err).Msg("OpenID Connect sign-in is off")
+		}
+	}
 	return s, nil
 }
 
@@ -116,6 +127,8 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	mux.HandleFunc(prefix+PathLogin, s.login)
 	mux.HandleFunc(prefix+PathConsent, s.consent)
 	mux.HandleFunc(prefix+PathInvite, s.invite)
+	mux.HandleFunc(prefix+PathUpstream, s.upstreamStart)
+	mux.HandleFunc(prefix+PathUpstreamCallback, s.upstreamCallback)
 	md := http.HandlerFunc(s.metadata)
 	mux.Handle("/.well-known/oauth-authorization-server"+prefix, md)
 	mux.Handle("/.well-known/openid-configuration"+prefix, md)

@@ -65,10 +65,15 @@ type OAuthRequest struct {
 	ExpiresAt           time.Time `bson:"expires_at" json:"expires_at"`
 	// UserID is the member who signed in; ConsentHash the hash of the nonce
 	// their browser holds, which the consent form must present.
-	UserID      string     `bson:"user_id,omitempty" json:"user_id,omitempty"`
-	ConsentHash string     `bson:"consent_hash,omitempty" json:"-"`
-	ApprovedAt  *time.Time `bson:"approved_at" json:"approved_at"`
-	CodeHash    string     `bson:"code_hash,omitempty" json:"-"`
+	UserID      string `bson:"user_id,omitempty" json:"user_id,omitempty"`
+	ConsentHash string `bson:"consent_hash,omitempty" json:"-"`
+	// Allowed are the scopes the member's role allows, read at sign-in.
+	Allowed []string `bson:"allowed,omitempty" json:"allowed,omitempty"`
+	// UpstreamHash is the hash of the state of a sign-in at an upstream
+	// OpenID Connect provider in progress.
+	UpstreamHash string     `bson:"upstream_hash,omitempty" json:"-"`
+	ApprovedAt   *time.Time `bson:"approved_at" json:"approved_at"`
+	CodeHash     string     `bson:"code_hash,omitempty" json:"-"`
 }
 
 // OAuthRequestTTL bounds an authorization request, from /authorize to the

@@ -17,7 +17,7 @@ func domainSchema() ledger.Schema {
 
 // redacted lists, per collection, fields whose values never enter change_log.
 var redacted = map[string][]string{collKeys: {"key_hash", "scram"}, collOAuthGrants: {"access_hash", "refresh_hash", "used_refresh_hashes"},
-	collOAuthRequests: {"code_hash", "consent_hash", "code_challenge", "state", "nonce"}, collSignIns: {"password_hash", "invite_hash"}, collSettings: {"secret"}}
+	collOAuthRequests: {"code_hash", "consent_hash", "upstream_hash", "code_challenge", "state", "nonce"}, collSignIns: {"password_hash", "invite_hash"}, collSettings: {"secret"}}
 
 // recordCollections are the collections written through the write path.
 var recordCollections = []string{collOutlets, collContacts, collChannels, collCampaigns, collOpportunities,

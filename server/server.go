@@ -43,6 +43,9 @@ type Config struct {
 	// ClientMetadata says which client metadata documents the authorization
 	// server may fetch.
 	ClientMetadata oauth.FetchOptions
+	// Upstream, when set, lets members sign in with an OpenID Connect
+	// provider.
+	Upstream *oauth.Upstream
 }
 
 // New returns the service's HTTP handler.
@@ -92,7 +95,7 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 		inner = scopeChallenge(inner, *ocfg, scopes)
 		bopts.ResourceMetadataURL = ocfg.MetadataURL()
 		ocfg.Mount(mux)
-		as, err := oauth.NewServer(store, *ocfg, oauth.Options{ClientMetadata: cfg.ClientMetadata, Log: log})
+		as, err := oauth.NewServer(store, *ocfg, oauth.Options{ClientMetadata: cfg.ClientMetadata, Upstream: cfg.Upstream, Log: log})
 		if err != nil {
 			// The configuration is the service's own: a failure here is a bug.
 			panic(fmt.Sprintf("oauth: %v", err))

@@ -69,6 +69,8 @@ Every command reads the same configuration:
   OUTREACH_WRITE_MODE  force "ordered" or "transaction" (default: chosen by the server's abilities)
   OUTREACH_PUBLIC_URL  base URL clients reach the service at, for signed media URLs and OAuth metadata (default: from each request; -public-url)
   OUTREACH_OAUTH       true: serve OAuth 2.1 beside the agent keys (-oauth; see docs/oauth.md)
+  OUTREACH_OIDC_ISSUER / OUTREACH_OIDC_CLIENT_ID / OUTREACH_OIDC_CLIENT_SECRET / OUTREACH_OIDC_DOMAINS / OUTREACH_OIDC_NAME
+                       members may also sign in with this OpenID Connect provider (-oidc-issuer, ...)
   OUTREACH_MEDIA_MAX_BYTES  size cap of a media upload (default 104857600, 100 MiB)
   OUTREACH_MEDIA_URL_TTL    lifetime of signed media URLs, e.g. 15m (default 15m)
   OUTREACH_MEDIA_SIGNING_KEY_FILE  file (mode 0600) holding the secret media URLs are signed with, at least 32 bytes;
@@ -100,6 +102,8 @@ type config struct {
 	// the OAuth resource server (and authorization server) under it.
 	publicURL string
 	oauth     bool
+	// oidc* configure sign-in through an upstream OpenID Connect provider.
+	oidcIssuer, oidcClientID, oidcDomains, oidcName string
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -129,6 +133,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also open the analyst endpoint here: the embedded store over MongoDB's wire protocol (mongosh, Compass, drivers), read-only, for agent keys with the read scope (SCRAM-SHA-256: user KEY_ID, password KEY)")
 		fs.StringVar(&cfg.publicURL, "public-url", env("OUTREACH_PUBLIC_URL", ""), "base URL clients reach the service at, e.g. https://outreach.example.com: signed media URLs and every OAuth metadata document use it (default: media URLs from each request, OAuth from the listen address)")
 		fs.BoolVar(&cfg.oauth, "oauth", os.Getenv("OUTREACH_OAUTH") == "true", "serve OAuth 2.1 beside the agent keys: protected resource metadata at /.well-known/oauth-protected-resource, and OAuth access tokens at /mcp (see docs/oauth.md)")
+		fs.StringVar(&cfg.oidcIssuer, "oidc-issuer", env("OUTREACH_OIDC_ISSUER", ""), "with --oauth: members may also sign in with this OpenID Connect provider (issuer URL; its client secret in OUTREACH_OIDC_CLIENT_SECRET)")
+		fs.StringVar(&cfg.oidcClientID, "oidc-client-id", env("OUTREACH_OIDC_CLIENT_ID", ""), "the service's client id at the OpenID Connect provider")
+		fs.StringVar(&cfg.oidcDomains, "oidc-domains", env("OUTREACH_OIDC_DOMAINS", ""), "comma-separated email domains let in through the OpenID Connect provider (default: any; the email must be a member's anyway)")
+		fs.StringVar(&cfg.oidcName, "oidc-name", env("OUTREACH_OIDC_NAME", ""), "the provider's name on the sign-in button, e.g. Google (default: the issuer's host)")
 		fs.BoolVar(&cfg.demo, "demo", false, "on an empty store, write the demo data first (as seed --demo)")
 		fs.BoolVar(&cfg.mongoAllowWrites, "mongo-allow-writes", os.Getenv("OUTREACH_MONGO_ALLOW_WRITES") == "true", "removed: refused (writes through the wire endpoint bypassed the change log)")
 		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
@@ -345,6 +353,16 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	scfg := server.Config{PublicURL: cfg.publicURL, OAuth: cfg.oauth}
 	if scfg.OAuth && scfg.PublicURL == "" {
 		scfg.PublicURL = "http://" + ln.Addr().String()
+	}
+	if cfg.oidcIssuer != "" {
+		if !cfg.oauth {
+			return errors.New("--oidc-issuer needs --oauth: the OpenID Connect sign-in is how members approve OAuth clients")
+		}
+		scfg.Upstream = &oauth.Upstream{Issuer: cfg.oidcIssuer, ClientID: cfg.oidcClientID, ClientSecret: os.Getenv("OUTREACH_OIDC_CLIENT_SECRET"),
+			Domains: strings.Split(cfg.oidcDomains, ","), Name: cfg.oidcName}
+		if err := oauth.CheckUpstream(ctx, *scfg.Upstream); err != nil {
+			return fmt.Errorf("--oidc-issuer: %w", err)
+		}
 	}
 	store, closeStore, err := open(ctx, cfg, true, log)
 	if err != nil {
