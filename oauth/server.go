@@ -108,27 +108,28 @@ func NewServer(store *repo.Store, cfg Config, o Options) (*Server, error) {
 
 // Mount serves the authorization server's endpoints and metadata.
 func (s *Server) Mount(mux *http.ServeMux) {
+	// With a path in the public URL, the reverse proxy forwards {path}/…
+	// without it (as it does {path}/mcp), and /.well-known/… unchanged: the
+	// endpoints are served at the root, the metadata at the path-suffixed
+	// well-known URLs.
 	u, _ := url.Parse(s.cfg.PublicURL)
 	prefix := u.Path
-	inner := http.StripPrefix(prefix, s.provider)
-	if prefix == "" {
-		inner = s.provider
-	}
+	inner := http.Handler(s.provider)
 	issuerCtx := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			h.ServeHTTP(w, r.WithContext(op.ContextWithIssuer(r.Context(), s.cfg.Issuer())))
 		})
 	}
-	mux.Handle(prefix+PathAuthorize, s.withIss(issuerCtx(http.HandlerFunc(s.authorize))))
-	mux.Handle(prefix+PathCallback, s.withIss(inner))
-	mux.Handle(prefix+PathToken, noStore(inner))
-	mux.Handle(prefix+PathRevoke, inner)
-	mux.HandleFunc(prefix+PathRegister, s.register)
-	mux.HandleFunc(prefix+PathLogin, s.login)
-	mux.HandleFunc(prefix+PathConsent, s.consent)
-	mux.HandleFunc(prefix+PathInvite, s.invite)
-	mux.HandleFunc(prefix+PathUpstream, s.upstreamStart)
-	mux.HandleFunc(prefix+PathUpstreamCallback, s.upstreamCallback)
+	mux.Handle(PathAuthorize, s.withIss(issuerCtx(http.HandlerFunc(s.authorize))))
+	mux.Handle(PathCallback, s.withIss(inner))
+	mux.Handle(PathToken, noStore(inner))
+	mux.Handle(PathRevoke, inner)
+	mux.HandleFunc(PathRegister, s.register)
+	mux.HandleFunc(PathLogin, s.login)
+	mux.HandleFunc(PathConsent, s.consent)
+	mux.HandleFunc(PathInvite, s.invite)
+	mux.HandleFunc(PathUpstream, s.upstreamStart)
+	mux.HandleFunc(PathUpstreamCallback, s.upstreamCallback)
 	md := http.HandlerFunc(s.metadata)
 	mux.Handle("/.well-known/oauth-authorization-server"+prefix, md)
 	mux.Handle("/.well-known/openid-configuration"+prefix, md)
