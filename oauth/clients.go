@@ -191,6 +191,15 @@ func checkRedirectURIs(uris []string) error {
 // register is Dynamic Client Registration (RFC 7591) of a public client.
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
+	// Registration needs no credential, so a client running in a browser
+	// (an inspector) may call it from any origin.
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	if r.Method == http.MethodOptions {
+		w.Header().Set("Access-Control-Allow-Methods", "POST")
+		w.Header().Set("Access-Control-Allow-Headers", "Content-Type")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST the client's metadata as JSON", http.StatusMethodNotAllowed)
 		return
