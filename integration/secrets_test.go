@@ -205,7 +205,23 @@ func TestNoSecretAtRest(t *testing.T) {
 		t.Fatalf("no store files in %s", data)
 	}
 
-	// Every document of every collection, through the driver.
+	docs, names, db := scanCollections(t, data, look)
+	ctx := context.Background()
+	if n, err := db.Collection("settings").CountDocuments(ctx, bson.M{"secret": bson.M{"$exists": true}}); err != nil || n != 0 {
+		t.Errorf("settings documents holding a secret: %d %v; want none", n, err)
+	}
+	if docs < 20 {
+		t.Fatalf("only %d documents in %v: the scan read the wrong database", docs, names)
+	}
+	t.Logf("looked for %d secrets in %d documents of %d collections, %d files (%d while serving) and the log", len(secrets), docs, len(names), files, running)
+}
+
+// scanCollections hands look every document of every collection of the
+// store on data (through the driver, as extended JSON) and returns how many
+// it read, the collections' names and the database (open until the test
+// ends).
+func scanCollections(t *testing.T, data string, look func(string, []byte)) (int, []string, *mongo.Database) {
+	t.Helper()
 	ctx := context.Background()
 	uri := os.Getenv("MONGODB_URI")
 	if uri == "" {
@@ -213,14 +229,14 @@ func TestNoSecretAtRest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer es.Close()
+		t.Cleanup(es.Close)
 		uri = es.URI
 	}
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Disconnect(ctx)
+	t.Cleanup(func() { client.Disconnect(context.Background()) })
 	db := client.Database(strings.TrimPrefix(storeEnv(data)[0], "OUTREACH_DB="))
 	names, err := db.ListCollectionNames(ctx, bson.M{})
 	if err != nil {
@@ -245,13 +261,7 @@ func TestNoSecretAtRest(t *testing.T) {
 		}
 		cur.Close(ctx)
 	}
-	if n, err := db.Collection("settings").CountDocuments(ctx, bson.M{"secret": bson.M{"$exists": true}}); err != nil || n != 0 {
-		t.Errorf("settings documents holding a secret: %d %v; want none", n, err)
-	}
-	if docs < 20 {
-		t.Fatalf("only %d documents in %v: the scan read the wrong database", docs, names)
-	}
-	t.Logf("looked for %d secrets in %d documents of %d collections, %d files (%d while serving) and the log", len(secrets), docs, len(names), files, running)
+	return docs, names, db
 }
 
 // scanFiles hands look every file of the data directory but the signing

@@ -34,7 +34,7 @@ var dictionaryDocs = []struct {
 }{
 	{collOutlets, Outlet{}}, {collChannels, Channel{}}, {collContacts, Contact{}}, {collCampaigns, Campaign{}},
 	{collOpportunities, Opportunity{}}, {collCoverage, Coverage{}}, {collMedia, Media{}}, {collNotes, Note{}},
-	{collEmails, EmailThread{}}, {collUsers, User{}}, {collKeys, AgentKey{}}, {collSettings, EmailSyncState{}},
+	{collEmails, EmailThread{}}, {collUsers, User{}}, {collKeys, AgentKey{}}, {collOAuthGrants, OAuthGrant{}}, {collOAuthClients, OAuthClient{}}, {collOAuthRequests, OAuthRequest{}}, {collSignIns, SignIn{}}, {collSettings, EmailSyncState{}},
 	{collSubscriptions, Subscription{}}, {collNotifications, Notification{}}, {collMessages, Message{}},
 	{collHeld, HeldEmail{}}, {collChangeLog, audit.Entry{}},
 }

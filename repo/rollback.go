@@ -107,7 +107,7 @@ type ViolationDetail struct {
 
 // adminCollections are written by admin tools only: rolling back their
 // changes (un-revoking a key, say) needs the admin scope as well.
-var adminCollections = map[string]bool{collUsers: true, collKeys: true}
+var adminCollections = map[string]bool{collUsers: true, collKeys: true, collOAuthGrants: true, collOAuthClients: true, collOAuthRequests: true, collSignIns: true}
 
 const rollbackAttempts = 5
 

@@ -17,11 +17,12 @@ func domainSchema(s *Store) ledger.Schema {
 }
 
 // redacted lists, per collection, fields whose values never enter change_log.
-var redacted = map[string][]string{collKeys: {"key_hash", "scram"}, collSettings: {"secret"}}
+var redacted = map[string][]string{collKeys: {"key_hash", "scram"}, collOAuthGrants: {"access_hash", "refresh_hash", "used_refresh_hashes"},
+	collOAuthRequests: {"code_hash", "consent_hash", "upstream_hash", "code_challenge", "state", "nonce"}, collSignIns: {"password_hash", "invite_hash"}, collSettings: {"secret"}}
 
 // recordCollections are the collections written through the write path.
 var recordCollections = []string{collOutlets, collContacts, collChannels, collCampaigns, collOpportunities,
-	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys, collSettings,
+	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys, collOAuthGrants, collOAuthClients, collOAuthRequests, collSignIns, collSettings,
 	collSubscriptions, collNotifications, collDeliveries, collMessages, collHeld}
 
 // RecordCollections are the collections Verify checks record by record.
@@ -31,7 +32,7 @@ func RecordCollections() []string { return append([]string(nil), recordCollectio
 var kinds = map[string]string{
 	collOutlets: "outlet", collContacts: "contact", collChannels: "channel", collCampaigns: "campaign",
 	collOpportunities: "opportunity", collCoverage: "coverage", collMedia: "media", collNotes: "note",
-	collEmails: "email thread", collUsers: "user", collKeys: "agent key", collSettings: "setting",
+	collEmails: "email thread", collUsers: "user", collKeys: "agent key", collOAuthGrants: "OAuth grant", collOAuthClients: "OAuth client", collOAuthRequests: "authorization request", collSignIns: "sign-in", collSettings: "setting",
 	collSubscriptions: "subscription", collNotifications: "notification", collDeliveries: "delivery", collMessages: "Slack message",
 	collHeld: "held email",
 }

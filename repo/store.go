@@ -47,6 +47,12 @@ const (
 	collEmails        = "email_threads"
 	collUsers         = "users"
 	collKeys          = "agent_keys"
+	// OAuth grants of the authorization server (oauth.go).
+	collOAuthGrants = "oauth_grants"
+	// The authorization server's clients, requests and sign-ins (oauthas.go).
+	collOAuthClients  = "oauth_clients"
+	collOAuthRequests = "oauth_requests"
+	collSignIns       = "sign_ins"
 	collKeyUsage      = ledger.CollKeyUsage
 	collChangeLog     = ledger.CollChangeLog
 	collCounters      = ledger.CollCounters
@@ -71,10 +77,10 @@ const (
 
 // SecretCollections are the collections the analyst endpoint never shows:
 // they hold secrets or their verifiers (agent keys' hashes and SCRAM
-// verifiers, the media URL signing secret, stored tool results), or the
+// verifiers, the OAuth server's token, code and password hashes, the media URL signing secret, stored tool results), or the
 // write path's own bookkeeping, which carries a pending create's redacted
 // values until it lands.
-var SecretCollections = []string{collKeys, collSettings, collIdempotency, collIntents, collPlans, collPlanSteps}
+var SecretCollections = []string{collKeys, collOAuthGrants, collOAuthClients, collOAuthRequests, collSignIns, collSettings, collIdempotency, collIntents, collPlans, collPlanSteps}
 
 // SecretFields are, per collection, the fields the analyst endpoint never
 // shows: a pending change entry's sealed values (a create's redacted

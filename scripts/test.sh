@@ -119,6 +119,16 @@ else
   echo "Dovecot is not installed: the IMAP tests will skip (and fail under CI=true)"
 fi
 
+echo "== Chromium (a real browser signs in and approves on the OAuth pages)"
+if ! command -v chromium >/dev/null 2>&1; then
+  apt_install chromium || echo "could not install chromium"
+fi
+if command -v chromium >/dev/null 2>&1; then
+  chromium --version 2>/dev/null | head -1
+else
+  echo "Chromium is not installed: the browser sign-in test will skip (and fail under CI=true)"
+fi
+
 echo "== tests (the embedded store)"
 failed=""
 # Every query the service's own indexes answer is asked of the store too, and

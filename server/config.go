@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"outreach/oauth"
 )
 
 // Config is the HTTP edge's deployment configuration.
@@ -24,6 +26,16 @@ type Config struct {
 	// Hosts are further host names accepted in the Host header on a
 	// loopback listener, beside the public URL's (the ACME host names).
 	Hosts []string
+	// OAuth turns on the OAuth resource server (--oauth): the protected
+	// resource metadata, its challenge on every 401, and OAuth access tokens
+	// beside the agent keys. It needs PublicURL.
+	OAuth bool
+	// ClientMetadata says which client metadata documents the authorization
+	// server may fetch.
+	ClientMetadata oauth.FetchOptions
+	// Upstream, when set, lets members sign in with an OpenID Connect
+	// provider.
+	Upstream *oauth.Upstream
 }
 
 // ParsePublicURL checks a public base URL: absolute http or https, a host,

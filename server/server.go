@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/rs/zerolog"
 
 	"outreach/audit"
+	"outreach/oauth"
 	"outreach/repo"
 	"outreach/tools"
 )
@@ -37,17 +39,18 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...tools.Option) http.Handler {
 	catalog := tools.NewCatalog(store, opts...)
 	mcpHandler := selectToolsets(catalog, revisions(servers(catalog)))
+	var ocfg *oauth.Config
+	if cfg.OAuth {
+		ocfg = &oauth.Config{PublicURL: cfg.PublicURL}
+	}
+	verifyOAuth := oauthVerifier(store, ocfg)
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		if strings.HasPrefix(token, repo.AccessTokenPrefix) {
+			return verifyOAuth(r, token)
+		}
 		k, err := store.Authenticate(ctx, token)
 		if errors.Is(err, repo.ErrBadKey) {
-			// The reason is the last of the joined errors (errors.Unwrap gives nil for a join).
-			reason := err.Error()
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				if errs := j.Unwrap(); len(errs) > 0 {
-					reason = errs[len(errs)-1].Error()
-				}
-			}
-			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, reason)
+			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, lastReason(err))
 		}
 		if err != nil {
 			log.Error().Err(err).Msg("authenticate")
@@ -61,10 +64,27 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 		}
 		return info, nil
 	}
-	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(limitRequests(mcpHandler, tools.RateLimitsOf(opts...)))
+	inner := limitRequests(mcpHandler, tools.RateLimitsOf(opts...))
+	bopts := &auth.RequireBearerTokenOptions{AllowMissingExpiration: true}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", cfg.crossOrigin().Handler(challenge(withLogger(protected, log))))
-	mux.Handle("/mcp/", cfg.crossOrigin().Handler(challenge(withLogger(protected, log)))) // toolsets per client (toolsets_route.go)
+	if ocfg != nil {
+		scopes := map[string]string{}
+		for _, t := range catalog.Tools() {
+			scopes[t.Def.Name] = t.Scope
+		}
+		inner = scopeChallenge(inner, *ocfg, scopes)
+		bopts.ResourceMetadataURL = ocfg.MetadataURL()
+		ocfg.Mount(mux)
+		as, err := oauth.NewServer(store, *ocfg, oauth.Options{ClientMetadata: cfg.ClientMetadata, Upstream: cfg.Upstream, Log: log})
+		if err != nil {
+			// The configuration is the service's own: a failure here is a bug.
+			panic(fmt.Sprintf("oauth: %v", err))
+		}
+		as.Mount(mux)
+	}
+	protected := auth.RequireBearerToken(verify, bopts)(inner)
+	mux.Handle("/mcp", cfg.crossOrigin().Handler(challenge(withLogger(protected, log), ocfg)))
+	mux.Handle("/mcp/", cfg.crossOrigin().Handler(challenge(withLogger(protected, log), ocfg))) // toolsets per client (toolsets_route.go)
 	mountMedia(mux, store, log)
 	if tools.ServerCardOf(opts...) {
 		mountServerCard(mux, store, catalog) // card.go
@@ -88,18 +108,31 @@ func withLogger(next http.Handler, log zerolog.Logger) http.Handler {
 	})
 }
 
-// challenge adds the WWW-Authenticate header RFC 6750 asks of every 401.
-func challenge(next http.Handler) http.Handler {
+// challenge adds the WWW-Authenticate header RFC 6750 asks of every 401;
+// with OAuth on, it names the protected resource metadata (RFC 9728), which
+// tells a client where to sign in.
+func challenge(next http.Handler, ocfg *oauth.Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&challenger{ResponseWriter: w}, r)
+		next.ServeHTTP(&challenger{ResponseWriter: w, oauth: ocfg, token: r.Header.Get("Authorization") != ""}, r)
 	})
 }
 
-type challenger struct{ http.ResponseWriter }
+type challenger struct {
+	http.ResponseWriter
+	oauth *oauth.Config
+	token bool // the request carried credentials (RFC 6750 §3.1: then error="invalid_token")
+}
 
 func (c *challenger) WriteHeader(code int) {
-	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
-		c.Header().Set("WWW-Authenticate", `Bearer realm="outreach", error="invalid_token"`)
+	if code == http.StatusUnauthorized {
+		switch {
+		case c.oauth != nil && c.token:
+			c.Header().Set("WWW-Authenticate", c.oauth.Challenge("invalid_token", ""))
+		case c.oauth != nil:
+			c.Header().Set("WWW-Authenticate", c.oauth.Challenge("", ""))
+		case c.Header().Get("WWW-Authenticate") == "":
+			c.Header().Set("WWW-Authenticate", `Bearer realm="outreach", error="invalid_token"`)
+		}
 	}
 	c.ResponseWriter.WriteHeader(code)
 }

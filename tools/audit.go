@@ -100,11 +100,15 @@ func Audit(s *repo.Store) []Tool {
 				return s.RollbackSession(ctx, id, repo.RollbackOptions{DryRun: in.DryRun, Force: in.Force,
 					Progress: func(done, total int, msg string) { Progress(ctx, done, total, msg) }})
 			}),
-		newTool("whoami", "Who this call acts as: the user, the agent, the key (id, name, scopes) and the session every change is attributed to.", read,
+		newTool("whoami", "Who this call acts as: the user, the agent, the key (id, name, scopes) and the session every change is attributed to, and how the caller signed in (signed_in_with: key, or oauth for a client a member approved; its key_name is the client's name).", read,
 			func(ctx context.Context, _ *noIn) (any, error) {
 				a, _ := audit.ActorFrom(ctx)
+				how := "key"
+				if a.AgentType == repo.AgentTypeOAuth {
+					how = "oauth"
+				}
 				return map[string]any{"user_id": a.UserID, "agent_id": a.AgentID, "agent_type": a.AgentType,
-					"key_id": a.KeyID, "key_name": a.KeyName, "scopes": a.Scopes, "session_id": a.SessionID}, nil
+					"key_id": a.KeyID, "key_name": a.KeyName, "scopes": a.Scopes, "session_id": a.SessionID, "signed_in_with": how}, nil
 			}),
 		newTool("get_service_info", "What the store can do and how writes are made durable: the write mode (transaction or ordered), transactions, $unionWith, text search, the server's version.", read,
 			func(ctx context.Context, _ *noIn) (any, error) {

@@ -39,7 +39,8 @@ type command struct {
 	AgentType string   `json:"agent_type,omitempty"`
 	Scopes    []string `json:"scopes,omitempty"`
 	ID        string   `json:"id,omitempty"`
-	JSON      bool     `json:"json,omitempty"` // verify --json
+	JSON      bool     `json:"json,omitempty"`       // verify --json
+	PublicURL string   `json:"public_url,omitempty"` // users invite: the link's base
 }
 
 type commandResult struct {
@@ -198,6 +199,9 @@ func execute(ctx context.Context, store *repo.Store, c command, prog io.Writer) 
 			enc.Encode(k)
 		}
 		return out.String(), nil
+	case "users invite", "users clients", "users disconnect":
+		err := executeUsers(ctx, store, c, &out)
+		return out.String(), err
 	case "keys revoke":
 		k, err := store.RevokeKey(ctx, c.ID)
 		if err != nil {

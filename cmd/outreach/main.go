@@ -3,6 +3,7 @@
 //	outreach serve                 start the MCP server (embedded store by default)
 //	outreach indexes               apply the index list and exit
 //	outreach keys create|list|revoke
+//	outreach users invite|clients|disconnect
 //	outreach verify [--json]       check the change-log invariants over the whole store
 //	outreach seed --demo           write the demo data
 package main
@@ -31,6 +32,7 @@ import (
 	"outreach/delivery"
 	"outreach/embedded"
 	"outreach/mailsync"
+	"outreach/oauth"
 	"outreach/repo"
 	"outreach/server"
 	"outreach/server/version"
@@ -54,6 +56,7 @@ commands:
              user KEY_ID and password KEY of an agent key with the read scope)
   indexes    apply the index list and exit
   keys       create | list | revoke agent keys
+  users      invite --email EMAIL (a one-time link to set a password for OAuth sign-in) | clients | disconnect GRANT_ID
   verify     check that every record matches its change-log entry (--json: machine-readable)
   seed       seed --demo: write the demo data (rollback_session demo takes it back)
   bench      measure the tools beside the floor, the raw store and a peer (Markdown table)
@@ -64,7 +67,10 @@ Every command reads the same configuration:
   MONGODB_URI      use this MongoDB instead of the embedded store
   OUTREACH_DB      database name (default outreach)
   OUTREACH_WRITE_MODE  force "ordered" or "transaction" (default: chosen by the server's abilities)
-  OUTREACH_PUBLIC_URL  base URL clients reach the service at, for signed media URLs (default: from each request)
+  OUTREACH_PUBLIC_URL  base URL clients reach the service at, for signed media URLs and OAuth metadata (default: from each request; -public-url)
+  OUTREACH_OAUTH       true: serve OAuth 2.1 beside the agent keys (-oauth; see docs/oauth.md)
+  OUTREACH_OIDC_ISSUER / OUTREACH_OIDC_CLIENT_ID / OUTREACH_OIDC_CLIENT_SECRET / OUTREACH_OIDC_DOMAINS / OUTREACH_OIDC_NAME
+                       members may also sign in with this OpenID Connect provider (-oidc-issuer, ...)
   OUTREACH_MEDIA_MAX_BYTES  size cap of a media upload (default 104857600, 100 MiB)
   OUTREACH_MEDIA_URL_TTL    lifetime of signed media URLs, e.g. 15m (default 15m)
   OUTREACH_MEDIA_SIGNING_KEY_FILE  file (mode 0600) holding the secret media URLs are signed with, at least 32 bytes;
@@ -95,6 +101,11 @@ type config struct {
 	mongoAllowWrites, demo bool // mongoAllowWrites: a removed flag, refused
 	deploy                 deployConfig
 	serverCard             bool // serve /.well-known/mcp/server-card.json
+	// oauth turns on the OAuth resource server (and authorization server)
+	// under the public URL.
+	oauth bool
+	// oidc* configure sign-in through an upstream OpenID Connect provider.
+	oidcIssuer, oidcClientID, oidcDomains, oidcName string
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -123,6 +134,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		fs.StringVar(&cfg.addr, "addr", env("OUTREACH_ADDR", "127.0.0.1:8080"), "listen address")
 		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also open the analyst endpoint here: the embedded store over MongoDB's wire protocol (mongosh, Compass, drivers), read-only, for agent keys with the read scope (SCRAM-SHA-256: user KEY_ID, password KEY)")
+		fs.BoolVar(&cfg.oauth, "oauth", os.Getenv("OUTREACH_OAUTH") == "true", "serve OAuth 2.1 beside the agent keys: protected resource metadata at /.well-known/oauth-protected-resource, and OAuth access tokens at /mcp (see docs/oauth.md)")
+		fs.StringVar(&cfg.oidcIssuer, "oidc-issuer", env("OUTREACH_OIDC_ISSUER", ""), "with --oauth: members may also sign in with this OpenID Connect provider (issuer URL; its client secret in OUTREACH_OIDC_CLIENT_SECRET)")
+		fs.StringVar(&cfg.oidcClientID, "oidc-client-id", env("OUTREACH_OIDC_CLIENT_ID", ""), "the service's client id at the OpenID Connect provider")
+		fs.StringVar(&cfg.oidcDomains, "oidc-domains", env("OUTREACH_OIDC_DOMAINS", ""), "comma-separated email domains let in through the OpenID Connect provider (default: any; the email must be a member's anyway)")
+		fs.StringVar(&cfg.oidcName, "oidc-name", env("OUTREACH_OIDC_NAME", ""), "the provider's name on the sign-in button, e.g. Google (default: the issuer's host)")
 		fs.BoolVar(&cfg.demo, "demo", false, "on an empty store, write the demo data first (as seed --demo)")
 		fs.BoolVar(&cfg.serverCard, "server-card", os.Getenv("OUTREACH_SERVER_CARD") == "true", "serve the MCP server card at /.well-known/mcp/server-card.json, for clients that discover servers")
 		fs.BoolVar(&cfg.mongoAllowWrites, "mongo-allow-writes", os.Getenv("OUTREACH_MONGO_ALLOW_WRITES") == "true", "removed: refused (writes through the wire endpoint bypassed the change log)")
@@ -160,6 +176,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCommand(ctx, cfg, command{Name: "seed --demo"}, stdout, stderr, log)
 	case "keys":
 		return keys(ctx, cfg, args[1:], stdout, stderr, log)
+	case "users":
+		return users(ctx, cfg, args[1:], stdout, stderr)
 	case "bench":
 		return benchCommand(ctx, args[1:], stdout, stderr)
 	case "version":
@@ -338,6 +356,20 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 			return err
 		}
 	}
+	scfg.OAuth = cfg.oauth
+	if scfg.OAuth && scfg.PublicURL == "" {
+		scfg.PublicURL = bannerBase("", tlsOpts, ln.Addr())
+	}
+	if cfg.oidcIssuer != "" {
+		if !cfg.oauth {
+			return errors.New("--oidc-issuer needs --oauth: the OpenID Connect sign-in is how members approve OAuth clients")
+		}
+		scfg.Upstream = &oauth.Upstream{Issuer: cfg.oidcIssuer, ClientID: cfg.oidcClientID, ClientSecret: os.Getenv("OUTREACH_OIDC_CLIENT_SECRET"),
+			Domains: strings.Split(cfg.oidcDomains, ","), Name: cfg.oidcName}
+		if err := oauth.CheckUpstream(ctx, *scfg.Upstream); err != nil {
+			return fmt.Errorf("--oidc-issuer: %w", err)
+		}
+	}
 	store, closeStore, err := open(ctx, cfg, true, log)
 	if err != nil {
 		return err
@@ -387,6 +419,10 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(zerologHandler{log}, slog.LevelWarn)}
 	srv.Handler = server.EndStreamsOnShutdown(srv, server.NewWithConfig(store, log, scfg, topts...))
+	if scfg.OAuth {
+		slog.SetDefault(slog.New(zerologHandler{log})) // the authorization server's library logs through slog
+		log.Info().Str("resource", scfg.PublicURL+"/mcp").Str("metadata", (&oauth.Config{PublicURL: scfg.PublicURL}).MetadataURL()).Msg("OAuth on")
+	}
 	errc := make(chan error, 1)
 	if tlsCfg != nil {
 		go func() { errc <- srv.ServeTLS(ln, "", "") }()

@@ -31,6 +31,7 @@ import (
 type Env struct {
 	Store *repo.Store
 	URL   string // the /mcp endpoint
+	Base  string // the server's base URL
 	// AdminKey has every scope.
 	AdminKey string
 	// AdminUserID owns AdminKey.
@@ -55,8 +56,11 @@ type Options struct {
 	// TextSearch forces the text-search path "on" or "off" (default: the
 	// probe decides, or OUTREACH_TEXT_SEARCH when set).
 	TextSearch string
+	// OAuth serves OAuth beside the keys (serve --oauth), with the test
+	// server's URL as the public URL unless Server.PublicURL is set.
+	OAuth bool
 	// Server is the HTTP edge's deployment configuration (public URL,
-	// trusted proxies), and Log, when set, receives the service's log.
+	// trusted proxies, OAuth), and Log, when set, receives the service's log.
 	Server server.Config
 	Log    io.Writer
 }
@@ -83,7 +87,14 @@ func NewWith(t testing.TB, o Options) *Env {
 	if o.Log != nil {
 		log = zerolog.New(o.Log)
 	}
-	ts := httptest.NewServer(server.NewWithConfig(store, log, o.Server, topts...))
+	ts := httptest.NewUnstartedServer(nil)
+	scfg := o.Server
+	scfg.OAuth = scfg.OAuth || o.OAuth
+	if scfg.PublicURL == "" && scfg.OAuth {
+		scfg.PublicURL = "http://" + ts.Listener.Addr().String()
+	}
+	ts.Config.Handler = server.NewWithConfig(store, log, scfg, topts...)
+	ts.Start()
 	t.Cleanup(ts.Close)
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
 	key, err := store.Bootstrap(ctx)
@@ -97,7 +108,7 @@ func NewWith(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{Store: store, URL: ts.URL + "/mcp", AdminKey: key, AdminUserID: u.ID, t: t}
+	return &Env{Store: store, URL: ts.URL + "/mcp", Base: ts.URL, AdminKey: key, AdminUserID: u.ID, t: t}
 }
 
 // OpenStore opens a fresh, empty store for the test: a new in-memory embedded
@@ -191,6 +202,10 @@ func (e *Env) ClientAt(url, version, key, sessionID string) *Client {
 	e.t.Cleanup(func() { s.Close() })
 	return &Client{Session: s, t: e.t}
 }
+
+// WrapClient is a Client over a session the test connected itself (with
+// an OAuth handler, say).
+func WrapClient(t testing.TB, s *mcp.ClientSession) *Client { return &Client{Session: s, t: t} }
 
 // Admin is a client with the admin key.
 func (e *Env) Admin() *Client { return e.Client(e.AdminKey, "") }
