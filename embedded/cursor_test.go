@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -48,6 +49,21 @@ func TestAnalystCursorAcrossConnections(t *testing.T) {
 		t.Errorf("getMore on another connection: %s", res)
 	}
 	one.Client().Disconnect(ctx)
+	// The endpoint learns of the closed connection when its read fails:
+	// wait until it has dropped the connection's cursors.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s.gate.mu.Lock()
+		_, open := s.gate.cursors[id]
+		s.gate.mu.Unlock()
+		if !open {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the closed connection's cursor is still open after 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := two.RunCommand(ctx, getMore).Err(); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("getMore once the opening connection closed: %v; want not found", err)
 	}
