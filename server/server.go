@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"outreach/audit"
+	"outreach/pitchsend"
 	"outreach/repo"
 	"outreach/server/version"
 	"outreach/tools"
@@ -63,6 +64,7 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(challenge(withLogger(protected, log))))
 	mountMedia(mux, store, log)
+	mux.Handle(pitchsend.UnsubscribePath, pitchsend.UnsubscribeHandler(store, log))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()

@@ -21,6 +21,7 @@ type options struct {
 	slack           *slackmsg.Client
 	toolsets        []string // nil: every toolset (toolsets.go)
 	limits          *RateLimits
+	pitches         PitchSender // send_pitch's sender (pitches.go)
 }
 
 // WithMailSync gives sync_emails the configured shared inbox.
