@@ -41,6 +41,7 @@ type pitchView struct {
 		Note      string `json:"note"`
 	} `json:"recipients"`
 	FailReason string `json:"fail_reason"`
+	StageNote  string `json:"stage_note"`
 }
 
 func getPitch(t *testing.T, c *testenv.Client, id string) pitchView {

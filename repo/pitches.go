@@ -84,6 +84,9 @@ type Pitch struct {
 	ClaimedUntil *time.Time `bson:"claimed_until,omitempty" json:"claimed_until,omitempty"`
 	SentAt       *time.Time `bson:"sent_at,omitempty" json:"sent_at,omitempty"`
 	FailReason   string     `bson:"fail_reason,omitempty" json:"fail_reason,omitempty"`
+	// StageNote says why the sent pitch did not move its opportunity to
+	// pitched (a guard of the pipeline refused the move).
+	StageNote string `bson:"stage_note,omitempty" json:"stage_note,omitempty"`
 }
 
 // PitchRecipient is one recipient of a pitch and what happened to them.

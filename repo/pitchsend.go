@@ -183,7 +183,10 @@ func (s *Store) UnsubscribeAddress(ctx context.Context, token string) (email str
 var ErrNotDue = errors.New("pitch not due")
 
 // pitchWrite changes a pitch through the write path; send marks the change
-// as a send, which no rollback undoes.
+// as a send, which no rollback undoes. Every write of a delivery (the
+// claim, each attempt and outcome, the end) is a send: the change log shows
+// a pitch's delivery as its send changes, and a rollback skips them all,
+// listing them as not reversible.
 func (s *Store) pitchWrite(ctx context.Context, id string, send bool, fn func(*Pitch) error) (*Pitch, error) {
 	var out *Pitch
 	err := s.writeGroup(ctx, func() ([]mutation, error) {
@@ -236,7 +239,7 @@ func claimable(p *Pitch, t time.Time) bool {
 // the write path with the version check: of two senders, one wins; the
 // other gets ErrNotDue.
 func (s *Store) ClaimPitch(ctx context.Context, id, owner string, lease time.Duration) (*Pitch, error) {
-	return s.pitchWrite(ctx, id, false, func(p *Pitch) error {
+	return s.pitchWrite(ctx, id, true, func(p *Pitch) error {
 		t := now()
 		if !claimable(p, t) {
 			return ErrNotDue
@@ -270,7 +273,7 @@ func recipientOf(p *Pitch, contactID string) (*PitchRecipient, error) {
 // contactID's message with messageID is about to go, and extends the
 // lease. A second attempt (after a crash) counts up and is noted.
 func (s *Store) RecordAttempt(ctx context.Context, id, owner, contactID, messageID string, lease time.Duration) (*Pitch, error) {
-	return s.pitchWrite(ctx, id, false, func(p *Pitch) error {
+	return s.pitchWrite(ctx, id, true, func(p *Pitch) error {
 		if err := holds(p, owner); err != nil {
 			return err
 		}
@@ -299,7 +302,7 @@ func (s *Store) RecordRecipient(ctx context.Context, id, owner, contactID, state
 	if !slices.Contains([]string{RecipientSent, RecipientSuppressed, RecipientFailed}, state) {
 		return nil, fmt.Errorf("recipient outcome %q", state)
 	}
-	return s.pitchWrite(ctx, id, state == RecipientSent, func(p *Pitch) error {
+	return s.pitchWrite(ctx, id, true, func(p *Pitch) error {
 		if err := holds(p, owner); err != nil {
 			return err
 		}
@@ -324,7 +327,7 @@ func (s *Store) RecordRecipient(ctx context.Context, id, owner, contactID, state
 // that stage (the approval's override_reason goes with it); a guard refusing
 // that move is noted in the pitch, not an error.
 func (s *Store) FinishPitch(ctx context.Context, id, owner, reason string) (*Pitch, error) {
-	p, err := s.pitchWrite(ctx, id, false, func(p *Pitch) error {
+	p, err := s.pitchWrite(ctx, id, true, func(p *Pitch) error {
 		if err := holds(p, owner); err != nil {
 			return err
 		}
@@ -353,7 +356,12 @@ func (s *Store) FinishPitch(ctx context.Context, id, owner, reason string) (*Pit
 		mv.OverrideReason = p.Approval.OverrideReason
 	}
 	if _, err := s.ChangeStage(ctx, p.OpportunityID, mv); err != nil {
-		s.log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch sent; the opportunity was not moved to pitched")
+		note := "the pitch was sent, but opportunity " + p.OpportunityID + " was not moved to pitched: " + err.Error()
+		if q, werr := s.pitchWrite(ctx, id, false, func(p *Pitch) error { p.StageNote = note; return nil }); werr == nil {
+			p = q
+		} else {
+			s.log.Warn().Err(err).Str("pitch", p.ID).Msg(note)
+		}
 	}
 	return p, nil
 }
@@ -464,3 +472,88 @@ func (s *Store) sentSince(ctx context.Context, since time.Time, domain string) (
 	}
 	return total, dom, nil
 }
+
+// ---------------------------------------------------------------------------
+// Replies: a message of the inbox answering a pitch's message (by
+// In-Reply-To or References) marks its recipient replied, links the thread
+// to the pitch's opportunity and, when the policy says so, moves an
+// opportunity at pitched to responded (with its notification).
+
+// pitchReply handles message in, stored as res, as a possible reply to a
+// pitch. It is best effort after the message is stored: a failure is
+// logged, and the message stays stored.
+func (s *Store) pitchReply(ctx context.Context, in IncomingEmail, res IngestResult) {
+	if res.Outcome != EmailStored {
+		return
+	}
+	refs := []string{}
+	for _, id := range append([]string{in.InReplyTo}, in.References...) {
+		if id = strings.Trim(strings.TrimSpace(id), "<>"); id != "" && !slices.Contains(refs, id) {
+			refs = append(refs, id)
+		}
+	}
+	if len(refs) == 0 {
+		return
+	}
+	var ps []Pitch
+	if err := s.findAll(ctx, collPitches, bson.M{"recipients.message_id": bson.M{"$in": refs}}, nil, &ps); err != nil {
+		s.log.Warn().Err(err).Msg("pitch reply: look up pitches")
+		return
+	}
+	from := strings.ToLower(strings.TrimSpace(in.From))
+	for _, p := range ps {
+		var replied *PitchRecipient
+		for i, r := range p.Recipients {
+			if slices.Contains(refs, r.MessageID) && strings.EqualFold(r.Email, from) {
+				replied = &p.Recipients[i]
+			}
+		}
+		if replied == nil {
+			continue // our own copy, or someone else answering: not the recipient's reply
+		}
+		at := in.Date
+		contactID := replied.ContactID
+		if _, err := s.pitchWrite(ctx, p.ID, false, func(p *Pitch) error {
+			r, err := recipientOf(p, contactID)
+			if err != nil {
+				return err
+			}
+			if r.State == RecipientReplied {
+				return nil
+			}
+			r.State, r.RepliedAt = RecipientReplied, &at
+			return nil
+		}); err != nil {
+			s.log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: mark the recipient replied")
+			continue
+		}
+		if t, err := s.EmailThread(ctx, res.ThreadID); err == nil && !slices.ContainsFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return l.OpportunityID == p.OpportunityID }) {
+			if _, _, err := s.LinkEmailOpportunity(ctx, res.ThreadID, p.OpportunityID); err != nil {
+				s.log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: link the thread")
+			}
+		}
+		if !s.PitchPolicy().RespondedOnReply {
+			continue
+		}
+		if o, err := s.Opportunity(ctx, p.OpportunityID); err == nil && !o.Archived() && o.Stage == StagePitched {
+			if _, err := s.ChangeStage(ctx, o.ID, StageMove{Stage: "responded", Note: fmt.Sprintf("%s replied to pitch %q (pitch %s)", from, p.Subject, p.ID)}); err != nil {
+				s.log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: move the opportunity to responded")
+			}
+		}
+	}
+}
+
+// pitchRule is the rule a rollback keeps for pitches: it never leaves a
+// pitch approved, scheduled or sending, from where it would be sent (again):
+// what was sent stays sent, and sending again takes a new approval.
+func pitchRule(_ context.Context, _ *ruleView, id string, state bson.M) error {
+	switch st := str(state, "state"); st {
+	case PitchApproved, PitchScheduled, PitchSending:
+		if state["archived_at"] == nil {
+			return violation("pitch_send", "the rollback would leave pitch %s %s, ready to be sent; a rollback never re-arms a send: roll back to the draft, or approve and send it again", id, st)
+		}
+	}
+	return nil
+}
+
+func init() { stateRules[collPitches] = pitchRule }

@@ -7,6 +7,7 @@ package testenv
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"outreach/audit"
 	"outreach/embedded"
 	"outreach/mailsync"
+	"outreach/pitchsend"
 	"outreach/repo"
 	"outreach/server"
 	"outreach/tools"
@@ -34,7 +36,11 @@ type Env struct {
 	AdminKey string
 	// AdminUserID owns AdminKey.
 	AdminUserID string
-	t           testing.TB
+	// Sender sends pitches (Options.Pitches), Syncer syncs the inbox
+	// (Options.Mail).
+	Sender *pitchsend.Sender
+	Syncer *mailsync.Syncer
+	t      testing.TB
 }
 
 // Options tune New.
@@ -54,6 +60,9 @@ type Options struct {
 	// TextSearch forces the text-search path "on" or "off" (default: the
 	// probe decides, or OUTREACH_TEXT_SEARCH when set).
 	TextSearch string
+	// Pitches, when set, sends pitches through this submission server (its
+	// Inbox is the one of Mail; its PublicURL the test server's).
+	Pitches *pitchsend.Config
 }
 
 // New starts a service for the test and stops it when the test ends.
@@ -67,14 +76,35 @@ func NewWith(t testing.TB, o Options) *Env {
 	t.Helper()
 	store := OpenStore(t, o)
 	topts := append([]tools.Option{}, o.Tools...)
+	var syncer *mailsync.Syncer
 	if o.Mail != nil {
 		m, err := mailsync.New(store, *o.Mail)
 		if err != nil {
 			t.Fatal(err)
 		}
+		syncer = m
 		topts = append(topts, tools.WithMailSync(m))
 	}
-	ts := httptest.NewServer(server.New(store, zerolog.Nop(), topts...))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sender *pitchsend.Sender
+	if o.Pitches != nil {
+		c := *o.Pitches
+		c.Inbox, c.PublicURL = syncer, "http://"+ln.Addr().String()
+		if sender, err = pitchsend.New(store, c, zerolog.Nop()); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.SetPitchPolicy(repo.PitchPolicy{From: sender.From(), RespondedOnReply: true}); err != nil {
+			t.Fatal(err)
+		}
+		topts = append(topts, tools.WithPitchSender(sender))
+	}
+	ts := httptest.NewUnstartedServer(server.New(store, zerolog.Nop(), topts...))
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.Start()
 	t.Cleanup(ts.Close)
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
 	key, err := store.Bootstrap(ctx)
@@ -88,7 +118,7 @@ func NewWith(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{Store: store, URL: ts.URL + "/mcp", AdminKey: key, AdminUserID: u.ID, t: t}
+	return &Env{Store: store, URL: ts.URL + "/mcp", AdminKey: key, AdminUserID: u.ID, Sender: sender, Syncer: syncer, t: t}
 }
 
 // OpenStore opens a fresh, empty store for the test: a new in-memory embedded

@@ -1,0 +1,210 @@
+package integration
+
+import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	netmail "net/mail"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"outreach/integration/testenv"
+	"outreach/mailsync"
+	"outreach/pitchsend"
+	"outreach/pitchsend/mailtest"
+	"outreach/repo"
+)
+
+// Pitches sent for real: Postfix on loopback as the submission server
+// (STARTTLS, authentication), delivering into Dovecot, whose mailboxes the
+// test reads over IMAP and whose team INBOX the inbox sync reads.
+
+type mailEnv struct {
+	*testenv.Env
+	mail  *mailtest.Servers
+	agent *testenv.Client
+	admin *testenv.Client
+}
+
+func newMailEnv(t *testing.T, mailboxes ...string) *mailEnv {
+	t.Helper()
+	s := mailtest.Start(t, mailboxes...)
+	env := testenv.NewWith(t, testenv.Options{
+		Mail: &mailsync.Config{Addr: s.IMAP, Security: mailsync.SecurityPlain, User: mailtest.Team, Password: s.Passwords[mailtest.Team],
+			Mailboxes: []string{"INBOX"}, Timeout: 10 * time.Second},
+		Pitches: &pitchsend.Config{Addr: s.Submission, Security: pitchsend.SecurityStartTLS, User: mailtest.Team, Password: s.Passwords[mailtest.Team],
+			From: "PR Team <" + mailtest.Team + ">", TLSConfig: &tls.Config{RootCAs: s.RootCAs, ServerName: "127.0.0.1"}, Timeout: 10 * time.Second},
+	})
+	return &mailEnv{Env: env, mail: s, agent: env.Client(env.Key("read", "write"), "pitching"), admin: env.Admin()}
+}
+
+func header(t *testing.T, raw []byte) netmail.Header {
+	t.Helper()
+	m, err := netmail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Header
+}
+
+func TestPitchSendOverSMTP(t *testing.T) {
+	e := newMailEnv(t, "nia@paper.test", "dana@paper.test", "omar@paper.test")
+	nia := mk(t, e.agent, "create_contact", M{"first_name": "Nia", "last_name": "Okafor", "email": "nia@paper.test"})
+	dana := mk(t, e.agent, "create_contact", M{"first_name": "Dana", "last_name": "Ruiz", "email": "dana@paper.test", "do_not_contact": true, "do_not_contact_reason": "asked in May"})
+	omar := mk(t, e.agent, "create_contact", M{"first_name": "Omar", "last_name": "Sy", "email": "omar@paper.test"})
+	refused := mk(t, e.agent, "create_contact", M{"first_name": "Rae", "last_name": "Fuss", "email": "refused@paper.test"})
+	opp := mk(t, e.agent, "create_opportunity", M{"title": "Launch story", "stage": "drafting", "contact_ids": []string{nia, dana, omar, refused}})
+	e.agent.Must("add_suppression", M{"email": "omar@paper.test", "note": "asked by phone"}, nil)
+
+	id := mk(t, e.agent, "create_pitch", M{"opportunity_id": opp, "contact_ids": []string{nia, dana, omar, refused},
+		"subject": "{{first_name}}, our launch", "body": "Hi {{first_name}},\n\nthe launch is on 3 December."})
+	e.agent.Fail("approve_pitch", M{"id": id}, repo.CodePermissionDenied)
+	e.admin.Must("approve_pitch", M{"id": id}, nil)
+	var p pitchView
+	e.agent.Must("send_pitch", M{"id": id}, &p)
+	if p.State != "sent" {
+		t.Fatalf("sent pitch: %+v\n%s", p, e.mail.Log())
+	}
+	by := map[string]int{}
+	for i, r := range p.Recipients {
+		by[r.ContactID] = i
+	}
+	rn, rd, ro, rr := p.Recipients[by[nia]], p.Recipients[by[dana]], p.Recipients[by[omar]], p.Recipients[by[refused]]
+	if rn.State != "sent" || rn.MessageID == "" || rn.Attempts != 1 {
+		t.Errorf("Nia: %+v", rn)
+	}
+	if rd.State != "suppressed" || rd.Guard != "do_not_contact" || !strings.Contains(rd.Reason, "asked in May") {
+		t.Errorf("Dana (do-not-contact): %+v", rd)
+	}
+	if ro.State != "suppressed" || ro.Guard != "suppression" || !strings.Contains(ro.Reason, "manual") {
+		t.Errorf("Omar (suppressed): %+v", ro)
+	}
+	if rr.State != "failed" || !strings.Contains(rr.Reason, "refused") || !strings.Contains(rr.Reason, "554") && !strings.Contains(rr.Reason, "550") {
+		t.Errorf("Rae (refused by the server): %+v", rr)
+	}
+
+	// Nia's message arrived with the right headers; nothing reached the
+	// refused recipients; the team's Sent folder has the copy.
+	got := e.mail.WaitMessages("nia@paper.test", "INBOX", 1)
+	h := header(t, got[0])
+	if h.Get("Message-Id") != "<"+rn.MessageID+">" || h.Get("Subject") != "Nia, our launch" || !strings.Contains(h.Get("From"), mailtest.Team) {
+		t.Errorf("headers: %v", h)
+	}
+	if h.Get("List-Unsubscribe-Post") != "List-Unsubscribe=One-Click" || !strings.HasPrefix(h.Get("List-Unsubscribe"), "<http://127.0.0.1:") {
+		t.Errorf("unsubscribe headers: %v", h)
+	}
+	for _, who := range []string{"dana@paper.test", "omar@paper.test"} {
+		if m := e.mail.Messages(who, "INBOX"); len(m) != 0 {
+			t.Errorf("%s received %d messages although a guard refused them", who, len(m))
+		}
+	}
+	if sent := e.mail.Messages(mailtest.Team, "Sent"); len(sent) != 1 || header(t, sent[0]).Get("Message-Id") != "<"+rn.MessageID+">" {
+		t.Errorf("Sent folder: %d messages", len(sent))
+	}
+	var o struct {
+		Stage string `json:"stage"`
+	}
+	// The sent pitch moves its opportunity to pitched, unless a pipeline
+	// guard refuses: Dana, do-not-contact, is still on the opportunity.
+	e.agent.Must("get_opportunity", M{"id": opp}, &o)
+	if o.Stage != "drafting" || !strings.Contains(p.StageNote, "do-not-contact") {
+		t.Errorf("opportunity after the send: %s; stage note %q", o.Stage, p.StageNote)
+	}
+	e.agent.Must("remove_opportunity_contact", M{"opportunity_id": opp, "contact_id": dana}, nil)
+	e.agent.Must("update_opportunity_stage", M{"id": opp, "stage": "pitched"}, nil)
+
+	// The delivery is a series of send changes, none reversible.
+	var log struct {
+		Changes []struct {
+			ID         string `json:"id"`
+			Reversible bool   `json:"reversible"`
+		} `json:"changes"`
+	}
+	e.agent.Must("get_change_log", M{"action": "send", "record_id": id}, &log)
+	if len(log.Changes) == 0 {
+		t.Fatal("no send changes")
+	}
+	for _, c := range log.Changes {
+		if c.Reversible {
+			t.Errorf("send change %s is reversible", c.ID)
+		}
+	}
+	e.agent.Fail("rollback_change", M{"id": log.Changes[0].ID}, repo.CodeFailedPrecondition)
+
+	// The reply comes back through the inbox sync and moves the opportunity.
+	reply := fmt.Sprintf("From: Nia Okafor <nia@paper.test>\r\nTo: %s\r\nSubject: Re: Nia, our launch\r\nDate: %s\r\nMessage-ID: <reply-1@paper.test>\r\nIn-Reply-To: <%s>\r\nReferences: <%s>\r\n\r\nSounds good, call me.\r\n",
+		mailtest.Team, time.Now().Format(time.RFC1123Z), rn.MessageID, rn.MessageID)
+	e.mail.Append(mailtest.Team, "INBOX", []byte(reply))
+	e.agent.Must("sync_emails", M{}, nil)
+	p = getPitch(t, e.agent, id)
+	if r := p.Recipients[by[nia]]; r.State != "replied" {
+		t.Errorf("Nia after the reply: %+v", r)
+	}
+	e.agent.Must("get_opportunity", M{"id": opp}, &o)
+	if o.Stage != "responded" {
+		t.Errorf("opportunity after the reply: %s", o.Stage)
+	}
+
+	// The unsubscribe URL: signed, works once.
+	link := strings.Trim(h.Get("List-Unsubscribe"), "<>")
+	u, _ := url.Parse(link)
+	bad := *u
+	q := bad.Query()
+	q.Set("t", q.Get("t")+"x")
+	bad.RawQuery = q.Encode()
+	if code, _ := unsubPost(t, bad.String()); code != http.StatusForbidden {
+		t.Errorf("tampered link: %d", code)
+	}
+	if code, body := unsubGet(t, link); code != http.StatusOK || !strings.Contains(body, "<form") {
+		t.Errorf("GET shows the form: %d %s", code, body)
+	}
+	var sups struct {
+		Suppressions []struct {
+			Email, Reason string
+		} `json:"suppressions"`
+	}
+	e.agent.Must("list_suppressions", M{"reason": "unsubscribe"}, &sups)
+	if len(sups.Suppressions) != 0 {
+		t.Fatalf("a GET unsubscribed: %+v", sups)
+	}
+	if code, body := unsubPost(t, link); code != http.StatusOK || !strings.Contains(body, "is unsubscribed") {
+		t.Errorf("one-click POST: %d %s", code, body)
+	}
+	before := len(changes(t, e.agent, M{}))
+	if code, body := unsubPost(t, link); code != http.StatusOK || !strings.Contains(body, "already") {
+		t.Errorf("second POST: %d %s", code, body)
+	}
+	if after := len(changes(t, e.agent, M{})); after != before {
+		t.Errorf("the second use wrote %d changes", after-before)
+	}
+	e.agent.Must("list_suppressions", M{"reason": "unsubscribe"}, &sups)
+	if len(sups.Suppressions) != 1 || sups.Suppressions[0].Email != "nia@paper.test" {
+		t.Errorf("suppressions after the unsubscribe: %+v", sups)
+	}
+}
+
+func unsubPost(t *testing.T, u string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(u, "application/x-www-form-urlencoded", strings.NewReader("List-Unsubscribe=One-Click"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func unsubGet(t *testing.T, u string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
