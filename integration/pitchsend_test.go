@@ -57,10 +57,11 @@ func TestPitchSendOverSMTP(t *testing.T) {
 	dana := mk(t, e.agent, "create_contact", M{"first_name": "Dana", "last_name": "Ruiz", "email": "dana@paper.test", "do_not_contact": true, "do_not_contact_reason": "asked in May"})
 	omar := mk(t, e.agent, "create_contact", M{"first_name": "Omar", "last_name": "Sy", "email": "omar@paper.test"})
 	refused := mk(t, e.agent, "create_contact", M{"first_name": "Rae", "last_name": "Fuss", "email": "refused@paper.test"})
-	opp := mk(t, e.agent, "create_opportunity", M{"title": "Launch story", "stage": "drafting", "contact_ids": []string{nia, dana, omar, refused}})
+	gone := mk(t, e.agent, "create_contact", M{"first_name": "Noa", "last_name": "Gone", "email": "nobody@paper.test"})
+	opp := mk(t, e.agent, "create_opportunity", M{"title": "Launch story", "stage": "drafting", "contact_ids": []string{nia, dana, omar, refused, gone}})
 	e.agent.Must("add_suppression", M{"email": "omar@paper.test", "note": "asked by phone"}, nil)
 
-	id := mk(t, e.agent, "create_pitch", M{"opportunity_id": opp, "contact_ids": []string{nia, dana, omar, refused},
+	id := mk(t, e.agent, "create_pitch", M{"opportunity_id": opp, "contact_ids": []string{nia, dana, omar, refused, gone},
 		"subject": "{{first_name}}, our launch", "body": "Hi {{first_name}},\n\nthe launch is on 3 December."})
 	e.agent.Fail("approve_pitch", M{"id": id}, repo.CodePermissionDenied)
 	e.admin.Must("approve_pitch", M{"id": id}, nil)
@@ -102,8 +103,12 @@ func TestPitchSendOverSMTP(t *testing.T) {
 			t.Errorf("%s received %d messages although a guard refused them", who, len(m))
 		}
 	}
-	if sent := e.mail.Messages(mailtest.Team, "Sent"); len(sent) != 1 || header(t, sent[0]).Get("Message-Id") != "<"+rn.MessageID+">" {
-		t.Errorf("Sent folder: %d messages", len(sent))
+	sentIDs := map[string]bool{}
+	for _, m := range e.mail.Messages(mailtest.Team, "Sent") {
+		sentIDs[header(t, m).Get("Message-Id")] = true
+	}
+	if len(sentIDs) != 2 || !sentIDs["<"+rn.MessageID+">"] || !sentIDs["<"+p.Recipients[by[gone]].MessageID+">"] {
+		t.Errorf("Sent folder: %v", sentIDs)
 	}
 	var o struct {
 		Stage string `json:"stage"`
@@ -135,7 +140,15 @@ func TestPitchSendOverSMTP(t *testing.T) {
 	}
 	e.agent.Fail("rollback_change", M{"id": log.Changes[0].ID}, repo.CodeFailedPrecondition)
 
-	// The reply comes back through the inbox sync and moves the opportunity.
+	// The message to a mailbox that does not exist comes back as a
+	// delivery status notification to the team mailbox.
+	if rg := p.Recipients[by[gone]]; rg.State != "sent" {
+		t.Errorf("Noa (accepted by the submission server): %+v", rg)
+	}
+	e.mail.WaitMessages(mailtest.Team, "INBOX", 1)
+
+	// The reply comes back through the inbox sync and moves the opportunity;
+	// the same sync reads the bounce: Noa is bounced and suppressed.
 	reply := fmt.Sprintf("From: Nia Okafor <nia@paper.test>\r\nTo: %s\r\nSubject: Re: Nia, our launch\r\nDate: %s\r\nMessage-ID: <reply-1@paper.test>\r\nIn-Reply-To: <%s>\r\nReferences: <%s>\r\n\r\nSounds good, call me.\r\n",
 		mailtest.Team, time.Now().Format(time.RFC1123Z), rn.MessageID, rn.MessageID)
 	e.mail.Append(mailtest.Team, "INBOX", []byte(reply))
@@ -147,6 +160,19 @@ func TestPitchSendOverSMTP(t *testing.T) {
 	e.agent.Must("get_opportunity", M{"id": opp}, &o)
 	if o.Stage != "responded" {
 		t.Errorf("opportunity after the reply: %s", o.Stage)
+	}
+	if r := p.Recipients[by[gone]]; r.State != "bounced" || !strings.Contains(r.Reason, "5.1.1") {
+		t.Errorf("Noa after the bounce: %+v", r)
+	}
+	var hard struct {
+		Suppressions []struct {
+			Email   string `json:"email"`
+			PitchID string `json:"pitch_id"`
+		} `json:"suppressions"`
+	}
+	e.agent.Must("list_suppressions", M{"reason": "hard_bounce"}, &hard)
+	if len(hard.Suppressions) != 1 || hard.Suppressions[0].Email != "nobody@paper.test" || hard.Suppressions[0].PitchID != id {
+		t.Errorf("hard bounces: %+v", hard)
 	}
 
 	// The unsubscribe URL: signed, works once.

@@ -557,3 +557,52 @@ func pitchRule(_ context.Context, _ *ruleView, id string, state bson.M) error {
 }
 
 func init() { stateRules[collPitches] = pitchRule }
+
+// PitchBounce records a delivery report for the recipient email of the
+// pitch message msgID: the recipient is bounced with the status and the
+// server's words, and a permanent failure (hard) puts the address on the
+// suppression list. It reports whether a pitch's recipient was found.
+func (s *Store) PitchBounce(ctx context.Context, msgID, email, status, diagnostic string, hard bool) (bool, error) {
+	msgID = strings.Trim(strings.TrimSpace(msgID), "<>")
+	email = strings.ToLower(strings.TrimSpace(email))
+	var ps []Pitch
+	if err := s.findAll(ctx, collPitches, bson.M{"recipients.message_id": msgID}, nil, &ps); err != nil {
+		return false, err
+	}
+	for _, p := range ps {
+		i := slices.IndexFunc(p.Recipients, func(r PitchRecipient) bool {
+			return r.MessageID == msgID && (email == "" || strings.EqualFold(r.Email, email))
+		})
+		if i < 0 {
+			continue
+		}
+		r := p.Recipients[i]
+		reason := strings.TrimSpace("delivery failed: " + status + " " + diagnostic)
+		if !hard {
+			reason = strings.TrimSpace("delivery delayed or failed for now: " + status + " " + diagnostic)
+		}
+		if _, err := s.pitchWrite(ctx, p.ID, false, func(p *Pitch) error {
+			rr, err := recipientOf(p, r.ContactID)
+			if err != nil {
+				return err
+			}
+			if rr.State == RecipientBounced || (!hard && rr.State == RecipientReplied) {
+				return nil
+			}
+			if hard {
+				rr.State = RecipientBounced
+			}
+			rr.Reason = reason
+			return nil
+		}); err != nil {
+			return true, err
+		}
+		if hard {
+			if _, _, err := s.AddSuppression(ctx, r.Email, SuppressHardBounce, reason, p.ID); err != nil {
+				return true, err
+			}
+		}
+		return true, nil
+	}
+	return false, nil
+}
