@@ -2,16 +2,22 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	netmail "net/mail"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/mailsync"
 	"outreach/pitchsend"
@@ -233,4 +239,157 @@ func unsubGet(t *testing.T, u string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+func (e *mailEnv) pitch(t *testing.T, opp string, approve M, contacts ...string) string {
+	t.Helper()
+	id := mk(t, e.agent, "create_pitch", M{"opportunity_id": opp, "contact_ids": contacts, "subject": "Hello {{first_name}}", "body": "Hi {{first_name}}, news."})
+	args := M{"id": id}
+	for k, v := range approve {
+		args[k] = v
+	}
+	e.admin.Must("approve_pitch", args, nil)
+	return id
+}
+
+func (e *mailEnv) send(t *testing.T, id string) pitchView {
+	t.Helper()
+	var p pitchView
+	e.agent.Must("send_pitch", M{"id": id}, &p)
+	return p
+}
+
+// Each guard at the moment of sending, per recipient: the refused
+// recipient's mailbox stays empty and the reason is recorded.
+func TestPitchGuardsAtSend(t *testing.T) {
+	e := newMailEnv(t, "ada@paper.test", "ben@paper.test", "cy@paper.test", "dee@paper.test")
+	ada := mk(t, e.agent, "create_contact", M{"first_name": "Ada", "last_name": "L", "email": "ada@paper.test"})
+	ben := mk(t, e.agent, "create_contact", M{"first_name": "Ben", "last_name": "M", "email": "ben@paper.test"})
+	cy := mk(t, e.agent, "create_contact", M{"first_name": "Cy", "last_name": "N", "email": "cy@paper.test"})
+	dee := mk(t, e.agent, "create_contact", M{"first_name": "Dee", "last_name": "O", "email": "dee@paper.test"})
+	first := mk(t, e.agent, "create_opportunity", M{"title": "First", "contact_ids": []string{ada}})
+	second := mk(t, e.agent, "create_opportunity", M{"title": "Second", "contact_ids": []string{ada, ben, cy}})
+	byHand := mk(t, e.agent, "create_opportunity", M{"title": "By hand", "stage": "pitched", "contact_ids": []string{ben}})
+
+	// Double pitch across pitches: Ada, pitched by the first opportunity's
+	// pitch, is refused for the second; an approver's override lets it go.
+	if p := e.send(t, e.pitch(t, first, nil, ada)); p.Recipients[0].State != "sent" {
+		t.Fatalf("first pitch: %+v", p)
+	}
+	p := e.send(t, e.pitch(t, second, nil, ada))
+	if r := p.Recipients[0]; r.State != "suppressed" || r.Guard != "double_pitch" || p.State != "failed" {
+		t.Errorf("double pitch: %+v", p)
+	}
+	if n := len(e.mail.WaitMessages("ada@paper.test", "INBOX", 1)); n != 1 {
+		t.Errorf("Ada has %d messages after the refused pitch", n)
+	}
+	if p := e.send(t, e.pitch(t, second, M{"override_reason": "Ada asked for the follow-up"}, ada)); p.Recipients[0].State != "sent" {
+		t.Errorf("override: %+v", p)
+	}
+	e.mail.WaitMessages("ada@paper.test", "INBOX", 2)
+
+	// Double pitch across stage history: Ben's other opportunity was moved
+	// to pitched by hand.
+	p = e.send(t, e.pitch(t, second, nil, ben, cy))
+	if r := p.Recipients[0]; r.State != "suppressed" || r.Guard != "double_pitch" || !strings.Contains(r.Reason, byHand) {
+		t.Errorf("Ben (stage history): %+v", r)
+	}
+	if r := p.Recipients[1]; r.State != "sent" {
+		t.Errorf("Cy goes: %+v", r)
+	}
+	e.mail.WaitMessages("cy@paper.test", "INBOX", 1)
+
+	// An embargo in force on the campaign refuses the recipient.
+	camp := mk(t, e.agent, "create_campaign", M{"name": "Embargoed", "embargo_until": time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)})
+	emb := mk(t, e.agent, "create_opportunity", M{"title": "Under embargo", "campaign_id": camp, "contact_ids": []string{dee}})
+	if p := e.send(t, e.pitch(t, emb, nil, dee)); p.Recipients[0].Guard != "embargo" || !strings.Contains(p.Recipients[0].Reason, camp) {
+		t.Errorf("embargo: %+v", p.Recipients[0])
+	}
+
+	// The per-domain cap: three recipients at paper.test were sent pitches today.
+	pol := e.Store.PitchPolicy()
+	pol.DomainCap = 3
+	e.Store.SetPitchPolicy(pol)
+	free := mk(t, e.agent, "create_opportunity", M{"title": "Free", "contact_ids": []string{dee}})
+	if p := e.send(t, e.pitch(t, free, nil, dee)); p.Recipients[0].Guard != "domain_cap" {
+		t.Errorf("domain cap: %+v", p.Recipients[0])
+	}
+	for _, who := range []string{"ben@paper.test", "dee@paper.test"} {
+		if m := e.mail.Messages(who, "INBOX"); len(m) != 0 {
+			t.Errorf("%s received %d messages although a guard refused them", who, len(m))
+		}
+	}
+}
+
+// A sender stopped after the message went (and its copy is in the Sent
+// folder) but before the record: the next sender finds the copy and
+// records the recipient sent without a second copy. Two senders on one
+// scheduled pitch: one copy.
+func TestPitchCrashAndTwoSenders(t *testing.T) {
+	e := newMailEnv(t, "eve@paper.test", "fay@paper.test")
+	eve := mk(t, e.agent, "create_contact", M{"first_name": "Eve", "last_name": "P", "email": "eve@paper.test"})
+	fay := mk(t, e.agent, "create_contact", M{"first_name": "Fay", "last_name": "Q", "email": "fay@paper.test"})
+	opp := mk(t, e.agent, "create_opportunity", M{"title": "Crash", "contact_ids": []string{eve, fay}})
+	ctx := audit.WithActor(context.Background(), repo.SystemActor("test"))
+	cfg := pitchsend.Config{Addr: e.mail.Submission, Security: pitchsend.SecurityStartTLS, User: mailtest.Team, Password: e.mail.Passwords[mailtest.Team],
+		From: mailtest.Team, TLSConfig: &tls.Config{RootCAs: e.mail.RootCAs, ServerName: "127.0.0.1"}, Timeout: 10 * time.Second,
+		Inbox: e.Syncer, PublicURL: "http://127.0.0.1:1", Lease: time.Millisecond}
+	crash := errors.New("crashed")
+	crashing := cfg
+	crashing.Instance = "crashing"
+	crashing.AfterSend = func(string) error { return crash }
+	s1, err := pitchsend.New(e.Store, crashing, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := e.pitch(t, opp, nil, eve)
+	if _, err := e.Store.SchedulePitch(ctx, id, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.Deliver(ctx, id); !errors.Is(err, crash) {
+		t.Fatalf("crashing sender: %v", err)
+	}
+	if p := getPitch(t, e.agent, id); p.State != "sending" || p.Recipients[0].State != "sending" || p.Recipients[0].Attempts != 1 {
+		t.Fatalf("after the crash: %+v", p)
+	}
+	restarted := cfg
+	restarted.Instance = "restarted"
+	s2, err := pitchsend.New(e.Store, restarted, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.RunOnce(ctx)
+	p := getPitch(t, e.agent, id)
+	if p.State != "sent" || p.Recipients[0].State != "sent" || !strings.Contains(p.Recipients[0].Note, "Sent folder") {
+		t.Errorf("after the restart: %+v", p)
+	}
+	if m := e.mail.WaitMessages("eve@paper.test", "INBOX", 1); len(m) != 1 {
+		t.Errorf("Eve has %d copies", len(m))
+	}
+
+	// Two senders, one scheduled pitch.
+	id2 := e.pitch(t, opp, M{"override_reason": "second try"}, fay)
+	if _, err := e.Store.SchedulePitch(ctx, id2, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	a, b := cfg, cfg
+	a.Instance, b.Instance = "a", "b"
+	a.Lease, b.Lease = time.Minute, time.Minute
+	sa, _ := pitchsend.New(e.Store, a, zerolog.Nop())
+	sb, _ := pitchsend.New(e.Store, b, zerolog.Nop())
+	var wg sync.WaitGroup
+	for _, s := range []*pitchsend.Sender{sa, sb} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Deliver(ctx, id2)
+		}()
+	}
+	wg.Wait()
+	if p := getPitch(t, e.agent, id2); p.State != "sent" || p.Recipients[0].Attempts != 1 {
+		t.Errorf("two senders: %+v", p)
+	}
+	if m := e.mail.WaitMessages("fay@paper.test", "INBOX", 1); len(m) != 1 {
+		t.Errorf("Fay has %d copies", len(m))
+	}
 }

@@ -78,6 +78,10 @@ type Config struct {
 	Interval time.Duration
 	// Instance names this sender in the claims (default host and pid).
 	Instance string
+	// AfterSend, for tests, runs after a message went and its copy is in
+	// the Sent folder, before the outcome is recorded: an error stops the
+	// delivery there, as a crash would.
+	AfterSend func(contactID string) error
 }
 
 // UnsubscribePath is the service's one-click unsubscribe endpoint.
@@ -127,11 +131,7 @@ type Sender struct {
 	cfg   Config
 	from  *mail.Address
 	log   zerolog.Logger
-	// beforeOutcome, set by tests, runs after the SMTP transaction and
-	// before its outcome is recorded (a crash there is the case the
-	// reconciliation covers).
-	beforeOutcome func(contactID string) error
-	mu            sync.Mutex
+	mu sync.Mutex
 }
 
 // New returns a sender for cfg, checked.
@@ -275,11 +275,6 @@ func (s *Sender) recipient(ctx context.Context, p *repo.Pitch, r repo.PitchRecip
 		return err
 	}
 	serr := s.send(ctx, msg)
-	if s.beforeOutcome != nil {
-		if err := s.beforeOutcome(r.ContactID); err != nil {
-			return err
-		}
-	}
 	if serr != nil && !msg.IsDelivered() {
 		_, err := s.store.RecordRecipient(ctx, id, owner, r.ContactID, repo.RecipientFailed, "", sendReason(serr, msgID), "")
 		return err
@@ -291,6 +286,11 @@ func (s *Sender) recipient(ctx context.Context, p *repo.Pitch, r repo.PitchRecip
 			if err := s.cfg.Inbox.AppendSent(s.cfg.SentMailbox, []byte(raw.String())); err != nil {
 				note = "sent, but the copy could not be appended to the Sent folder: " + err.Error()
 			}
+		}
+	}
+	if s.cfg.AfterSend != nil {
+		if err := s.cfg.AfterSend(r.ContactID); err != nil {
+			return err
 		}
 	}
 	_, err = s.store.RecordRecipient(ctx, id, owner, r.ContactID, repo.RecipientSent, "", "", note)
