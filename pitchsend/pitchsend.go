@@ -131,7 +131,7 @@ type Sender struct {
 	cfg   Config
 	from  *mail.Address
 	log   zerolog.Logger
-	mu sync.Mutex
+	mu    sync.Mutex
 }
 
 // New returns a sender for cfg, checked.
