@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/textproto"
 	netmail "net/mail"
 	"net/url"
 	"strings"
@@ -391,5 +393,82 @@ func TestPitchCrashAndTwoSenders(t *testing.T) {
 	}
 	if m := e.mail.WaitMessages("fay@paper.test", "INBOX", 1); len(m) != 1 {
 		t.Errorf("Fay has %d copies", len(m))
+	}
+}
+
+// dropAfterData is an SMTP server that takes a message and then, instead of
+// answering the end of DATA, closes the connection (drop) or says nothing
+// until the client gives up (hang).
+func dropAfterData(t *testing.T, hang bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				tp := textproto.NewConn(c)
+				tp.PrintfLine("220 fake ESMTP")
+				for {
+					line, err := tp.ReadLine()
+					if err != nil {
+						return
+					}
+					switch cmd := strings.ToUpper(strings.Fields(line + " x")[0]); cmd {
+					case "EHLO", "HELO":
+						tp.PrintfLine("250-fake\r\n250 8BITMIME")
+					case "DATA":
+						tp.PrintfLine("354 go ahead")
+						if _, err := tp.ReadDotBytes(); err != nil {
+							return
+						}
+						if hang {
+							c.SetReadDeadline(time.Now().Add(10 * time.Second))
+							io.Copy(io.Discard, c) // until the client gives up
+						}
+						return
+					case "QUIT":
+						tp.PrintfLine("221 bye")
+						return
+					default:
+						tp.PrintfLine("250 ok")
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// The server drops the connection, or stops answering, after the message
+// was transmitted: the recipient is failed with a reason that says it may
+// have been delivered, under which Message-ID.
+func TestPitchSMTPDropsAfterData(t *testing.T) {
+	for _, hang := range []bool{false, true} {
+		env := testenv.NewWith(t, testenv.Options{Pitches: &pitchsend.Config{Addr: dropAfterData(t, hang), Security: pitchsend.SecurityPlain,
+			Auth: "none", From: "team@outreach.test", Timeout: 2 * time.Second}})
+		agent, admin := env.Client(env.Key("read", "write"), "drop"), env.Admin()
+		c := mk(t, agent, "create_contact", M{"first_name": "Gus", "last_name": "R", "email": "gus@paper.test"})
+		opp := mk(t, agent, "create_opportunity", M{"title": "Drop", "contact_ids": []string{c}})
+		id := mk(t, agent, "create_pitch", M{"opportunity_id": opp, "contact_ids": []string{c}, "subject": "Hi", "body": "Hi {{first_name}}"})
+		admin.Must("approve_pitch", M{"id": id}, nil)
+		var p pitchView
+		agent.Must("send_pitch", M{"id": id}, &p)
+		r := p.Recipients[0]
+		if p.State != "failed" || r.State != "failed" || r.MessageID == "" || !strings.Contains(r.Reason, "may have been delivered") || !strings.Contains(r.Reason, r.MessageID) {
+			t.Errorf("hang=%v: %+v", hang, p)
+		}
 	}
 }
