@@ -183,6 +183,24 @@ func TestPitchSendOverSMTP(t *testing.T) {
 		t.Errorf("hard bounces: %+v", hard)
 	}
 
+	// The contact's dossier shows the pitch and what happened to them.
+	var dossier struct {
+		EmailPitches []struct {
+			ID             string `json:"id"`
+			Subject        string `json:"subject"`
+			RecipientState string `json:"recipient_state"`
+			Reason         string `json:"reason"`
+		} `json:"email_pitches"`
+	}
+	e.agent.Must("get_contact_dossier", M{"contact_id": nia}, &dossier)
+	if len(dossier.EmailPitches) != 1 || dossier.EmailPitches[0].ID != id || dossier.EmailPitches[0].RecipientState != "replied" || dossier.EmailPitches[0].Subject != "Nia, our launch" {
+		t.Errorf("Nia's dossier: %+v", dossier.EmailPitches)
+	}
+	e.agent.Must("get_contact_dossier", M{"contact_id": dana}, &dossier)
+	if len(dossier.EmailPitches) != 1 || dossier.EmailPitches[0].RecipientState != "suppressed" || !strings.Contains(dossier.EmailPitches[0].Reason, "do-not-contact") {
+		t.Errorf("Dana's dossier: %+v", dossier.EmailPitches)
+	}
+
 	// The unsubscribe URL: signed, works once.
 	link := strings.Trim(h.Get("List-Unsubscribe"), "<>")
 	u, _ := url.Parse(link)

@@ -502,3 +502,43 @@ func (s *Store) ListPitches(ctx context.Context, f PitchFilter, limit, offset in
 	}
 	return listPage[Pitch](ctx, s, collPitches, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 }
+
+// PitchBrief is a pitch as a contact's dossier shows it: the pitch and what
+// happened to that contact.
+type PitchBrief struct {
+	ID             string     `json:"id"`
+	OpportunityID  string     `json:"opportunity_id"`
+	Subject        string     `json:"subject"`
+	State          string     `json:"state"`
+	RecipientState string     `json:"recipient_state"`
+	Reason         string     `json:"reason,omitempty"`
+	SentAt         *time.Time `json:"sent_at"`
+	RepliedAt      *time.Time `json:"replied_at"`
+}
+
+// contactPitches lists the active pitches to a contact, newest first.
+func (s *Store) contactPitches(ctx context.Context, contactID string) ([]PitchBrief, error) {
+	var ps []Pitch
+	if err := s.findAll(ctx, collPitches, bson.M{"recipients.contact_id": contactID, "archived_at": nil}, nil, &ps); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ps, func(a, b Pitch) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	out := []PitchBrief{}
+	for _, p := range ps {
+		if p.Archived() {
+			continue
+		}
+		for _, r := range p.Recipients {
+			if r.ContactID == contactID {
+				out = append(out, PitchBrief{ID: p.ID, OpportunityID: p.OpportunityID, Subject: Merge(p.Subject, r), State: p.State,
+					RecipientState: r.State, Reason: r.Reason, SentAt: r.SentAt, RepliedAt: r.RepliedAt})
+			}
+		}
+	}
+	return out, nil
+}
