@@ -490,3 +490,44 @@ func TestPitchSMTPDropsAfterData(t *testing.T) {
 		}
 	}
 }
+
+// A pitch scheduled for later waits for the delivery worker, which sends
+// it once it is due.
+func TestPitchScheduled(t *testing.T) {
+	e := newMailEnv(t, "hal@paper.test", "ida@paper.test")
+	hal := mk(t, e.agent, "create_contact", M{"first_name": "Hal", "last_name": "S", "email": "hal@paper.test"})
+	ida := mk(t, e.agent, "create_contact", M{"first_name": "Ida", "last_name": "T", "email": "ida@paper.test"})
+	opp := mk(t, e.agent, "create_opportunity", M{"title": "Later", "contact_ids": []string{hal, ida}})
+	later := e.pitch(t, opp, nil, ida)
+	soon := e.pitch(t, opp, nil, hal)
+	zone := time.FixedZone("", -5*3600)
+	var p pitchView
+	e.agent.Must("send_pitch", M{"id": later, "scheduled_at": time.Now().Add(time.Hour).In(zone).Format(time.RFC3339)}, &p)
+	if p.State != "scheduled" {
+		t.Fatalf("scheduled: %+v", p)
+	}
+	due := time.Now().Add(time.Second).Truncate(time.Second).Add(time.Second)
+	e.agent.Must("send_pitch", M{"id": soon, "scheduled_at": due.In(zone).Format(time.RFC3339)}, &p)
+	ctx := audit.WithActor(context.Background(), pitchsend.Actor())
+	deadline := time.Now().Add(30 * time.Second)
+	for getPitch(t, e.agent, soon).State == "scheduled" {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never sent the due pitch")
+		}
+		time.Sleep(100 * time.Millisecond)
+		e.Sender.RunOnce(ctx)
+	}
+	var sent struct {
+		State  string    `json:"state"`
+		SentAt time.Time `json:"sent_at"`
+	}
+	e.agent.Must("get_pitch", M{"id": soon}, &sent)
+	if sent.State != "sent" || sent.SentAt.Before(due) {
+		t.Errorf("after the worker: %+v (due %s)", sent, due)
+	}
+	e.mail.WaitMessages("hal@paper.test", "INBOX", 1)
+	// The pitch due in an hour stays scheduled, and Ida's mailbox empty.
+	if p := getPitch(t, e.agent, later); p.State != "scheduled" || len(e.mail.Messages("ida@paper.test", "INBOX")) != 0 {
+		t.Errorf("the later pitch: %+v", p)
+	}
+}
