@@ -496,15 +496,23 @@ func TestPitchSMTPDropsAfterData(t *testing.T) {
 func TestPitchScheduled(t *testing.T) {
 	e := newMailEnv(t, "hal@paper.test", "ida@paper.test")
 	hal := mk(t, e.agent, "create_contact", M{"first_name": "Hal", "last_name": "S", "email": "hal@paper.test"})
-	ida := mk(t, e.agent, "create_contact", M{"first_name": "Ida", "last_name": "T", "email": "ida@paper.test"})
+	ida := mk(t, e.agent, "create_contact", M{"first_name": "Ida", "last_name": "T", "email": "ida@paper.test", "timezone": "Asia/Tokyo"})
 	opp := mk(t, e.agent, "create_opportunity", M{"title": "Later", "contact_ids": []string{hal, ida}})
 	later := e.pitch(t, opp, nil, ida)
 	soon := e.pitch(t, opp, nil, hal)
 	zone := time.FixedZone("", -5*3600)
-	var p pitchView
-	e.agent.Must("send_pitch", M{"id": later, "scheduled_at": time.Now().Add(time.Hour).In(zone).Format(time.RFC3339)}, &p)
-	if p.State != "scheduled" {
-		t.Fatalf("scheduled: %+v", p)
+	// A local time is read in the recipient's zone; without one it is refused.
+	tokyo, _ := time.LoadLocation("Asia/Tokyo")
+	local := time.Now().In(tokyo).Add(24 * time.Hour).Truncate(time.Minute)
+	refuses(t, e.agent, "send_pitch", M{"id": soon, "scheduled_at": local.Format("2006-01-02T15:04")}, repo.CodeInvalid, "scheduled_at", "time zone")
+	var p struct {
+		State         string    `json:"state"`
+		ScheduledAt   time.Time `json:"scheduled_at"`
+		ScheduledZone string    `json:"scheduled_zone"`
+	}
+	e.agent.Must("send_pitch", M{"id": later, "scheduled_at": local.Format("2006-01-02T15:04")}, &p)
+	if p.State != "scheduled" || p.ScheduledZone != "Asia/Tokyo" || !p.ScheduledAt.Equal(local) {
+		t.Fatalf("scheduled in Tokyo time: %+v, want %s", p, local.UTC())
 	}
 	due := time.Now().Add(time.Second).Truncate(time.Second).Add(time.Second)
 	e.agent.Must("send_pitch", M{"id": soon, "scheduled_at": due.In(zone).Format(time.RFC3339)}, &p)

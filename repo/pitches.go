@@ -542,3 +542,48 @@ func (s *Store) contactPitches(ctx context.Context, contactID string) ([]PitchBr
 	}
 	return out, nil
 }
+
+// PitchSchedule reads the scheduled_at of pitch id: an RFC 3339 time with
+// its zone offset, or a local time (2026-12-01T09:00) in the recipients'
+// time zone (their contacts' timezone, which must be set and the same for
+// all). It returns the instant and the zone to show it in.
+func (s *Store) PitchSchedule(ctx context.Context, id, text string) (*time.Time, string, error) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return nil, "", nil
+	}
+	if e, err := ParseEmbargo("scheduled_at", text); err == nil {
+		return &e.Until, e.Zone, nil
+	}
+	var local time.Time
+	var perr error
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if local, perr = time.Parse(layout, text); perr == nil {
+			break
+		}
+	}
+	if perr != nil {
+		return nil, "", Invalid("scheduled_at", "%q is neither an RFC 3339 time with a zone offset (2026-12-01T09:00:00-05:00) nor a local time in the recipients' zone (2026-12-01T09:00)", text)
+	}
+	p, err := s.Pitch(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	zone := ""
+	for _, r := range p.Recipients {
+		c, err := find[*Contact](ctx, s, collContacts, r.ContactID)
+		if err != nil {
+			return nil, "", err
+		}
+		if c.Timezone == "" || (zone != "" && c.Timezone != zone) {
+			return nil, "", Invalid("scheduled_at", "%q has no zone offset, and the recipients have no one time zone (contact %s: %q); give the offset, e.g. %s+01:00", text, contactLabel(c), c.Timezone, text)
+		}
+		zone = c.Timezone
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return nil, "", Invalid("scheduled_at", "the recipients' time zone %q is not known", zone)
+	}
+	t := time.Date(local.Year(), local.Month(), local.Day(), local.Hour(), local.Minute(), local.Second(), 0, loc).UTC()
+	return &t, zone, nil
+}

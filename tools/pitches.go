@@ -49,7 +49,7 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 	}
 	type sendIn struct {
 		ID          string `json:"id" jsonschema:"the pitch's id (UUID)"`
-		ScheduledAt string `json:"scheduled_at,omitempty" jsonschema:"when to send: an RFC 3339 time with its zone offset, e.g. 2026-12-01T09:00:00-05:00 (the recipient's or the team's zone); default now"`
+		ScheduledAt string `json:"scheduled_at,omitempty" jsonschema:"when to send: an RFC 3339 time with its zone offset (2026-12-01T09:00:00-05:00), or a local time (2026-12-01T09:00) in the recipients' time zone (their contacts' timezone, one for all); default now"`
 	}
 	type supIn struct {
 		Email string `json:"email" jsonschema:"the email address"`
@@ -126,17 +126,12 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				e, err := repo.ParseEmbargo("scheduled_at", in.ScheduledAt)
+				at, zone, err := s.PitchSchedule(ctx, in.ID, in.ScheduledAt)
 				if err != nil {
 					return nil, err
 				}
 				if sender == nil {
 					return nil, repo.Errorf(repo.CodeFailedPrecondition, "no outgoing mail server is configured (OUTREACH_SMTP_ADDR); pitches can be drafted and approved but not sent")
-				}
-				var at *time.Time
-				zone := ""
-				if e != nil {
-					at, zone = &e.Until, e.Zone
 				}
 				p, err := s.SchedulePitch(ctx, in.ID, at, zone)
 				if err != nil || p.ScheduledAt.After(time.Now()) {
