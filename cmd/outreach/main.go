@@ -83,7 +83,7 @@ Every command reads the same configuration:
   OUTREACH_EMAIL_KEEP_ATTACHMENTS  true: keep attachment bytes in GridFS (default false: metadata only)
   OUTREACH_SMTP_ADDR        the team mailbox's submission server for pitches, host:port (unset: no sending)
   OUTREACH_SMTP_SECURITY / _AUTH / _USER / _PASSWORD / _OAUTH2_TOKEN[_FILE] / _FROM / _SENT_MAILBOX   see docs/operations.md
-  OUTREACH_PITCH_APPROVER_SCOPE / _DAILY_CAP / _DOMAIN_CAP / _RESPONDED_ON_REPLY / _INTERVAL   pitch policy
+  OUTREACH_PITCH_APPROVER_SCOPE / _DAILY_CAP / _DOMAIN_CAP / _RESPONDED_ON_REPLY / _INTERVAL / _LEASE   pitch policy
   OUTREACH_TOOLSETS         toolsets to serve, comma-separated (default: all; core: the core set)
   OUTREACH_RATE_LIMIT       tool calls per second per key, RATE or RATE,BURST (default 10,100; 0: none)
   OUTREACH_HTTP_RATE_LIMIT  HTTP requests per second per key, RATE or RATE,BURST (default 50,500; 0: none)
@@ -381,7 +381,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		log.Info().Str("imap", mailCfg.Addr).Strs("mailboxes", mailCfg.Mailboxes).Str("interval", interval).Msg("email sync configured")
 		go syncer.Run(ctx, log)
 	}
-	sender, err := startPitches(store, pitchPol, smtpCfg, syncer, log)
+	sender, err := startPitches(store, pitchPol, smtpCfg, syncer, base, log)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,13 @@ func pitchConfig(publicURL string) (repo.PitchPolicy, *pitchsend.Config, error) 
 		}
 		c.Interval = d
 	}
+	if s := os.Getenv("OUTREACH_PITCH_LEASE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Second {
+			return pol, nil, fmt.Errorf("OUTREACH_PITCH_LEASE=%q: want a duration of at least 1s, e.g. 2m", s)
+		}
+		c.Lease = d
+	}
 	c.PublicURL = publicURL
 	if _, err := pitchsend.New(nil, *c, zerolog.Nop()); err != nil {
 		return pol, nil, fmt.Errorf("pitch sending configuration: %w", err)
@@ -65,7 +72,7 @@ func pitchConfig(publicURL string) (repo.PitchPolicy, *pitchsend.Config, error) 
 
 // startPitches applies the pitch policy and, when a submission server is
 // configured, returns the sender (its worker is started by the caller).
-func startPitches(store *repo.Store, pol repo.PitchPolicy, c *pitchsend.Config, inbox *mailsync.Syncer, log zerolog.Logger) (*pitchsend.Sender, error) {
+func startPitches(store *repo.Store, pol repo.PitchPolicy, c *pitchsend.Config, inbox *mailsync.Syncer, base string, log zerolog.Logger) (*pitchsend.Sender, error) {
 	if err := store.SetPitchPolicy(pol); err != nil {
 		return nil, err
 	}
@@ -73,6 +80,9 @@ func startPitches(store *repo.Store, pol repo.PitchPolicy, c *pitchsend.Config, 
 		return nil, nil
 	}
 	c.Inbox = inbox
+	if os.Getenv("OUTREACH_PUBLIC_URL") == "" {
+		c.PublicURL = base // the address actually listened on (a port 0 is chosen by now)
+	}
 	s, err := pitchsend.New(store, *c, log)
 	if err != nil {
 		return nil, fmt.Errorf("pitch sending configuration: %w", err)
