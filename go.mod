@@ -20,6 +20,7 @@ require (
 	github.com/slack-go/slack v0.35.0
 	github.com/testcontainers/testcontainers-go v0.40.0
 	github.com/testcontainers/testcontainers-go/modules/mongodb v0.40.0
+	github.com/wneessen/go-mail v0.8.1
 	github.com/xdg-go/scram v1.4.0
 	github.com/zitadel/oidc/v3 v3.52.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0

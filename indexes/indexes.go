@@ -57,6 +57,14 @@ var List = []Index{
 	{Collection: "email_held", Name: "mailbox", Keys: bson.D{{Key: "account", Value: 1}, {Key: "mailbox", Value: 1}, {Key: "resolved_at", Value: 1}, {Key: "uid_validity", Value: 1}, {Key: "uid", Value: 1}}},
 	{Collection: "email_held", Name: "open", Keys: bson.D{{Key: "resolved_at", Value: 1}, {Key: "reason", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: "email_held", Name: "open_all", Keys: bson.D{{Key: "resolved_at", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	// The delivery worker looks for due pitches; replies and bounces find
+	// their pitch by Message-ID; a contact's dossier and the double-pitch
+	// guard by recipient; a send checks the suppression list by address.
+	{Collection: "pitches", Name: "state", Keys: bson.D{{Key: "state", Value: 1}}},
+	{Collection: "pitches", Name: "message_id", Keys: bson.D{{Key: "recipients.message_id", Value: 1}}},
+	{Collection: "pitches", Name: "recipients", Keys: bson.D{{Key: "recipients.contact_id", Value: 1}}},
+	{Collection: "pitches", Name: "opportunity", Keys: bson.D{{Key: "opportunity_id", Value: 1}}},
+	{Collection: "suppressions", Name: "email", Keys: bson.D{{Key: "email_lower", Value: 1}}},
 	{Collection: "email_threads", Name: "text", Keys: bson.D{{Key: "subject", Value: "text"}, {Key: "messages.subject", Value: "text"}, {Key: "messages.body_text", Value: "text"}, {Key: "messages.from", Value: "text"}}, Text: true},
 	{Collection: "email_threads", Name: "contacts", Keys: bson.D{{Key: "contact_ids", Value: 1}}},
 	{Collection: "email_threads", Name: "opportunities", Keys: bson.D{{Key: "opportunity_links.opportunity_id", Value: 1}}},

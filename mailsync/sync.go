@@ -5,6 +5,7 @@
 package mailsync
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -767,6 +768,18 @@ func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbac
 		opts.keepAttachment = func(filename, mimeType string, r io.Reader) (string, int64, string, error) {
 			return s.store.PutEmailAttachment(ctx, filename, mimeType, r)
 		}
+	}
+	// A delivery report of a pitch is read whole (it is small) and handed
+	// to the store before it is parsed as any other message (dsn.go).
+	br := bufio.NewReaderSize(r, 64<<10)
+	r = br
+	if isReport(br) {
+		raw, err := io.ReadAll(io.LimitReader(br, maxDSNBytes))
+		if err != nil {
+			return nil, nil, err
+		}
+		s.bounces(ctx, raw)
+		r = bytes.NewReader(raw)
 	}
 	in, err := parse(r, opts)
 	if errors.Is(err, ErrMalformed) {

@@ -36,7 +36,7 @@ var dictionaryDocs = []struct {
 	{collOpportunities, Opportunity{}}, {collCoverage, Coverage{}}, {collMedia, Media{}}, {collNotes, Note{}},
 	{collEmails, EmailThread{}}, {collUsers, User{}}, {collKeys, AgentKey{}}, {collOAuthGrants, OAuthGrant{}}, {collOAuthClients, OAuthClient{}}, {collOAuthRequests, OAuthRequest{}}, {collSignIns, SignIn{}}, {collSettings, EmailSyncState{}},
 	{collSubscriptions, Subscription{}}, {collNotifications, Notification{}}, {collMessages, Message{}},
-	{collHeld, HeldEmail{}}, {collChangeLog, audit.Entry{}},
+	{collHeld, HeldEmail{}}, {collPitches, Pitch{}}, {collSuppressions, Suppression{}}, {collChangeLog, audit.Entry{}},
 }
 
 // dictionaryBookkeeping are the collections of the write path's and the
@@ -69,6 +69,7 @@ var dictionaryEnums = map[string][]string{
 	"subscriptions.events": Events, "notifications.event": Events,
 	"change_log.action": audit.Actions,
 	"email_held.reason": HeldReasons, "email_held.outcome": {HeldStored, HeldDuplicate, HeldGone},
+	"pitches.state": PitchStates, "pitches.recipients.state": RecipientStates, "suppressions.reason": SuppressionReasons,
 }
 
 var (

@@ -75,7 +75,7 @@ func (s *Store) owner(ctx context.Context, id string) (*Owner, error) {
 // id and title.
 type Touch struct {
 	At    time.Time `json:"at"`
-	Via   string    `json:"via"` // note, email or stage_change
+	Via   string    `json:"via"` // note, email, stage_change or pitch
 	ID    string    `json:"id"`
 	Title string    `json:"title"`
 	// ThreadID is the email thread of an email touch.
@@ -219,6 +219,8 @@ type ContactDossier struct {
 	Pitches            PitchCounts      `json:"pitches"`
 	LatestInteractions *InteractionLog  `json:"latest_interactions"`
 	ComputedAt         time.Time        `json:"computed_at"`
+	// EmailPitches are the pitches to the contact, newest first (pitches.go).
+	EmailPitches []PitchBrief `json:"email_pitches"`
 }
 
 // ContactDossier gathers a contact's record, affiliations, opportunities,
@@ -311,6 +313,14 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 	}
 	if d.LatestInteractions, err = s.InteractionLog(ctx, InteractionQuery{ContactID: id, Limit: interactions}); err != nil {
 		return nil, err
+	}
+	if d.EmailPitches, err = s.contactPitches(ctx, id); err != nil {
+		return nil, err
+	}
+	for _, p := range d.EmailPitches {
+		if p.SentAt != nil && !p.SentAt.After(t) {
+			d.LastContacted = later(d.LastContacted, Touch{At: *p.SentAt, Via: "pitch", ID: p.ID, Title: p.Subject})
+		}
 	}
 	return d, nil
 }

@@ -236,6 +236,7 @@ func (s *Store) IngestEmail(ctx context.Context, in IncomingEmail) (IngestResult
 		var res IngestResult
 		res, err = s.ingestOnce(ctx, in)
 		if err == nil {
+			s.pitchReply(ctx, in, res) // a reply to a pitch (pitchsend.go)
 			return res, nil
 		}
 		if !isConflict(err) && !mongo.IsDuplicateKeyError(err) {

@@ -23,7 +23,7 @@ var redacted = map[string][]string{collKeys: {"key_hash", "scram"}, collOAuthGra
 // recordCollections are the collections written through the write path.
 var recordCollections = []string{collOutlets, collContacts, collChannels, collCampaigns, collOpportunities,
 	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys, collOAuthGrants, collOAuthClients, collOAuthRequests, collSignIns, collSettings,
-	collSubscriptions, collNotifications, collDeliveries, collMessages, collHeld}
+	collSubscriptions, collNotifications, collDeliveries, collMessages, collHeld, collPitches, collSuppressions}
 
 // RecordCollections are the collections Verify checks record by record.
 func RecordCollections() []string { return append([]string(nil), recordCollections...) }
@@ -34,7 +34,7 @@ var kinds = map[string]string{
 	collOpportunities: "opportunity", collCoverage: "coverage", collMedia: "media", collNotes: "note",
 	collEmails: "email thread", collUsers: "user", collKeys: "agent key", collOAuthGrants: "OAuth grant", collOAuthClients: "OAuth client", collOAuthRequests: "authorization request", collSignIns: "sign-in", collSettings: "setting",
 	collSubscriptions: "subscription", collNotifications: "notification", collDeliveries: "delivery", collMessages: "Slack message",
-	collHeld: "held email",
+	collHeld: "held email", collPitches: "pitch", collSuppressions: "suppression",
 }
 
 // kindOf names a collection's records in messages, whatever the collection.

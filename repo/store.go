@@ -70,6 +70,9 @@ const (
 	collMessages      = "slack_messages"
 	// Messages of the shared inbox read but not stored (emailheld.go).
 	collHeld = "email_held"
+	// Pitches and the suppression list (pitches.go, pitchsend.go).
+	collPitches      = "pitches"
+	collSuppressions = "suppressions"
 	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
 	collFiles  = ledger.CollFiles
 	collChunks = ledger.CollChunks
@@ -143,6 +146,8 @@ type Store struct {
 
 	targets     atomic.Pointer[[]string] // delivery targets of new notifications (notify.go)
 	pitchWindow atomic.Int64             // the double-pitch window in nanoseconds; 0: the default (guards.go)
+
+	pitchPolicy atomic.Pointer[PitchPolicy] // the operator's pitch settings (pitches.go)
 
 	// turns queues this process's updates of one record (see modify).
 	turns recordTurns

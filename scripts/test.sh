@@ -129,6 +129,17 @@ else
   echo "Chromium is not installed: the browser sign-in test will skip (and fail under CI=true)"
 fi
 
+echo "== Postfix and Dovecot LMTP (real mail servers for the pitch sending tests)"
+if ! [ -x /usr/sbin/postfix ] || ! [ -x /usr/lib/dovecot/lmtp ]; then
+  # postfix's own start is not wanted: the tests run private instances.
+  apt_install postfix dovecot-lmtpd || echo "could not install postfix dovecot-lmtpd"
+fi
+if [ -x /usr/sbin/postfix ] && [ -x /usr/lib/dovecot/lmtp ]; then
+  echo "Postfix $(/usr/sbin/postconf -h mail_version 2>/dev/null), Dovecot LMTP"
+else
+  echo "Postfix or Dovecot LMTP is not installed: the pitch sending tests will skip (and fail under CI=true)"
+fi
+
 echo "== tests (the embedded store)"
 failed=""
 # Every query the service's own indexes answer is asked of the store too, and

@@ -16,6 +16,7 @@ import (
 
 	"outreach/audit"
 	"outreach/oauth"
+	"outreach/pitchsend"
 	"outreach/repo"
 	"outreach/tools"
 )
@@ -89,6 +90,7 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 	if tools.ServerCardOf(opts...) {
 		mountServerCard(mux, store, catalog) // card.go
 	}
+	mux.Handle(pitchsend.UnsubscribePath, pitchsend.UnsubscribeHandler(store, log))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()

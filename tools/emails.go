@@ -23,6 +23,7 @@ type options struct {
 	listed          []string // the toolsets a client naming none is served (catalog.go); nil: toolsets
 	serverCard      bool     // serve the server card (server/card.go)
 	limits          *RateLimits
+	pitches         PitchSender // send_pitch's sender (pitches.go)
 }
 
 // WithMailSync gives sync_emails the configured shared inbox.

@@ -151,6 +151,12 @@ var outputs = map[string]*jsonschema.Schema{
 	"get_slack_answer": object("question_id", of[string](), "question", of[string](), "answered", of[bool](),
 		"status", of[string](), "answers", of[[]repo.Answer]()),
 	"list_questions": list[repo.Message]("questions"),
+	// Pitches
+	"create_pitch": of[repo.Pitch](), "get_pitch": of[repo.Pitch](), "list_pitches": list[repo.Pitch]("pitches"),
+	"update_pitch": of[repo.Pitch](), "approve_pitch": of[repo.Pitch](), "send_pitch": of[repo.Pitch](),
+	"cancel_pitch": of[repo.Pitch](), "archive_pitch": of[repo.Pitch](),
+	"add_suppression": of[repo.Suppression](), "remove_suppression": of[repo.Suppression](),
+	"list_suppressions": list[repo.Suppression]("suppressions"),
 }
 
 // campaignWithHeadline is a campaign as list_campaigns shows it.

@@ -155,6 +155,7 @@ var toolPages = map[string]string{
 	"emails":        "../docs/tools/emails.md",
 	"notifications": "../docs/tools/notifications.md",
 	"messaging":     "../docs/tools/notifications.md",
+	"pitches":       "../docs/tools/pitches.md",
 }
 
 // TestDocToolPages holds the tool pages to the code: every toolset has a

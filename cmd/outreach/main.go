@@ -87,6 +87,9 @@ Every command reads the same configuration:
   OUTREACH_IMAP_INTERVAL    time between automatic syncs, e.g. 5m (default 5m; 0 = only sync_emails)
   OUTREACH_IMAP_MAX_MESSAGE_BYTES  larger messages are skipped and reported (default 52428800, 50 MiB)
   OUTREACH_EMAIL_KEEP_ATTACHMENTS  true: keep attachment bytes in GridFS (default false: metadata only)
+  OUTREACH_SMTP_ADDR        the team mailbox's submission server for pitches, host:port (unset: no sending)
+  OUTREACH_SMTP_SECURITY / _AUTH / _USER / _PASSWORD / _OAUTH2_TOKEN[_FILE] / _FROM / _SENT_MAILBOX   see docs/operations.md
+  OUTREACH_PITCH_APPROVER_SCOPE / _DAILY_CAP / _DOMAIN_CAP / _RESPONDED_ON_REPLY / _INTERVAL / _LEASE   pitch policy
   OUTREACH_TOOLSETS         toolsets to serve, comma-separated (default: every toolset offered, the lean default listed; core: the core set; all: every one listed)
   OUTREACH_RATE_LIMIT       tool calls per second per key, RATE or RATE,BURST (default 10,100; 0: none)
   OUTREACH_HTTP_RATE_LIMIT  HTTP requests per second per key, RATE or RATE,BURST (default 50,500; 0: none)
@@ -370,6 +373,11 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 			return fmt.Errorf("--oidc-issuer: %w", err)
 		}
 	}
+	// Pitches' unsubscribe links are built on the public URL (else the address listened on).
+	pitchPol, smtpCfg, err := pitchConfig(bannerBase(scfg.PublicURL, tlsOpts, ln.Addr()))
+	if err != nil {
+		return err
+	}
 	store, closeStore, err := open(ctx, cfg, true, log)
 	if err != nil {
 		return err
@@ -404,8 +412,9 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	store.SetDeliveryTargets(delivery.Targets(dcfg))
 	go delivery.New(store, dcfg).Run(ctx) // also fires next_action_due without targets
 	topts := []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack), toolsets, tools.WithRateLimits(limits), tools.WithServerCard(cfg.serverCard)}
+	var syncer *mailsync.Syncer
 	if mailCfg != nil {
-		syncer, err := mailsync.New(store, *mailCfg)
+		syncer, err = mailsync.New(store, *mailCfg)
 		if err != nil {
 			return err
 		}
@@ -416,6 +425,14 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		}
 		log.Info().Str("imap", mailCfg.Addr).Strs("mailboxes", mailCfg.Mailboxes).Str("interval", interval).Msg("email sync configured")
 		go syncer.Run(ctx, log)
+	}
+	sender, err := startPitches(store, pitchPol, smtpCfg, syncer, base, log)
+	if err != nil {
+		return err
+	}
+	if sender != nil {
+		topts = append(topts, tools.WithPitchSender(sender))
+		go sender.Run(ctx)
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(zerologHandler{log}, slog.LevelWarn)}
 	srv.Handler = server.EndStreamsOnShutdown(srv, server.NewWithConfig(store, log, scfg, topts...))

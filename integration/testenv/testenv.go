@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"outreach/audit"
 	"outreach/embedded"
 	"outreach/mailsync"
+	"outreach/pitchsend"
 	"outreach/repo"
 	"outreach/server"
 	"outreach/tools"
@@ -36,7 +38,11 @@ type Env struct {
 	AdminKey string
 	// AdminUserID owns AdminKey.
 	AdminUserID string
-	t           testing.TB
+	// Sender sends pitches (Options.Pitches), Syncer syncs the inbox
+	// (Options.Mail).
+	Sender *pitchsend.Sender
+	Syncer *mailsync.Syncer
+	t      testing.TB
 }
 
 // Options tune New.
@@ -63,6 +69,9 @@ type Options struct {
 	// trusted proxies, OAuth), and Log, when set, receives the service's log.
 	Server server.Config
 	Log    io.Writer
+	// Pitches, when set, sends pitches through this submission server (its
+	// Inbox is the one of Mail; its PublicURL the test server's).
+	Pitches *pitchsend.Config
 }
 
 // New starts a service for the test and stops it when the test ends.
@@ -76,18 +85,38 @@ func NewWith(t testing.TB, o Options) *Env {
 	t.Helper()
 	store := OpenStore(t, o)
 	topts := append([]tools.Option{}, o.Tools...)
+	var syncer *mailsync.Syncer
 	if o.Mail != nil {
 		m, err := mailsync.New(store, *o.Mail)
 		if err != nil {
 			t.Fatal(err)
 		}
+		syncer = m
 		topts = append(topts, tools.WithMailSync(m))
 	}
 	log := zerolog.Nop()
 	if o.Log != nil {
 		log = zerolog.New(o.Log)
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sender *pitchsend.Sender
+	if o.Pitches != nil {
+		c := *o.Pitches
+		c.Inbox, c.PublicURL = syncer, "http://"+ln.Addr().String()
+		if sender, err = pitchsend.New(store, c, zerolog.Nop()); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.SetPitchPolicy(repo.PitchPolicy{From: sender.From(), RespondedOnReply: true}); err != nil {
+			t.Fatal(err)
+		}
+		topts = append(topts, tools.WithPitchSender(sender))
+	}
 	ts := httptest.NewUnstartedServer(nil)
+	ts.Listener.Close()
+	ts.Listener = ln
 	scfg := o.Server
 	scfg.OAuth = scfg.OAuth || o.OAuth
 	if scfg.PublicURL == "" && scfg.OAuth {
@@ -108,7 +137,7 @@ func NewWith(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{Store: store, URL: ts.URL + "/mcp", Base: ts.URL, AdminKey: key, AdminUserID: u.ID, t: t}
+	return &Env{Store: store, URL: ts.URL + "/mcp", Base: ts.URL, AdminKey: key, AdminUserID: u.ID, Sender: sender, Syncer: syncer, t: t}
 }
 
 // OpenStore opens a fresh, empty store for the test: a new in-memory embedded
