@@ -63,6 +63,14 @@ type Config struct {
 	AgentSession string
 	// Only, when set, keeps the operations whose name contains one of these.
 	Only []string
+	// Names, when set, keeps the operations of exactly these names.
+	Names []string
+	// Rollback are the session sizes whose rollback is measured: that many
+	// create_note calls in a session of their own, then rollback_session.
+	Rollback []int
+	// MemProfile, when set, is where a heap profile is written at the end
+	// of the run, while the store and the service are still up.
+	MemProfile string
 	// Progress receives one line per cell; nil is silent.
 	Progress io.Writer
 }
@@ -96,6 +104,10 @@ type Stats struct {
 	Throughput float64 // calls per second, all clients together
 	Load       float64 // one-minute load average when the cell ended
 	FirstError string
+	// AllocsPerCall and BytesPerCall are the heap allocations of the whole
+	// process per call during the cell: service and client together for a
+	// service cell (the floor's figure is the client's and the SDK's share).
+	AllocsPerCall, BytesPerCall float64
 }
 
 // Row is one operation measured on every target.
@@ -127,6 +139,7 @@ type Report struct {
 	IndexTime          time.Duration
 	Floor              map[int]Stats
 	Rows               []Row
+	Rollbacks          []RollbackRun
 	ServerRSS, PeerRSS int64 // bytes, at the end
 	PeerNote           string
 }
@@ -255,6 +268,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if len(cfg.Only) > 0 && !slices.ContainsFunc(cfg.Only, func(s string) bool { return strings.Contains(o.name, s) }) {
 			continue
 		}
+		if len(cfg.Names) > 0 && !slices.Contains(cfg.Names, o.name) {
+			continue
+		}
 		ops = append(ops, o)
 		if o.scratch != "" && !slices.Contains(copies, o.scratch) {
 			copies = append(copies, o.scratch)
@@ -319,6 +335,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			fmt.Fprintln(cfg.Progress, line)
 		}
 		rep.Rows = append(rep.Rows, row)
+	}
+	for _, n := range cfg.Rollback {
+		rb, err := measureRollback(ctx, svc.URL+"/mcp", key, d, n)
+		if err != nil {
+			return nil, fmt.Errorf("rollback of %d changes: %w", n, err)
+		}
+		rep.Rollbacks = append(rep.Rollbacks, rb)
+		fmt.Fprintf(cfg.Progress, "session of %d create_note calls: written in %v, rolled back in %v\n", n, rb.Write.Round(time.Millisecond), rb.Rollback.Round(time.Millisecond))
+	}
+	if cfg.MemProfile != "" {
+		if err := writeHeapProfile(cfg.MemProfile); err != nil {
+			return nil, err
+		}
 	}
 	rep.ServerRSS = rss(os.Getpid())
 	if peer != nil {
@@ -476,6 +505,8 @@ func measure(clients int, d time.Duration, fn func(w, i int) error) Stats {
 	var lat []time.Duration
 	var st Stats
 	var wg sync.WaitGroup
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	start := time.Now()
 	deadline := start.Add(d)
 	for w := range clients {
@@ -507,12 +538,15 @@ func measure(clients int, d time.Duration, fn func(w, i int) error) Stats {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
 	slices.Sort(lat)
 	st.Calls = len(lat)
 	st.P50 = lat[len(lat)/2]
 	st.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
 	st.Throughput = float64(len(lat)) / elapsed.Seconds()
 	st.Load = load1()
+	st.AllocsPerCall = float64(after.Mallocs-before.Mallocs) / float64(len(lat))
+	st.BytesPerCall = float64(after.TotalAlloc-before.TotalAlloc) / float64(len(lat))
 	return st
 }
 
