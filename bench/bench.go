@@ -68,6 +68,9 @@ type Config struct {
 	// Rollback are the session sizes whose rollback is measured: that many
 	// create_note calls in a session of their own, then rollback_session.
 	Rollback []int
+	// NoRaw leaves the raw store's cells out (their figures stay zero), so
+	// that a profile of the run is the service's alone.
+	NoRaw bool
 	// MemProfile, when set, is where a heap profile is written at the end
 	// of the run, while the store and the service are still up.
 	MemProfile string
@@ -321,7 +324,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return nil, fmt.Errorf("%s: %w", o.name, err)
 			}
 			row.Service[n] = st
-			rs := measure(n, cfg.Cell, func(w, i int) error { return o.raw(ctx, raw, w, i) })
+			var rs Stats
+			if !cfg.NoRaw {
+				rs = measure(n, cfg.Cell, func(w, i int) error { return o.raw(ctx, raw, w, i) })
+			}
 			row.Raw[n] = rs
 			line := fmt.Sprintf("%-34s %d clients: p50 %v (raw %v), %.1f calls/s (raw %.1f)", o.name, n, st.P50, rs.P50, st.Throughput, rs.Throughput)
 			if peer != nil && o.peer != nil {

@@ -26,7 +26,9 @@ type GrowthConfig struct {
 	// MemProfile, when set, gets a heap profile per size, at the end of
 	// that size's run: the path with ".<notes>" appended.
 	MemProfile string
-	Progress   io.Writer
+	// NoRaw is Config.NoRaw.
+	NoRaw    bool
+	Progress io.Writer
 }
 
 // growthOps are the operations the growth table follows: the reads the
@@ -55,7 +57,7 @@ func RunGrowth(ctx context.Context, cfg GrowthConfig) (*Growth, error) {
 			mem = fmt.Sprintf("%s.%d", cfg.MemProfile, n)
 		}
 		rep, err := Run(ctx, Config{Notes: n, Cell: cfg.Cell, Clients: []int{1}, MongoURI: cfg.MongoURI,
-			Names: growthOps, Seed: cfg.Seed, AgentSession: cfg.AgentSession, MemProfile: mem, Progress: cfg.Progress})
+			Names: growthOps, Seed: cfg.Seed, AgentSession: cfg.AgentSession, MemProfile: mem, NoRaw: cfg.NoRaw, Progress: cfg.Progress})
 		if err != nil {
 			return nil, fmt.Errorf("%d notes: %w", n, err)
 		}

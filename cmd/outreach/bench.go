@@ -37,6 +37,7 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (service and store) here, for go tool pprof")
 	memProfile := fs.String("memprofile", "", "write a heap profile (service and store, after a collection) at the end of the run here, for go tool pprof; "+
 		"with -growth, one per size: the path with .<notes> appended")
+	noRaw := fs.Bool("noraw", false, "leave out the raw store's measurements (their figures print as zero), so that a profile is the service's alone")
 	rollback := fs.String("rollback", "100,10000", "session sizes whose rollback is measured (that many create_note calls in a session, then rollback_session), comma-separated; empty: none")
 	session := fs.String("session", "", "an agent session id every measured call names (X-Agent-Session-Id); empty: none, the service finds the key's implicit session per call")
 	if err := fs.Parse(args); err != nil {
@@ -64,14 +65,14 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fmt.Errorf("-growth %q: %w", *growth, err)
 		}
 		g, err := bench.RunGrowth(ctx, bench.GrowthConfig{Sizes: sizes, Cell: *cell, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow,
-			AgentSession: *session, MemProfile: *memProfile, Progress: stderr})
+			AgentSession: *session, MemProfile: *memProfile, NoRaw: *noRaw, Progress: stderr})
 		if err != nil {
 			return err
 		}
 		return output(g.Markdown(), *out, stdout)
 	}
 	cfg := bench.Config{Notes: *notes, Cell: *cell, PeerDir: *peer, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow, AgentSession: *session,
-		MemProfile: *memProfile, Progress: stderr}
+		MemProfile: *memProfile, NoRaw: *noRaw, Progress: stderr}
 	var err error
 	if cfg.Clients, err = positiveInts(*clients); err != nil {
 		return fmt.Errorf("-clients %q: %w", *clients, err)
