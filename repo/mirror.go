@@ -57,6 +57,8 @@ type mirror struct {
 	// loop (Close).
 	ready chan struct{}
 	stop  context.Context
+	// fromCheckpoint: the first build loaded the checkpoint (mirror_checkpoint.go).
+	fromCheckpoint atomic.Bool
 }
 
 type journaled struct {
@@ -104,7 +106,7 @@ func (s *Store) buildLoop() {
 		mi.building, mi.journal = true, nil
 		mi.mu.Unlock()
 		started := time.Now()
-		colls, err := s.readMirror(mi.stop)
+		colls, err := s.readMirrorFirst(mi.stop)
 		mi.mu.Lock()
 		if err == nil && mi.lost == gen {
 			for _, j := range mi.journal {

@@ -138,6 +138,10 @@ type Options struct {
 	// (the embedded store gives FerretDB's look-ups by _id an index there:
 	// embedded.Store.IndexIDs).
 	PrepareStore func(ctx context.Context, database string) error
+	// IndexCheckpoint, when set (the embedded store), is the file the
+	// service's own indexes are written to at a clean stop and loaded from
+	// at the next start when no change was written since (mirror_checkpoint.go).
+	IndexCheckpoint string
 	// IndexCheck runs every query the service's own indexes answer on the
 	// store as well and fails it when the answers differ (tests; also set
 	// by OUTREACH_INDEX_CHECK=1).
@@ -177,6 +181,8 @@ type Store struct {
 	intentID string
 	// exclusive: no other process writes this store (Options.Exclusive).
 	exclusive bool
+	// checkpoint is the index checkpoint file (Options.IndexCheckpoint).
+	checkpoint string
 	// sweptBefore is the cutoff of the last recovery sweep (unix ns): a
 	// pending write older than it was due to be settled by that sweep.
 	sweptBefore atomic.Int64
@@ -242,6 +248,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	}
 	if opts.Exclusive {
 		s.serialWrites = true
+		s.checkpoint = opts.IndexCheckpoint
 	}
 	s.caps.SerialWrites = s.serialWrites
 	switch opts.WriteMode {
@@ -323,6 +330,8 @@ func (s *Store) Close(ctx context.Context) error {
 		s.writeMu.Lock()
 		if err := s.closeIntent(ctx); err != nil {
 			s.log.Warn().Err(err).Msg("last write intent left to recovery at the next start")
+		} else {
+			s.saveCheckpoint(ctx)
 		}
 		s.writeMu.Unlock()
 	}
