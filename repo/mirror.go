@@ -247,6 +247,9 @@ func (s *Store) mirrorPut(coll string, doc any) {
 	if s.mirror == nil || !s.serialWrites {
 		return
 	}
+	if coll == collChangeLog {
+		defer s.implicit.invalidate()
+	}
 	spec, ok := s.schema.Index[coll]
 	if !ok {
 		return
@@ -298,6 +301,7 @@ func (s *Store) mirrorRefresh(ctx context.Context, coll, id string) {
 
 // mirrorLost makes every query go to the store until the mirror is rebuilt.
 func (s *Store) mirrorLost(coll string, err error) {
+	defer s.implicit.invalidate()
 	mi := s.mirror
 	mi.mu.Lock()
 	mi.lost++

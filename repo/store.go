@@ -205,6 +205,8 @@ type Store struct {
 	turns recordTurns
 	// sessions caches session id -> the agent it is bound to.
 	sessions sync.Map
+	// implicit caches what keys' implicit sessions depend on (sessions_cache.go).
+	implicit implicitCache
 	// mirror: the indexes the service keeps for the exclusive embedded
 	// store (mirror.go); nil elsewhere.
 	mirror     *mirror
