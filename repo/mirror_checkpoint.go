@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"outreach/audit"
 	"outreach/ledger/index"
 )
 
@@ -116,15 +117,69 @@ func (s *Store) saveCheckpoint(ctx context.Context) {
 }
 
 // readMirrorFirst is the first build's read: the checkpoint when it is
-// valid, else the store.
+// valid, else the store. The checkpoint read before recovery (preload) is
+// taken when the counter still holds its value.
 func (s *Store) readMirrorFirst(ctx context.Context) (map[string]*index.Coll, error) {
 	select {
 	case <-s.mirror.ready:
 	default:
-		if colls, ok := s.loadCheckpoint(ctx); ok {
+		if pre := s.preloaded.Swap(nil); pre != nil {
+			if counter, err := s.changeCounter(ctx); err == nil && counter == pre.counter {
+				s.mirror.fromCheckpoint.Store(true)
+				return pre.colls, nil
+			}
+		} else if colls, ok := s.loadCheckpoint(ctx); ok {
 			s.mirror.fromCheckpoint.Store(true)
 			return colls, nil
 		}
 	}
 	return s.readMirror(ctx)
+}
+
+// preloadedCheckpoint is a checkpoint read, and found current, before
+// recovery ran.
+type preloadedCheckpoint struct {
+	counter int64
+	colls   map[string]*index.Coll
+}
+
+// preloadCheckpoint reads the checkpoint before recovery (Open), so that
+// recovery asks it, not a scan of the whole change log, for the entries
+// left pending (pendingEntries).
+func (s *Store) preloadCheckpoint(ctx context.Context) {
+	colls, ok := s.loadCheckpoint(ctx)
+	if !ok {
+		return
+	}
+	counter, err := s.changeCounter(ctx)
+	if err != nil {
+		return
+	}
+	s.preloaded.Store(&preloadedCheckpoint{counter: counter, colls: colls})
+}
+
+// pendingEntries are the change entries left pending, for recovery. With a
+// checkpoint current for the store (read before recovery wrote anything,
+// its counter unmoved) and holding no pending entry, there are none: every
+// entry written since the checkpoint moved the counter. Otherwise the
+// change log is read, as it always was (on the embedded store a scan).
+func (s *Store) pendingEntries(ctx context.Context) ([]audit.Entry, error) {
+	if pre := s.preloaded.Load(); pre != nil {
+		if counter, err := s.changeCounter(ctx); err == nil && counter == pre.counter {
+			if log := pre.colls[collChangeLog]; log != nil {
+				if _, total, ok := log.IDs(index.Query{Filter: bson.M{"state": audit.StatePending}, Limit: 1}); ok && total == 0 {
+					return nil, nil
+				}
+			}
+		}
+	}
+	var pending []audit.Entry
+	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{"state": audit.StatePending})
+	if err != nil {
+		return nil, err
+	}
+	if err := cur.All(ctx, &pending); err != nil {
+		return nil, err
+	}
+	return pending, nil
 }

@@ -181,8 +181,11 @@ type Store struct {
 	intentID string
 	// exclusive: no other process writes this store (Options.Exclusive).
 	exclusive bool
-	// checkpoint is the index checkpoint file (Options.IndexCheckpoint).
+	// checkpoint is the index checkpoint file (Options.IndexCheckpoint);
+	// preloaded, the checkpoint read at Open before recovery, until the
+	// first build takes it (mirror_checkpoint.go).
 	checkpoint string
+	preloaded  atomic.Pointer[preloadedCheckpoint]
 	// sweptBefore is the cutoff of the last recovery sweep (unix ns): a
 	// pending write older than it was due to be settled by that sweep.
 	sweptBefore atomic.Int64
@@ -300,6 +303,9 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	// that limit for this one pass.
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
+	if opts.Exclusive && s.serialWrites {
+		s.preloadCheckpoint(rctx)
+	}
 	if _, err := s.Recover(rctx, opts.Exclusive); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("recover: %w", err)
