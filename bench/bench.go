@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -147,7 +148,11 @@ type Report struct {
 	Rows                          []Row
 	Rollbacks                     []RollbackRun
 	ServerRSS, PeerRSS            int64 // bytes, at the end
-	PeerNote                      string
+	// HeldRSS is this process's RSS at the end once a collection has handed
+	// the freed memory back (debug.FreeOSMemory): what it holds, without the
+	// garbage the last cells (the raw scans among them) left.
+	HeldRSS  int64
+	PeerNote string
 }
 
 // Seeding methods (Config.Seed).
@@ -360,6 +365,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep.ServerRSS = rss(os.Getpid())
+	debug.FreeOSMemory()
+	rep.HeldRSS = rss(os.Getpid())
 	if peer != nil {
 		rep.PeerRSS = rss(peer.pid())
 	}
