@@ -23,6 +23,9 @@ import (
 // one, other specs, another database, a counter that moved) builds from
 // the store as before; Verify compares the indexes with the store either way.
 
+// errNotBuilt: the indexes are not built, so there is nothing to write.
+var errNotBuilt = errors.New("the indexes are not built")
+
 // changeCounter is the change counter's value (0 before the first change).
 func (s *Store) changeCounter(ctx context.Context) (int64, error) {
 	var c struct {
@@ -73,8 +76,10 @@ func (s *Store) loadCheckpoint(ctx context.Context) (map[string]*index.Coll, boo
 
 // saveCheckpoint writes the indexes to the checkpoint file (writeMu held,
 // the last write intent settled): only a complete, current index is
-// written, through a temporary file renamed over the old one. A failure
-// removes the old file and is logged; the next start builds from the store.
+// written, through a temporary file renamed over the old one. When the
+// indexes are not built yet (a short command's store) or the write fails,
+// the old file stays: the counter check keeps it from being taken once
+// anything was written since.
 func (s *Store) saveCheckpoint(ctx context.Context) {
 	mi := s.mirror
 	if s.checkpoint == "" || mi == nil {
@@ -84,7 +89,7 @@ func (s *Store) saveCheckpoint(ctx context.Context) {
 		mi.mu.RLock()
 		defer mi.mu.RUnlock()
 		if mi.stale.Load() || mi.building || mi.colls == nil {
-			return errors.New("the indexes are not built")
+			return errNotBuilt
 		}
 		counter, err := s.changeCounter(ctx)
 		if err != nil {
@@ -110,9 +115,11 @@ func (s *Store) saveCheckpoint(ctx context.Context) {
 		}
 		return err
 	}()
-	if err != nil {
-		os.Remove(s.checkpoint)
-		s.log.Warn().Err(err).Msg("the index checkpoint was not written; the next start builds the indexes from the store")
+	switch {
+	case errors.Is(err, errNotBuilt):
+		s.log.Info().Msg("the index checkpoint was not written: the indexes were not built yet")
+	case err != nil:
+		s.log.Warn().Err(err).Msg("the index checkpoint was not written; the next start builds the indexes from the store unless the old one is still current")
 	}
 }
 
