@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -63,6 +64,17 @@ type Config struct {
 	AgentSession string
 	// Only, when set, keeps the operations whose name contains one of these.
 	Only []string
+	// Names, when set, keeps the operations of exactly these names.
+	Names []string
+	// Rollback are the session sizes whose rollback is measured: that many
+	// create_note calls in a session of their own, then rollback_session.
+	Rollback []int
+	// NoRaw leaves the raw store's cells out (their figures stay zero), so
+	// that a profile of the run is the service's alone.
+	NoRaw bool
+	// MemProfile, when set, is where a heap profile is written at the end
+	// of the run, while the store and the service are still up.
+	MemProfile string
 	// Progress receives one line per cell; nil is silent.
 	Progress io.Writer
 }
@@ -96,6 +108,10 @@ type Stats struct {
 	Throughput float64 // calls per second, all clients together
 	Load       float64 // one-minute load average when the cell ended
 	FirstError string
+	// AllocsPerCall and BytesPerCall are the heap allocations of the whole
+	// process per call during the cell: service and client together for a
+	// service cell (the floor's figure is the client's and the SDK's share).
+	AllocsPerCall, BytesPerCall float64
 }
 
 // Row is one operation measured on every target.
@@ -124,11 +140,19 @@ type Report struct {
 	// IndexTime is how long the service's own indexes (embedded store) took
 	// to build after that, in the background: queries read the store until
 	// they are ready.
-	IndexTime          time.Duration
-	Floor              map[int]Stats
-	Rows               []Row
-	ServerRSS, PeerRSS int64 // bytes, at the end
-	PeerNote           string
+	IndexTime time.Duration
+	// RestartTime and RestartIndexTime are the same after a clean stop of
+	// that service: the indexes load from their checkpoint (embedded store).
+	RestartTime, RestartIndexTime time.Duration
+	Floor                         map[int]Stats
+	Rows                          []Row
+	Rollbacks                     []RollbackRun
+	ServerRSS, PeerRSS            int64 // bytes, at the end
+	// HeldRSS is this process's RSS at the end once a collection has handed
+	// the freed memory back (debug.FreeOSMemory): what it holds, without the
+	// garbage the last cells (the raw scans among them) left.
+	HeldRSS  int64
+	PeerNote string
 }
 
 // Seeding methods (Config.Seed).
@@ -166,6 +190,7 @@ func (t *target) open(ctx context.Context) error {
 		}
 		t.es = es
 		t.opts.PrepareStore = es.IndexIDs // FerretDB's look-ups by _id on an index
+		t.opts.IndexCheckpoint = es.IndexCheckpoint(t.db)
 	}
 	store, err := repo.Open(ctx, t.storeURI(), t.db, t.opts)
 	if err != nil {
@@ -255,6 +280,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if len(cfg.Only) > 0 && !slices.ContainsFunc(cfg.Only, func(s string) bool { return strings.Contains(o.name, s) }) {
 			continue
 		}
+		if len(cfg.Names) > 0 && !slices.Contains(cfg.Names, o.name) {
+			continue
+		}
 		ops = append(ops, o)
 		if o.scratch != "" && !slices.Contains(copies, o.scratch) {
 			copies = append(copies, o.scratch)
@@ -305,7 +333,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return nil, fmt.Errorf("%s: %w", o.name, err)
 			}
 			row.Service[n] = st
-			rs := measure(n, cfg.Cell, func(w, i int) error { return o.raw(ctx, raw, w, i) })
+			var rs Stats
+			if !cfg.NoRaw {
+				rs = measure(n, cfg.Cell, func(w, i int) error { return o.raw(ctx, raw, w, i) })
+			}
 			row.Raw[n] = rs
 			line := fmt.Sprintf("%-34s %d clients: p50 %v (raw %v), %.1f calls/s (raw %.1f)", o.name, n, st.P50, rs.P50, st.Throughput, rs.Throughput)
 			if peer != nil && o.peer != nil {
@@ -320,7 +351,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
+	for _, n := range cfg.Rollback {
+		rb, err := measureRollback(ctx, svc.URL+"/mcp", key, d, n)
+		if err != nil {
+			return nil, fmt.Errorf("rollback of %d changes: %w", n, err)
+		}
+		rep.Rollbacks = append(rep.Rollbacks, rb)
+		fmt.Fprintf(cfg.Progress, "session of %d create_note calls: written in %v, rolled back in %v\n", n, rb.Write.Round(time.Millisecond), rb.Rollback.Round(time.Millisecond))
+	}
+	if cfg.MemProfile != "" {
+		if err := writeHeapProfile(cfg.MemProfile); err != nil {
+			return nil, err
+		}
+	}
 	rep.ServerRSS = rss(os.Getpid())
+	debug.FreeOSMemory()
+	rep.HeldRSS = rss(os.Getpid())
 	if peer != nil {
 		rep.PeerRSS = rss(peer.pid())
 	}
@@ -379,6 +425,16 @@ func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, st
 	rep.IndexTime = t.indexTime
 	fmt.Fprintf(cfg.Progress, "reopened the store and started the service in %v; its own indexes were built %v later\n",
 		rep.OpenTime.Round(time.Millisecond), rep.IndexTime.Round(time.Millisecond))
+	// A restart: a clean stop, then a start on the same store.
+	t.close()
+	start = time.Now()
+	if err := t.open(ctx); err != nil {
+		return nil, "", fmt.Errorf("restart: %w", err)
+	}
+	rep.RestartTime = time.Since(start) - t.indexTime
+	rep.RestartIndexTime = t.indexTime
+	fmt.Fprintf(cfg.Progress, "restarted in %v; its own indexes were ready %v later\n",
+		rep.RestartTime.Round(time.Millisecond), rep.RestartIndexTime.Round(time.Millisecond))
 	return d, key, nil
 }
 
@@ -476,6 +532,8 @@ func measure(clients int, d time.Duration, fn func(w, i int) error) Stats {
 	var lat []time.Duration
 	var st Stats
 	var wg sync.WaitGroup
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	start := time.Now()
 	deadline := start.Add(d)
 	for w := range clients {
@@ -507,12 +565,15 @@ func measure(clients int, d time.Duration, fn func(w, i int) error) Stats {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
 	slices.Sort(lat)
 	st.Calls = len(lat)
 	st.P50 = lat[len(lat)/2]
 	st.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
 	st.Throughput = float64(len(lat)) / elapsed.Seconds()
 	st.Load = load1()
+	st.AllocsPerCall = float64(after.Mallocs-before.Mallocs) / float64(len(lat))
+	st.BytesPerCall = float64(after.TotalAlloc-before.TotalAlloc) / float64(len(lat))
 	return st
 }
 

@@ -23,7 +23,7 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 		t.Skip("starts a store and seeds it")
 	}
 	rep, err := Run(context.Background(), Config{Notes: 20, Cell: 50 * time.Millisecond, Clients: []int{1, 2},
-		Only: []string{"get_note", "list_notes", "create_note", "update_note"}})
+		Only: []string{"get_note", "list_notes", "create_note", "update_note"}, Rollback: []int{3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,13 +42,64 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 		t.Errorf("operations %s; want %s", got, want)
 	}
 	md := rep.Markdown()
-	for _, s := range []string{"| get_note | 1 |", "| create_note ✎ | 2 |", "floor: trivial tool", "Targets:", "load average"} {
+	for _, s := range []string{"| get_note | 1 |", "| create_note ✎ | 2 |", "floor: trivial tool", "Targets:", "load average",
+		"| rollback_session of 3 create_note calls | per change ≤ the write it undoes"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("the table lacks %q:\n%s", s, md)
 		}
 	}
-	if len(rep.Checks()) != 5*2+2 { // p50 and throughput per operation, more-than-one-client per write
-		t.Errorf("%d checks; want 12", len(rep.Checks()))
+	if len(rep.Checks()) != 5*2+2+1 { // p50 and throughput per operation, more-than-one-client per write, the rollback
+		t.Errorf("%d checks; want 13", len(rep.Checks()))
+	}
+	if len(rep.Rollbacks) != 1 || rep.Rollbacks[0].Write <= 0 || rep.Rollbacks[0].Rollback <= 0 {
+		t.Errorf("rollbacks measured: %+v", rep.Rollbacks)
+	}
+	for _, row := range rep.Rows {
+		if row.Service[1].AllocsPerCall <= 0 {
+			t.Errorf("%s: no allocations counted per call", row.Name)
+		}
+	}
+}
+
+// TestGrowthPrintsEveryTarget runs a tiny growth table (two small sizes,
+// short cells) and checks that each of its targets is printed, met or
+// missed, with its figures: memory and start at the largest size, every
+// read's p50 (search among them), get_note's and the writes' ratio to the
+// smallest size. Speed itself is never asserted.
+func TestGrowthPrintsEveryTarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two stores and seeds them")
+	}
+	g, err := RunGrowth(context.Background(), GrowthConfig{Sizes: []int{20, 40}, Cell: 30 * time.Millisecond, Seed: SeedWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ch := range g.Checks() {
+		got = append(got, ch.Operation+": "+strings.SplitN(ch.Target, " (", 2)[0])
+	}
+	want := []string{
+		"40 notes: RSS of the process ≤ 300 MB",
+		"40 notes: RSS held ≤ 300 MB",
+		"40 notes: serving with its indexes ready ≤ 10 s after a restart",
+		"40 notes: serving with its indexes ready ≤ 10 s after the first start on the seeded store",
+		"get_note at 40 notes: p50 ≤ 100 ms",
+		"get_note: p50 at 40 notes ≤ 1.5× at 20 notes",
+		"list_notes (by contact) at 40 notes: p50 ≤ 100 ms",
+		"get_interaction_log at 40 notes: p50 ≤ 100 ms",
+		"get_contact_dossier at 40 notes: p50 ≤ 100 ms",
+		"search at 40 notes: p50 ≤ 250 ms",
+		"create_note: p50 at 40 notes ≤ 1.5× at 20 notes",
+		"update_note: p50 at 40 notes ≤ 1.5× at 20 notes",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("growth targets:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	md := g.Markdown()
+	for _, s := range []string{"| search |", "allocations per call (KB): get_note", "Targets: ", "| search at 40 notes | p50 ≤ 250 ms (ms) |"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("the growth table lacks %q:\n%s", s, md)
+		}
 	}
 }
 

@@ -23,13 +23,18 @@ type GrowthConfig struct {
 	Seed string
 	// AgentSession is Config.AgentSession.
 	AgentSession string
-	Progress     io.Writer
+	// MemProfile, when set, gets a heap profile per size, at the end of
+	// that size's run: the path with ".<notes>" appended.
+	MemProfile string
+	// NoRaw is Config.NoRaw.
+	NoRaw    bool
+	Progress io.Writer
 }
 
 // growthOps are the operations the growth table follows: the reads the
 // issue's target names (a contact's notes, its interaction log, its
 // dossier), a read by id, and the two commonest writes.
-var growthOps = []string{"get_note", "list_notes (by contact)", "get_interaction_log", "get_contact_dossier", "create_note", "update_note"}
+var growthOps = []string{"get_note", "list_notes (by contact)", "get_interaction_log", "get_contact_dossier", "search", "create_note", "update_note"}
 
 // Growth is a growth run's result: one benchmark report per size.
 type Growth struct {
@@ -47,8 +52,12 @@ func RunGrowth(ctx context.Context, cfg GrowthConfig) (*Growth, error) {
 		// Hand the previous size's memory back, so the RSS measured at the
 		// end of this one is this size's.
 		debug.FreeOSMemory()
+		mem := ""
+		if cfg.MemProfile != "" {
+			mem = fmt.Sprintf("%s.%d", cfg.MemProfile, n)
+		}
 		rep, err := Run(ctx, Config{Notes: n, Cell: cfg.Cell, Clients: []int{1}, MongoURI: cfg.MongoURI,
-			Only: growthOps, Seed: cfg.Seed, AgentSession: cfg.AgentSession, Progress: cfg.Progress})
+			Names: growthOps, Seed: cfg.Seed, AgentSession: cfg.AgentSession, MemProfile: mem, NoRaw: cfg.NoRaw, Progress: cfg.Progress})
 		if err != nil {
 			return nil, fmt.Errorf("%d notes: %w", n, err)
 		}
@@ -105,6 +114,14 @@ func (g *Growth) Markdown() string {
 			return out
 		})
 	}
+	for i, op := range first.Rows {
+		row("allocations per call (KB): "+op.Name, func(r *Report) string {
+			if i >= len(r.Rows) {
+				return "–"
+			}
+			return allocs(r.Rows[i].Service[1])
+		})
+	}
 	row("seeding (how)", func(r *Report) string {
 		how := "write path"
 		if r.SeedMethod == SeedBulk {
@@ -114,11 +131,14 @@ func (g *Growth) Markdown() string {
 	})
 	row("open the seeded store and start the service", func(r *Report) string { return r.OpenTime.Round(time.Millisecond).String() })
 	row("then build the service's own indexes (embedded store, in the background)", func(r *Report) string { return r.IndexTime.Round(time.Millisecond).String() })
+	row("restart (clean stop, then start): open the store and start the service", func(r *Report) string { return r.RestartTime.Round(time.Millisecond).String() })
+	row("then the service's own indexes ready (from their checkpoint)", func(r *Report) string { return r.RestartIndexTime.Round(time.Millisecond).String() })
 	rssLabel := "RSS of the bench process at the end (service, clients, embedded store)"
 	if first.Config.MongoURI != "" {
 		rssLabel = "RSS of the bench process at the end (service, clients; the store runs apart)"
 	}
 	row(rssLabel, func(r *Report) string { return fmt.Sprintf("%d MB", r.ServerRSS>>20) })
+	row("RSS once a collection hands freed memory back (what it holds)", func(r *Report) string { return fmt.Sprintf("%d MB", r.HeldRSS>>20) })
 	row("load average (1 min), start–end", func(r *Report) string {
 		return strings.Fields(r.LoadBefore + " ?")[0] + "–" + strings.Fields(r.LoadAfter + " ?")[0]
 	})
@@ -126,7 +146,75 @@ func (g *Growth) Markdown() string {
 	for _, r := range g.Runs {
 		fmt.Fprintf(&b, "- %s notes: %s.\n", thousands(r.Config.Notes), r.Seeded)
 	}
+	writeChecks(&b, g.Checks())
 	return b.String()
+}
+
+// The growth targets: at the largest size (the is 100,000 notes).
+const (
+	rssGoalMB   = 300
+	readyGoal   = 10 * time.Second
+	readGoal    = 100 * time.Millisecond
+	searchGoal  = 250 * time.Millisecond
+	growthRatio = 1.5 // get_note's and the writes' p50 against the smallest size's (the is 1,000 notes)
+)
+
+// Checks evaluates the growth targets on the largest size, against the
+// smallest for the ratios.
+func (g *Growth) Checks() []Check {
+	if len(g.Runs) == 0 {
+		return nil
+	}
+	big, small := g.Runs[0], g.Runs[0]
+	for _, r := range g.Runs {
+		if r.Config.Notes > big.Config.Notes {
+			big = r
+		}
+		if r.Config.Notes < small.Config.Notes {
+			small = r
+		}
+	}
+	at := thousands(big.Config.Notes) + " notes"
+	var out []Check
+	rssWhat := "RSS of the process ≤ 300 MB (MB; service and embedded store)"
+	if big.Config.MongoURI != "" {
+		rssWhat = "RSS of the process ≤ 300 MB (MB; service only, the store runs apart)"
+	}
+	mb := float64(big.ServerRSS >> 20)
+	out = append(out, Check{at, rssWhat, mb, rssGoalMB, mb <= rssGoalMB})
+	held := float64(big.HeldRSS >> 20)
+	out = append(out, Check{at, "RSS held ≤ 300 MB (MB; after a collection hands freed memory back)", held, rssGoalMB, held <= rssGoalMB})
+	for _, st := range []struct {
+		what        string
+		open, index time.Duration
+	}{
+		{"a restart (indexes from their checkpoint)", big.RestartTime, big.RestartIndexTime},
+		{"the first start on the seeded store (indexes built from it)", big.OpenTime, big.IndexTime},
+	} {
+		ready := st.open + st.index
+		out = append(out, Check{at, fmt.Sprintf("serving with its indexes ready ≤ 10 s after %s (s: open %v + indexes %v)",
+			st.what, st.open.Round(time.Millisecond), st.index.Round(time.Millisecond)), ready.Seconds(), readyGoal.Seconds(), ready <= readyGoal})
+	}
+	for _, row := range big.Rows {
+		p50 := row.Service[1].P50
+		if !row.Write {
+			goal, what := readGoal, "p50 ≤ 100 ms"
+			if row.Name == "search" {
+				goal, what = searchGoal, "p50 ≤ 250 ms"
+			}
+			out = append(out, Check{row.Name + " at " + at, what + " (ms)", float64(p50) / float64(time.Millisecond), float64(goal / time.Millisecond), p50 <= goal})
+		}
+		if (row.Write || row.Name == "get_note") && small != big {
+			for _, s := range small.Rows {
+				if s.Name == row.Name && s.Service[1].P50 > 0 {
+					v := float64(p50) / float64(s.Service[1].P50)
+					out = append(out, Check{row.Name, fmt.Sprintf("p50 at %s ≤ 1.5× at %s notes (%s ms ÷ %s ms)", at, thousands(small.Config.Notes), ms(p50), ms(s.Service[1].P50)),
+						v, growthRatio, v <= growthRatio})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // thousands writes n with comma separators (100,000).

@@ -62,3 +62,12 @@ func (s *Store) IndexIDs(ctx context.Context, database string) error {
 	}
 	return nil
 }
+
+// IndexCheckpoint is the file beside database's SQLite file where the
+// service keeps its indexes' checkpoint; empty in memory.
+func (s *Store) IndexCheckpoint(database string) string {
+	if s.dir == "" {
+		return ""
+	}
+	return filepath.Join(s.dir, database+".index")
+}

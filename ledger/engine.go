@@ -100,6 +100,10 @@ type Options struct {
 	ApplyIndexes func(ctx context.Context, db *mongo.Database, text bool) error
 	// PrepareStore, when set, runs once the service's collections exist.
 	PrepareStore func(ctx context.Context, database string) error
+	// IndexCheckpoint, when set (the embedded store), is the file the
+	// engine's own indexes are written to at a clean stop and loaded from
+	// at the next start when no change was written since (mirror_checkpoint.go).
+	IndexCheckpoint string
 	// IndexCheck runs every query the engine's own index answers on the
 	// store as well and fails it when the answers differ.
 	IndexCheck bool
@@ -156,6 +160,14 @@ type Engine struct {
 	// store (mirror.go); nil elsewhere.
 	mirror     *mirror
 	stopMirror context.CancelFunc
+	// checkpoint is the index checkpoint file (Options.IndexCheckpoint);
+	// preloaded, the checkpoint read at Open before recovery, until the
+	// first build takes it (mirror_checkpoint.go).
+	checkpoint string
+	preloaded  atomic.Pointer[preloadedCheckpoint]
+	// sessionGen moves on every change that can alter what is derived from
+	// the change log and the session bindings (SessionGeneration).
+	sessionGen atomic.Uint64
 	// schema is the domain's registration.
 	schema Schema
 }
@@ -224,6 +236,10 @@ func Open(ctx context.Context, client *mongo.Client, database, probeKey string, 
 	// that limit for this one pass.
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
+	if opts.Exclusive && s.serialWrites {
+		s.checkpoint = opts.IndexCheckpoint
+		s.preloadCheckpoint(rctx)
+	}
 	if _, err := s.Recover(rctx, opts.Exclusive); err != nil {
 		return nil, fmt.Errorf("recover: %w", err)
 	}
@@ -243,6 +259,8 @@ func (s *Engine) Close(ctx context.Context) {
 		s.writeMu.Lock()
 		if err := s.closeIntent(ctx); err != nil {
 			s.log.Warn().Err(err).Msg("last write intent left to recovery at the next start")
+		} else {
+			s.saveCheckpoint(ctx)
 		}
 		s.writeMu.Unlock()
 	}

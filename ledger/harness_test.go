@@ -36,7 +36,7 @@ var testSchema = Schema{
 	Records: []string{collUsers, collNotes, collCoverage, collEmails},
 	Index: map[string]index.Spec{
 		collNotes:     {Drop: []string{"content"}, Keys: []string{"links.contact_id", "links.outlet_id", "links.opportunity_id", "links.id"}},
-		collChangeLog: {Drop: []string{"before", "after", "sealed"}, Keys: []string{"record_id", "session_id", "idempotency_key"}},
+		collChangeLog: {Drop: []string{"before", "after", "sealed"}, Keys: []string{"record_id", "session_id", "idempotency_key", "reverts"}},
 	},
 }
 

@@ -57,6 +57,8 @@ type mirror struct {
 	// loop (Close).
 	ready chan struct{}
 	stop  context.Context
+	// fromCheckpoint: the first build loaded the checkpoint (mirror_checkpoint.go).
+	fromCheckpoint atomic.Bool
 }
 
 type journaled struct {
@@ -104,7 +106,7 @@ func (s *Engine) buildLoop() {
 		mi.building, mi.journal = true, nil
 		mi.mu.Unlock()
 		started := time.Now()
-		colls, err := s.readMirror(mi.stop)
+		colls, err := s.readMirrorFirst(mi.stop)
 		mi.mu.Lock()
 		if err == nil && mi.lost == gen {
 			for _, j := range mi.journal {
@@ -245,6 +247,9 @@ func (s *Engine) mirrorPut(coll string, doc any) {
 	if s.mirror == nil || !s.serialWrites {
 		return
 	}
+	if coll == collChangeLog {
+		defer s.bumpSessionGen()
+	}
 	spec, ok := s.schema.Index[coll]
 	if !ok {
 		return
@@ -296,6 +301,7 @@ func (s *Engine) mirrorRefresh(ctx context.Context, coll, id string) {
 
 // mirrorLost makes every query go to the store until the mirror is rebuilt.
 func (s *Engine) mirrorLost(coll string, err error) {
+	defer s.bumpSessionGen()
 	mi := s.mirror
 	mi.mu.Lock()
 	mi.lost++

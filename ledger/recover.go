@@ -122,12 +122,8 @@ func (s *Engine) Recover(ctx context.Context, all bool) (RecoveryReport, error) 
 		rep.Applied += added
 		rep.Aborted += len(in.changes()) - len(carried)
 	}
-	var pending []audit.Entry
-	cur, err = s.coll(collChangeLog).Find(ctx, bson.M{"state": audit.StatePending})
+	pending, err := s.pendingEntries(ctx)
 	if err != nil {
-		return rep, errors.Join(append(errs, err)...)
-	}
-	if err := cur.All(ctx, &pending); err != nil {
 		return rep, errors.Join(append(errs, err)...)
 	}
 	for _, e := range pending {

@@ -248,6 +248,7 @@ func (s *Engine) bindSession(ctx context.Context, a audit.Actor) error {
 		}
 		_, err = s.coll(collSessions).InsertOne(ctx, bson.M{"_id": a.SessionID, "agent_id": a.AgentID,
 			"user_id": a.UserID, "created_at": time.Now().UTC()})
+		s.bumpSessionGen() // whatever the outcome: a session may be bound
 		if err == nil {
 			s.sessions.Store(a.SessionID, a.AgentID)
 			return nil
@@ -263,7 +264,9 @@ func (s *Engine) bindSession(ctx context.Context, a audit.Actor) error {
 // openSession records a session opened by start_session (bookkeeping, like
 // bindSession: no change entry) and binds it to its agent.
 func (s *Engine) openSession(ctx context.Context, doc bson.M) error {
-	if _, err := s.coll(collSessions).InsertOne(ctx, doc); err != nil {
+	_, err := s.coll(collSessions).InsertOne(ctx, doc)
+	s.bumpSessionGen() // whatever the outcome: a session may be opened
+	if err != nil {
 		return fmt.Errorf("open session: %w", err)
 	}
 	s.sessions.Store(doc["_id"], doc["agent_id"])

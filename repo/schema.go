@@ -50,7 +50,7 @@ var mirrorSpecs = map[string]index.Spec{
 	collNotes:         {Drop: []string{"content"}, Keys: []string{"links.contact_id", "links.outlet_id", "links.opportunity_id", "links.id"}},
 	collCoverage:      {Drop: []string{"summary", "full_text"}, Keys: []string{"contact_ids", "outlet_id", "opportunity_id", "campaign_id"}},
 	collEmails:        {Drop: []string{"messages.body_text", "messages.references", "messages.attachments"}, Keys: []string{"messages.contact_ids", "contact_ids", "opportunity_links.opportunity_id", "opportunity_links.id"}},
-	collChangeLog:     {Drop: []string{"before", "after", "sealed"}, Keys: []string{"record_id", "session_id", "idempotency_key"}},
+	collChangeLog:     {Drop: []string{"before", "after", "sealed"}, Keys: []string{"record_id", "session_id", "idempotency_key", "reverts"}},
 	collOpportunities: {Drop: []string{"notes", "pitch"}, Keys: []string{"contact_ids", "outlet_id", "campaign_id"}},
 	collContacts:      {Drop: []string{"notes", "bio"}, Keys: []string{"affiliations.outlet_id", "affiliations.id", "email_lower"}},
 	collOutlets:       {Drop: []string{"notes", "description"}},

@@ -109,35 +109,60 @@ func (s *Store) ImplicitSession(ctx context.Context, a audit.Actor) (id string, 
 		return "", time.Time{}, errors.New("implicit session without a key")
 	}
 	prefix := ImplicitPrefix + a.KeyID + "-"
-	match := bson.M{"$regex": "^" + regexp.QuoteMeta(prefix)}
 	t := sessionClock()
+	f, err := s.implicitFacts(ctx, prefix)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("implicit session: %w", err)
+	}
+	if f.HasLast && t.Sub(f.LastAt) < ImplicitIdle {
+		return f.LastID, f.LastAt.Add(ImplicitIdle), nil
+	}
+	// A session bound but whose first change is still being written counts
+	// as active too.
+	if f.HasBound && f.BoundAt.After(t.Add(-ImplicitIdle)) && f.BoundID > f.LastID {
+		return f.BoundID, f.BoundAt.Add(ImplicitIdle), nil
+	}
+	return prefix + t.Format("20060102T1504Z"), time.Time{}, nil
+}
+
+// implicitFacts is what the implicit session of a key's prefix depends on:
+// the last applied change in one of its sessions, and the newest of its
+// sessions bound. Neither depends on the time of the call.
+type implicitFacts struct {
+	LastID, BoundID   string
+	LastAt, BoundAt   time.Time
+	HasLast, HasBound bool
+}
+
+// readImplicitFacts reads implicitFacts from the store.
+func (s *Store) readImplicitFacts(ctx context.Context, prefix string) (implicitFacts, error) {
+	var f implicitFacts
+	match := bson.M{"$regex": "^" + regexp.QuoteMeta(prefix)}
 	var last struct {
 		SessionID string    `bson:"session_id"`
 		At        time.Time `bson:"at"`
 	}
-	err = s.findOne(ctx, collChangeLog, bson.M{"session_id": match, "state": audit.StateApplied},
+	err := s.findOne(ctx, collChangeLog, bson.M{"session_id": match, "state": audit.StateApplied},
 		options.FindOne().SetSort(bson.D{{Key: "seq", Value: -1}}).SetProjection(bson.M{"session_id": 1, "at": 1})).Decode(&last)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return "", time.Time{}, fmt.Errorf("implicit session: %w", err)
+		return f, err
 	}
-	if err == nil && t.Sub(last.At) < ImplicitIdle {
-		return last.SessionID, last.At.Add(ImplicitIdle), nil
+	if err == nil {
+		f.LastID, f.LastAt, f.HasLast = last.SessionID, last.At, true
 	}
-	// A session bound but whose first change is still being written counts
-	// as active too.
 	var bound struct {
 		ID        string    `bson:"_id"`
 		CreatedAt time.Time `bson:"created_at"`
 	}
-	err = s.coll(collSessions).FindOne(ctx, bson.M{"_id": match, "created_at": bson.M{"$gt": t.Add(-ImplicitIdle)}},
+	err = s.coll(collSessions).FindOne(ctx, bson.M{"_id": match},
 		options.FindOne().SetSort(bson.D{{Key: "created_at", Value: -1}})).Decode(&bound)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return "", time.Time{}, fmt.Errorf("implicit session: %w", err)
+		return f, err
 	}
-	if err == nil && bound.ID > last.SessionID {
-		return bound.ID, bound.CreatedAt.Add(ImplicitIdle), nil
+	if err == nil {
+		f.BoundID, f.BoundAt, f.HasBound = bound.ID, bound.CreatedAt, true
 	}
-	return prefix + t.Format("20060102T1504Z"), time.Time{}, nil
+	return f, nil
 }
 
 // SessionFilter selects sessions; empty fields do not filter.

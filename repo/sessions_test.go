@@ -12,9 +12,16 @@ import (
 
 // TestImplicitSessionEndsAfterIdleness: a key's implicit session continues
 // while its last change is under ImplicitIdle old, is new (named after its
-// minute) after that, and is never another key's.
+// minute) after that, and is never another key's; with both write
+// protocols (the serial one, of the embedded store, caches what the answer
+// depends on).
 func TestImplicitSessionEndsAfterIdleness(t *testing.T) {
-	s := openStore(t, ModeOrdered)
+	for _, mode := range []string{ModeOrdered, modeSerial} {
+		t.Run(mode, func(t *testing.T) { implicitSessionEndsAfterIdleness(t, openStore(t, mode)) })
+	}
+}
+
+func implicitSessionEndsAfterIdleness(t *testing.T, s *Store) {
 	base := time.Date(2026, 11, 24, 9, 0, 30, 0, time.UTC)
 	clock := base
 	sessionClock = func() time.Time { return clock }
@@ -53,5 +60,61 @@ func TestImplicitSessionEndsAfterIdleness(t *testing.T) {
 	next := write(a, 4)
 	if next == first || next != ImplicitPrefix+"key-1-"+clock.Format("20060102T1504Z") {
 		t.Errorf("after %v idle: %q; want a new session of key-1 named after its minute", ImplicitIdle+time.Minute, next)
+	}
+}
+
+// TestImplicitSessionCacheFollowsEveryChange: on the embedded store the
+// facts a key's implicit session depends on are read once and reused, and
+// a change written in another of the key's implicit sessions (one already
+// bound: no session is opened) is what the next call sees, as a read of
+// the store would.
+func TestImplicitSessionCacheFollowsEveryChange(t *testing.T) {
+	s := openStore(t, modeSerial)
+	if !s.Internals().IndexKept() {
+		t.Skip("the cache serves the embedded store, whose writes all pass through this process")
+	}
+	waitIndexes(t, s)
+	a := audit.Actor{UserID: "u1", AgentID: "agent-1", KeyID: "key-1", Tool: "test"}
+	n := 0
+	writeIn := func(session string) {
+		t.Helper()
+		n++
+		b := a
+		b.SessionID = session
+		if _, err := s.CreateUser(audit.WithActor(context.Background(), b), fmt.Sprint("U", n), fmt.Sprintf("u%d-cache@example.com", n), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	implicit := func() string {
+		t.Helper()
+		id, until, err := s.ImplicitSession(context.Background(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if until.IsZero() {
+			t.Errorf("%s: a session with a change stands until zero", id)
+		}
+		return id
+	}
+	// Two later implicit sessions of the key, as other instances of the
+	// service could have named them.
+	l1, l2 := ImplicitPrefix+"key-1-20991231T2358Z", ImplicitPrefix+"key-1-20991231T2359Z"
+	writeIn(l1)
+	writeIn(l2)
+	if got := implicit(); got != l2 {
+		t.Fatalf("after a change in %s: %q", l2, got)
+	}
+	gen, _ := s.SessionGeneration()
+	if _, ok := s.implicit.get(ImplicitPrefix+"key-1-", gen); !ok {
+		t.Fatal("the implicit session's facts were not kept")
+	}
+	writeIn(l1)
+	if got := implicit(); got != l1 {
+		t.Errorf("after a change in %s: %q; want the session of the last change", l1, got)
+	}
+	gen, _ = s.SessionGeneration()
+	f, ok := s.implicit.get(ImplicitPrefix+"key-1-", gen)
+	if want, err := s.readImplicitFacts(context.Background(), ImplicitPrefix+"key-1-"); err != nil || !ok || f != want {
+		t.Errorf("cached %+v (%v); the store says %+v (%v)", f, ok, want, err)
 	}
 }

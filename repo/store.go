@@ -121,6 +121,10 @@ type Options struct {
 	// (the embedded store gives FerretDB's look-ups by _id an index there:
 	// embedded.Store.IndexIDs).
 	PrepareStore func(ctx context.Context, database string) error
+	// IndexCheckpoint, when set (the embedded store), is the file the
+	// service's own indexes are written to at a clean stop and loaded from
+	// at the next start when no change was written since (mirror_checkpoint.go).
+	IndexCheckpoint string
 	// IndexCheck runs every query the service's own indexes answer on the
 	// store as well and fails it when the answers differ (tests; also set
 	// by OUTREACH_INDEX_CHECK=1).
@@ -151,6 +155,8 @@ type Store struct {
 
 	// turns queues this process's updates of one record (see modify).
 	turns recordTurns
+	// implicit caches what keys' implicit sessions depend on (sessions_cache.go).
+	implicit implicitCache
 }
 
 // Open connects to uri, applies the index list, detects capabilities, picks
@@ -181,7 +187,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	}
 	eng, err := ledger.Open(ctx, client, database, probeKey, ledger.Options{WriteMode: opts.WriteMode, Lease: opts.Lease,
 		Exclusive: opts.Exclusive, Logger: opts.Logger, TextSearch: opts.TextSearch, TextColl: collNotes,
-		ApplyIndexes: indexes.Apply, PrepareStore: opts.PrepareStore,
+		ApplyIndexes: indexes.Apply, PrepareStore: opts.PrepareStore, IndexCheckpoint: opts.IndexCheckpoint,
 		IndexCheck: opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1", Schema: s.schema})
 	if err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))

@@ -35,6 +35,10 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	only := fs.String("only", "", "comma-separated parts of operation names to keep (e.g. note,log)")
 	out := fs.String("out", "", "also write the table to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (service and store) here, for go tool pprof")
+	memProfile := fs.String("memprofile", "", "write a heap profile (service and store, after a collection) at the end of the run here, for go tool pprof; "+
+		"with -growth, one per size: the path with .<notes> appended")
+	noRaw := fs.Bool("noraw", false, "leave out the raw store's measurements (their figures print as zero), so that a profile is the service's alone")
+	rollback := fs.String("rollback", "100,10000", "session sizes whose rollback is measured (that many create_note calls in a session, then rollback_session), comma-separated; empty: none")
 	session := fs.String("session", "", "an agent session id every measured call names (X-Agent-Session-Id); empty: none, the service finds the key's implicit session per call")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -43,25 +47,6 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case bench.SeedAuto, bench.SeedWrite, bench.SeedBulk:
 	default:
 		return fmt.Errorf("-seed %q: want auto, write or bulk", *seedHow)
-	}
-	if *growth != "" {
-		sizes, err := positiveInts(*growth)
-		if err != nil {
-			return fmt.Errorf("-growth %q: %w", *growth, err)
-		}
-		g, err := bench.RunGrowth(ctx, bench.GrowthConfig{Sizes: sizes, Cell: *cell, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow, AgentSession: *session, Progress: stderr})
-		if err != nil {
-			return err
-		}
-		return output(g.Markdown(), *out, stdout)
-	}
-	cfg := bench.Config{Notes: *notes, Cell: *cell, PeerDir: *peer, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow, AgentSession: *session, Progress: stderr}
-	var err error
-	if cfg.Clients, err = positiveInts(*clients); err != nil {
-		return fmt.Errorf("-clients %q: %w", *clients, err)
-	}
-	if *only != "" {
-		cfg.Only = strings.Split(*only, ",")
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -73,6 +58,32 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *growth != "" {
+		sizes, err := positiveInts(*growth)
+		if err != nil {
+			return fmt.Errorf("-growth %q: %w", *growth, err)
+		}
+		g, err := bench.RunGrowth(ctx, bench.GrowthConfig{Sizes: sizes, Cell: *cell, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow,
+			AgentSession: *session, MemProfile: *memProfile, NoRaw: *noRaw, Progress: stderr})
+		if err != nil {
+			return err
+		}
+		return output(g.Markdown(), *out, stdout)
+	}
+	cfg := bench.Config{Notes: *notes, Cell: *cell, PeerDir: *peer, MongoURI: os.Getenv("MONGODB_URI"), Seed: *seedHow, AgentSession: *session,
+		MemProfile: *memProfile, NoRaw: *noRaw, Progress: stderr}
+	var err error
+	if cfg.Clients, err = positiveInts(*clients); err != nil {
+		return fmt.Errorf("-clients %q: %w", *clients, err)
+	}
+	if *rollback != "" {
+		if cfg.Rollback, err = positiveInts(*rollback); err != nil {
+			return fmt.Errorf("-rollback %q: %w", *rollback, err)
+		}
+	}
+	if *only != "" {
+		cfg.Only = strings.Split(*only, ",")
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {

@@ -35,19 +35,19 @@ type Spec struct {
 	Keys []string
 }
 
+// Coll is the index of one collection. Records are numbered in the order
+// they were first put (the store's unsorted order, which a replaced record
+// keeps): a record's number is its place in ids and raws, and the posting
+// lists hold numbers, sorted, not ids (at 100,000 notes a set of ids per
+// value was most of the index's memory, and of its build).
 type Coll struct {
 	spec Spec
-	docs map[string]*held
-	// keys: path → value → ids.
-	keys map[string]map[string]map[string]struct{}
-	// next numbers records in the order the store returns them unsorted
-	// (the order of insertion), for queries without a sort.
-	next int64
-}
-
-type held struct {
-	raw bson.Raw
-	ord int64
+	// num: id → record number; ids and raws: record number → id, record.
+	num  map[string]int32
+	ids  []string
+	raws []bson.Raw
+	// keys: path → value → the numbers of the records holding it, ascending.
+	keys map[string]map[string][]int32
 }
 
 // Put adds or replaces a record (raw holds only what the spec keeps).
@@ -56,44 +56,80 @@ func (mc *Coll) Put(raw bson.Raw) {
 	if !ok {
 		return // the service's records have string ids; others are not mirrored
 	}
-	ord := mc.next
-	if old := mc.docs[id]; old != nil {
-		mc.unkey(id, old.raw)
-		ord = old.ord // a replaced record keeps its place, as in the store
+	n, old := mc.num[id]
+	if old {
+		mc.unkey(n, mc.raws[n])
+		mc.raws[n] = raw // a replaced record keeps its place, as in the store
 	} else {
-		mc.next++
+		n = int32(len(mc.ids))
+		mc.num[id] = n
+		mc.ids = append(mc.ids, id)
+		mc.raws = append(mc.raws, raw)
 	}
-	mc.docs[id] = &held{raw: raw, ord: ord}
 	for _, path := range mc.spec.Keys {
 		for _, v := range flatten(valuesAt(raw, path)) {
 			if str, ok := v.StringValueOK(); ok {
 				m := mc.keys[path]
 				if m == nil {
-					m = map[string]map[string]struct{}{}
+					m = map[string][]int32{}
 					mc.keys[path] = m
 				}
-				set := m[str]
-				if set == nil {
-					set = map[string]struct{}{}
-					m[str] = set
-				}
-				set[id] = struct{}{}
+				m[str] = insertNum(m[str], n)
 			}
 		}
 	}
 }
 
-func (mc *Coll) unkey(id string, raw bson.Raw) {
+func (mc *Coll) unkey(n int32, raw bson.Raw) {
 	for _, path := range mc.spec.Keys {
 		for _, v := range flatten(valuesAt(raw, path)) {
 			if str, ok := v.StringValueOK(); ok {
-				delete(mc.keys[path][str], id)
-				if len(mc.keys[path][str]) == 0 {
+				list := removeNum(mc.keys[path][str], n)
+				if len(list) == 0 {
 					delete(mc.keys[path], str)
+				} else {
+					mc.keys[path][str] = list
 				}
 			}
 		}
 	}
+}
+
+// insertNum adds n to the ascending list, once.
+func insertNum(list []int32, n int32) []int32 {
+	if k := len(list); k == 0 || list[k-1] < n {
+		return append(list, n) // a new record: the largest number yet
+	}
+	at, found := slices.BinarySearch(list, n)
+	if found {
+		return list
+	}
+	return slices.Insert(list, at, n)
+}
+
+// removeNum takes n out of the ascending list.
+func removeNum(list []int32, n int32) []int32 {
+	at, found := slices.BinarySearch(list, n)
+	if !found {
+		return list
+	}
+	return slices.Delete(list, at, at+1)
+}
+
+// union merges ascending lists into one, each number once.
+func union(lists [][]int32) []int32 {
+	switch len(lists) {
+	case 0:
+		return []int32{}
+	case 1:
+		return lists[0]
+	}
+	var out []int32
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // DropFields returns raw without the fields of drop.
@@ -157,13 +193,14 @@ func (mc *Coll) IDs(q Query) (ids []string, total int64, ok bool) {
 				return c < 0
 			}
 		}
-		return a.doc.ord < b.doc.ord
+		return a.n < b.n
 	}
 	var hits []*hit
 	var n int64
 	scratch := hit{keys: make([]sortKey, len(paths))}
-	consider := func(id string, d *held) bool {
-		match, ok := evalFilter(d.raw, q.Filter)
+	consider := func(num int32) bool {
+		raw := mc.raws[num]
+		match, ok := evalFilter(raw, q.Filter)
 		if !ok {
 			return false
 		}
@@ -172,9 +209,9 @@ func (mc *Coll) IDs(q Query) (ids []string, total int64, ok bool) {
 		}
 		n++
 		h := &scratch
-		h.id, h.doc = id, d
+		h.n = num
 		for i, path := range paths {
-			pv := walk(d.raw, path)
+			pv := walk(raw, path)
 			if !pv.decideOn("sort") {
 				return false
 			}
@@ -198,7 +235,7 @@ func (mc *Coll) IDs(q Query) (ids []string, total int64, ok bool) {
 		if keep == 0 || (keep > 0 && len(hits) == keep && !less(h, hits[keep-1])) {
 			return true
 		}
-		h = &hit{id: id, doc: d, keys: slices.Clone(scratch.keys)}
+		h = &hit{n: num, keys: slices.Clone(scratch.keys)}
 		if keep < 0 {
 			hits = append(hits, h)
 			return true
@@ -216,14 +253,14 @@ func (mc *Coll) IDs(q Query) (ids []string, total int64, ok bool) {
 		return true
 	}
 	if cand, ok := mc.candidates(q.Filter); ok {
-		for id := range cand {
-			if d := mc.docs[id]; d != nil && !consider(id, d) {
+		for _, num := range cand {
+			if !consider(num) {
 				return nil, 0, false
 			}
 		}
 	} else {
-		for id, d := range mc.docs {
-			if !consider(id, d) {
+		for num := range mc.raws {
+			if !consider(int32(num)) {
 				return nil, 0, false
 			}
 		}
@@ -240,14 +277,13 @@ func (mc *Coll) IDs(q Query) (ids []string, total int64, ok bool) {
 	start := min(int(q.Skip), len(hits))
 	ids = make([]string, 0, len(hits)-start)
 	for _, h := range hits[start:] {
-		ids = append(ids, h.id)
+		ids = append(ids, mc.ids[h.n])
 	}
 	return ids, total, true
 }
 
 type hit struct {
-	id   string
-	doc  *held
+	n    int32 // the record's number
 	keys []sortKey
 }
 
@@ -358,46 +394,45 @@ func (mc *Coll) sorts(sort bson.D) bool {
 }
 
 // candidates is the smallest posting list the filter's top-level
-// equalities (or $in of strings) on a key pick; ok false when none does.
-func (mc *Coll) candidates(filter bson.M) (map[string]struct{}, bool) {
-	var best map[string]struct{}
+// equalities (or $in of strings) on a key pick, as ascending record
+// numbers; ok false when none does.
+func (mc *Coll) candidates(filter bson.M) ([]int32, bool) {
+	var best []int32
 	found := false
-	consider := func(set map[string]struct{}) {
-		if !found || len(set) < len(best) {
-			best, found = set, true
+	consider := func(list []int32) {
+		if !found || len(list) < len(best) {
+			best, found = list, true
 		}
 	}
 	for k, v := range filter {
 		if k == "$and" {
 			for _, e := range v.(bson.A) {
-				if set, ok := mc.candidates(e.(bson.M)); ok {
-					consider(set)
+				if list, ok := mc.candidates(e.(bson.M)); ok {
+					consider(list)
 				}
 			}
 			continue
 		}
 		if k == "$or" {
 			// Every branch must pick its candidates, for their union to.
-			union := map[string]struct{}{}
+			var lists [][]int32
 			all := true
 			for _, e := range v.(bson.A) {
-				set, ok := mc.candidates(e.(bson.M))
+				list, ok := mc.candidates(e.(bson.M))
 				if !ok {
 					all = false
 					break
 				}
-				for id := range set {
-					union[id] = struct{}{}
-				}
+				lists = append(lists, list)
 			}
 			if all {
-				consider(union)
+				consider(union(lists))
 			}
 			continue
 		}
 		if k == "_id" {
-			if set, ok := mc.byID(v); ok {
-				consider(set)
+			if list, ok := mc.byID(v); ok {
+				consider(list)
 			}
 			continue
 		}
@@ -411,7 +446,7 @@ func (mc *Coll) candidates(filter bson.M) (map[string]struct{}, bool) {
 		case bson.M:
 			if pat, ok := x["$regex"].(string); ok {
 				// A pattern on a keyed field (a session id's prefix): the
-				// ids of the values it matches, among the distinct ones.
+				// records of the values it matches, among the distinct ones.
 				opts, _ := x["$options"].(string)
 				if opts == "i" {
 					pat = "(?i)" + pat
@@ -422,15 +457,13 @@ func (mc *Coll) candidates(filter bson.M) (map[string]struct{}, bool) {
 				if err != nil {
 					continue
 				}
-				union := map[string]struct{}{}
-				for v, ids := range postings {
+				var lists [][]int32
+				for v, list := range postings {
 					if re.MatchString(v) {
-						for id := range ids {
-							union[id] = struct{}{}
-						}
+						lists = append(lists, list)
 					}
 				}
-				consider(union)
+				consider(union(lists))
 				continue
 			}
 			in, ok := x["$in"]
@@ -448,7 +481,7 @@ func (mc *Coll) candidates(filter bson.M) (map[string]struct{}, bool) {
 			default:
 				continue
 			}
-			union := map[string]struct{}{}
+			var lists [][]int32
 			all := true
 			for _, e := range vals {
 				s, ok := e.(string)
@@ -456,20 +489,19 @@ func (mc *Coll) candidates(filter bson.M) (map[string]struct{}, bool) {
 					all = false
 					break
 				}
-				for id := range postings[s] {
-					union[id] = struct{}{}
-				}
+				lists = append(lists, postings[s])
 			}
 			if all {
-				consider(union)
+				consider(union(lists))
 			}
 		}
 	}
 	return best, found
 }
 
-// byID is the set of ids an _id equality or $in of strings names.
-func (mc *Coll) byID(v any) (map[string]struct{}, bool) {
+// byID is the records an _id equality or $in of strings names, as
+// ascending record numbers.
+func (mc *Coll) byID(v any) ([]int32, bool) {
 	var vals []any
 	switch x := v.(type) {
 	case string:
@@ -485,17 +517,18 @@ func (mc *Coll) byID(v any) (map[string]struct{}, bool) {
 	default:
 		return nil, false
 	}
-	set := map[string]struct{}{}
+	list := []int32{}
 	for _, e := range vals {
 		id, ok := e.(string)
 		if !ok {
 			return nil, false
 		}
-		if _, stored := mc.docs[id]; stored {
-			set[id] = struct{}{}
+		if n, stored := mc.num[id]; stored {
+			list = append(list, n)
 		}
 	}
-	return set, true
+	slices.Sort(list)
+	return slices.Compact(list), true
 }
 
 // ---------------------------------------------------------------------------
@@ -1001,7 +1034,7 @@ func compareIntFloat(i int64, f float64) int {
 
 // NewColl returns an empty index of one collection.
 func NewColl(spec Spec) *Coll {
-	return &Coll{spec: spec, docs: map[string]*held{}, keys: map[string]map[string]map[string]struct{}{}}
+	return &Coll{spec: spec, num: map[string]int32{}, keys: map[string]map[string][]int32{}}
 }
 
 // Query is a find the index may answer: limit 0 means no limit.
@@ -1012,21 +1045,21 @@ type Query struct {
 }
 
 // Len is the number of records held.
-func (mc *Coll) Len() int { return len(mc.docs) }
+func (mc *Coll) Len() int { return len(mc.ids) }
 
 // Doc is the record id as held (only the fields the spec keeps).
 func (mc *Coll) Doc(id string) (bson.Raw, bool) {
-	d := mc.docs[id]
-	if d == nil {
+	n, ok := mc.num[id]
+	if !ok {
 		return nil, false
 	}
-	return d.raw, true
+	return mc.raws[n], true
 }
 
 // Each calls fn for every record held, in no order.
 func (mc *Coll) Each(fn func(id string, raw bson.Raw)) {
-	for id, d := range mc.docs {
-		fn(id, d.raw)
+	for n, id := range mc.ids {
+		fn(id, mc.raws[n])
 	}
 }
 
