@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"strings"
 	"testing"
 
 	"outreach/integration/testenv"
@@ -113,13 +114,27 @@ func TestPitchDraftAndApproval(t *testing.T) {
 	agent.Fail("remove_suppression", M{"email": "nia@paper.example"}, repo.CodePermissionDenied)
 	admin.Must("remove_suppression", M{"email": "nia@paper.example"}, nil)
 
+	// A rollback never leaves a pitch armed to be sent: undoing the cancel
+	// of an approved pitch is refused; undoing an approval is allowed.
 	agent.Must("cancel_pitch", M{"id": id}, nil)
+	cancel := lastChange(t, agent, id, "update")
+	e := agent.Fail("rollback_change", M{"id": cancel.ID}, repo.CodeFailedPrecondition)
+	if !strings.Contains(e.Message, "pitch_send") {
+		t.Errorf("rollback of the cancel: %s", e.Message)
+	}
+	second := mk(t, agent, "create_pitch", M{"opportunity_id": opp, "contact_ids": []string{nia}, "subject": "Again", "body": "Hi"})
+	admin.Must("approve_pitch", M{"id": second}, nil)
+	approval := lastChange(t, agent, second, "update")
+	agent.Must("rollback_change", M{"id": approval.ID}, nil)
+	if p := getPitch(t, agent, second); p.State != "draft" || p.Approval != nil {
+		t.Errorf("after the rollback of the approval: %+v", p)
+	}
 	agent.Must("archive_pitch", M{"id": id}, nil)
 	var list struct {
 		Pitches []pitchView `json:"pitches"`
 	}
 	agent.Must("list_pitches", M{"opportunity_id": opp}, &list)
-	if len(list.Pitches) != 0 {
-		t.Errorf("list_pitches shows archived pitches: %+v", list.Pitches)
+	if len(list.Pitches) != 1 || list.Pitches[0].ID != second {
+		t.Errorf("list_pitches, the archived pitch left out: %+v", list.Pitches)
 	}
 }
