@@ -123,7 +123,7 @@ type Options struct {
 	PrepareStore func(ctx context.Context, database string) error
 	// IndexCheckpoint, when set (the embedded store), is the file the
 	// service's own indexes are written to at a clean stop and loaded from
-	// at the next start when no change was written since (mirror_checkpoint.go).
+	// at the next start when no change was written since (ledger/mirror_checkpoint.go).
 	IndexCheckpoint string
 	// IndexCheck runs every query the service's own indexes answer on the
 	// store as well and fails it when the answers differ (tests; also set
