@@ -24,7 +24,7 @@ func (s *Engine) ChangeLog(ctx context.Context, f ChangeFilter, limit, offset in
 			filter[k] = v
 		}
 	}
-	between(filter, "at", f.Since, f.Until)
+	Between(filter, "at", f.Since, f.Until)
 	return List[audit.Entry](ctx, s, collChangeLog, filter, bson.D{{Key: "seq", Value: -1}}, limit, offset)
 }
 
@@ -40,8 +40,9 @@ func (s *Engine) Change(ctx context.Context, id string) (*audit.Entry, error) {
 	return &e, nil
 }
 
-// between bounds field by since and until, both inclusive, when given.
-func between(filter bson.M, field string, since, until *time.Time) {
+// Between bounds field of a filter by since and until, both inclusive,
+// when given.
+func Between(filter bson.M, field string, since, until *time.Time) {
 	r := bson.M{}
 	if since != nil {
 		r["$gte"] = *since

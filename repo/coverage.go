@@ -264,7 +264,7 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 			filter[k] = v
 		}
 	}
-	between(filter, "published_at", f.Since, f.Until)
+	ledger.Between(filter, "published_at", f.Since, f.Until)
 	if f.Search != "" {
 		filter["$or"] = anyField(f.Search, "title", "summary", "url")["$or"]
 	}

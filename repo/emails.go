@@ -506,7 +506,7 @@ func (s *Store) ListEmailThreads(ctx context.Context, f EmailThreadFilter, limit
 	if f.OpportunityID != "" {
 		filter["opportunity_links.opportunity_id"] = f.OpportunityID
 	}
-	between(filter, "last_message_at", f.Since, nil)
+	ledger.Between(filter, "last_message_at", f.Since, nil)
 	return listPage[EmailThread](ctx, s, collEmails, filter, bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -49,20 +48,6 @@ func active(filter bson.M, includeArchived bool) bson.M {
 		filter["archived_at"] = nil
 	}
 	return filter
-}
-
-// between bounds field by since and until, both inclusive, when given.
-func between(filter bson.M, field string, since, until *time.Time) {
-	r := bson.M{}
-	if since != nil {
-		r["$gte"] = *since
-	}
-	if until != nil {
-		r["$lte"] = *until
-	}
-	if len(r) > 0 {
-		filter[field] = r
-	}
 }
 
 // Limits of free-form objects (social_links, preferences, attributes, media
