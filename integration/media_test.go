@@ -145,7 +145,11 @@ func heapGrowth(f func()) (peak uint64, allocated uint64) {
 
 func TestMediaLargeFileThroughSignedURLs(t *testing.T) {
 	const size = 50 << 20
-	const bound = 20 << 20
+	// A transfer that held the file would grow the heap by its size; a
+	// streamed one holds a driver batch of chunks at a time (up to 16 MiB
+	// on the wire, decoded once more), plus what the package's other tests
+	// allocate meanwhile: half the file's size tells the two apart.
+	const bound = size / 2
 	env := testenv.New(t)
 	c := env.Client(env.AdminKey, "media-big")
 	cov := newCoverage(t, c, "launch feature")
