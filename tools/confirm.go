@@ -60,6 +60,10 @@ var confirmations = map[string]func(ctx context.Context, s *repo.Store, args map
 		q, _ := args["question"].(string)
 		return fmt.Sprintf("Post this question to the team's Slack%s? It cannot be taken back.\n\n%s", channelOf(args), clip(q)), nil
 	},
+	"request_pitch_approval": func(_ context.Context, _ *repo.Store, args map[string]any) (string, error) {
+		id, _ := args["id"].(string)
+		return fmt.Sprintf("Post pitch %s to the team's Slack%s for approval? It cannot be taken back.", id, channelOf(args)), nil
+	},
 	"archive_contact": func(ctx context.Context, s *repo.Store, args map[string]any) (string, error) {
 		id, _ := args["id"].(string)
 		if s == nil || checkUUID("id", id) != nil {
