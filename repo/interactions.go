@@ -47,6 +47,10 @@ const summaryLen = 200
 // of threads linked to one of the outlet's opportunities.
 type interactionScope struct {
 	notes, coverage, threads bson.M
+	// pitches filters pitches, recipients their unwound recipients (fields
+	// under "recipients."); recipientOK is the same filter in Go.
+	pitches, recipients bson.M
+	recipientOK         func(p *Pitch, r *PitchRecipient) bool
 	// messages filters unwound messages (fields under "messages.").
 	messages bson.M
 	// messageOK is the same filter as messages, evaluated in Go.
@@ -59,7 +63,17 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 	threads := bson.M{"archived_at": nil}
 	messages := bson.M{}
 	var checks []func(*EmailThread, *EmailMessage) bool
+	// A pitch is an interaction per recipient it was sent to (sent_at set,
+	// whatever happened after: bounced, replied).
+	// pitches only narrows (any recipient matches); recipients and
+	// recipientOK decide per recipient.
+	pitches := bson.M{"archived_at": nil, "recipients.sent_at": bson.M{"$exists": true}}
+	recipients := bson.M{"recipients.sent_at": bson.M{"$ne": nil}}
+	pitchChecks := []func(*Pitch, *PitchRecipient) bool{func(_ *Pitch, r *PitchRecipient) bool { return r.SentAt != nil }}
 	if q.ContactID != "" {
+		pitches["recipients.contact_id"] = q.ContactID
+		recipients["recipients.contact_id"] = q.ContactID
+		pitchChecks = append(pitchChecks, func(_ *Pitch, r *PitchRecipient) bool { return r.ContactID == q.ContactID })
 		notes["links.contact_id"] = q.ContactID
 		coverage["contact_ids"] = q.ContactID
 		threads["messages.contact_ids"] = q.ContactID
@@ -70,6 +84,7 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 		notes["links.opportunity_id"] = q.OpportunityID
 		coverage["opportunity_id"] = q.OpportunityID
 		threads["opportunity_links.opportunity_id"] = q.OpportunityID
+		pitches["opportunity_id"] = q.OpportunityID
 		checks = append(checks, func(t *EmailThread, _ *EmailMessage) bool {
 			return slices.ContainsFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return l.OpportunityID == q.OpportunityID })
 		})
@@ -91,6 +106,15 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 			bson.M{"messages.contact_ids": bson.M{"$in": contacts}},
 			bson.M{"opportunity_links.opportunity_id": bson.M{"$in": opps}},
 		}}}}
+		// A pitch belongs to the outlet as an email does: sent to a contact
+		// of the outlet, or of one of its opportunities.
+		recipients = bson.M{"$and": bson.A{recipients, bson.M{"$or": bson.A{
+			bson.M{"recipients.contact_id": bson.M{"$in": contacts}},
+			bson.M{"opportunity_id": bson.M{"$in": opps}},
+		}}}}
+		pitchChecks = append(pitchChecks, func(p *Pitch, r *PitchRecipient) bool {
+			return slices.Contains(contacts, r.ContactID) || slices.Contains(opps, p.OpportunityID)
+		})
 		checks = append(checks, func(t *EmailThread, m *EmailMessage) bool {
 			return slices.ContainsFunc(m.ContactIDs, func(id string) bool { return slices.Contains(contacts, id) }) ||
 				slices.ContainsFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return slices.Contains(opps, l.OpportunityID) })
@@ -107,11 +131,24 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 		notes["occurred_at"] = dates
 		coverage["published_at"] = dates
 		messages = bson.M{"$and": bson.A{messages, bson.M{"messages.date": dates}}}
+		recipients = bson.M{"$and": bson.A{recipients, bson.M{"recipients.sent_at": dates}}}
+		pitchChecks = append(pitchChecks, func(_ *Pitch, r *PitchRecipient) bool {
+			return (q.Since == nil || !r.SentAt.Before(*q.Since)) && (q.Until == nil || !r.SentAt.After(*q.Until))
+		})
 		checks = append(checks, func(_ *EmailThread, m *EmailMessage) bool {
 			return (q.Since == nil || !m.Date.Before(*q.Since)) && (q.Until == nil || !m.Date.After(*q.Until))
 		})
 	}
 	return interactionScope{notes: notes, coverage: coverage, threads: threads, messages: messages,
+		pitches: pitches, recipients: recipients,
+		recipientOK: func(p *Pitch, r *PitchRecipient) bool {
+			for _, ok := range pitchChecks {
+				if !ok(p, r) {
+					return false
+				}
+			}
+			return true
+		},
 		messageOK: func(t *EmailThread, m *EmailMessage) bool {
 			for _, ok := range checks {
 				if !ok(t, m) {
@@ -142,7 +179,7 @@ func (s *Store) distinctIDs(ctx context.Context, coll string, filter bson.M) ([]
 
 // InteractionLog returns the merged timeline, newest first (ties: id
 // descending). On a server with $unionWith it is one aggregation pipeline;
-// elsewhere a merge of three sorted, limited queries gives the same entries
+// elsewhere a merge of four sorted, limited queries gives the same entries
 // in the same order.
 func (s *Store) InteractionLog(ctx context.Context, q InteractionQuery) (*InteractionLog, error) {
 	scope, err := s.interactionScope(ctx, q)
@@ -195,6 +232,9 @@ func coverageSummary(c *Coverage) string {
 	return or(c.Type) + " - " + or(c.Sentiment) + " - " + or(c.URL)
 }
 
+// pitchSummary is "to <address> (<recipient state>)".
+func pitchSummary(email, state string) string { return "to " + email + " (" + state + ")" }
+
 func newest(a, b Interaction) int {
 	if c := b.Date.Compare(a.Date); c != 0 {
 		return c
@@ -245,6 +285,28 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 			all = append(all, Interaction{Type: "email", ID: m.ID, Date: m.Date, Title: m.Subject, Summary: firstLine(m.BodyText)})
 		}
 	}
+	// Pitches hold their recipients: every matching pitch is read, and its
+	// sent recipients filtered, counted and merged here.
+	cur, err = s.find(ctx, collPitches, sc.pitches)
+	if err != nil {
+		return nil, fmt.Errorf("interaction log pitches: %w", err)
+	}
+	var pitches []Pitch
+	if err := cur.All(ctx, &pitches); err != nil {
+		return nil, err
+	}
+	for i := range pitches {
+		p := &pitches[i]
+		for j := range p.Recipients {
+			r := &p.Recipients[j]
+			if !sc.recipientOK(p, r) {
+				continue
+			}
+			total++
+			all = append(all, Interaction{Type: "pitch", ID: p.ID + ":" + r.ContactID, Date: *r.SentAt, Title: p.Subject,
+				Summary: pitchSummary(r.Email, r.State), DetailType: r.State})
+		}
+	}
 	slices.SortFunc(all, newest)
 	if len(all) > limit {
 		all = all[:limit]
@@ -280,12 +342,22 @@ func interactionPipeline(sc interactionScope, limit int) mongo.Pipeline {
 			"summary":     bson.M{"$concat": bson.A{orNA("$type"), " - ", orNA("$sentiment"), " - ", orNA("$url")}},
 			"detail_type": "$type"}},
 	}
+	pitches := bson.A{
+		bson.M{"$match": sc.pitches},
+		bson.M{"$unwind": "$recipients"},
+		bson.M{"$match": sc.recipients},
+		bson.M{"$project": bson.M{"_id": 0, "type": bson.M{"$literal": "pitch"}, "id": bson.M{"$concat": bson.A{"$_id", ":", "$recipients.contact_id"}},
+			"date": "$recipients.sent_at", "title": "$subject",
+			"summary":     bson.M{"$concat": bson.A{"to ", "$recipients.email", " (", "$recipients.state", ")"}},
+			"detail_type": "$recipients.state"}},
+	}
 	return mongo.Pipeline{
 		{{Key: "$match", Value: sc.notes}},
 		{{Key: "$project", Value: bson.M{"_id": 0, "type": bson.M{"$literal": "note"}, "id": "$_id", "date": "$occurred_at",
 			"title": "$title", "summary": firstLineExpr("$content"), "detail_type": "$type"}}},
 		{{Key: "$unionWith", Value: bson.M{"coll": collEmails, "pipeline": emails}}},
 		{{Key: "$unionWith", Value: bson.M{"coll": collCoverage, "pipeline": coverage}}},
+		{{Key: "$unionWith", Value: bson.M{"coll": collPitches, "pipeline": pitches}}},
 		{{Key: "$sort", Value: bson.D{{Key: "date", Value: -1}, {Key: "id", Value: -1}}}},
 		{{Key: "$facet", Value: bson.M{
 			"total":   bson.A{bson.M{"$count": "n"}},

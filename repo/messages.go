@@ -14,6 +14,9 @@ import (
 const (
 	MessageKindMessage  = "message"
 	MessageKindQuestion = "question"
+	// MessageKindPitchApproval is a pitch posted for approval; a team
+	// member answers in its thread (request_pitch_approval).
+	MessageKindPitchApproval = "pitch_approval"
 )
 
 // Question statuses.
@@ -38,6 +41,10 @@ type Message struct {
 	Status     string     `bson:"status,omitempty" json:"status,omitempty"`
 	Answers    []Answer   `bson:"answers,omitempty" json:"answers,omitempty"`
 	AnsweredAt *time.Time `bson:"answered_at,omitempty" json:"answered_at,omitempty"`
+	// PitchID and ContentHash are the pitch posted for approval and the
+	// exact content posted: an answer approves that content only.
+	PitchID     string `bson:"pitch_id,omitempty" json:"pitch_id,omitempty"`
+	ContentHash string `bson:"content_hash,omitempty" json:"content_hash,omitempty"`
 }
 
 // Answer is one reply in a question's thread.
@@ -50,7 +57,7 @@ type Answer struct {
 
 // RecordSend records a message that was sent, as a send change.
 func (s *Store) RecordSend(ctx context.Context, m *Message) error {
-	if m.Kind == MessageKindQuestion && m.Status == "" {
+	if (m.Kind == MessageKindQuestion || m.Kind == MessageKindPitchApproval) && m.Status == "" {
 		m.Status = QuestionOpen
 	}
 	mut, err := creation(collMessages, m)

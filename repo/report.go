@@ -234,9 +234,23 @@ type CoverageReport struct {
 	Share       ShareOfVoice   `json:"share_of_voice"`
 	Trend       []WeekTrend    `json:"trend_by_week"`
 	// TrendNote says which weeks the trend lists.
-	TrendNote  string    `json:"trend_note"`
-	AVE        *AVE      `json:"ave"`
-	ComputedAt time.Time `json:"computed_at"`
+	TrendNote string `json:"trend_note"`
+	AVE       *AVE   `json:"ave"`
+	// Pitches counts the pitches sent in the range, in the same scope.
+	Pitches    ReportPitches `json:"pitches"`
+	ComputedAt time.Time     `json:"computed_at"`
+}
+
+// ReportPitches counts the recipients pitches were sent to in a report's
+// range (their sent_at), and what became of them so far.
+type ReportPitches struct {
+	Label string `json:"label"`
+	// Pitches is the pitches with at least one recipient sent in range.
+	Pitches        int     `json:"pitches"`
+	RecipientsSent int     `json:"recipients_sent"`
+	Replied        int     `json:"replied"`
+	Bounced        int     `json:"bounced"`
+	ReplyRate      float64 `json:"reply_rate_percent"`
 }
 
 const (
@@ -247,6 +261,7 @@ const (
 	untiered         = "untiered"
 	unrated          = "unrated"
 	maxTrendWeeks    = 520
+	labelPitches     = "pitches: recipients a pitch was sent to in the range (their sent_at), of the scope's opportunities (a campaign's, or the outlets'); replied and bounced as recorded so far; reply_rate_percent = replied / recipients_sent × 100; archived pitches are left out"
 )
 
 // weekStart is the Monday 00:00 UTC of t's week.
@@ -273,6 +288,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		r.BySentiment[t] = 0
 	}
 	filter := bson.M{"archived_at": nil, "published_at": bson.M{"$gte": q.Since, "$lte": q.Until}}
+	var oppFilter bson.M // the scope's opportunities, for the pitches; nil: the team's
 	switch {
 	case q.CampaignID != "" && len(q.OutletIDs) > 0:
 		return nil, Invalid("outlet_ids", "give either campaign_id or outlet_ids (or neither, for the team), not both")
@@ -281,6 +297,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 			return nil, withField(err, "campaign_id")
 		}
 		filter["campaign_id"] = q.CampaignID
+		oppFilter = bson.M{"campaign_id": q.CampaignID}
 		r.Scope, r.CampaignID = "campaign", q.CampaignID
 	case len(q.OutletIDs) > 0:
 		ids := uniqueIDs(q.OutletIDs)
@@ -290,6 +307,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 			}
 		}
 		filter["outlet_id"] = bson.M{"$in": ids}
+		oppFilter = bson.M{"outlet_id": bson.M{"$in": ids}}
 		r.Scope, r.OutletIDs = "outlets", ids
 	}
 	n, err := s.count(ctx, collCoverage, filter)
@@ -406,7 +424,51 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		v := float64(r.Reach.TotalImpressions) / 1000 * *rate
 		r.AVE = &AVE{Value: math.Round(v*100) / 100, Currency: settings.AVECurrency, RatePerThousand: *rate, Label: labelAVE}
 	}
+	if r.Pitches, err = s.pitchCounts(ctx, oppFilter, q.Since, q.Until); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// pitchCounts counts the recipients sent in [since, until] of the pitches
+// of the opportunities oppFilter selects (every opportunity when nil).
+func (s *Store) pitchCounts(ctx context.Context, oppFilter bson.M, since, until time.Time) (ReportPitches, error) {
+	pc := ReportPitches{Label: labelPitches}
+	filter := bson.M{"archived_at": nil, "recipients.sent_at": bson.M{"$gte": since, "$lte": until}}
+	if oppFilter != nil {
+		opps, err := s.distinctIDs(ctx, collOpportunities, oppFilter)
+		if err != nil {
+			return pc, err
+		}
+		filter["opportunity_id"] = bson.M{"$in": opps}
+	}
+	var pitches []Pitch
+	if err := s.findProjected(ctx, collPitches, filter, bson.M{"recipients": 1}, &pitches); err != nil {
+		return pc, err
+	}
+	for _, p := range pitches {
+		counted := false
+		for _, rc := range p.Recipients {
+			if rc.SentAt == nil || rc.SentAt.Before(since) || rc.SentAt.After(until) {
+				continue
+			}
+			counted = true
+			pc.RecipientsSent++
+			switch rc.State {
+			case RecipientReplied:
+				pc.Replied++
+			case RecipientBounced:
+				pc.Bounced++
+			}
+		}
+		if counted {
+			pc.Pitches++
+		}
+	}
+	if pc.RecipientsSent > 0 {
+		pc.ReplyRate = percent(pc.Replied, pc.RecipientsSent)
+	}
+	return pc, nil
 }
 
 func percent(n, total int) float64 {

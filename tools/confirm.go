@@ -15,8 +15,9 @@ import (
 
 // Confirmations before consequential steps: rolling back a session of more
 // than ConfirmRollbackAbove changes, a Slack message or question (which no
-// rollback takes back), an import without a dry run, and archiving a
-// contact or outlet with more than ConfirmArchiveLinksAbove links. The server asks
+// rollback takes back), approving and sending a pitch, an import without
+// a dry run, and archiving a contact or outlet with more than
+// ConfirmArchiveLinksAbove links. The server asks
 // the client with an elicitation (a yes/no form): on the stateful revisions
 // as an elicitation/create request during the call, on 2026-07-28 as an
 // input_required result the client answers by calling again with
@@ -60,6 +61,28 @@ var confirmations = map[string]func(ctx context.Context, s *repo.Store, args map
 		q, _ := args["question"].(string)
 		return fmt.Sprintf("Post this question to the team's Slack%s? It cannot be taken back.\n\n%s", channelOf(args), clip(q)), nil
 	},
+	"request_pitch_approval": func(_ context.Context, _ *repo.Store, args map[string]any) (string, error) {
+		id, _ := args["id"].(string)
+		return fmt.Sprintf("Post pitch %s to the team's Slack%s for approval? It cannot be taken back.", id, channelOf(args)), nil
+	},
+	"approve_pitch": func(ctx context.Context, s *repo.Store, args map[string]any) (string, error) {
+		p := pitchOf(ctx, s, args)
+		if p == nil || p.State != repo.PitchDraft {
+			return "", nil // the call says why it cannot be approved
+		}
+		return fmt.Sprintf("Approve pitch %q to %s for sending (content hash %.12s)?", p.Subject, recipientsOf(p), p.ContentHash), nil
+	},
+	"send_pitch": func(ctx context.Context, s *repo.Store, args map[string]any) (string, error) {
+		p := pitchOf(ctx, s, args)
+		if p == nil || (p.State != repo.PitchApproved && p.State != repo.PitchScheduled) {
+			return "", nil // the call says why it cannot be sent
+		}
+		when := "now"
+		if at, _ := args["scheduled_at"].(string); at != "" {
+			when = "at " + at
+		}
+		return fmt.Sprintf("Send pitch %q to %s from %s %s? An email cannot be taken back.", p.Subject, recipientsOf(p), p.From, when), nil
+	},
 	"archive_contact": func(ctx context.Context, s *repo.Store, args map[string]any) (string, error) {
 		id, _ := args["id"].(string)
 		if s == nil || checkUUID("id", id) != nil {
@@ -99,6 +122,26 @@ func importQuestion(noun string) func(context.Context, *repo.Store, map[string]a
 		}
 		return fmt.Sprintf("Import %s rows of %s without a dry run first? (One rollback_session undoes the import.)", n, noun), nil
 	}
+}
+
+// pitchOf is the pitch a call names, or nil (the call reports why).
+func pitchOf(ctx context.Context, s *repo.Store, args map[string]any) *repo.Pitch {
+	id, _ := args["id"].(string)
+	if s == nil || checkUUID("id", id) != nil {
+		return nil
+	}
+	p, err := s.Pitch(ctx, strings.ToLower(id))
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+func recipientsOf(p *repo.Pitch) string {
+	if len(p.Recipients) == 1 {
+		return p.Recipients[0].Email
+	}
+	return fmt.Sprintf("%d recipients", len(p.Recipients))
 }
 
 func channelOf(args map[string]any) string {

@@ -203,7 +203,7 @@ func Notes(s *repo.Store) []Tool {
 				}
 				return noteView(ctx, s, n), nil
 			}),
-		newTool("get_interaction_log", "A merged timeline of notes, emails and coverage for a contact, an outlet or an opportunity, newest first. When several ids are given, entries must match all of them.", read,
+		newTool("get_interaction_log", "A merged timeline of notes, emails, coverage and sent pitches (one entry per recipient, id <pitch id>:<contact id>) for a contact, an outlet or an opportunity, newest first. When several ids are given, entries must match all of them.", read,
 			func(ctx context.Context, in *logIn) (any, error) {
 				limit, _, err := page(in.Limit, nil, defaultLimit)
 				if err != nil {

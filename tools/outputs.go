@@ -156,7 +156,8 @@ var outputs = map[string]*jsonschema.Schema{
 	"update_pitch": of[repo.Pitch](), "approve_pitch": of[repo.Pitch](), "send_pitch": of[repo.Pitch](),
 	"cancel_pitch": of[repo.Pitch](), "archive_pitch": of[repo.Pitch](),
 	"add_suppression": of[repo.Suppression](), "remove_suppression": of[repo.Suppression](),
-	"list_suppressions": list[repo.Suppression]("suppressions"),
+	"list_suppressions":      list[repo.Suppression]("suppressions"),
+	"request_pitch_approval": of[pitchApprovalRequest](), "check_pitch_approval": of[pitchApprovalCheck](),
 }
 
 // campaignWithHeadline is a campaign as list_campaigns shows it.

@@ -46,10 +46,12 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 		ID             string `json:"id" jsonschema:"the pitch's id (UUID)"`
 		ContentHash    string `json:"content_hash,omitempty" jsonschema:"the content_hash you reviewed (from get_pitch); refused with conflict when the pitch changed since"`
 		OverrideReason string `json:"override_reason,omitempty" max:"2000" jsonschema:"why to send to contacts the team pitched within the double-pitch window; kept in the approval"`
+		Confirm        bool   `json:"confirm,omitempty" jsonschema:"true when the user already agreed to this step: no confirmation is asked"`
 	}
 	type sendIn struct {
 		ID          string `json:"id" jsonschema:"the pitch's id (UUID)"`
 		ScheduledAt string `json:"scheduled_at,omitempty" jsonschema:"when to send: an RFC 3339 time with its zone offset (2026-12-01T09:00:00-05:00), or a local time (2026-12-01T09:00) in the recipients' time zone (their contacts' timezone, one for all); default now"`
+		Confirm     bool   `json:"confirm,omitempty" jsonschema:"true when the user already agreed to this step: no confirmation is asked"`
 	}
 	type supIn struct {
 		Email string `json:"email" jsonschema:"the email address"`

@@ -142,7 +142,7 @@ func kindByName(name string) kind {
 		return read
 	case verb == "create" || verb == "upload" || verb == "subscribe" || verb == "start" || name == "import_email":
 		return create
-	case verb == "send" || verb == "ask" || verb == "sync":
+	case verb == "send" || verb == "ask" || verb == "request" || verb == "sync":
 		return send
 	}
 	return change // update, archive, restore, add, remove, link, unlink, attach, mark, revoke, rollback, import

@@ -50,7 +50,9 @@ var toolsets = []toolset{
 	{"emails", "the shared inbox: threads, search, links to opportunities", false, func(s *repo.Store, _ options, opts []Option) []Tool { return Emails(s, opts...) }},
 	{"notifications", "subscriptions to opportunities and notifications", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Notifications(s) }},
 	{"messaging", "Slack messages and questions to the team", false, func(s *repo.Store, o options, _ []Option) []Tool { return Messaging(s, o.slack) }},
-	{"pitches", "email pitches: draft, approve, send from the team mailbox; the suppression list", false, func(s *repo.Store, o options, _ []Option) []Tool { return Pitches(s, o.pitches) }},
+	{"pitches", "email pitches: draft, approve, send from the team mailbox; the suppression list", false, func(s *repo.Store, o options, _ []Option) []Tool {
+		return append(Pitches(s, o.pitches), PitchApprovals(s, o.slack)...)
+	}},
 }
 
 // alwaysOn is the toolset every selection includes.
