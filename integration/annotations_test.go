@@ -61,7 +61,7 @@ func kindOfName(name string) string {
 		return "read"
 	case verb == "create" || verb == "upload" || verb == "subscribe" || verb == "start" || name == "import_email":
 		return "create"
-	case verb == "send" || verb == "ask" || verb == "sync":
+	case verb == "send" || verb == "ask" || verb == "request" || verb == "sync": // request_pitch_approval posts to Slack
 		return "send"
 	}
 	return "change"

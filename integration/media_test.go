@@ -145,11 +145,12 @@ func heapGrowth(f func()) (peak uint64, allocated uint64) {
 
 func TestMediaLargeFileThroughSignedURLs(t *testing.T) {
 	const size = 50 << 20
-	// A transfer that held the file would grow the heap by its size; a
-	// streamed one holds a driver batch of chunks at a time (up to 16 MiB
-	// on the wire, decoded once more), plus what the package's other tests
-	// allocate meanwhile: half the file's size tells the two apart.
-	const bound = size / 2
+	// A transfer that held the file would grow the heap by at least its
+	// size. A streamed one holds a few chunks at a time, but the figure is
+	// the whole process's (the in-process store's buffers and the package's
+	// background work included) and was seen between 10 and 30 MiB under
+	// load: three quarters of the file still tells the two apart.
+	const bound = size * 3 / 4
 	env := testenv.New(t)
 	c := env.Client(env.AdminKey, "media-big")
 	cov := newCoverage(t, c, "launch feature")
