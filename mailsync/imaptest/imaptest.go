@@ -123,7 +123,7 @@ func StartWith(t testing.TB, o Options) *Server {
 	if o.TLS {
 		c.TLSPort = freePort(t)
 		s.TLSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.TLSPort))
-		s.RootCAs = writeCert(t, dir)
+		s.RootCAs = WriteCert(t, dir)
 	}
 	if o.OAuth2 {
 		s.Token = hex.EncodeToString(secret) + "-token"
@@ -221,9 +221,9 @@ func listeners(c confParams, addressKey string) string {
 	return fmt.Sprintf("service imap-login {\n  inet_listener imap {\n    %s = 127.0.0.1\n    port = %d\n  }\n  inet_listener imaps {\n%s  }\n}\n", addressKey, c.Port, imaps)
 }
 
-// writeCert writes a self-signed certificate for 127.0.0.1 and its key
-// into dir, and returns a pool that trusts it.
-func writeCert(t testing.TB, dir string) *x509.CertPool {
+// WriteCert writes a self-signed certificate for 127.0.0.1 and its key
+// (cert.pem, key.pem) into dir, and returns a pool that trusts it.
+func WriteCert(t testing.TB, dir string) *x509.CertPool {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)

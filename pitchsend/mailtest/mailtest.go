@@ -9,15 +9,10 @@
 package mailtest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -31,6 +26,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
+
+	"outreach/mailsync/imaptest"
 )
 
 // Servers are a running Postfix and Dovecot.
@@ -110,7 +107,7 @@ func Start(t testing.TB, mailboxes ...string) *Servers {
 	puid, _ := strconv.Atoi(pu.Uid)
 	os.Chown(filepath.Join(dir, "pf", "data"), puid, -1)
 	os.WriteFile(filepath.Join(dir, "passwd"), []byte(passwd.String()), 0o644)
-	s.RootCAs = writeCert(t, filepath.Join(dir, "pf"))
+	s.RootCAs = imaptest.WriteCert(t, filepath.Join(dir, "pf"))
 	imapPort, lmtpPort, authPort, subPort := freePort(t), freePort(t), freePort(t), freePort(t)
 	s.IMAP = net.JoinHostPort("127.0.0.1", strconv.Itoa(imapPort))
 	s.Submission = net.JoinHostPort("127.0.0.1", strconv.Itoa(subPort))
@@ -351,28 +348,6 @@ func (s *Servers) Append(addr, mbox string, raw []byte) {
 	if _, err := cmd.Wait(); err != nil {
 		s.t.Fatal(err)
 	}
-}
-
-func writeCert(t testing.TB, dir string) *x509.CertPool {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return pool
 }
 
 func freePort(t testing.TB) int {
