@@ -284,20 +284,6 @@ func jsonType(t reflect.Type) string {
 	return "a " + t.Kind().String()
 }
 
-// Register adds tools to server, and makes tools/list show each key only
-// the tools its scopes may call; every call is authorised by scope,
-// attributed, logged once and answered with its JSON result, as text and
-// as structuredContent.
-func Register(server *mcp.Server, tools []Tool) {
-	scopes := map[string]string{}
-	for _, t := range tools {
-		def := t.Def
-		server.AddTool(&def, handler(t))
-		scopes[def.Name] = t.Scope
-	}
-	server.AddReceivingMiddleware(filterToolsList(scopes))
-}
-
 // SessionHeader lets a client name its own agent session.
 const SessionHeader = "X-Agent-Session-Id"
 
