@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,8 +173,7 @@ func (s *Engine) readMirror(ctx context.Context) (map[string]*index.Coll, error)
 			return nil, fmt.Errorf("index %s: %w", name, err)
 		}
 		for cur.Next(ctx) {
-			raw := slices.Clone(cur.Current)
-			mc.Put(raw)
+			mc.Put(cur.Current) // copied in
 		}
 		if err := cur.Err(); err != nil {
 			cur.Close(ctx)
@@ -250,14 +248,10 @@ func (s *Engine) mirrorPut(coll string, doc any) {
 	if coll == collChangeLog {
 		defer s.bumpSessionGen()
 	}
-	spec, ok := s.schema.Index[coll]
-	if !ok {
+	if _, ok := s.schema.Index[coll]; !ok {
 		return
 	}
-	raw, err := bson.Marshal(doc)
-	if err == nil {
-		raw, err = index.DropFields(raw, spec.Drop)
-	}
+	raw, err := bson.Marshal(doc) // Put holds what the spec keeps of it
 	if err != nil {
 		s.mirrorLost(coll, err)
 		return

@@ -46,11 +46,25 @@ func kindOf(coll string) string {
 }
 
 // mirrorSpecs say what the index keeps of each collection (index.Spec).
+// The collections that grow with the team's history hold only the paths
+// their queries filter, sort or are covered by (Keep: what the list, log,
+// dossier, report, rule and write-path queries of this package and of
+// ledger name); a query on any other path goes to the store. The text a
+// search reads is left out (Drop), so a search goes to the store too;
+// Drop also keeps the large text out of the store's answers while the
+// index builds.
 var mirrorSpecs = map[string]index.Spec{
-	collNotes:         {Drop: []string{"content"}, Keys: []string{"links.contact_id", "links.outlet_id", "links.opportunity_id", "links.id"}},
-	collCoverage:      {Drop: []string{"summary", "full_text"}, Keys: []string{"contact_ids", "outlet_id", "opportunity_id", "campaign_id"}},
-	collEmails:        {Drop: []string{"messages.body_text", "messages.references", "messages.attachments"}, Keys: []string{"messages.contact_ids", "contact_ids", "opportunity_links.opportunity_id", "opportunity_links.id"}},
-	collChangeLog:     {Drop: []string{"before", "after", "sealed"}, Keys: []string{"record_id", "session_id", "idempotency_key", "reverts"}},
+	collNotes: {Keep: []string{"archived_at", "type", "occurred_at", "links"},
+		Drop: []string{"content"}, Keys: []string{"links.contact_id", "links.outlet_id", "links.opportunity_id", "links.id"}},
+	collCoverage: {Keep: []string{"archived_at", "title", "url", "published_at", "type", "sentiment", "reach",
+		"outlet_id", "channel_id", "opportunity_id", "campaign_id", "contact_ids"},
+		Drop: []string{"summary", "full_text"}, Keys: []string{"contact_ids", "outlet_id", "opportunity_id", "campaign_id"}},
+	collEmails: {Keep: []string{"archived_at", "subject", "subject_key", "last_message_at", "contact_ids", "opportunity_links",
+		"messages.contact_ids", "messages.message_id"},
+		Drop: []string{"messages.body_text", "messages.references", "messages.attachments"}, Keys: []string{"messages.contact_ids", "contact_ids", "opportunity_links.opportunity_id", "opportunity_links.id"}},
+	collChangeLog: {Keep: []string{"seq", "at", "collection", "record_id", "action", "state", "user_id", "agent_id", "session_id",
+		"reverts", "idempotency_key"},
+		Drop: []string{"before", "after", "sealed"}, Keys: []string{"record_id", "session_id", "idempotency_key", "reverts"}},
 	collOpportunities: {Drop: []string{"notes", "pitch"}, Keys: []string{"contact_ids", "outlet_id", "campaign_id"}},
 	collContacts:      {Drop: []string{"notes", "bio"}, Keys: []string{"affiliations.outlet_id", "affiliations.id", "email_lower"}},
 	collOutlets:       {Drop: []string{"notes", "description"}},

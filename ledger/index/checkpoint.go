@@ -45,7 +45,7 @@ func Fingerprint(specs map[string]Spec) string {
 	slices.Sort(names)
 	var b strings.Builder
 	for _, n := range names {
-		fmt.Fprintf(&b, "%s drop=%v keys=%v;", n, specs[n].Drop, specs[n].Keys)
+		fmt.Fprintf(&b, "%s keep=%v drop=%v keys=%v;", n, specs[n].Keep, specs[n].Drop, specs[n].Keys)
 	}
 	return b.String()
 }
@@ -127,14 +127,13 @@ func ReadCheckpoint(r io.Reader, specs map[string]Spec) (Position, map[string]*C
 			return Position{}, nil, fmt.Errorf("checkpoint collection %q unexpected", c.Collection)
 		}
 		mc := NewColl(spec)
-		mc.ids = make([]string, 0, c.Records)
 		mc.raws = make([]bson.Raw, 0, c.Records)
 		for range c.Records {
 			raw, err := readDoc(br, sum)
 			if err != nil {
 				return Position{}, nil, fmt.Errorf("checkpoint of %s: %w", c.Collection, err)
 			}
-			mc.Put(raw)
+			mc.put(raw) // held as written: pruned by these specs (the fingerprint says so)
 		}
 		colls[c.Collection] = mc
 	}

@@ -16,6 +16,7 @@ package index
 
 import (
 	"bytes"
+	"hash/maphash"
 	"math"
 	"regexp"
 	"slices"
@@ -27,6 +28,11 @@ import (
 
 // Spec says what the mirror keeps of one collection.
 type Spec struct {
+	// Keep, when given, lists the only paths held besides _id (dotted; a
+	// path through an array of documents keeps the field of every
+	// element): those a query filters, sorts or is covered by. A query on
+	// any other path is declined and goes to the store.
+	Keep []string
 	// drop lists the fields left out (large text), as dotted paths; a path
 	// through an array of documents drops the field of every element.
 	Drop []string
@@ -41,30 +47,46 @@ type Spec struct {
 // lists hold numbers, sorted, not ids (at 100,000 notes a set of ids per
 // value was most of the index's memory, and of its build).
 type Coll struct {
-	spec Spec
-	// num: id → record number; ids and raws: record number → id, record.
-	num  map[string]int32
-	ids  []string
-	raws []bson.Raw
+	spec  Spec
+	prune pruner
+	// raws: record number → record (in arena); idx: id → record number.
+	raws  []bson.Raw
+	arena arena
+	idx   idTable
 	// keys: path → value → the numbers of the records holding it, ascending.
 	keys map[string]map[string][]int32
 }
 
-// Put adds or replaces a record (raw holds only what the spec keeps).
+// Put adds or replaces a record: what the spec holds of it is copied in.
 func (mc *Coll) Put(raw bson.Raw) {
-	id, ok := raw.Lookup("_id").StringValueOK()
-	if !ok {
+	pruned, err := mc.prune.prune(raw)
+	if err != nil {
+		return // not a document: the store holds none such
+	}
+	mc.put(pruned)
+}
+
+// put adds or replaces a record already pruned.
+func (mc *Coll) put(raw bson.Raw) {
+	id := idOf(raw)
+	if id == nil {
 		return // the service's records have string ids; others are not mirrored
 	}
-	n, old := mc.num[id]
+	n, old := mc.find(string(id))
 	if old {
 		mc.unkey(n, mc.raws[n])
+		mc.arena.replaced(mc.raws[n])
+		raw = mc.arena.store(raw)
 		mc.raws[n] = raw // a replaced record keeps its place, as in the store
+		if mc.arena.wasteful() {
+			mc.compact()
+			raw = mc.raws[n]
+		}
 	} else {
-		n = int32(len(mc.ids))
-		mc.num[id] = n
-		mc.ids = append(mc.ids, id)
+		n = int32(len(mc.raws))
+		raw = mc.arena.store(raw)
 		mc.raws = append(mc.raws, raw)
+		mc.add(idOf(raw), n)
 	}
 	for _, path := range mc.spec.Keys {
 		for _, v := range flatten(valuesAt(raw, path)) {
@@ -277,7 +299,7 @@ func (mc *Coll) IDs(q Query) (ids []string, total int64, ok bool) {
 	start := min(int(q.Skip), len(hits))
 	ids = make([]string, 0, len(hits)-start)
 	for _, h := range hits[start:] {
-		ids = append(ids, mc.ids[h.n])
+		ids = append(ids, mc.idString(h.n))
 	}
 	return ids, total, true
 }
@@ -373,15 +395,9 @@ func (mc *Coll) answers(filter bson.M) bool {
 	return true
 }
 
-// Keeps reports whether path is kept whole (no dropped field at or under it).
-func (mc *Coll) Keeps(path string) bool {
-	for _, d := range mc.spec.Drop {
-		if d == path || strings.HasPrefix(d, path+".") || strings.HasPrefix(path, d+".") {
-			return false
-		}
-	}
-	return true
-}
+// Keeps reports whether path is held whole: kept (Spec.Keep), and no
+// dropped field at or under it.
+func (mc *Coll) Keeps(path string) bool { return mc.spec.keeps(path) }
 
 func (mc *Coll) sorts(sort bson.D) bool {
 	for _, k := range sort {
@@ -523,7 +539,7 @@ func (mc *Coll) byID(v any) ([]int32, bool) {
 		if !ok {
 			return nil, false
 		}
-		if n, stored := mc.num[id]; stored {
+		if n, stored := mc.find(id); stored {
 			list = append(list, n)
 		}
 	}
@@ -1034,7 +1050,7 @@ func compareIntFloat(i int64, f float64) int {
 
 // NewColl returns an empty index of one collection.
 func NewColl(spec Spec) *Coll {
-	return &Coll{spec: spec, num: map[string]int32{}, keys: map[string]map[string][]int32{}}
+	return &Coll{spec: spec, prune: newPruner(spec), idx: idTable{seed: maphash.MakeSeed()}, keys: map[string]map[string][]int32{}}
 }
 
 // Query is a find the index may answer: limit 0 means no limit.
@@ -1045,11 +1061,11 @@ type Query struct {
 }
 
 // Len is the number of records held.
-func (mc *Coll) Len() int { return len(mc.ids) }
+func (mc *Coll) Len() int { return len(mc.raws) }
 
 // Doc is the record id as held (only the fields the spec keeps).
 func (mc *Coll) Doc(id string) (bson.Raw, bool) {
-	n, ok := mc.num[id]
+	n, ok := mc.find(id)
 	if !ok {
 		return nil, false
 	}
@@ -1058,8 +1074,8 @@ func (mc *Coll) Doc(id string) (bson.Raw, bool) {
 
 // Each calls fn for every record held, in no order.
 func (mc *Coll) Each(fn func(id string, raw bson.Raw)) {
-	for n, id := range mc.ids {
-		fn(id, mc.raws[n])
+	for _, raw := range mc.raws {
+		fn(string(idOf(raw)), raw)
 	}
 }
 
