@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"reflect"
@@ -230,5 +231,42 @@ func TestArenaCompactionKeepsRecordsAndIDs(t *testing.T) {
 				t.Fatalf("%s under v%d holds %s", id, k, got)
 			}
 		}
+	}
+}
+
+// A checkpoint holds records as the specs it was written with kept them:
+// one written before a spec kept fewer paths (or other ones) is refused,
+// and one written with the same specs loads the same records.
+func TestCheckpointOfOtherKeptPathsIsRefused(t *testing.T) {
+	old := map[string]Spec{"notes": {Drop: []string{"content"}, Keys: []string{"k"}}}
+	now := map[string]Spec{"notes": {Keep: []string{"k", "at"}, Drop: []string{"content"}, Keys: []string{"k"}}}
+	write := func(specs map[string]Spec) *bytes.Buffer {
+		mc := NewColl(specs["notes"])
+		for i := range 5 {
+			raw, _ := bson.Marshal(bson.D{{Key: "_id", Value: fmt.Sprintf("n%d", i)}, {Key: "k", Value: "x"}, {Key: "title", Value: "t"}, {Key: "content", Value: "c"}})
+			mc.Put(raw)
+		}
+		var buf bytes.Buffer
+		if err := WriteCheckpoint(&buf, Position{Database: "d", Counter: 5}, specs, map[string]*Coll{"notes": mc}); err != nil {
+			t.Fatal(err)
+		}
+		return &buf
+	}
+	if _, _, err := ReadCheckpoint(write(old), now); err == nil {
+		t.Fatal("a checkpoint written before the spec kept fewer paths was loaded")
+	}
+	_, colls, err := ReadCheckpoint(write(now), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, ok := colls["notes"].Doc("n3")
+	if !ok {
+		t.Fatal("n3 is not loaded")
+	}
+	if _, err := raw.LookupErr("title"); err == nil {
+		t.Fatalf("the loaded record holds a path not kept: %v", raw)
+	}
+	if ids, total, ok := colls["notes"].IDs(Query{Filter: bson.M{"k": "x"}, Sort: bson.D{{Key: "_id", Value: 1}}, Limit: 2}); !ok || total != 5 || !slices.Equal(ids, []string{"n0", "n1"}) {
+		t.Fatalf("loaded index answers %v (%d, ok %v)", ids, total, ok)
 	}
 }
