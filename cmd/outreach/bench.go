@@ -40,8 +40,12 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	noRaw := fs.Bool("noraw", false, "leave out the raw store's measurements (their figures print as zero), so that a profile is the service's alone")
 	rollback := fs.String("rollback", "100,10000", "session sizes whose rollback is measured (that many create_note calls in a session, then rollback_session), comma-separated; empty: none")
 	session := fs.String("session", "", "an agent session id every measured call names (X-Agent-Session-Id); empty: none, the service finds the key's implicit session per call")
+	memoryLimit := fs.String("memory-limit", env("OUTREACH_MEMORY_LIMIT", ""), "soft limit on the Go runtime's memory, as serve sets it (default "+defaultMemoryLimit+", or GOMEMLIMIT when set; off: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if _, err := applyMemoryLimit(*memoryLimit); err != nil {
+		return fmt.Errorf("-memory-limit: %w", err)
 	}
 	switch *seedHow {
 	case bench.SeedAuto, bench.SeedWrite, bench.SeedBulk:

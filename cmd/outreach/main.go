@@ -99,6 +99,8 @@ Every command reads the same configuration:
 type config struct {
 	data, addr, mongoListen, uri, db, writeMode string
 	toolsets, rateLimit, httpRateLimit          string
+	// memoryLimit: the soft memory limit (memlimit.go); empty: the default.
+	memoryLimit string
 	// pitchWindow is the double-pitch guard's window.
 	pitchWindow            time.Duration
 	mongoAllowWrites, demo bool // mongoAllowWrites: a removed flag, refused
@@ -148,6 +150,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.httpRateLimit, "http-rate-limit", env("OUTREACH_HTTP_RATE_LIMIT", tools.DefaultRequestRate), "HTTP requests per second per key at the edge (429 over it), RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", ""), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, every one listed); empty (the default): every toolset offered, clients naming none are listed the lean default set")
+		fs.StringVar(&cfg.memoryLimit, "memory-limit", env("OUTREACH_MEMORY_LIMIT", ""), "soft limit on the Go runtime's memory, e.g. 512MiB, or off (default "+defaultMemoryLimit+", or GOMEMLIMIT when set): the collector runs more often near it")
 		cfg.deploy.flags(fs)
 		pitchWindow, err := time.ParseDuration(env("OUTREACH_PITCH_WINDOW", repo.DefaultPitchWindow.String()))
 		if err != nil || pitchWindow <= 0 {
@@ -160,6 +163,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if cfg.mongoAllowWrites {
 			return errors.New("--mongo-allow-writes (OUTREACH_MONGO_ALLOW_WRITES) was removed: a write through the wire endpoint changed records without their change-log entry. " +
 				"Change data through the MCP tools; --mongo-listen opens a read-only analyst endpoint")
+		}
+		if _, err := applyMemoryLimit(cfg.memoryLimit); err != nil {
+			return fmt.Errorf("--memory-limit (OUTREACH_MEMORY_LIMIT): %w", err)
 		}
 		return serve(ctx, cfg, stdout, stderr, log)
 	case "indexes", "verify":
