@@ -88,9 +88,14 @@ func (mc *Coll) put(raw bson.Raw) {
 		mc.raws = append(mc.raws, raw)
 		mc.add(idOf(raw), n)
 	}
+	mc.key(n, raw)
+}
+
+// key adds record n (as held) to the posting lists of its values.
+func (mc *Coll) key(n int32, raw bson.Raw) {
 	for _, path := range mc.spec.Keys {
 		for _, v := range flatten(valuesAt(raw, path)) {
-			if str, ok := v.StringValueOK(); ok {
+			if str, ok := heldString(v); ok {
 				m := mc.keys[path]
 				if m == nil {
 					m = map[string][]int32{}

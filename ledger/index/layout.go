@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"strings"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -192,12 +193,32 @@ func (a *arena) replaced(old bson.Raw) { a.live -= len(old) }
 // longer held (and enough to matter).
 func (a *arena) wasteful() bool { return a.used-a.live > max(a.live, 4<<20) }
 
-// compact copies every record into new chunks.
+// compact copies every record into new chunks, and builds the posting
+// lists again over them (their keys are the held records' bytes).
 func (mc *Coll) compact() {
 	mc.arena = arena{}
 	for n, raw := range mc.raws {
 		mc.raws[n] = mc.arena.store(raw)
 	}
+	clear(mc.keys)
+	for n, raw := range mc.raws {
+		mc.key(int32(n), raw)
+	}
+}
+
+// heldString is a string value of a held record without a copy: the
+// posting lists' keys are the record's own bytes, which an arena never
+// changes (compact builds the lists again over the new chunks, so a key
+// never keeps an old chunk alive for long).
+func heldString(v bson.RawValue) (string, bool) {
+	if v.Type != bson.TypeString || len(v.Value) < 5 {
+		return "", false
+	}
+	b := v.Value[4 : len(v.Value)-1]
+	if len(b) == 0 {
+		return "", true
+	}
+	return unsafe.String(&b[0], len(b)), true
 }
 
 // ---------------------------------------------------------------------------
