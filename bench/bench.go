@@ -144,6 +144,11 @@ type Report struct {
 	// RestartTime and RestartIndexTime are the same after a clean stop of
 	// that service: the indexes load from their checkpoint (embedded store).
 	RestartTime, RestartIndexTime time.Duration
+	// CrashTime and CrashIndexTime are the same after a crash (crash.go):
+	// CrashChanges changes written after the last checkpoint, then the
+	// process stopped without a clean stop (embedded store; zero elsewhere).
+	CrashTime, CrashIndexTime time.Duration
+	CrashChanges              int
 	Floor                         map[int]Stats
 	Rows                          []Row
 	Rollbacks                     []RollbackRun
@@ -191,6 +196,7 @@ func (t *target) open(ctx context.Context) error {
 		t.es = es
 		t.opts.PrepareStore = es.IndexIDs // FerretDB's look-ups by _id on an index
 		t.opts.IndexCheckpoint = es.IndexCheckpoint(t.db)
+		t.opts.Lookups = es
 	}
 	store, err := repo.Open(ctx, t.storeURI(), t.db, t.opts)
 	if err != nil {
@@ -435,6 +441,9 @@ func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, st
 	rep.RestartIndexTime = t.indexTime
 	fmt.Fprintf(cfg.Progress, "restarted in %v; its own indexes were ready %v later\n",
 		rep.RestartTime.Round(time.Millisecond), rep.RestartIndexTime.Round(time.Millisecond))
+	if err := measureCrash(sctx, t, rep, func(f string, a ...any) { fmt.Fprintf(cfg.Progress, f, a...) }); err != nil {
+		return nil, "", err
+	}
 	return d, key, nil
 }
 
