@@ -149,10 +149,10 @@ type Report struct {
 	// process stopped without a clean stop (embedded store; zero elsewhere).
 	CrashTime, CrashIndexTime time.Duration
 	CrashChanges              int
-	Floor                         map[int]Stats
-	Rows                          []Row
-	Rollbacks                     []RollbackRun
-	ServerRSS, PeerRSS            int64 // bytes, at the end
+	Floor                     map[int]Stats
+	Rows                      []Row
+	Rollbacks                 []RollbackRun
+	ServerRSS, PeerRSS        int64 // bytes, at the end
 	// HeldRSS is this process's RSS at the end once a collection has handed
 	// the freed memory back (debug.FreeOSMemory): what it holds, without the
 	// garbage the last cells (the raw scans among them) left.
