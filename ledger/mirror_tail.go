@@ -258,9 +258,10 @@ func (s *Engine) checkpointLoop(ctx context.Context) {
 func (s *Engine) writeCheckpoint(ctx context.Context) (int64, error) {
 	started := time.Now()
 	s.writeMu.Lock()
+	locked := time.Now()
 	snap, pos, err := s.snapshot(ctx)
 	s.writeMu.Unlock()
-	paused := time.Since(started)
+	paused := time.Since(locked) // what the writers waiting for the lock waited for it
 	if err != nil {
 		return 0, err
 	}
