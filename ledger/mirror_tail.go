@@ -98,13 +98,16 @@ func (s *Engine) catchUp(ctx context.Context, pre *loadedCheckpoint) (int, error
 			want = append(want, id)
 		}
 	}
-	entries, err := s.readByID(ctx, collChangeLog, want)
+	// Whole: the after-image is the record's state.
+	entries, err := s.readByID(ctx, collChangeLog, want, false)
 	if err != nil {
 		return 0, err
 	}
+	// Each record named, in the order first named (the order the live
+	// indexes would have numbered a new one), with its last entry.
 	type ref struct{ coll, id string }
 	var recs []ref
-	named := map[ref]bool{}
+	last := map[ref]bson.Raw{}
 	for _, raw := range entries {
 		if raw == nil {
 			continue // a pending entry is never removed; nothing to apply
@@ -112,22 +115,40 @@ func (s *Engine) catchUp(ctx context.Context, pre *loadedCheckpoint) (int, error
 		coll, _ := raw.Lookup("collection").StringValueOK()
 		id, _ := raw.Lookup("record_id").StringValueOK()
 		r := ref{coll, id}
-		if _, indexed := pre.colls[coll]; indexed && id != "" && !named[r] {
-			named[r] = true
-			recs = append(recs, r)
+		if _, indexed := pre.colls[coll]; indexed && id != "" {
+			if _, ok := last[r]; !ok {
+				recs = append(recs, r)
+			}
+			last[r] = raw
 		}
-	}
-	byColl := map[string][]string{}
-	for _, r := range recs {
-		byColl[r.coll] = append(byColl[r.coll], r.id)
 	}
 	for _, raw := range entries {
-		if raw != nil {
-			log.Put(raw)
+		if raw == nil {
+			continue
 		}
+		kept, err := index.DropFields(raw, s.schema.Index[collChangeLog].Drop)
+		if err != nil {
+			return 0, err
+		}
+		log.Put(kept)
 	}
-	for coll, ids := range byColl {
-		raws, err := s.readByID(ctx, coll, ids)
+	// A record whose last change is applied is its after-image, with the
+	// fields the write path adds (recordOf); any other is read again.
+	reread := map[string][]string{}
+	for _, r := range recs {
+		doc, ok := s.recordOf(last[r])
+		if !ok {
+			reread[r.coll] = append(reread[r.coll], r.id)
+			continue
+		}
+		kept, err := index.DropFields(doc, s.schema.Index[r.coll].Drop)
+		if err != nil {
+			return 0, err
+		}
+		pre.colls[r.coll].Put(kept)
+	}
+	for coll, ids := range reread {
+		raws, err := s.readByID(ctx, coll, ids, true)
 		if err != nil {
 			return 0, err
 		}
@@ -140,12 +161,52 @@ func (s *Engine) catchUp(ctx context.Context, pre *loadedCheckpoint) (int, error
 	return len(entries), nil
 }
 
-// readByID reads coll's records by _id, as the index keeps them (the
-// spec's large fields left out), a few at a time; a record not stored is
-// nil.
-func (s *Engine) readByID(ctx context.Context, coll string, ids []string) ([]bson.Raw, error) {
+// recordOf is the record an applied change entry wrote: its after-image,
+// with the record's id, version and last change as writeRecord stores
+// them. ok is false where the entry does not tell the whole record: not
+// applied, no after-image, or a collection with redacted fields (the
+// entry holds "[redacted]" where the record holds the value).
+func (s *Engine) recordOf(entry bson.Raw) (bson.Raw, bool) {
+	var e struct {
+		State        string   `bson:"state"`
+		Collection   string   `bson:"collection"`
+		RecordID     string   `bson:"record_id"`
+		After        bson.Raw `bson:"after"`
+		VersionAfter int64    `bson:"version_after"`
+		ID           string   `bson:"_id"`
+	}
+	if err := bson.Unmarshal(entry, &e); err != nil || e.State != audit.StateApplied || len(e.After) == 0 ||
+		len(s.schema.Redacted[e.Collection]) > 0 || e.VersionAfter < 1 {
+		return nil, false
+	}
+	var doc bson.D
+	if err := bson.Unmarshal(e.After, &doc); err != nil {
+		return nil, false
+	}
+	out := make(bson.D, 0, len(doc)+3)
+	for _, el := range doc {
+		switch el.Key {
+		case "_id", fieldVersion, fieldLastChange:
+		case fieldLockedBy:
+			return nil, false
+		default:
+			out = append(out, el)
+		}
+	}
+	out = append(out, bson.E{Key: "_id", Value: e.RecordID}, bson.E{Key: fieldVersion, Value: e.VersionAfter}, bson.E{Key: fieldLastChange, Value: e.ID})
+	raw, err := bson.Marshal(out)
+	if err != nil {
+		return nil, false
+	}
+	return raw, true
+}
+
+// readByID reads coll's records by _id, a few at a time, as the index
+// keeps them (kept: the spec's large fields left out) or whole; a record
+// not stored is nil.
+func (s *Engine) readByID(ctx context.Context, coll string, ids []string, kept bool) ([]bson.Raw, error) {
 	var proj bson.M
-	if drop := s.schema.Index[coll].Drop; len(drop) > 0 {
+	if drop := s.schema.Index[coll].Drop; kept && len(drop) > 0 {
 		proj = bson.M{}
 		for _, f := range drop {
 			proj[f] = 0
