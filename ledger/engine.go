@@ -248,9 +248,13 @@ func Open(ctx context.Context, client *mongo.Client, database, probeKey string, 
 		s.checkpoint, s.lookups = opts.IndexCheckpoint, opts.Lookups
 		s.preloadCheckpoint(rctx)
 	}
-	if _, err := s.Recover(rctx, opts.Exclusive); err != nil {
+	rep, err := s.Recover(rctx, opts.Exclusive)
+	if err != nil {
 		return nil, fmt.Errorf("recover: %w", err)
 	}
+	// Settling a pending entry moves no counter: a checkpoint that held one
+	// is followed, not taken as it is (mirror_checkpoint.go).
+	s.ckpt.recovered = rep.Applied+rep.Aborted+rep.PlansApplied+rep.PlansAborted > 0
 	if opts.Exclusive && s.serialWrites {
 		s.startMirror(opts.IndexCheck)
 	}

@@ -122,7 +122,7 @@ func (s *Engine) readMirrorFirst(ctx context.Context) (map[string]*index.Coll, e
 			counter, err := s.changeCounter(ctx)
 			switch {
 			case err != nil:
-			case counter == pre.pos:
+			case counter == pre.pos && !s.ckpt.recovered:
 				s.mirror.fromCheckpoint.Store(true)
 				return pre.colls, nil
 			default:

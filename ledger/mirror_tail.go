@@ -240,8 +240,9 @@ type checkpointer struct {
 	stop context.CancelFunc
 	done chan struct{}
 	// followed: the change entries the first build applied over a
-	// checkpoint (-1: it did not follow one).
-	followed atomic.Int64
+	// checkpoint; recovered: recovery at Open settled something.
+	followed  atomic.Int64
+	recovered bool
 }
 
 // startCheckpoints starts the loop that writes checkpoints while running,
