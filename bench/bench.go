@@ -441,7 +441,7 @@ func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, st
 	rep.RestartIndexTime = t.indexTime
 	fmt.Fprintf(cfg.Progress, "restarted in %v; its own indexes were ready %v later\n",
 		rep.RestartTime.Round(time.Millisecond), rep.RestartIndexTime.Round(time.Millisecond))
-	if err := measureCrash(sctx, t, rep, func(f string, a ...any) { fmt.Fprintf(cfg.Progress, f, a...) }); err != nil {
+	if err := measureCrash(sctx, t, cfg.Notes, rep, func(f string, a ...any) { fmt.Fprintf(cfg.Progress, f, a...) }); err != nil {
 		return nil, "", err
 	}
 	return d, key, nil

@@ -33,18 +33,20 @@ func (t *target) crash(ctx context.Context) {
 	}
 }
 
-// measureCrash writes crashChanges notes through the write path (8
-// writers), crashes the service, starts it again and times that start
-// (embedded store only: elsewhere the service keeps no indexes).
-func measureCrash(ctx context.Context, t *target, rep *Report, progress func(string, ...any)) error {
+// measureCrash writes crashChanges notes (as many as were seeded, when
+// fewer) through the write path (8 writers), crashes the service, starts
+// it again and times that start (embedded store only: elsewhere the
+// service keeps no indexes).
+func measureCrash(ctx context.Context, t *target, notes int, rep *Report, progress func(string, ...any)) error {
 	if t.dir == "" {
 		return nil
 	}
+	n := min(crashChanges, notes)
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for w := range 8 {
 		wg.Go(func() {
-			for i := w; i < crashChanges && errs[w] == nil; i += 8 {
+			for i := w; i < n && errs[w] == nil; i += 8 {
 				_, errs[w] = t.store.Fixture(ctx, "notes", map[string]any{"type": "phone_call", "title": fmt.Sprintf("Written before the crash %d", i),
 					"content": "A change after the last checkpoint.", "occurred_at": time.Now().UTC(), "links": []map[string]any{}})
 			}
@@ -63,8 +65,8 @@ func measureCrash(ctx context.Context, t *target, rep *Report, progress func(str
 	}
 	rep.CrashTime = time.Since(start) - t.indexTime
 	rep.CrashIndexTime = t.indexTime
-	rep.CrashChanges = crashChanges
+	rep.CrashChanges = n
 	progress("started after a crash (%d changes after the last checkpoint) in %v; its own indexes were ready %v later\n",
-		crashChanges, rep.CrashTime.Round(time.Millisecond), rep.CrashIndexTime.Round(time.Millisecond))
+		n, rep.CrashTime.Round(time.Millisecond), rep.CrashIndexTime.Round(time.Millisecond))
 	return nil
 }
