@@ -144,10 +144,15 @@ type Report struct {
 	// RestartTime and RestartIndexTime are the same after a clean stop of
 	// that service: the indexes load from their checkpoint (embedded store).
 	RestartTime, RestartIndexTime time.Duration
-	Floor                         map[int]Stats
-	Rows                          []Row
-	Rollbacks                     []RollbackRun
-	ServerRSS, PeerRSS            int64 // bytes, at the end
+	// CrashTime and CrashIndexTime are the same after a crash (crash.go):
+	// CrashChanges changes written after the last checkpoint, then the
+	// process stopped without a clean stop (embedded store; zero elsewhere).
+	CrashTime, CrashIndexTime time.Duration
+	CrashChanges              int
+	Floor                     map[int]Stats
+	Rows                      []Row
+	Rollbacks                 []RollbackRun
+	ServerRSS, PeerRSS        int64 // bytes, at the end
 	// HeldRSS is this process's RSS at the end once a collection has handed
 	// the freed memory back (debug.FreeOSMemory): what it holds, without the
 	// garbage the last cells (the raw scans among them) left.
@@ -191,6 +196,7 @@ func (t *target) open(ctx context.Context) error {
 		t.es = es
 		t.opts.PrepareStore = es.IndexIDs // FerretDB's look-ups by _id on an index
 		t.opts.IndexCheckpoint = es.IndexCheckpoint(t.db)
+		t.opts.Lookups = es
 	}
 	store, err := repo.Open(ctx, t.storeURI(), t.db, t.opts)
 	if err != nil {
@@ -435,6 +441,9 @@ func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, st
 	rep.RestartIndexTime = t.indexTime
 	fmt.Fprintf(cfg.Progress, "restarted in %v; its own indexes were ready %v later\n",
 		rep.RestartTime.Round(time.Millisecond), rep.RestartIndexTime.Round(time.Millisecond))
+	if err := measureCrash(sctx, t, cfg.Notes, rep, func(f string, a ...any) { fmt.Fprintf(cfg.Progress, f, a...) }); err != nil {
+		return nil, "", err
+	}
 	return d, key, nil
 }
 

@@ -82,6 +82,7 @@ func TestGrowthPrintsEveryTarget(t *testing.T) {
 		"40 notes: RSS of the process ≤ 300 MB",
 		"40 notes: RSS held ≤ 300 MB",
 		"40 notes: serving with its indexes ready ≤ 10 s after a restart",
+		"40 notes: serving with its indexes ready ≤ 10 s after a crash",
 		"40 notes: serving with its indexes ready ≤ 10 s after the first start on the seeded store",
 		"get_note at 40 notes: p50 ≤ 100 ms",
 		"get_note: p50 at 40 notes ≤ 1.5× at 20 notes",

@@ -104,6 +104,10 @@ type Options struct {
 	// engine's own indexes are written to at a clean stop and loaded from
 	// at the next start when no change was written since (mirror_checkpoint.go).
 	IndexCheckpoint string
+	// Lookups, when set (the embedded store), answers from the store's own
+	// indexes what a start asks of the change log (mirror_tail.go): the
+	// entries after a checkpoint, the entries left pending.
+	Lookups Lookups
 	// IndexCheck runs every query the engine's own index answers on the
 	// store as well and fails it when the answers differ.
 	IndexCheck bool
@@ -164,7 +168,11 @@ type Engine struct {
 	// preloaded, the checkpoint read at Open before recovery, until the
 	// first build takes it (mirror_checkpoint.go).
 	checkpoint string
-	preloaded  atomic.Pointer[preloadedCheckpoint]
+	preloaded  atomic.Pointer[loadedCheckpoint]
+	// lookups: Options.Lookups; ckpt: the checkpoints written while
+	// running (mirror_tail.go).
+	lookups Lookups
+	ckpt    checkpointer
 	// sessionGen moves on every change that can alter what is derived from
 	// the change log and the session bindings (SessionGeneration).
 	sessionGen atomic.Uint64
@@ -237,12 +245,16 @@ func Open(ctx context.Context, client *mongo.Client, database, probeKey string, 
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 	if opts.Exclusive && s.serialWrites {
-		s.checkpoint = opts.IndexCheckpoint
+		s.checkpoint, s.lookups = opts.IndexCheckpoint, opts.Lookups
 		s.preloadCheckpoint(rctx)
 	}
-	if _, err := s.Recover(rctx, opts.Exclusive); err != nil {
+	rep, err := s.Recover(rctx, opts.Exclusive)
+	if err != nil {
 		return nil, fmt.Errorf("recover: %w", err)
 	}
+	// Settling a pending entry moves no counter: a checkpoint that held one
+	// is followed, not taken as it is (mirror_checkpoint.go).
+	s.ckpt.recovered = rep.Applied+rep.Aborted+rep.PlansApplied+rep.PlansAborted > 0
 	if opts.Exclusive && s.serialWrites {
 		s.startMirror(opts.IndexCheck)
 	}
@@ -255,6 +267,7 @@ func Open(ctx context.Context, client *mongo.Client, database, probeKey string, 
 // stop settles it, so a clean start and stop leave recovery nothing to do.
 // The caller disconnects the client.
 func (s *Engine) Close(ctx context.Context) {
+	s.stopCheckpoints()
 	if s.serialWrites {
 		s.writeMu.Lock()
 		if err := s.closeIntent(ctx); err != nil {

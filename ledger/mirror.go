@@ -80,6 +80,7 @@ func (s *Engine) startMirror(check bool) {
 	s.mirror.stale.Store(true)
 	s.mirror.rebuilding = true
 	go s.buildLoop()
+	s.startCheckpoints()
 }
 
 // IndexesReady waits until the service's own indexes are built (at once

@@ -50,7 +50,7 @@ func TestIndexCheckpointIsUsedOnlyWhenNothingChanged(t *testing.T) {
 	// crash stops an engine the way a killed process does: no clean close,
 	// so no checkpoint is written.
 	crash := func(s *Engine) {
-		s.stopMirror()
+		s.Abandon()
 		s.client.Disconnect(context.Background())
 	}
 	notes := 0

@@ -122,9 +122,14 @@ type Options struct {
 	// embedded.Store.IndexIDs).
 	PrepareStore func(ctx context.Context, database string) error
 	// IndexCheckpoint, when set (the embedded store), is the file the
-	// service's own indexes are written to at a clean stop and loaded from
-	// at the next start when no change was written since (ledger/mirror_checkpoint.go).
+	// service's own indexes are written to while running and at a clean
+	// stop, and loaded from at the next start (ledger/mirror_checkpoint.go).
 	IndexCheckpoint string
+	// Lookups, when set (the embedded store: its *embedded.Store), lists
+	// from the store's own indexes the change entries after a checkpoint
+	// and those left pending, so a start after a crash reads only those
+	// (ledger/mirror_tail.go).
+	Lookups ledger.Lookups
 	// IndexCheck runs every query the service's own indexes answer on the
 	// store as well and fails it when the answers differ (tests; also set
 	// by OUTREACH_INDEX_CHECK=1).
@@ -187,7 +192,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	}
 	eng, err := ledger.Open(ctx, client, database, probeKey, ledger.Options{WriteMode: opts.WriteMode, Lease: opts.Lease,
 		Exclusive: opts.Exclusive, Logger: opts.Logger, TextSearch: opts.TextSearch, TextColl: collNotes,
-		ApplyIndexes: indexes.Apply, PrepareStore: opts.PrepareStore, IndexCheckpoint: opts.IndexCheckpoint,
+		ApplyIndexes: indexes.Apply, PrepareStore: opts.PrepareStore, IndexCheckpoint: opts.IndexCheckpoint, Lookups: opts.Lookups,
 		IndexCheck: opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1", Schema: s.schema})
 	if err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))

@@ -230,6 +230,9 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 		opts.Exclusive = true // only this process can have the embedded files open
 		opts.PrepareStore = es.IndexIDs
 		opts.IndexCheckpoint = es.IndexCheckpoint(cfg.db)
+		if cfg.data != "" {
+			opts.Lookups = es // SQLite's files: the look-ups read them
+		}
 		ev := log.Info().Str("data", cfg.data)
 		if es.PublicURI != "" {
 			ev = ev.Str("mongo_listen", es.PublicURI)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -50,8 +51,24 @@ func Fingerprint(specs map[string]Spec) string {
 	return b.String()
 }
 
-// WriteCheckpoint writes colls, built with specs, as valid at pos.
-func WriteCheckpoint(w io.Writer, pos Position, specs map[string]Spec, colls map[string]*Coll) error {
+// Snapshot is the records of collections at one moment, for
+// WriteCheckpoint: taken under the lock that guards Put (a copy of each
+// collection's list of records; Put replaces a record, it never changes
+// its bytes), then written without that lock, while writes go on.
+type Snapshot map[string][]bson.Raw
+
+// Snap takes a Snapshot of colls (the caller holds off Put meanwhile).
+func Snap(colls map[string]*Coll) Snapshot {
+	out := make(Snapshot, len(colls))
+	for n, mc := range colls {
+		out[n] = slices.Clone(mc.raws)
+	}
+	return out
+}
+
+// WriteCheckpoint writes the snapshot of collections built with specs as
+// valid at pos.
+func WriteCheckpoint(w io.Writer, pos Position, specs map[string]Spec, colls Snapshot) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	sum := crc32.NewIEEE()
 	out := io.MultiWriter(bw, sum)
@@ -74,11 +91,11 @@ func WriteCheckpoint(w io.Writer, pos Position, specs map[string]Spec, colls map
 		return err
 	}
 	for _, n := range names {
-		mc := colls[n]
-		if err := put(bson.M{"collection": n, "records": int64(len(mc.raws))}); err != nil {
+		raws := colls[n]
+		if err := put(bson.M{"collection": n, "records": int64(len(raws))}); err != nil {
 			return err
 		}
-		for _, raw := range mc.raws {
+		for _, raw := range raws {
 			if _, err := out.Write(raw); err != nil {
 				return err
 			}
@@ -114,29 +131,42 @@ func ReadCheckpoint(r io.Reader, specs map[string]Spec) (Position, map[string]*C
 		return Position{}, nil, errors.New("the checkpoint was built for other index specs")
 	}
 	colls := map[string]*Coll{}
+	var wg sync.WaitGroup
 	for range head.Collections {
 		var c struct {
 			Collection string `bson:"collection"`
 			Records    int64  `bson:"records"`
 		}
 		if err := readDecode(br, sum, &c); err != nil {
+			wg.Wait()
 			return Position{}, nil, fmt.Errorf("checkpoint collection: %w", err)
 		}
 		spec, ok := specs[c.Collection]
 		if !ok || colls[c.Collection] != nil || c.Records < 0 {
+			wg.Wait()
 			return Position{}, nil, fmt.Errorf("checkpoint collection %q unexpected", c.Collection)
 		}
+		hint := min(c.Records, 1<<22) // the header is checked only at the end
 		mc := NewColl(spec)
-		mc.raws = make([]bson.Raw, 0, c.Records)
+		mc.raws = make([]bson.Raw, 0, hint)
+		raws := make([]bson.Raw, 0, hint)
 		for range c.Records {
 			raw, err := readDoc(br, sum)
 			if err != nil {
+				wg.Wait()
 				return Position{}, nil, fmt.Errorf("checkpoint of %s: %w", c.Collection, err)
 			}
-			mc.put(raw) // held as written: pruned by these specs (the fingerprint says so)
+			raws = append(raws, raw)
 		}
+		// Each collection's records are indexed while the next is read.
+		wg.Go(func() {
+			for _, raw := range raws {
+				mc.put(raw) // held as written: pruned by these specs (the fingerprint says so)
+			}
+		})
 		colls[c.Collection] = mc
 	}
+	wg.Wait()
 	want := sum.Sum32()
 	var tail struct {
 		CRC int64 `bson:"crc32"`

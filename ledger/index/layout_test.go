@@ -247,7 +247,7 @@ func TestCheckpointOfOtherKeptPathsIsRefused(t *testing.T) {
 			mc.Put(raw)
 		}
 		var buf bytes.Buffer
-		if err := WriteCheckpoint(&buf, Position{Database: "d", Counter: 5}, specs, map[string]*Coll{"notes": mc}); err != nil {
+		if err := WriteCheckpoint(&buf, Position{Database: "d", Counter: 5}, specs, Snap(map[string]*Coll{"notes": mc})); err != nil {
 			t.Fatal(err)
 		}
 		return &buf
