@@ -33,6 +33,8 @@ type Spec struct {
 	// keys are the paths with a posting list: an equality or $in of
 	// strings on one of them picks the candidates instead of every record.
 	Keys []string
+	// Words, when set, is the word index's extraction (words.go).
+	Words *Words
 }
 
 // Coll is the index of one collection. Records are numbered in the order
@@ -48,6 +50,8 @@ type Coll struct {
 	raws []bson.Raw
 	// keys: path → value → the numbers of the records holding it, ascending.
 	keys map[string]map[string][]int32
+	// words is the word index (words.go), nil without Spec.Words.
+	words *wordIndex
 }
 
 // Put adds or replaces a record (raw holds only what the spec keeps).
@@ -59,12 +63,14 @@ func (mc *Coll) Put(raw bson.Raw) {
 	n, old := mc.num[id]
 	if old {
 		mc.unkey(n, mc.raws[n])
+		mc.putWords(n, mc.raws[n], raw)
 		mc.raws[n] = raw // a replaced record keeps its place, as in the store
 	} else {
 		n = int32(len(mc.ids))
 		mc.num[id] = n
 		mc.ids = append(mc.ids, id)
 		mc.raws = append(mc.raws, raw)
+		mc.putWords(n, nil, raw)
 	}
 	for _, path := range mc.spec.Keys {
 		for _, v := range flatten(valuesAt(raw, path)) {
@@ -1034,7 +1040,11 @@ func compareIntFloat(i int64, f float64) int {
 
 // NewColl returns an empty index of one collection.
 func NewColl(spec Spec) *Coll {
-	return &Coll{spec: spec, num: map[string]int32{}, keys: map[string]map[string][]int32{}}
+	mc := &Coll{spec: spec, num: map[string]int32{}, keys: map[string]map[string][]int32{}}
+	if spec.Words != nil {
+		mc.words = &wordIndex{vocab: map[string]*wordPosting{}}
+	}
+	return mc
 }
 
 // Query is a find the index may answer: limit 0 means no limit.

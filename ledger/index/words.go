@@ -1,0 +1,359 @@
+package index
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"strings"
+	"unicode"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// The word index: per collection that has one (Spec.Words), the words of
+// every record's searched text, folded as the search folds it, with the
+// numbers of the records holding each word. It answers which records may
+// hold a literal text, so that search reads those records instead of
+// asking the store for a pattern (which the embedded store answers by
+// decoding every document).
+//
+// A word is a maximal run of letters and digits of the folded text. A text
+// of letters and digits only (one word of a query) is held by a record
+// exactly when one of the record's words contains it, and stands there as
+// whole words exactly when it is one of them: for such a text the answer is
+// exact, title and whole words included. For any other text (several
+// words, signs) the answer is a superset: every word of the text bounded
+// by other characters on both sides inside it must be a word of the
+// record, the first may end one, the last may begin one, and the caller
+// reads the candidates to decide.
+//
+// The words are derived from the stored record (Held) and kept in the
+// record as held, under wordsField, so the index of a checkpoint, or of
+// any record Put, is rebuilt from the records alone, and a replaced
+// record's old words are known.
+
+// Words says what the word index holds of a collection's records.
+type Words struct {
+	// Name names the extraction in the checkpoint's fingerprint: a
+	// checkpoint of another extraction is not used.
+	Name string
+	// Fields are the paths the texts come from: the index's build reads
+	// them even where Drop leaves them out of the record held.
+	Fields []string
+	// Texts returns the texts of the whole stored record (decoded with
+	// documents as bson.M), already folded: every searched text, and the
+	// texts of its title as shown.
+	Texts func(doc bson.M) (all, title []string)
+}
+
+// wordsField holds a record's words in the record as held (no stored
+// field can be named so): "a" its words, "t" the words of its title, each
+// distinct, sorted and separated by spaces.
+const wordsField = "$words"
+
+// wordPosting is the records holding a word, ascending: anywhere in their
+// texts (all), in their title (title).
+type wordPosting struct {
+	all, title []int32
+}
+
+// wordIndex is a collection's word index.
+type wordIndex struct {
+	vocab map[string]*wordPosting
+	// unindexed counts the records held without their words (put by a
+	// caller that did not derive them): while any is, nothing is answered.
+	unindexed int
+}
+
+// Held is the record as the index holds it: without the spec's dropped
+// fields and, where the spec has a word index, with the words of its
+// texts. full is the whole stored record (at least the fields of Drop
+// that Words.Fields names).
+func (sp Spec) Held(full bson.Raw) (bson.Raw, error) {
+	if sp.Words == nil {
+		return DropFields(full, sp.Drop)
+	}
+	var m bson.M
+	if err := decodeRaw(full, &m); err != nil {
+		return nil, err
+	}
+	all, title := sp.Words.Texts(m)
+	for _, f := range sp.Drop {
+		dropPath(m, strings.Split(f, "."))
+	}
+	m[wordsField] = bson.M{"a": joinWords(all), "t": joinWords(title)}
+	return bson.Marshal(m)
+}
+
+// ReadProjection is the projection a build reads the collection with:
+// the dropped fields left out, but for those the word index reads (nil:
+// the whole record).
+func (sp Spec) ReadProjection() bson.M {
+	var proj bson.M
+	for _, f := range sp.Drop {
+		if sp.Words != nil && slices.ContainsFunc(sp.Words.Fields, func(w string) bool {
+			return w == f || strings.HasPrefix(w, f+".") || strings.HasPrefix(f, w+".")
+		}) {
+			continue
+		}
+		if proj == nil {
+			proj = bson.M{}
+		}
+		proj[f] = 0
+	}
+	return proj
+}
+
+// joinWords is the distinct words of texts, sorted, separated by spaces.
+func joinWords(texts []string) string {
+	var words []string
+	for _, t := range texts {
+		words = append(words, wordsOf(t)...)
+	}
+	slices.Sort(words)
+	return strings.Join(slices.Compact(words), " ")
+}
+
+func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// wordsOf splits a folded text into its words.
+func wordsOf(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return !wordRune(r) })
+}
+
+// heldWords reads the words of a record as held; ok is false when it has
+// none (a record put without Held).
+func heldWords(raw bson.Raw) (all, title []string, ok bool) {
+	if raw == nil {
+		return nil, nil, false
+	}
+	v, err := raw.LookupErr(wordsField)
+	if err != nil {
+		return nil, nil, false
+	}
+	doc, isDoc := v.DocumentOK()
+	if !isDoc {
+		return nil, nil, false
+	}
+	a, aok := doc.Lookup("a").StringValueOK()
+	t, tok := doc.Lookup("t").StringValueOK()
+	if !aok || !tok {
+		return nil, nil, false
+	}
+	return strings.Fields(a), strings.Fields(t), true
+}
+
+// putWords moves record n's postings from its old words (old: the record
+// it replaces, nil for a new one) to those of raw: only the words that
+// differ are touched, so an edit of a title costs its words, not the
+// body's.
+func (mc *Coll) putWords(n int32, old, raw bson.Raw) {
+	wi := mc.words
+	if wi == nil {
+		return
+	}
+	oldAll, oldTitle, had := heldWords(old)
+	newAll, newTitle, has := heldWords(raw)
+	if old != nil && !had {
+		wi.unindexed--
+	}
+	if !has {
+		wi.unindexed++
+	}
+	post := func(w string) *wordPosting {
+		p := wi.vocab[w]
+		if p == nil {
+			p = &wordPosting{}
+			wi.vocab[w] = p
+		}
+		return p
+	}
+	unpost := func(w string, title bool) {
+		p := wi.vocab[w]
+		if p == nil {
+			return
+		}
+		if title {
+			p.title = removeNum(p.title, n)
+		} else {
+			p.all = removeNum(p.all, n)
+		}
+		if len(p.all) == 0 && len(p.title) == 0 {
+			delete(wi.vocab, w)
+		}
+	}
+	diffSorted(oldAll, newAll, func(w string) { unpost(w, false) }, func(w string) { p := post(w); p.all = insertNum(p.all, n) })
+	diffSorted(oldTitle, newTitle, func(w string) { unpost(w, true) }, func(w string) { p := post(w); p.title = insertNum(p.title, n) })
+}
+
+// diffSorted calls gone for each word of old not in new, and added for
+// each of new not in old (both sorted, distinct).
+func diffSorted(old, new []string, gone, added func(string)) {
+	i, j := 0, 0
+	for i < len(old) || j < len(new) {
+		switch {
+		case j == len(new) || (i < len(old) && old[i] < new[j]):
+			gone(old[i])
+			i++
+		case i == len(old) || new[j] < old[i]:
+			added(new[j])
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+}
+
+// TextRecord is a record the word index names for a text: its id and the
+// record as held. Title and Whole are decided on an exact answer only: the
+// text is in its title as shown, and stands as whole words somewhere.
+type TextRecord struct {
+	ID           string
+	Raw          bson.Raw
+	Title, Whole bool
+}
+
+// textToken is a word of a query's text, and whether other characters
+// bound it inside the text on the left and on the right.
+type textToken struct {
+	word        string
+	left, right bool
+}
+
+// Text answers which records may hold needle (folded as Words.Texts
+// folds), in the order they were first put: exact, they are the records
+// holding it, with Title and Whole decided; otherwise a superset the
+// caller reads to decide. ok is false when the index cannot answer: the
+// collection has no word index, a record is held without its words, or
+// needle holds no letter or digit.
+func (mc *Coll) Text(needle string) (recs []TextRecord, exact, ok bool) {
+	if mc == nil || mc.words == nil || mc.words.unindexed > 0 {
+		return nil, false, false
+	}
+	var tokens []textToken
+	at := 0
+	for _, w := range wordsOf(needle) {
+		i := at + strings.Index(needle[at:], w)
+		at = i + len(w)
+		tokens = append(tokens, textToken{word: w, left: i > 0, right: at < len(needle)})
+	}
+	if len(tokens) == 0 {
+		return nil, false, false
+	}
+	size := len(mc.ids)
+	var cand bitset
+	for i, t := range tokens {
+		set := mc.words.union(size, t, false)
+		if i == 0 {
+			cand = set
+		} else {
+			cand.and(set)
+		}
+	}
+	exact = len(tokens) == 1 && !tokens[0].left && !tokens[0].right
+	var title, whole bitset
+	if exact {
+		title = mc.words.union(size, tokens[0], true)
+		whole = newBitset(size)
+		if p := mc.words.vocab[tokens[0].word]; p != nil {
+			whole.add(p.all)
+		}
+	}
+	cand.each(func(n int32) {
+		r := TextRecord{ID: mc.ids[n], Raw: mc.raws[n]}
+		if exact {
+			r.Title, r.Whole = title.has(n), whole.has(n)
+		}
+		recs = append(recs, r)
+	})
+	return recs, exact, true
+}
+
+// union is the records holding a word t may be part of (in their titles
+// when title): the word itself when others bound it on both sides, else
+// each word of the vocabulary it ends, begins or lies in.
+func (wi *wordIndex) union(size int, t textToken, title bool) bitset {
+	set := newBitset(size)
+	add := func(p *wordPosting) {
+		if title {
+			set.add(p.title)
+		} else {
+			set.add(p.all)
+		}
+	}
+	if t.left && t.right {
+		if p := wi.vocab[t.word]; p != nil {
+			add(p)
+		}
+		return set
+	}
+	fits := strings.Contains
+	switch {
+	case t.left:
+		fits = strings.HasPrefix
+	case t.right:
+		fits = strings.HasSuffix
+	}
+	for w, p := range wi.vocab {
+		if fits(w, t.word) {
+			add(p)
+		}
+	}
+	return set
+}
+
+// bitset is a set of record numbers.
+type bitset []uint64
+
+func newBitset(size int) bitset { return make(bitset, (size+63)/64) }
+
+func (b bitset) add(nums []int32) {
+	for _, n := range nums {
+		b[n>>6] |= 1 << (n & 63)
+	}
+}
+
+func (b bitset) has(n int32) bool { return b[n>>6]&(1<<(n&63)) != 0 }
+
+func (b bitset) and(o bitset) {
+	for i := range b {
+		b[i] &= o[i]
+	}
+}
+
+func (b bitset) each(fn func(int32)) {
+	for i, w := range b {
+		for w != 0 {
+			bit := w & -w
+			fn(int32(i*64 + bits.TrailingZeros64(bit)))
+			w &^= bit
+		}
+	}
+}
+
+// WordsStats is the size of a collection's word index (for the bench).
+type WordsStats struct {
+	Words, Postings int
+}
+
+// WordsStats reports the size of the word index (zero without one).
+func (mc *Coll) WordsStats() WordsStats {
+	var s WordsStats
+	if mc == nil || mc.words == nil {
+		return s
+	}
+	s.Words = len(mc.words.vocab)
+	for _, p := range mc.words.vocab {
+		s.Postings += len(p.all) + len(p.title)
+	}
+	return s
+}
+
+// wordsFingerprint names a spec's word index in a checkpoint's fingerprint.
+func (sp Spec) wordsFingerprint() string {
+	if sp.Words == nil {
+		return ""
+	}
+	return fmt.Sprintf(" words=%s%v", sp.Words.Name, sp.Words.Fields)
+}

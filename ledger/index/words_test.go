@@ -1,0 +1,248 @@
+package index
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// The test's extraction: "body" is searched, "title" is searched and is
+// the title; texts are lower-cased (the word index takes them folded).
+var testWords = &Words{Name: "test", Fields: []string{"title", "body"}, Texts: func(d bson.M) (all, title []string) {
+	for _, f := range []string{"title", "body"} {
+		if s, ok := d[f].(string); ok {
+			all = append(all, strings.ToLower(s))
+			if f == "title" {
+				title = append(title, strings.ToLower(s))
+			}
+		}
+	}
+	return all, title
+}}
+
+var testWordsSpec = Spec{Drop: []string{"body"}, Words: testWords}
+
+type textDoc struct{ id, title, body string }
+
+// held puts d as the engine does: the whole record through Held.
+func putHeld(t testing.TB, mc *Coll, d textDoc) {
+	t.Helper()
+	full, err := bson.Marshal(bson.M{"_id": d.id, "title": d.title, "body": d.body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := testWordsSpec.Held(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.LookupErr("body"); err == nil {
+		t.Fatal("the dropped field is held")
+	}
+	mc.Put(raw)
+}
+
+// bruteText is what Text must answer for needle: the records whose texts
+// hold it, in the title, as whole words (no letter or digit either side).
+func bruteText(docs map[string]textDoc, needle string) map[string][2]bool {
+	out := map[string][2]bool{}
+	whole := func(s string) bool {
+		for from := 0; ; {
+			i := strings.Index(s[from:], needle)
+			if i < 0 {
+				return false
+			}
+			i += from
+			before, after := []rune(s[:i]), []rune(s[i+len(needle):])
+			if (len(before) == 0 || !wordRune(before[len(before)-1])) && (len(after) == 0 || !wordRune(after[0])) {
+				return true
+			}
+			from = i + 1
+		}
+	}
+	for id, d := range docs {
+		title, body := strings.ToLower(d.title), strings.ToLower(d.body)
+		if strings.Contains(title, needle) || strings.Contains(body, needle) {
+			out[id] = [2]bool{strings.Contains(title, needle), whole(title) || whole(body)}
+		}
+	}
+	return out
+}
+
+// checkText compares Text with the brute force: equal when exact, a
+// superset otherwise.
+func checkText(t *testing.T, mc *Coll, docs map[string]textDoc, needle string) {
+	t.Helper()
+	recs, exact, ok := mc.Text(needle)
+	want := bruteText(docs, needle)
+	if !ok {
+		if len(wordsOf(needle)) > 0 {
+			t.Errorf("%q: not answered", needle)
+		}
+		return
+	}
+	got := map[string][2]bool{}
+	for i, r := range recs {
+		got[r.ID] = [2]bool{r.Title, r.Whole}
+		if i > 0 && mc.num[r.ID] <= mc.num[recs[i-1].ID] {
+			t.Errorf("%q: records out of their order", needle)
+		}
+	}
+	wantExact := !strings.ContainsFunc(needle, func(r rune) bool { return !wordRune(r) })
+	if exact != wantExact {
+		t.Errorf("%q: exact %v", needle, exact)
+	}
+	for id, w := range want {
+		g, found := got[id]
+		if !found {
+			t.Errorf("%q: %s (%q / %q) holds it, not named", needle, id, docs[id].title, docs[id].body)
+		} else if exact && g != w {
+			t.Errorf("%q: %s (%q / %q): title, whole %v, want %v", needle, id, docs[id].title, docs[id].body, g, w)
+		}
+	}
+	if exact {
+		for id := range got {
+			if _, found := want[id]; !found {
+				t.Errorf("%q: %s (%q / %q) named, does not hold it", needle, id, docs[id].title, docs[id].body)
+			}
+		}
+	}
+}
+
+var textVocabulary = []string{"launch", "relaunch", "launched", "plan", "a", "ab", "b", "c++", "a.b", "x", "é", "zoë", "12", "3", "q-1", "(guide)", "über", "мир"}
+
+func randomText(rng *rand.Rand) string {
+	var words []string
+	for range rng.IntN(6) {
+		words = append(words, textVocabulary[rng.IntN(len(textVocabulary))])
+	}
+	seps := []string{" ", "  ", ", ", ".", "-", "\n", ""}
+	var b strings.Builder
+	for i, w := range words {
+		if i > 0 {
+			b.WriteString(seps[rng.IntN(len(seps))])
+		}
+		b.WriteString(w)
+	}
+	return b.String()
+}
+
+// needlesOf are pieces of the texts: every substring of a few of them,
+// across word boundaries, and some that are nowhere.
+func needlesOf(rng *rand.Rand, docs map[string]textDoc) []string {
+	needles := []string{"launch", "aunch", "laun", "plan", "launch plan", "h p", "a.b", "c++", "+", "b", "é", "zoë", "nowhere", "12", "2 3", " ", "q-"}
+	for _, d := range docs {
+		s := strings.ToLower(d.title + " " + d.body)
+		r := []rune(s)
+		if len(r) == 0 {
+			continue
+		}
+		i := rng.IntN(len(r))
+		j := i + 1 + rng.IntN(min(len(r)-i, 12))
+		needles = append(needles, string(r[i:j]))
+	}
+	return needles
+}
+
+// Text names every record holding a text (exactly, with its title and
+// whole-word flags, for one word), through creates and replacements that
+// add and remove words, and after a checkpoint's round trip.
+func TestTextAnswersAsAScanOfTheTexts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 1))
+	mc := NewColl(testWordsSpec)
+	docs := map[string]textDoc{}
+	var ids []string
+	for i := range 80 {
+		d := textDoc{id: fmt.Sprint("r", i), title: randomText(rng), body: randomText(rng)}
+		docs[d.id] = d
+		ids = append(ids, d.id)
+		putHeld(t, mc, d)
+	}
+	for range 60 { // replacements: words leave and join
+		id := ids[rng.IntN(len(ids))]
+		d := docs[id]
+		if rng.IntN(2) == 0 {
+			d.title = randomText(rng)
+		} else {
+			d.body = randomText(rng)
+		}
+		docs[id] = d
+		putHeld(t, mc, d)
+	}
+	for _, n := range needlesOf(rng, docs) {
+		checkText(t, mc, docs, n)
+	}
+	// No posting is left for a word no record holds any more.
+	for w, p := range mc.words.vocab {
+		for _, n := range p.all {
+			if !slices.Contains(wordsOf(strings.ToLower(docs[mc.ids[n]].title+" "+docs[mc.ids[n]].body)), w) {
+				t.Errorf("%q lists %s, which does not hold it", w, mc.ids[n])
+			}
+		}
+	}
+
+	var buf bytes.Buffer
+	specs := map[string]Spec{"c": testWordsSpec}
+	if err := WriteCheckpoint(&buf, Position{Database: "d", Counter: 1}, specs, map[string]*Coll{"c": mc}); err != nil {
+		t.Fatal(err)
+	}
+	_, colls, err := ReadCheckpoint(bytes.NewReader(buf.Bytes()), specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range needlesOf(rng, docs) {
+		checkText(t, colls["c"], docs, n)
+	}
+	// A checkpoint written without the word index is not taken with it.
+	buf.Reset()
+	plain := map[string]Spec{"c": {Drop: []string{"body"}}}
+	if err := WriteCheckpoint(&buf, Position{Database: "d", Counter: 1}, plain, map[string]*Coll{"c": NewColl(plain["c"])}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadCheckpoint(bytes.NewReader(buf.Bytes()), specs); err == nil {
+		t.Error("a checkpoint without the word index was taken")
+	}
+}
+
+// A record held without its words (put without Held) makes the index
+// decline every text until it is replaced by one with them: an answer
+// missing its words would miss hits.
+func TestTextDeclinesWhileARecordLacksItsWords(t *testing.T) {
+	mc := NewColl(testWordsSpec)
+	putHeld(t, mc, textDoc{id: "a", title: "launch"})
+	raw, _ := bson.Marshal(bson.M{"_id": "b", "title": "launch"})
+	mc.Put(raw)
+	if _, _, ok := mc.Text("launch"); ok {
+		t.Fatal("answered with a record lacking its words")
+	}
+	putHeld(t, mc, textDoc{id: "b", title: "launch"})
+	if recs, _, ok := mc.Text("launch"); !ok || len(recs) != 2 {
+		t.Fatalf("after the record got its words: %v %v", recs, ok)
+	}
+	if _, _, ok := mc.Text(" .+"); ok {
+		t.Error("answered a text without a word")
+	}
+}
+
+func FuzzText(f *testing.F) {
+	f.Add("launch plan", "relaunched it", "aunch")
+	f.Add("a.b c++", "x", "a.b")
+	f.Add("Zoë", "über мир", "ë")
+	f.Fuzz(func(t *testing.T, title, body, needle string) {
+		needle = strings.ToLower(needle)
+		if needle == "" || !isValidUTF8(title+body+needle) {
+			return
+		}
+		mc := NewColl(testWordsSpec)
+		docs := map[string]textDoc{"a": {id: "a", title: title, body: body}, "b": {id: "b", title: body, body: title + " x"}}
+		putHeld(t, mc, docs["a"])
+		putHeld(t, mc, docs["b"])
+		checkText(t, mc, docs, needle)
+	})
+}
+
+func isValidUTF8(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
