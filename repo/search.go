@@ -365,6 +365,17 @@ func fold(s string) folded {
 	return folded{text: b.String(), orig: orig}
 }
 
+// foldText is fold(s).text, without the offsets (the word index folds
+// every searched text of every record it holds).
+func foldText(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		b.WriteString(foldRune(r))
+	}
+	return b.String()
+}
+
 // foldRune is r lower-cased without its accents: a letter of the Latin,
 // Greek or Cyrillic blocks whose canonical decomposition is one letter and
 // accents becomes that letter ("É" → "e", "й" → "и"); an accent alone (a

@@ -51,7 +51,7 @@ func withWords(specs map[string]index.Spec) map[string]index.Spec {
 func (k searchKind) texts(d bson.M) (all, title []string) {
 	for i, f := range k.fields {
 		for _, v := range values(d, f) {
-			t := fold(v).text
+			t := foldText(v)
 			all = append(all, t)
 			if i == 0 {
 				title = append(title, t)
@@ -59,7 +59,7 @@ func (k searchKind) texts(d bson.M) (all, title []string) {
 		}
 	}
 	if line, ok := untitledLine(k, d); ok {
-		title = append(title, fold(line).text)
+		title = append(title, foldText(line))
 	}
 	return all, title
 }

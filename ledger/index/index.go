@@ -1042,7 +1042,7 @@ func compareIntFloat(i int64, f float64) int {
 func NewColl(spec Spec) *Coll {
 	mc := &Coll{spec: spec, num: map[string]int32{}, keys: map[string]map[string][]int32{}}
 	if spec.Words != nil {
-		mc.words = &wordIndex{vocab: map[string]*wordPosting{}}
+		mc.words = &wordIndex{vocab: map[string]int32{}}
 	}
 	return mc
 }

@@ -59,7 +59,12 @@ type wordPosting struct {
 
 // wordIndex is a collection's word index.
 type wordIndex struct {
-	vocab map[string]*wordPosting
+	// vocab: word → its place in postings (no pointer, no allocation of
+	// its own per word: most words, numbers and names, are in one record);
+	// free: places of words no record holds any more.
+	vocab    map[string]int32
+	postings []wordPosting
+	free     []int32
 	// unindexed counts the records held without their words (put by a
 	// caller that did not derive them): while any is, nothing is answered.
 	unindexed int
@@ -161,18 +166,24 @@ func (mc *Coll) putWords(n int32, old, raw bson.Raw) {
 		wi.unindexed++
 	}
 	post := func(w string) *wordPosting {
-		p := wi.vocab[w]
-		if p == nil {
-			p = &wordPosting{}
-			wi.vocab[w] = p
+		at, ok := wi.vocab[w]
+		if !ok {
+			if k := len(wi.free); k > 0 {
+				at, wi.free = wi.free[k-1], wi.free[:k-1]
+			} else {
+				at = int32(len(wi.postings))
+				wi.postings = append(wi.postings, wordPosting{})
+			}
+			wi.vocab[strings.Clone(w)] = at // not the whole record's words
 		}
-		return p
+		return &wi.postings[at]
 	}
 	unpost := func(w string, title bool) {
-		p := wi.vocab[w]
-		if p == nil {
+		at, ok := wi.vocab[w]
+		if !ok {
 			return
 		}
+		p := &wi.postings[at]
 		if title {
 			p.title = removeNum(p.title, n)
 		} else {
@@ -180,6 +191,8 @@ func (mc *Coll) putWords(n int32, old, raw bson.Raw) {
 		}
 		if len(p.all) == 0 && len(p.title) == 0 {
 			delete(wi.vocab, w)
+			*p = wordPosting{}
+			wi.free = append(wi.free, at)
 		}
 	}
 	diffSorted(oldAll, newAll, func(w string) { unpost(w, false) }, func(w string) { p := post(w); p.all = insertNum(p.all, n) })
@@ -256,8 +269,8 @@ func (mc *Coll) Text(needle string) (recs []TextRecord, exact, ok bool) {
 	if exact {
 		title = mc.words.union(size, tokens[0], true)
 		whole = newBitset(size)
-		if p := mc.words.vocab[tokens[0].word]; p != nil {
-			whole.add(p.all)
+		if at, found := mc.words.vocab[tokens[0].word]; found {
+			whole.add(mc.words.postings[at].all)
 		}
 	}
 	cand.each(func(n int32) {
@@ -283,8 +296,8 @@ func (wi *wordIndex) union(size int, t textToken, title bool) bitset {
 		}
 	}
 	if t.left && t.right {
-		if p := wi.vocab[t.word]; p != nil {
-			add(p)
+		if at, ok := wi.vocab[t.word]; ok {
+			add(&wi.postings[at])
 		}
 		return set
 	}
@@ -295,9 +308,9 @@ func (wi *wordIndex) union(size int, t textToken, title bool) bitset {
 	case t.right:
 		fits = strings.HasSuffix
 	}
-	for w, p := range wi.vocab {
+	for w, at := range wi.vocab {
 		if fits(w, t.word) {
-			add(p)
+			add(&wi.postings[at])
 		}
 	}
 	return set
@@ -344,7 +357,7 @@ func (mc *Coll) WordsStats() WordsStats {
 		return s
 	}
 	s.Words = len(mc.words.vocab)
-	for _, p := range mc.words.vocab {
+	for _, p := range mc.words.postings {
 		s.Postings += len(p.all) + len(p.title)
 	}
 	return s

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -177,8 +178,8 @@ func TestTextAnswersAsAScanOfTheTexts(t *testing.T) {
 		checkText(t, mc, docs, n)
 	}
 	// No posting is left for a word no record holds any more.
-	for w, p := range mc.words.vocab {
-		for _, n := range p.all {
+	for w, at := range mc.words.vocab {
+		for _, n := range mc.words.postings[at].all {
 			if !slices.Contains(wordsOf(strings.ToLower(docs[mc.ids[n]].title+" "+docs[mc.ids[n]].body)), w) {
 				t.Errorf("%q lists %s, which does not hold it", w, mc.ids[n])
 			}
@@ -246,3 +247,55 @@ func FuzzText(f *testing.F) {
 }
 
 func isValidUTF8(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// BenchmarkWordIndexMemory reports what the word index adds to the index
+// of 100,000 notes shaped as the bench seeds them (a title, a sentence of
+// content, every tenth with one more word): the live heap with it and
+// without, and the time to put them.
+func BenchmarkWordIndexMemory(b *testing.B) {
+	const notes = 100000
+	build := func(spec Spec) *Coll {
+		mc := NewColl(spec)
+		for i := range notes {
+			content := fmt.Sprintf("Call %d: went through the launch plan, asked for an embargoed briefing next week and the spokesperson's availability.", i)
+			if i%10 == 0 {
+				content += " Wants the quarterly numbers first."
+			}
+			full, err := bson.Marshal(bson.M{"_id": fmt.Sprintf("%036d", i), "title": fmt.Sprint("Note ", i), "body": content, "type": "phone_call"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			raw, err := spec.Held(full)
+			if err != nil {
+				b.Fatal(err)
+			}
+			mc.Put(raw)
+		}
+		return mc
+	}
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for range b.N {
+		start := heap()
+		plain := build(Spec{Drop: []string{"body"}})
+		without := heap() - start
+		runtime.KeepAlive(plain)
+		plain = nil
+		start = heap()
+		words := build(testWordsSpec)
+		with := heap() - start
+		if recs, exact, _ := words.Text("quarterly"); !exact || len(recs) != notes/10 {
+			b.Fatalf("%d hits", len(recs))
+		}
+		runtime.KeepAlive(words)
+		b.ReportMetric(float64(without)/1e6, "MB-without")
+		b.ReportMetric(float64(with)/1e6, "MB-with")
+		st := words.WordsStats()
+		b.ReportMetric(float64(st.Words), "words")
+		b.ReportMetric(float64(st.Postings), "postings")
+	}
+}
