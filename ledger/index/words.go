@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -65,6 +66,17 @@ type wordIndex struct {
 	vocab    map[string]int32
 	postings []wordPosting
 	free     []int32
+	// list is every word, each after a 0 byte, in the order they came
+	// (a word no record holds any more is blanked to 0 bytes until the
+	// list is compacted); starts[i] is where the i-th begins (its 0 byte)
+	// and places[i] its place in postings. A piece of a word is looked
+	// for in list with one bytes.Index per occurrence, not word by word.
+	list    []byte
+	starts  []int32
+	places  []int32
+	blanked int
+	// entries: place in postings → its word's index in starts.
+	entries []int32
 	// unindexed counts the records held without their words (put by a
 	// caller that did not derive them): while any is, nothing is answered.
 	unindexed int
@@ -175,6 +187,7 @@ func (mc *Coll) putWords(n int32, old, raw bson.Raw) {
 				wi.postings = append(wi.postings, wordPosting{})
 			}
 			wi.vocab[strings.Clone(w)] = at // not the whole record's words
+			wi.listWord(w, at)
 		}
 		return &wi.postings[at]
 	}
@@ -193,10 +206,37 @@ func (mc *Coll) putWords(n int32, old, raw bson.Raw) {
 			delete(wi.vocab, w)
 			*p = wordPosting{}
 			wi.free = append(wi.free, at)
+			wi.blank(w, at)
 		}
 	}
 	diffSorted(oldAll, newAll, func(w string) { unpost(w, false) }, func(w string) { p := post(w); p.all = insertNum(p.all, n) })
 	diffSorted(oldTitle, newTitle, func(w string) { unpost(w, true) }, func(w string) { p := post(w); p.title = insertNum(p.title, n) })
+}
+
+// blank takes word w (at place at) out of the list; the list is
+// compacted once half of it is blanked.
+func (wi *wordIndex) blank(w string, at int32) {
+	start := int(wi.starts[wi.entries[at]]) + 1
+	clear(wi.list[start : start+len(w)])
+	wi.blanked += len(w) + 1
+	if wi.blanked*2 <= len(wi.list) {
+		return
+	}
+	wi.list, wi.starts, wi.places, wi.blanked = nil, nil, nil, 0
+	for w, at := range wi.vocab {
+		wi.listWord(w, at)
+	}
+}
+
+// listWord adds word w, at place at, to the list.
+func (wi *wordIndex) listWord(w string, at int32) {
+	for int(at) >= len(wi.entries) {
+		wi.entries = append(wi.entries, 0)
+	}
+	wi.entries[at] = int32(len(wi.starts))
+	wi.starts = append(wi.starts, int32(len(wi.list)))
+	wi.places = append(wi.places, at)
+	wi.list = append(append(wi.list, 0), w...)
 }
 
 // diffSorted calls gone for each word of old not in new, and added for
@@ -301,16 +341,29 @@ func (wi *wordIndex) union(size int, t textToken, title bool) bitset {
 		}
 		return set
 	}
-	fits := strings.Contains
-	switch {
-	case t.left:
-		fits = strings.HasPrefix
-	case t.right:
-		fits = strings.HasSuffix
+	// Each occurrence of the word in the list lies in one word of the
+	// vocabulary: the one starting last at or before it.
+	find := []byte(t.word)
+	if t.left { // it must begin a word
+		find = append([]byte{0}, find...)
 	}
-	for w, at := range wi.vocab {
-		if fits(w, t.word) {
-			add(&wi.postings[at])
+	for from := 0; from < len(wi.list); {
+		i := bytes.Index(wi.list[from:], find)
+		if i < 0 {
+			break
+		}
+		i += from
+		k, _ := slices.BinarySearch(wi.starts, int32(i)+1)
+		k-- // the word holding the occurrence
+		end := len(wi.list)
+		if k+1 < len(wi.starts) {
+			end = int(wi.starts[k+1])
+		}
+		if !t.right || i+len(find) == end { // it must end the word
+			add(&wi.postings[wi.places[k]])
+			from = end
+		} else {
+			from = i + 1
 		}
 	}
 	return set
