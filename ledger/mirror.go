@@ -162,19 +162,19 @@ func (s *Engine) readMirror(ctx context.Context) (map[string]*index.Coll, error)
 	colls := map[string]*index.Coll{}
 	for name, spec := range s.schema.Index {
 		mc := index.NewColl(spec)
-		var proj bson.M
-		if len(spec.Drop) > 0 {
-			proj = bson.M{}
-			for _, f := range spec.Drop {
-				proj[f] = 0
-			}
-		}
-		cur, err := s.coll(name).Find(ctx, bson.M{}, options.Find().SetProjection(proj))
+		cur, err := s.coll(name).Find(ctx, bson.M{}, options.Find().SetProjection(spec.ReadProjection()))
 		if err != nil {
 			return nil, fmt.Errorf("index %s: %w", name, err)
 		}
 		for cur.Next(ctx) {
-			mc.Put(cur.Current) // copied in
+			raw := cur.Current // Put copies in what it holds
+			if spec.Words != nil {
+				if raw, err = spec.Held(raw); err != nil {
+					cur.Close(ctx)
+					return nil, fmt.Errorf("index %s: %w", name, err)
+				}
+			}
+			mc.Put(raw)
 		}
 		if err := cur.Err(); err != nil {
 			cur.Close(ctx)
@@ -249,10 +249,14 @@ func (s *Engine) mirrorPut(coll string, doc any) {
 	if coll == collChangeLog {
 		defer s.bumpSessionGen()
 	}
-	if _, ok := s.schema.Index[coll]; !ok {
+	spec, ok := s.schema.Index[coll]
+	if !ok {
 		return
 	}
 	raw, err := bson.Marshal(doc) // Put holds what the spec keeps of it
+	if err == nil {
+		raw, err = spec.Held(raw)
+	}
 	if err != nil {
 		s.mirrorLost(coll, err)
 		return

@@ -126,7 +126,7 @@ func (s *Engine) catchUp(ctx context.Context, pre *loadedCheckpoint) (int, error
 		if raw == nil {
 			continue
 		}
-		kept, err := index.DropFields(raw, s.schema.Index[collChangeLog].Drop)
+		kept, err := s.schema.Index[collChangeLog].Held(raw)
 		if err != nil {
 			return 0, err
 		}
@@ -141,7 +141,7 @@ func (s *Engine) catchUp(ctx context.Context, pre *loadedCheckpoint) (int, error
 			reread[r.coll] = append(reread[r.coll], r.id)
 			continue
 		}
-		kept, err := index.DropFields(doc, s.schema.Index[r.coll].Drop)
+		kept, err := s.schema.Index[r.coll].Held(doc)
 		if err != nil {
 			return 0, err
 		}
@@ -153,9 +153,14 @@ func (s *Engine) catchUp(ctx context.Context, pre *loadedCheckpoint) (int, error
 			return 0, err
 		}
 		for _, raw := range raws {
-			if raw != nil {
-				pre.colls[coll].Put(raw) // nil: never written (an aborted create)
+			if raw == nil {
+				continue // never written (an aborted create)
 			}
+			held, err := s.schema.Index[coll].Held(raw)
+			if err != nil {
+				return 0, err
+			}
+			pre.colls[coll].Put(held)
 		}
 	}
 	return len(entries), nil
@@ -206,11 +211,8 @@ func (s *Engine) recordOf(entry bson.Raw) (bson.Raw, bool) {
 // not stored is nil.
 func (s *Engine) readByID(ctx context.Context, coll string, ids []string, kept bool) ([]bson.Raw, error) {
 	var proj bson.M
-	if drop := s.schema.Index[coll].Drop; kept && len(drop) > 0 {
-		proj = bson.M{}
-		for _, f := range drop {
-			proj[f] = 0
-		}
+	if kept {
+		proj = s.schema.Index[coll].ReadProjection() // what Held needs
 	}
 	out := make([]bson.Raw, len(ids))
 	errs := make([]error, readers)

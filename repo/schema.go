@@ -12,7 +12,7 @@ import (
 // collections Verify checks, and what the index keeps. Open hands it to the
 // write path; the engine's files read it from there, never from here.
 func domainSchema(s *Store) ledger.Schema {
-	return ledger.Schema{Kinds: kinds, Redacted: redacted, Records: slices.Clone(recordCollections), Index: mirrorSpecs,
+	return ledger.Schema{Kinds: kinds, Redacted: redacted, Records: slices.Clone(recordCollections), Index: withWords(mirrorSpecs),
 		Caches: map[string]func(){collKeys: s.keys.invalidate}}
 }
 

@@ -3,6 +3,7 @@ package repo
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -84,32 +85,76 @@ const MaxSearchQuery = 200
 // query of whole words only, the text indexes narrow the candidates; the
 // literal match in Go decides every hit on both paths, so both give the same
 // hits for whole words. Each collection is read once.
+//
+// Elsewhere (the embedded store) the service's word index (words.go) names
+// the records that may hold the query, and only those are read; for a
+// query of one word it decides the hits and their order itself, and only
+// the page shown is read.
 func (s *Store) Search(ctx context.Context, q SearchQuery) (*SearchResult, error) {
-	return s.search(ctx, q, s.Capabilities().TextSearch && wordsOnly(q.Query))
+	if s.Capabilities().TextSearch && wordsOnly(q.Query) {
+		return s.search(ctx, q, pathText, now())
+	}
+	return s.searchWords(ctx, q)
 }
 
-// SearchLiteral always takes the literal path (for comparing the paths).
+// SearchLiteral always asks the store for a pattern (for comparing the paths).
 func (s *Store) SearchLiteral(ctx context.Context, q SearchQuery) (*SearchResult, error) {
-	return s.search(ctx, q, false)
+	return s.search(ctx, q, pathStore, now())
 }
 
-func (s *Store) search(ctx context.Context, q SearchQuery, text bool) (*SearchResult, error) {
+// searchPath is how a search finds its candidates.
+type searchPath int
+
+const (
+	// pathStore asks the store for a pattern matching at least every hit.
+	pathStore searchPath = iota
+	// pathText asks the store's text indexes (whole words only).
+	pathText
+	// pathWords asks the service's word index where it answers, the
+	// store for a pattern elsewhere.
+	pathWords
+)
+
+// errWordsRaced: a hit the word index decided was not confirmed by its
+// record as read (a write landed between the two): the search is asked
+// again of the store.
+var errWordsRaced = errors.New("a record changed while search read it")
+
+func (s *Store) search(ctx context.Context, q SearchQuery, path searchPath, t time.Time) (*SearchResult, error) {
 	needle := fold(q.Query).text
 	if strings.TrimSpace(needle) == "" {
 		return nil, Invalid("query", "must hold at least one letter, digit or sign")
 	}
 	res := &SearchResult{Path: "literal"}
-	if text {
+	if path == pathText {
 		res.Path = "text"
 	}
-	t := now()
 	var hits []SearchHit
+	// decided: the hits the word index decided, to be read and completed
+	// once paged (by type, then id).
+	decided := map[string]map[string]bool{}
 	for _, k := range searchKinds {
 		if len(q.Types) > 0 && !slices.Contains(q.Types, k.kind) {
 			continue
 		}
+		if path == pathWords {
+			kh, exact, ok, err := s.wordHits(ctx, k, q, needle, t)
+			if err != nil {
+				return nil, fmt.Errorf("search %s: %w", k.kind, err)
+			}
+			if ok {
+				if exact {
+					decided[k.kind] = map[string]bool{}
+					for _, h := range kh {
+						decided[k.kind][h.ID] = true
+					}
+				}
+				hits = append(hits, kh...)
+				continue
+			}
+		}
 		filter := bson.M{}
-		if text {
+		if path == pathText {
 			filter["$text"] = bson.M{"$search": q.Query}
 		} else {
 			pattern := bson.M{"$regex": foldPattern(needle)}
@@ -119,24 +164,11 @@ func (s *Store) search(ctx context.Context, q SearchQuery, text bool) (*SearchRe
 			}
 			filter["$or"] = or
 		}
-		active(filter, q.IncludeArchived)
-		fields := k.project
-		if fields == nil {
-			fields = k.fields
-		}
-		proj := bson.M{"archived_at": 1, k.date: 1}
-		for _, f := range fields {
-			proj[f] = 1
-		}
-		var docs []bson.M
-		if err := s.findAll(ctx, k.coll, filter, options.Find().SetProjection(proj), &docs); err != nil {
+		kh, err := s.readHits(ctx, k, filter, q.IncludeArchived, needle, t)
+		if err != nil {
 			return nil, fmt.Errorf("search %s: %w", k.kind, err)
 		}
-		for _, d := range docs {
-			if h, ok := matchDoc(k, d, needle, t); ok {
-				hits = append(hits, h)
-			}
-		}
+		hits = append(hits, kh...)
 	}
 	slices.SortFunc(hits, func(a, b SearchHit) int {
 		if c := cmp.Compare(b2i(b.InTitle), b2i(a.InTitle)); c != 0 {
@@ -159,7 +191,35 @@ func (s *Store) search(ctx context.Context, q SearchQuery, text bool) (*SearchRe
 	if res.Hits == nil {
 		res.Hits = []SearchHit{}
 	}
+	if err := s.completeHits(ctx, q, res.Hits, decided, needle, t); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// readHits reads the records of k matching filter (the archived ones
+// left out unless asked for) and keeps those holding needle.
+func (s *Store) readHits(ctx context.Context, k searchKind, filter bson.M, includeArchived bool, needle string, t time.Time) ([]SearchHit, error) {
+	active(filter, includeArchived)
+	fields := k.project
+	if fields == nil {
+		fields = k.fields
+	}
+	proj := bson.M{"archived_at": 1, k.date: 1}
+	for _, f := range fields {
+		proj[f] = 1
+	}
+	var docs []bson.M
+	if err := s.findAll(ctx, k.coll, filter, options.Find().SetProjection(proj), &docs); err != nil {
+		return nil, err
+	}
+	var hits []SearchHit
+	for _, d := range docs {
+		if h, ok := matchDoc(k, d, needle, t); ok {
+			hits = append(hits, h)
+		}
+	}
+	return hits, nil
 }
 
 func b2i(b bool) int {
@@ -210,18 +270,25 @@ func matchDoc(k searchKind, d bson.M, needle string, t time.Time) (SearchHit, bo
 		return SearchHit{}, false
 	}
 	h.Title = hitTitle(k, d)
-	// An untitled note is shown with its content's first line as its title:
-	// a match there is a match in the title the agent sees, and ranks so.
-	if title, _ := d["title"].(string); k.kind == "note" && !h.InTitle && title == "" {
-		content, _ := d["content"].(string)
-		if line := firstLine(content); line != "" {
-			if at, _, _ := locate(line, needle); at >= 0 {
-				h.InTitle = true
-			}
+	if line, ok := untitledLine(k, d); ok && !h.InTitle {
+		if at, _, _ := locate(line, needle); at >= 0 {
+			h.InTitle = true
 		}
 	}
 	h.Score = math.Round((4*float64(b2i(h.InTitle))+2*float64(b2i(h.WholeWord))+recency(h.Date, t))*1000) / 1000
 	return h, true
+}
+
+// untitledLine is the title an untitled note is shown with, its
+// content's first line: a match there is a match in the title the agent
+// sees, and ranks so.
+func untitledLine(k searchKind, d bson.M) (string, bool) {
+	if title, _ := d["title"].(string); k.kind != "note" || title != "" {
+		return "", false
+	}
+	content, _ := d["content"].(string)
+	line := firstLine(content)
+	return line, line != ""
 }
 
 func hitTitle(k searchKind, d bson.M) string {
@@ -296,6 +363,17 @@ func fold(s string) folded {
 	}
 	orig = append(orig, len(s))
 	return folded{text: b.String(), orig: orig}
+}
+
+// foldText is fold(s).text, without the offsets (the word index folds
+// every searched text of every record it holds).
+func foldText(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		b.WriteString(foldRune(r))
+	}
+	return b.String()
 }
 
 // foldRune is r lower-cased without its accents: a letter of the Latin,

@@ -117,3 +117,13 @@ func TestWordsOnly(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// foldText folds as fold does (the word index holds what foldText gives,
+// the match reads what fold gives).
+func TestFoldTextIsFold(t *testing.T) {
+	for _, s := range []string{"", "Café", "Cafe\u0301", "ZOË", "Йошкар", "\xff\xfeA", "한국어", "C++ a.b", "İstanbul ß ǅ"} {
+		if got, want := foldText(s), fold(s).text; got != want {
+			t.Errorf("foldText(%q) = %q, fold %q", s, got, want)
+		}
+	}
+}

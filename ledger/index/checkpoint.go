@@ -46,7 +46,7 @@ func Fingerprint(specs map[string]Spec) string {
 	slices.Sort(names)
 	var b strings.Builder
 	for _, n := range names {
-		fmt.Fprintf(&b, "%s keep=%v drop=%v keys=%v;", n, specs[n].Keep, specs[n].Drop, specs[n].Keys)
+		fmt.Fprintf(&b, "%s keep=%v drop=%v keys=%v%s;", n, specs[n].Keep, specs[n].Drop, specs[n].Keys, specs[n].wordsFingerprint())
 	}
 	return b.String()
 }

@@ -39,6 +39,8 @@ type Spec struct {
 	// keys are the paths with a posting list: an equality or $in of
 	// strings on one of them picks the candidates instead of every record.
 	Keys []string
+	// Words, when set, is the word index's extraction (words.go).
+	Words *Words
 }
 
 // Coll is the index of one collection. Records are numbered in the order
@@ -55,6 +57,8 @@ type Coll struct {
 	idx   idTable
 	// keys: path → value → the numbers of the records holding it, ascending.
 	keys map[string]map[string][]int32
+	// words is the word index (words.go), nil without Spec.Words.
+	words *wordIndex
 }
 
 // Put adds or replaces a record: what the spec holds of it is copied in.
@@ -75,6 +79,7 @@ func (mc *Coll) put(raw bson.Raw) {
 	n, old := mc.find(string(id))
 	if old {
 		mc.unkey(n, mc.raws[n])
+		mc.putWords(n, mc.raws[n], raw)
 		mc.arena.replaced(mc.raws[n])
 		raw = mc.arena.store(raw)
 		mc.raws[n] = raw // a replaced record keeps its place, as in the store
@@ -87,6 +92,7 @@ func (mc *Coll) put(raw bson.Raw) {
 		raw = mc.arena.store(raw)
 		mc.raws = append(mc.raws, raw)
 		mc.add(idOf(raw), n)
+		mc.putWords(n, nil, raw)
 	}
 	mc.key(n, raw)
 }
@@ -157,38 +163,6 @@ func union(lists [][]int32) []int32 {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// DropFields returns raw without the fields of drop.
-func DropFields(raw bson.Raw, drop []string) (bson.Raw, error) {
-	if len(drop) == 0 {
-		return raw, nil
-	}
-	var m bson.M
-	if err := decodeRaw(raw, &m); err != nil {
-		return nil, err
-	}
-	for _, f := range drop {
-		dropPath(m, strings.Split(f, "."))
-	}
-	return bson.Marshal(m)
-}
-
-func dropPath(m bson.M, path []string) {
-	if len(path) == 1 {
-		delete(m, path[0])
-		return
-	}
-	switch v := m[path[0]].(type) {
-	case bson.M:
-		dropPath(v, path[1:])
-	case bson.A:
-		for _, e := range v {
-			if em, ok := e.(bson.M); ok {
-				dropPath(em, path[1:])
-			}
-		}
-	}
 }
 
 // IDs answers q: the ids in order, after skip and limit, and the number of
@@ -1055,7 +1029,11 @@ func compareIntFloat(i int64, f float64) int {
 
 // NewColl returns an empty index of one collection.
 func NewColl(spec Spec) *Coll {
-	return &Coll{spec: spec, prune: newPruner(spec), idx: idTable{seed: maphash.MakeSeed()}, keys: map[string]map[string][]int32{}}
+	mc := &Coll{spec: spec, prune: newPruner(spec), idx: idTable{seed: maphash.MakeSeed()}, keys: map[string]map[string][]int32{}}
+	if spec.Words != nil {
+		mc.words = &wordIndex{vocab: map[string]int32{}}
+	}
+	return mc
 }
 
 // Query is a find the index may answer: limit 0 means no limit.

@@ -3,6 +3,7 @@ package index
 import (
 	"bytes"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -78,7 +79,13 @@ type pruner struct {
 	keep, drop pathTree
 }
 
-func newPruner(s Spec) pruner { return pruner{keep: treeOf(s.Keep), drop: treeOf(s.Drop)} }
+func newPruner(s Spec) pruner {
+	keep := s.Keep
+	if len(keep) > 0 && s.Words != nil {
+		keep = append(slices.Clip(keep), wordsField) // the record's words, derived by Held
+	}
+	return pruner{keep: treeOf(keep), drop: treeOf(s.Drop)}
+}
 
 // prune returns what raw holds of the spec's paths: with Keep, only the
 // kept paths (and _id); never a dropped one. A path through an array of

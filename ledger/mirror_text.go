@@ -1,0 +1,34 @@
+package ledger
+
+import "outreach/ledger/index"
+
+// TextCandidates asks the word index of coll (index.Spec.Words) which
+// records may hold needle, folded as the spec's Words.Texts folds: exact,
+// they are the records holding it, with whether it is in the title and
+// stands as whole words; otherwise a superset to read and decide. size is
+// the number of records held. ok is false when the index cannot answer
+// (stale, being built, no word index for coll, a needle without a word):
+// the caller then asks the store.
+func (s *Engine) TextCandidates(coll, needle string) (recs []index.TextRecord, exact bool, size int, ok bool) {
+	mi := s.mirror
+	if mi == nil || !s.serialWrites || mi.stale.Load() {
+		return nil, false, 0, false
+	}
+	mi.mu.RLock()
+	defer mi.mu.RUnlock()
+	mc := mi.colls[coll]
+	if mc == nil {
+		return nil, false, 0, false
+	}
+	recs, exact, ok = mc.Text(needle)
+	return recs, exact, mc.Len(), ok
+}
+
+// IndexChecked reports whether every answer of the engine's own indexes is
+// compared with the store's (Options.IndexCheck, in tests): a caller that
+// answers from them on its own (search) compares as well.
+func (s *Engine) IndexChecked() bool { return s.mirror != nil && s.mirror.check }
+
+// IndexFromCheckpoint reports whether the first build loaded the index
+// checkpoint (tests).
+func (in Internals) IndexFromCheckpoint() bool { return in.e.mirror.fromCheckpoint.Load() }
