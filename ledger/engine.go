@@ -111,6 +111,9 @@ type Options struct {
 	// IndexCheck runs every query the engine's own index answers on the
 	// store as well and fails it when the answers differ.
 	IndexCheck bool
+	// RecordCache bounds the record cache (recordcache.go), in bytes; zero
+	// or less: none.
+	RecordCache int64
 	// Schema is the domain's registration.
 	Schema Schema
 }
@@ -164,6 +167,9 @@ type Engine struct {
 	// store (mirror.go); nil elsewhere.
 	mirror     *mirror
 	stopMirror context.CancelFunc
+	// cache holds stored records read by _id where the mirror is live
+	// (recordcache.go); nil elsewhere.
+	cache *recordCache
 	// checkpoint is the index checkpoint file (Options.IndexCheckpoint);
 	// preloaded, the checkpoint read at Open before recovery, until the
 	// first build takes it (mirror_checkpoint.go).
@@ -256,6 +262,7 @@ func Open(ctx context.Context, client *mongo.Client, database, probeKey string, 
 	// is followed, not taken as it is (mirror_checkpoint.go).
 	s.ckpt.recovered = rep.Applied+rep.Aborted+rep.PlansApplied+rep.PlansAborted > 0
 	if opts.Exclusive && s.serialWrites {
+		s.cache = newRecordCache(opts.RecordCache)
 		s.startMirror(opts.IndexCheck)
 	}
 	return s, nil

@@ -249,6 +249,7 @@ func (s *Engine) mirrorPut(coll string, doc any) {
 	if coll == collChangeLog {
 		defer s.bumpSessionGen()
 	}
+	s.cacheDropDoc(coll, doc)
 	spec, ok := s.schema.Index[coll]
 	if !ok {
 		return
@@ -286,6 +287,7 @@ func (s *Engine) mirrorRefresh(ctx context.Context, coll, id string) {
 	if _, ok := s.schema.Index[coll]; !ok {
 		return
 	}
+	s.cacheDrop(coll, id)
 	var doc bson.Raw
 	err := s.coll(coll).FindOne(context.WithoutCancel(ctx), bson.M{"_id": id}).Decode(&doc)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -305,6 +307,9 @@ func (s *Engine) mirrorLost(coll string, err error) {
 	mi.mu.Lock()
 	mi.lost++
 	mi.stale.Store(true)
+	if s.cache != nil {
+		s.cache.clear()
+	}
 	start := !mi.rebuilding
 	mi.rebuilding = true
 	mi.mu.Unlock()

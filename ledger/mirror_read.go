@@ -185,15 +185,31 @@ func (s *Engine) fetch(ctx context.Context, coll string, ids []string, filter, p
 	if projection != nil {
 		opts = options.FindOne().SetProjection(projection)
 	}
+	// Whole records the record cache holds need no read of the store.
+	todo := make([]int, 0, len(ids))
+	for i, id := range ids {
+		if projection == nil && s.cacheOn(coll) && !s.mirror.check {
+			if raw, _, hit := s.cache.get(coll, id); hit {
+				out[i] = raw
+				continue
+			}
+		}
+		todo = append(todo, i)
+	}
 	var wg sync.WaitGroup
 	next := make(chan int)
-	for w := 0; w < min(4, len(ids)); w++ {
+	for w := 0; w < min(4, len(todo)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
 				var raw bson.Raw
-				err := s.coll(coll).FindOne(ctx, bson.M{"_id": ids[i]}, opts).Decode(&raw)
+				var err error
+				if projection == nil {
+					raw, err = s.byID(ctx, coll, ids[i])
+				} else {
+					err = s.coll(coll).FindOne(ctx, bson.M{"_id": ids[i]}, opts).Decode(&raw)
+				}
 				if errors.Is(err, mongo.ErrNoDocuments) {
 					continue
 				}
@@ -201,7 +217,7 @@ func (s *Engine) fetch(ctx context.Context, coll string, ids []string, filter, p
 			}
 		}()
 	}
-	for i := range ids {
+	for _, i := range todo {
 		next <- i
 	}
 	close(next)

@@ -93,16 +93,42 @@ func later(cur *Touch, t Touch) *Touch {
 // resolved: a message is from a contact when its From address is a
 // contact's address, and otherwise it was sent by the team.
 type mailbox struct {
+	// threads hold their headers only (mailThread's fields).
 	threads []EmailThread
 	senders map[string]string // lower-case address → contact id
+}
+
+// mailThread is what a mailbox reads of a thread: its subject, links and
+// the messages' headers. Decoding the messages whole (bodies, recipients,
+// references) was most of a dossier's own cost.
+type mailThread struct {
+	ID               string                 `bson:"_id"`
+	Subject          string                 `bson:"subject"`
+	OpportunityLinks []EmailOpportunityLink `bson:"opportunity_links"`
+	Messages         []struct {
+		ID         string    `bson:"id"`
+		From       string    `bson:"from"`
+		Subject    string    `bson:"subject"`
+		Date       time.Time `bson:"date"`
+		ContactIDs []string  `bson:"contact_ids"`
+	} `bson:"messages"`
 }
 
 // readMail reads the active threads matching filter and resolves their senders.
 func (s *Store) readMail(ctx context.Context, filter bson.M) (*mailbox, error) {
 	filter["archived_at"] = nil
 	mb := &mailbox{senders: map[string]string{}}
-	if err := s.findAll(ctx, collEmails, filter, nil, &mb.threads); err != nil {
+	var read []mailThread
+	if err := s.findAll(ctx, collEmails, filter, nil, &read); err != nil {
 		return nil, err
+	}
+	mb.threads = make([]EmailThread, len(read))
+	for i, r := range read {
+		t := EmailThread{Meta: Meta{ID: r.ID}, Subject: r.Subject, OpportunityLinks: r.OpportunityLinks, Messages: make([]EmailMessage, len(r.Messages))}
+		for j, m := range r.Messages {
+			t.Messages[j] = EmailMessage{ID: m.ID, From: m.From, Subject: m.Subject, Date: m.Date, ContactIDs: m.ContactIDs}
+		}
+		mb.threads[i] = t
 	}
 	var addrs []string
 	for _, t := range mb.threads {

@@ -242,6 +242,21 @@ func newest(a, b Interaction) int {
 	return cmp.Compare(b.ID, a.ID)
 }
 
+// logThread is what the log reads of an email thread: the fields its
+// filters (messageOK) and its entries use. Decoding each thread's messages
+// whole, headers it never shows included, was most of the log's own cost.
+type logThread struct {
+	ID               string                 `bson:"_id"`
+	OpportunityLinks []EmailOpportunityLink `bson:"opportunity_links"`
+	Messages         []struct {
+		ID         string    `bson:"id"`
+		Subject    string    `bson:"subject"`
+		Date       time.Time `bson:"date"`
+		BodyText   string    `bson:"body_text"`
+		ContactIDs []string  `bson:"contact_ids"`
+	} `bson:"messages"`
+}
+
 func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, limit int) (*InteractionLog, error) {
 	var all []Interaction
 	var total int64
@@ -252,8 +267,10 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 		return nil, fmt.Errorf("interaction log notes: %w", err)
 	}
 	total += notes.Total
+	// A note's and an email's Summary holds its whole text until the page is
+	// cut: only the entries shown get their first line.
 	for _, x := range notes.Items {
-		all = append(all, Interaction{Type: "note", ID: x.ID, Date: x.OccurredAt, Title: x.Title, Summary: firstLine(x.Content), DetailType: x.Type})
+		all = append(all, Interaction{Type: "note", ID: x.ID, Date: x.OccurredAt, Title: x.Title, Summary: x.Content, DetailType: x.Type})
 	}
 	cov, err := listPage[Coverage](ctx, s, collCoverage, sc.coverage, bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
 	if err != nil {
@@ -270,19 +287,21 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	if err != nil {
 		return nil, fmt.Errorf("interaction log emails: %w", err)
 	}
-	var threads []EmailThread
+	var threads []logThread
 	if err := cur.All(ctx, &threads); err != nil {
 		return nil, err
 	}
 	for i := range threads {
-		t := &threads[i]
-		for j := range t.Messages {
-			m := &t.Messages[j]
+		lt := &threads[i]
+		t := &EmailThread{Meta: Meta{ID: lt.ID}, OpportunityLinks: lt.OpportunityLinks}
+		for j := range lt.Messages {
+			lm := &lt.Messages[j]
+			m := &EmailMessage{ID: lm.ID, Subject: lm.Subject, Date: lm.Date, ContactIDs: lm.ContactIDs}
 			if !sc.messageOK(t, m) {
 				continue
 			}
 			total++
-			all = append(all, Interaction{Type: "email", ID: m.ID, Date: m.Date, Title: m.Subject, Summary: firstLine(m.BodyText)})
+			all = append(all, Interaction{Type: "email", ID: m.ID, Date: m.Date, Title: m.Subject, Summary: lm.BodyText})
 		}
 	}
 	// Pitches hold their recipients: every matching pitch is read, and its
@@ -310,6 +329,11 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	slices.SortFunc(all, newest)
 	if len(all) > limit {
 		all = all[:limit]
+	}
+	for i := range all {
+		if all[i].Type == "note" || all[i].Type == "email" {
+			all[i].Summary = firstLine(all[i].Summary)
+		}
 	}
 	if all == nil {
 		all = []Interaction{}

@@ -302,7 +302,7 @@ type LinkedEntity struct {
 func (s *Store) Entity(ctx context.Context, coll, id string) LinkedEntity {
 	e := LinkedEntity{Kind: kinds[coll], ID: id}
 	var doc bson.M
-	if err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(&doc); err != nil {
+	if err := s.ByID(ctx, coll, id, &doc); err != nil {
 		e.Name = "(missing)"
 		return e
 	}

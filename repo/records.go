@@ -70,7 +70,7 @@ func find[P interface {
 		return nil, NotFound(kinds[coll], id)
 	}
 	rec := P(new(T))
-	err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(rec)
+	err := s.ByID(ctx, coll, id, rec)
 	if err != nil {
 		return nil, ledger.DriverErr(err, kinds[coll], id)
 	}

@@ -134,6 +134,10 @@ type Options struct {
 	// store as well and fails it when the answers differ (tests; also set
 	// by OUTREACH_INDEX_CHECK=1).
 	IndexCheck bool
+	// RecordCacheMB bounds the record cache of the embedded store, in MiB
+	// (ledger/recordcache.go): nil takes OUTREACH_RECORD_CACHE_MB, else 32;
+	// 0 turns it off.
+	RecordCacheMB *int
 }
 
 // Store is the service's handle on the database: the engine (the write
@@ -190,7 +194,12 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if opts.Exclusive {
 		probeKey = "embedded" // the store compiled into this binary
 	}
-	eng, err := ledger.Open(ctx, client, database, probeKey, ledger.Options{WriteMode: opts.WriteMode, Lease: opts.Lease,
+	cacheBytes, err := recordCacheBytes(opts.RecordCacheMB)
+	if err != nil {
+		client.Disconnect(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	eng, err := ledger.Open(ctx, client, database, probeKey, ledger.Options{RecordCache: cacheBytes, WriteMode: opts.WriteMode, Lease: opts.Lease,
 		Exclusive: opts.Exclusive, Logger: opts.Logger, TextSearch: opts.TextSearch, TextColl: collNotes,
 		ApplyIndexes: indexes.Apply, PrepareStore: opts.PrepareStore, IndexCheckpoint: opts.IndexCheckpoint, Lookups: opts.Lookups,
 		IndexCheck: opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1", Schema: s.schema})
