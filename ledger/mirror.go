@@ -248,7 +248,7 @@ func (s *Engine) mirrorPut(coll string, doc any) {
 		return
 	}
 	if coll == collChangeLog {
-		defer s.bumpSessionGen()
+		defer s.changeLanded(doc)
 	}
 	spec, ok := s.schema.Index[coll]
 	if !ok {
