@@ -1035,8 +1035,9 @@ func (s *Engine) writeRecord(ctx context.Context, m mutation, entryID, planID st
 // it did. On a server whose filtered writes are atomic the filter goes to
 // the server. The embedded store neither applies a filtered write atomically
 // nor reads anything but an _id equality cheaply, so there the write path,
-// serialised in this process, reads the document by _id, checks the rest
-// here, and writes by _id alone: the same outcome in constant time.
+// serialised in this process, reads the document by _id (from its own
+// index where it keeps one), checks the rest here, and writes by _id
+// alone: the same outcome in constant time.
 func (s *Engine) guarded(ctx context.Context, coll string, filter bson.M, write func(bson.M) (*mongo.UpdateResult, error)) (bool, error) {
 	if !s.serialWrites {
 		res, err := write(filter)
@@ -1045,12 +1046,8 @@ func (s *Engine) guarded(ctx context.Context, coll string, filter bson.M, write 
 		}
 		return res.MatchedCount == 1, nil
 	}
-	var cur bson.M
-	err := s.coll(coll).FindOne(ctx, bson.M{"_id": filter["_id"]}).Decode(&cur)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return false, nil
-	}
-	if err != nil {
+	cur, found, err := s.guardRead(ctx, coll, filter) // guard_index.go
+	if err != nil || !found {
 		return false, err
 	}
 	if !matches(cur, filter) {
