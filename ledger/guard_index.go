@@ -4,33 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
-// The guard of a serial write (guarded) reads the record by _id to check
-// its version and lock before writing it. Where the service keeps its own
+// The serial protocol reads records by _id under writeMu: the guard of a
+// write (guarded: its version and lock), and a group's check and roll
+// forward (checkSerialPlan, rollBatchSerial: each record's version, and
+// the fields the group keeps as stored). Where the service keeps its own
 // index of the collection, that read is the index's: the index is updated
 // under writeMu after every record the write path writes (and marked stale
-// when a write's outcome is unknown), and guarded runs under writeMu, so
-// while the index is live it holds the record as stored, bookkeeping
-// fields included. A record the index does not hold is not stored. The
-// store is read instead when the index is stale or being built, when the
-// collection is not kept, or when the guard names a field the index leaves
-// out; in check mode (tests) the store is read as well and a different
-// answer fails the write.
+// when a write's outcome is unknown), so while it is live it holds each
+// record as stored, bookkeeping fields included, and a record it does not
+// hold is not stored. The store is read instead (by _id, its one cheap
+// read) when the index is stale or being built, when the collection is not
+// kept, or when a field asked for is one the index leaves out; in check
+// mode (tests) the store is read as well and a different answer fails the
+// write.
 
-// guardDoc is record id of coll as the index holds it, for a guard on
-// filter's fields (writeMu held). ok is false where the index cannot
-// answer; found is false for a record that is not stored.
-func (s *Engine) guardDoc(coll string, filter bson.M) (doc bson.M, found, ok bool, err error) {
+// indexedRecord is record id of coll as the index holds it, with at least
+// fields (writeMu held). ok is false where the index cannot answer; found
+// is false for a record that is not stored.
+func (s *Engine) indexedRecord(coll, id string, fields []string) (doc bson.M, found, ok bool, err error) {
 	mi := s.mirror
 	if mi == nil || !s.serialWrites {
-		return nil, false, false, nil
-	}
-	id, isID := filter["_id"].(string)
-	if !isID {
 		return nil, false, false, nil
 	}
 	mi.mu.RLock()
@@ -42,8 +41,8 @@ func (s *Engine) guardDoc(coll string, filter bson.M) (doc bson.M, found, ok boo
 	if mc == nil {
 		return nil, false, false, nil
 	}
-	for k := range filter {
-		if !mc.Keeps(k) {
+	for _, f := range fields {
+		if !mc.Keeps(f) {
 			return nil, false, false, nil
 		}
 	}
@@ -57,27 +56,63 @@ func (s *Engine) guardDoc(coll string, filter bson.M) (doc bson.M, found, ok boo
 	return doc, true, true, nil
 }
 
-// guardRead reads record filter["_id"] of coll for guarded: from the index
-// where it answers, else from the store. found is false for a record that
-// is not stored.
-func (s *Engine) guardRead(ctx context.Context, coll string, filter bson.M) (cur bson.M, found bool, err error) {
-	doc, found, ok, err := s.guardDoc(coll, filter)
+// serialRecord reads record id of coll (writeMu held): from the index
+// where it answers for fields, else from the store. found is false for a
+// record that is not stored. Only the bookkeeping fields and fields may be
+// relied on: the index leaves some others out.
+func (s *Engine) serialRecord(ctx context.Context, coll, id string, fields []string) (cur bson.M, found bool, err error) {
+	doc, found, ok, err := s.indexedRecord(coll, id, fields)
 	if err != nil {
 		return nil, false, err
 	}
 	if ok && !s.mirror.check {
 		return doc, found, nil
 	}
-	err = s.coll(coll).FindOne(ctx, bson.M{"_id": filter["_id"]}).Decode(&cur)
+	err = s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(&cur)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		cur, err = nil, nil
 	}
 	if err != nil {
 		return nil, false, err
 	}
-	if ok && (found != (cur != nil) || (found && matches(doc, filter) != matches(cur, filter))) {
-		// Check mode: the index's guard answered differently from the store.
-		return nil, false, fmt.Errorf("%w: the guard of %s %v", errMirrorMismatch, coll, filter["_id"])
+	if ok && !sameFields(doc, cur, append([]string{fieldVersion, fieldLastChange, fieldLockedBy}, fields...)) {
+		// Check mode: the index answered differently from the store.
+		return nil, false, fmt.Errorf("%w: record %s of %s", errMirrorMismatch, id, coll)
 	}
 	return cur, cur != nil, nil
+}
+
+// sameFields reports whether a and b (either nil: not stored) agree on
+// fields, numbers compared by value.
+func sameFields(a, b bson.M, fields []string) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	for _, f := range fields {
+		x, okx := a[f]
+		y, oky := b[f]
+		if okx != oky || (!sameValue(x, y) && !reflect.DeepEqual(x, y)) {
+			return false
+		}
+	}
+	return true
+}
+
+// guardRead reads record filter["_id"] of coll for guarded, with the
+// fields its filter names.
+func (s *Engine) guardRead(ctx context.Context, coll string, filter bson.M) (bson.M, bool, error) {
+	id, ok := filter["_id"].(string)
+	if !ok {
+		var cur bson.M
+		err := s.coll(coll).FindOne(ctx, bson.M{"_id": filter["_id"]}).Decode(&cur)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil, false, nil
+		}
+		return cur, err == nil, err
+	}
+	fields := make([]string, 0, len(filter))
+	for k := range filter {
+		fields = append(fields, k)
+	}
+	return s.serialRecord(ctx, coll, id, fields)
 }

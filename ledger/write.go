@@ -1600,25 +1600,23 @@ func (s *Engine) checkSerialPlan(ctx context.Context, p plan) error {
 		want[k] = st.Version
 		byColl[st.Coll] = append(byColl[st.Coll], st.ID)
 	}
+	// Each record by _id (guard_index.go): an $in is a scan of the
+	// collection on the embedded store.
 	for coll, ids := range byColl {
-		for start := 0; start < len(ids); start += 500 {
-			cur, err := s.coll(coll).Find(ctx, bson.M{"_id": bson.M{"$in": ids[start:min(start+500, len(ids))]}},
-				options.Find().SetProjection(bson.M{fieldVersion: 1, fieldLockedBy: 1}))
+		for _, id := range ids {
+			r, found, err := s.serialRecord(ctx, coll, id, nil)
 			if err != nil {
 				return err
 			}
-			var recs []bson.M
-			if err := cur.All(ctx, &recs); err != nil {
-				return err
+			if !found {
+				continue
 			}
-			for _, r := range recs {
-				k := coll + "/" + fmt.Sprint(r["_id"])
-				v, _ := AsInt(r[fieldVersion])
-				if v != want[k] || r[fieldLockedBy] != nil {
-					return ErrConflict
-				}
-				delete(want, k)
+			k := coll + "/" + id
+			v, _ := AsInt(r[fieldVersion])
+			if v != want[k] || r[fieldLockedBy] != nil {
+				return ErrConflict
 			}
+			delete(want, k)
 		}
 	}
 	for k, v := range want {
@@ -1669,18 +1667,18 @@ func (s *Engine) rollBatchSerial(ctx context.Context, p plan, start, end int, re
 		byColl[st.Coll] = append(byColl[st.Coll], st.ID)
 		entryIDs = append(entryIDs, st.Entry.ID)
 	}
+	// Each record by _id (guard_index.go), with the fields the step keeps
+	// as stored: an $in is a scan of the collection on the embedded store.
 	recs := map[string]bson.M{}
 	for coll, ids := range byColl {
-		cur, err := s.coll(coll).Find(ctx, bson.M{"_id": bson.M{"$in": ids}})
-		if err != nil {
-			return err
-		}
-		var docs []bson.M
-		if err := cur.All(ctx, &docs); err != nil {
-			return err
-		}
-		for _, d := range docs {
-			recs[coll+"/"+fmt.Sprint(d["_id"])] = d
+		for _, id := range ids {
+			d, found, err := s.serialRecord(ctx, coll, id, s.schema.Redacted[coll])
+			if err != nil {
+				return err
+			}
+			if found {
+				recs[coll+"/"+id] = d
+			}
 		}
 	}
 	stored := map[string]audit.Entry{}
