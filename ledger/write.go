@@ -572,8 +572,10 @@ type intent struct {
 	ID    string    `bson:"_id"`
 	State string    `bson:"state"` // pending or done
 	At    time.Time `bson:"at"`
-	// Entries are the changes of one batch, in seq order.
+	// Entries are the changes of one batch, in seq order. A batch stores
+	// them packed (intent_packed.go); unpackIntents fills Entries from it.
 	Entries []audit.Entry `bson:"entries,omitempty"`
+	Packed  []byte        `bson:"packed,omitempty"`
 	// Entry is the one change of an intent written before writes were
 	// batched; such an intent is only ever read (a store written by an
 	// earlier version and stopped with its last intent unsettled).
@@ -812,7 +814,7 @@ func (s *Engine) commitBatch(batch []*commitReq) {
 	}
 	// Even a failed intent write may have landed: settle it before the next.
 	s.ownIntent, s.intentStored = &in, true
-	doc := bson.D{{Key: "_id", Value: in.ID}, {Key: "state", Value: in.State}, {Key: "at", Value: in.At}, {Key: "entries", Value: raws}}
+	doc := bson.D{{Key: "_id", Value: in.ID}, {Key: "state", Value: in.State}, {Key: "at", Value: in.At}, {Key: "packed", Value: packEntries(raws)}}
 	if _, err := s.coll(collIntents).ReplaceOne(ctx, bson.M{"_id": in.ID}, doc, options.Replace().SetUpsert(true)); err != nil {
 		if serr := s.settleOwnIntent(ctx); serr == nil {
 			fail(live, fmt.Errorf("write intent: %w", err)) // settled: nothing was written
