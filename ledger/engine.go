@@ -182,6 +182,8 @@ type Engine struct {
 	// sessionGen moves on every change that can alter what is derived from
 	// the change log and the session bindings (SessionGeneration).
 	sessionGen atomic.Uint64
+	// landedHook is told of each change entry stored (OnChangeLanded).
+	landedHook atomic.Pointer[func(gen uint64, c LandedChange)]
 	// schema is the domain's registration.
 	schema Schema
 }

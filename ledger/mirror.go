@@ -247,7 +247,7 @@ func (s *Engine) mirrorPut(coll string, doc any) {
 		return
 	}
 	if coll == collChangeLog {
-		defer s.bumpSessionGen()
+		defer s.changeLanded(doc)
 	}
 	s.cacheDropDoc(coll, doc)
 	spec, ok := s.schema.Index[coll]

@@ -93,6 +93,9 @@ func (s *Engine) Recover(ctx context.Context, all bool) (RecoveryReport, error) 
 	if err := cur.All(ctx, &intents); err != nil {
 		return rep, errors.Join(append(errs, err)...)
 	}
+	if err := unpackIntents(intents); err != nil {
+		return rep, errors.Join(append(errs, err)...)
+	}
 	for _, in := range intents {
 		// This process's own intent is settled when it holds none in
 		// memory: the stored state of a finished write is not marked done

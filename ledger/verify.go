@@ -97,6 +97,9 @@ func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
 	if err := cur.All(ctx, &intents); err != nil {
 		return res, err
 	}
+	if err := unpackIntents(intents); err != nil {
+		return res, err
+	}
 	for _, in := range intents {
 		if !s.due(in.At) {
 			for _, e := range in.changes() {

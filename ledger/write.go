@@ -572,8 +572,10 @@ type intent struct {
 	ID    string    `bson:"_id"`
 	State string    `bson:"state"` // pending or done
 	At    time.Time `bson:"at"`
-	// Entries are the changes of one batch, in seq order.
+	// Entries are the changes of one batch, in seq order. A batch stores
+	// them packed (intent_packed.go); unpackIntents fills Entries from it.
 	Entries []audit.Entry `bson:"entries,omitempty"`
+	Packed  []byte        `bson:"packed,omitempty"`
 	// Entry is the one change of an intent written before writes were
 	// batched; such an intent is only ever read (a store written by an
 	// earlier version and stopped with its last intent unsettled).
@@ -812,7 +814,7 @@ func (s *Engine) commitBatch(batch []*commitReq) {
 	}
 	// Even a failed intent write may have landed: settle it before the next.
 	s.ownIntent, s.intentStored = &in, true
-	doc := bson.D{{Key: "_id", Value: in.ID}, {Key: "state", Value: in.State}, {Key: "at", Value: in.At}, {Key: "entries", Value: raws}}
+	doc := bson.D{{Key: "_id", Value: in.ID}, {Key: "state", Value: in.State}, {Key: "at", Value: in.At}, {Key: "packed", Value: packEntries(raws)}}
 	if _, err := s.coll(collIntents).ReplaceOne(ctx, bson.M{"_id": in.ID}, doc, options.Replace().SetUpsert(true)); err != nil {
 		if serr := s.settleOwnIntent(ctx); serr == nil {
 			fail(live, fmt.Errorf("write intent: %w", err)) // settled: nothing was written
@@ -1035,8 +1037,9 @@ func (s *Engine) writeRecord(ctx context.Context, m mutation, entryID, planID st
 // it did. On a server whose filtered writes are atomic the filter goes to
 // the server. The embedded store neither applies a filtered write atomically
 // nor reads anything but an _id equality cheaply, so there the write path,
-// serialised in this process, reads the document by _id, checks the rest
-// here, and writes by _id alone: the same outcome in constant time.
+// serialised in this process, reads the document by _id (from its own
+// index where it keeps one), checks the rest here, and writes by _id
+// alone: the same outcome in constant time.
 func (s *Engine) guarded(ctx context.Context, coll string, filter bson.M, write func(bson.M) (*mongo.UpdateResult, error)) (bool, error) {
 	if !s.serialWrites {
 		res, err := write(filter)
@@ -1045,12 +1048,8 @@ func (s *Engine) guarded(ctx context.Context, coll string, filter bson.M, write 
 		}
 		return res.MatchedCount == 1, nil
 	}
-	var cur bson.M
-	err := s.coll(coll).FindOne(ctx, bson.M{"_id": filter["_id"]}).Decode(&cur)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return false, nil
-	}
-	if err != nil {
+	cur, found, err := s.guardRead(ctx, coll, filter) // guard_index.go
+	if err != nil || !found {
 		return false, err
 	}
 	if !matches(cur, filter) {
@@ -1603,25 +1602,23 @@ func (s *Engine) checkSerialPlan(ctx context.Context, p plan) error {
 		want[k] = st.Version
 		byColl[st.Coll] = append(byColl[st.Coll], st.ID)
 	}
+	// Each record by _id (guard_index.go): an $in is a scan of the
+	// collection on the embedded store.
 	for coll, ids := range byColl {
-		for start := 0; start < len(ids); start += 500 {
-			cur, err := s.coll(coll).Find(ctx, bson.M{"_id": bson.M{"$in": ids[start:min(start+500, len(ids))]}},
-				options.Find().SetProjection(bson.M{fieldVersion: 1, fieldLockedBy: 1}))
+		for _, id := range ids {
+			r, found, err := s.serialRecord(ctx, coll, id, nil)
 			if err != nil {
 				return err
 			}
-			var recs []bson.M
-			if err := cur.All(ctx, &recs); err != nil {
-				return err
+			if !found {
+				continue
 			}
-			for _, r := range recs {
-				k := coll + "/" + fmt.Sprint(r["_id"])
-				v, _ := AsInt(r[fieldVersion])
-				if v != want[k] || r[fieldLockedBy] != nil {
-					return ErrConflict
-				}
-				delete(want, k)
+			k := coll + "/" + id
+			v, _ := AsInt(r[fieldVersion])
+			if v != want[k] || r[fieldLockedBy] != nil {
+				return ErrConflict
 			}
+			delete(want, k)
 		}
 	}
 	for k, v := range want {
@@ -1672,18 +1669,18 @@ func (s *Engine) rollBatchSerial(ctx context.Context, p plan, start, end int, re
 		byColl[st.Coll] = append(byColl[st.Coll], st.ID)
 		entryIDs = append(entryIDs, st.Entry.ID)
 	}
+	// Each record by _id (guard_index.go), with the fields the step keeps
+	// as stored: an $in is a scan of the collection on the embedded store.
 	recs := map[string]bson.M{}
 	for coll, ids := range byColl {
-		cur, err := s.coll(coll).Find(ctx, bson.M{"_id": bson.M{"$in": ids}})
-		if err != nil {
-			return err
-		}
-		var docs []bson.M
-		if err := cur.All(ctx, &docs); err != nil {
-			return err
-		}
-		for _, d := range docs {
-			recs[coll+"/"+fmt.Sprint(d["_id"])] = d
+		for _, id := range ids {
+			d, found, err := s.serialRecord(ctx, coll, id, s.schema.Redacted[coll])
+			if err != nil {
+				return err
+			}
+			if found {
+				recs[coll+"/"+id] = d
+			}
 		}
 	}
 	stored := map[string]audit.Entry{}

@@ -76,6 +76,10 @@ func fieldViolation(rule string, err error) error {
 type ruleView struct {
 	s       *Store
 	pending map[string]bson.M
+	// read, when set (a plan's check: every step against the same view),
+	// keeps each stored record read, so that a record many steps link to
+	// (the contact of a thousand notes) is read once per check.
+	read map[string]bson.M
 }
 
 func (s *Store) view() *ruleView { return &ruleView{s: s} }
@@ -89,15 +93,26 @@ func (v *ruleView) record(ctx context.Context, coll, id string) (bson.M, error) 
 	if ledger.CheckID(id) != nil {
 		return nil, nil
 	}
+	k := audit.RecordKey(coll, id)
+	if st, ok := v.read[k]; ok {
+		return st, nil
+	}
 	var doc bson.M
 	err := v.s.coll(coll).FindOne(ctx, bson.M{"_id": id}).Decode(&doc)
 	if err := ledger.DriverErr(err, kinds[coll], id); err != nil {
 		if ErrorCode(err) == CodeNotFound {
+			if v.read != nil {
+				v.read[k] = nil
+			}
 			return nil, nil
 		}
 		return nil, err
 	}
-	return ledger.Strip(doc), nil
+	st := ledger.Strip(doc)
+	if v.read != nil {
+		v.read[k] = st
+	}
+	return st, nil
 }
 
 // matching returns the records of coll for which match holds, as the view
@@ -486,7 +501,7 @@ func emailThreadRule(ctx context.Context, v *ruleView, id string, state bson.M) 
 // step before its opportunity). It returns the violations by the index of
 // the step that writes the record's final state.
 func (s *Store) checkRules(ctx context.Context, p audit.Plan) (map[int][]RuleViolation, error) {
-	v := &ruleView{s: s, pending: map[string]bson.M{}}
+	v := &ruleView{s: s, pending: map[string]bson.M{}, read: map[string]bson.M{}}
 	last := map[string]int{}
 	for i, st := range p.Steps {
 		if st.To == nil {

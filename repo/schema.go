@@ -49,18 +49,19 @@ func kindOf(coll string) string {
 // The collections that grow with the team's history hold only the paths
 // their queries filter, sort or are covered by (Keep: what the list, log,
 // dossier, report, rule and write-path queries of this package and of
-// ledger name); a query on any other path goes to the store. The text a
-// search reads is left out (Drop), so a search goes to the store too;
-// Drop also keeps the large text out of the store's answers while the
-// index builds.
+// ledger name, and the bookkeeping fields the serial write's guard reads
+// from the index); a query on any other path goes to the store. The text a
+// search reads is left out (Drop): the word index holds its words
+// (withWords), and Drop keeps the large text out of the store's answers
+// while the index builds.
 var mirrorSpecs = map[string]index.Spec{
-	collNotes: {Keep: []string{"archived_at", "type", "occurred_at", "links"},
+	collNotes: {Keep: []string{"archived_at", "type", "occurred_at", "links", fieldVersion, fieldLastChange, fieldLockedBy},
 		Drop: []string{"content"}, Keys: []string{"links.contact_id", "links.outlet_id", "links.opportunity_id", "links.id"}},
 	collCoverage: {Keep: []string{"archived_at", "title", "url", "published_at", "type", "sentiment", "reach",
-		"outlet_id", "channel_id", "opportunity_id", "campaign_id", "contact_ids"},
+		"outlet_id", "channel_id", "opportunity_id", "campaign_id", "contact_ids", fieldVersion, fieldLastChange, fieldLockedBy},
 		Drop: []string{"summary", "full_text"}, Keys: []string{"contact_ids", "outlet_id", "opportunity_id", "campaign_id"}},
 	collEmails: {Keep: []string{"archived_at", "subject", "subject_key", "last_message_at", "contact_ids", "opportunity_links",
-		"messages.contact_ids", "messages.message_id"},
+		"messages.contact_ids", "messages.message_id", fieldVersion, fieldLastChange, fieldLockedBy},
 		Drop: []string{"messages.body_text", "messages.references", "messages.attachments"}, Keys: []string{"messages.contact_ids", "contact_ids", "opportunity_links.opportunity_id", "opportunity_links.id"}},
 	collChangeLog: {Keep: []string{"seq", "at", "collection", "record_id", "action", "state", "user_id", "agent_id", "session_id",
 		"reverts", "idempotency_key"},

@@ -132,6 +132,7 @@ type implicitFacts struct {
 	LastID, BoundID   string
 	LastAt, BoundAt   time.Time
 	HasLast, HasBound bool
+	LastSeq           int64 // the last change's seq (to fold a newer one in)
 }
 
 // readImplicitFacts reads implicitFacts from the store.
@@ -141,14 +142,15 @@ func (s *Store) readImplicitFacts(ctx context.Context, prefix string) (implicitF
 	var last struct {
 		SessionID string    `bson:"session_id"`
 		At        time.Time `bson:"at"`
+		Seq       int64     `bson:"seq"`
 	}
 	err := s.findOne(ctx, collChangeLog, bson.M{"session_id": match, "state": audit.StateApplied},
-		options.FindOne().SetSort(bson.D{{Key: "seq", Value: -1}}).SetProjection(bson.M{"session_id": 1, "at": 1})).Decode(&last)
+		options.FindOne().SetSort(bson.D{{Key: "seq", Value: -1}}).SetProjection(bson.M{"session_id": 1, "at": 1, "seq": 1})).Decode(&last)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return f, err
 	}
 	if err == nil {
-		f.LastID, f.LastAt, f.HasLast = last.SessionID, last.At, true
+		f.LastID, f.LastAt, f.LastSeq, f.HasLast = last.SessionID, last.At, last.Seq, true
 	}
 	var bound struct {
 		ID        string    `bson:"_id"`

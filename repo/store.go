@@ -208,6 +208,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 		return nil, err
 	}
 	s.Engine = eng
+	eng.OnChangeLanded(s.implicit.advance)
 	if err := s.dropStoredSigningSecret(ctx); err != nil {
 		s.Close(context.WithoutCancel(ctx))
 		return nil, err
