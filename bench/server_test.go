@@ -3,9 +3,13 @@ package bench
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // TestGrowthPrintsEveryTargetOnAServer is TestGrowthPrintsEveryTarget on
@@ -62,5 +66,23 @@ func TestGrowthPrintsEveryTargetOnAServer(t *testing.T) {
 	}
 	if strings.Contains(md, "the service's own indexes") {
 		t.Errorf("the table on a server shows the service's own indexes, which it keeps only on the embedded store:\n%s", md)
+	}
+	// The raw writes' copy keeps the same indexes up to date as the
+	// service's database does.
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	for _, r := range g.Runs {
+		for coll, name := range map[string]string{"change_log": "session", "notes": "contact_links"} {
+			specs, err := client.Database(r.Config.DB + "_raw").Collection(coll).Indexes().ListSpecifications(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(specs, func(s mongo.IndexSpecification) bool { return s.Name == name }) {
+				t.Errorf("%d notes: the raw copy's %s lacks the index %s: %+v", r.Config.Notes, coll, name, specs)
+			}
+		}
 	}
 }
