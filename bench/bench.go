@@ -269,6 +269,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	mode := t.store.Capabilities().WriteMode
 	if t.opts.Exclusive {
 		mode = "serial" // the embedded store: writes serialised in this process
+	} else {
+		rep.Store = serverStore(t)
 	}
 	rep.Store += ", write protocol " + mode
 	d, key, err := prepare(ctx, t, cfg, rep)
@@ -298,12 +300,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raw store: %w", err)
 	}
-	if t.es != nil {
-		// The raw writes' scratch copy gets the service's _id look-up index
-		// too, so that raw and service writes find their records alike.
-		if err := t.es.IndexIDs(ctx, cfg.DB+"_raw"); err != nil {
-			return nil, err
-		}
+	// The raw writes' scratch copy gets the store's indexes the service's
+	// database has, so that raw and service writes find their records and
+	// keep their indexes alike.
+	if err := scratchIndexes(ctx, t, raw); err != nil {
+		return nil, err
 	}
 	defer raw.close(context.Background())
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,7 +65,7 @@ func scopeChallenge(next http.Handler, cfg oauth.Config, scopes map[string]strin
 
 // oauthVerifier checks an OAuth access token: ErrDisabled when OAuth is
 // off, else the grant's actor when the token is good for this resource.
-func oauthVerifier(store *repo.Store, cfg *oauth.Config) func(r *http.Request, token string) (*auth.TokenInfo, error) {
+func oauthVerifier(store *repo.Store, cfg *oauth.Config, implicit func(context.Context, audit.Actor) (string, error)) func(r *http.Request, token string) (*auth.TokenInfo, error) {
 	return func(r *http.Request, token string) (*auth.TokenInfo, error) {
 		if cfg == nil {
 			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, oauth.ErrDisabled)
@@ -77,7 +78,7 @@ func oauthVerifier(store *repo.Store, cfg *oauth.Config) func(r *http.Request, t
 			return nil, err
 		}
 		info := &auth.TokenInfo{Scopes: slices.Clone(g.Scopes), UserID: "oauth:" + g.ID, Expiration: g.AccessExpiresAt,
-			Extra: map[string]any{tools.ActorKey: oauthActor(g), OAuthKey: g.ID, tools.BaseURLKey: cfg.PublicURL, tools.ImplicitSessionKey: implicitSession(store)}}
+			Extra: map[string]any{tools.ActorKey: oauthActor(g), OAuthKey: g.ID, tools.BaseURLKey: cfg.PublicURL, tools.ImplicitSessionKey: implicit}}
 		return info, nil
 	}
 }

@@ -160,26 +160,51 @@ func (u *unknownSession) Unwrap() http.ResponseWriter { return u.ResponseWriter 
 // implicitSession gives a call of the stateless revision that names no agent
 // session the key's implicit session (see repo.Store.ImplicitSession). An
 // answer is kept per key for as long as the store says it stands, so a busy
-// key costs one change-log query per idle period, not one per call.
+// key costs one change-log query per idle period, not one per call. One
+// resolver serves every request of a handler (NewWithConfig makes it once):
+// made per request, its answers would never be asked for again.
 func implicitSession(store *repo.Store) func(context.Context, audit.Actor) (string, error) {
 	type answer struct {
 		id    string
 		until time.Time
 	}
-	var cache sync.Map // key id -> answer
+	var mu sync.Mutex
+	cache := map[string]answer{} // key id -> answer
 	return func(ctx context.Context, a audit.Actor) (string, error) {
-		if v, ok := cache.Load(a.KeyID); ok && time.Now().Before(v.(answer).until) {
-			return v.(answer).id, nil
+		mu.Lock()
+		v, ok := cache[a.KeyID]
+		mu.Unlock()
+		if ok && time.Now().Before(v.until) {
+			return v.id, nil
 		}
 		id, until, err := store.ImplicitSession(ctx, a)
 		if err != nil {
 			return "", err
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		if until.IsZero() {
-			cache.Delete(a.KeyID)
-		} else {
-			cache.Store(a.KeyID, answer{id, until})
+			delete(cache, a.KeyID)
+			return id, nil
 		}
+		if len(cache) >= maxImplicitAnswers {
+			// Bounded: answers past their time go first, all of them if
+			// that is not enough (each is read again on its key's next call).
+			t := time.Now()
+			for k, v := range cache {
+				if !t.Before(v.until) {
+					delete(cache, k)
+				}
+			}
+			if len(cache) >= maxImplicitAnswers {
+				clear(cache)
+			}
+		}
+		cache[a.KeyID] = answer{id, until}
 		return id, nil
 	}
 }
+
+// maxImplicitAnswers bounds implicitSession's answers: one per key (or
+// OAuth grant) calling within an idle period.
+const maxImplicitAnswers = 4096

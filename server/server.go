@@ -44,7 +44,8 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 	if cfg.OAuth {
 		ocfg = &oauth.Config{PublicURL: cfg.PublicURL}
 	}
-	verifyOAuth := oauthVerifier(store, ocfg)
+	implicit := implicitSession(store)
+	verifyOAuth := oauthVerifier(store, ocfg, implicit)
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		if strings.HasPrefix(token, repo.AccessTokenPrefix) {
 			return verifyOAuth(r, token)
@@ -59,7 +60,7 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 		}
 		info := &auth.TokenInfo{Scopes: k.Scopes, UserID: k.ID, Extra: map[string]any{tools.ActorKey: audit.Actor{
 			UserID: k.UserID, AgentID: k.AgentID, KeyID: k.ID, KeyName: k.Name, AgentType: k.AgentType, Scopes: k.Scopes,
-		}, tools.BaseURLKey: cfg.baseURL(r), tools.ImplicitSessionKey: implicitSession(store)}}
+		}, tools.BaseURLKey: cfg.baseURL(r), tools.ImplicitSessionKey: implicit}}
 		if k.ExpiresAt != nil {
 			info.Expiration = *k.ExpiresAt
 		}
