@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -255,7 +256,13 @@ func suffix(name string) string {
 
 func operations(d *data) []operation {
 	note := func(w, i int) string { return d.notes[(w*7919+i*31)%len(d.notes)] }
-	active := func(f bson.M) bson.M { f["archived_at"] = nil; return f }
+	// active is f with the archive mark: a copy, as the raw cells of 8
+	// clients build their filters at once.
+	active := func(f bson.M) bson.M {
+		out := maps.Clone(f)
+		out["archived_at"] = nil
+		return out
+	}
 	search := bson.M{"$or": bson.A{bson.M{"title": bson.M{"$regex": searchWord, "$options": "i"}}, bson.M{"content": bson.M{"$regex": searchWord, "$options": "i"}}}}
 	logFinds := []find{
 		{"notes", active(bson.M{"links.contact_id": d.hot}), byNewest},
