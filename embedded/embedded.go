@@ -34,11 +34,15 @@ type Store struct {
 	// PublicURI is the connection string of the analyst endpoint opened on
 	// Options.TCP (without credentials), empty without one.
 	PublicURI string
-	gate      *gate
-	dir       string // the SQLite files' folder; empty in memory
-	sockDir   string // removed on Close when it is a private temporary one
-	stop      context.CancelFunc
-	done      chan struct{}
+	// Repaired says, a line each, what the start repaired in the store's
+	// catalog after a process was killed while changing it (catalog.go);
+	// empty almost always.
+	Repaired []string
+	gate     *gate
+	dir      string // the SQLite files' folder; empty in memory
+	sockDir  string // removed on Close when it is a private temporary one
+	stop     context.CancelFunc
+	done     chan struct{}
 }
 
 // Options configure Start.
@@ -136,6 +140,7 @@ func Start(ctx context.Context, opts Options) (s *Store, err error) {
 		cleanup = append(cleanup, func() { gateLn.Close() })
 	}
 	var unlock *os.File
+	var repaired []string
 	if opts.Dir != "" {
 		abs, err := filepath.Abs(opts.Dir)
 		if err != nil {
@@ -156,6 +161,9 @@ func Start(ctx context.Context, opts Options) (s *Store, err error) {
 		}
 		unlock = lock
 		cleanup = append(cleanup, func() { lock.Close() })
+		if repaired, err = repairCatalog(ctx, abs); err != nil {
+			return nil, fmt.Errorf("embedded store: %w", err)
+		}
 	}
 	sockDir, temporary, err := socketDir(dataDir)
 	if err != nil {
@@ -180,7 +188,7 @@ func Start(ctx context.Context, opts Options) (s *Store, err error) {
 		return nil, fmt.Errorf("start embedded store: %w", err)
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s = &Store{URI: "mongodb://" + url.PathEscape(sock) + "/", stop: stop, done: make(chan struct{}), dir: dataDir}
+	s = &Store{URI: "mongodb://" + url.PathEscape(sock) + "/", stop: stop, done: make(chan struct{}), dir: dataDir, Repaired: repaired}
 	if temporary {
 		s.sockDir = sockDir
 	}

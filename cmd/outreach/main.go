@@ -238,6 +238,9 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 			ev = ev.Str("mongo_listen", es.PublicURI)
 		}
 		ev.Msg("embedded store started")
+		for _, r := range es.Repaired {
+			log.Warn().Str("repair", r).Msg("store catalog repaired: a process was killed while creating a collection or an index")
+		}
 	}
 	opts.Media.SigningKey, err = signingKey(cfg, serving, log)
 	if err == nil {
