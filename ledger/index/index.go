@@ -56,7 +56,7 @@ type Coll struct {
 	arena arena
 	idx   idTable
 	// keys: path → value → the numbers of the records holding it, ascending.
-	keys map[string]map[string][]int32
+	keys map[string]*postings
 	// words is the word index (words.go), nil without Spec.Words.
 	words *wordIndex
 }
@@ -102,12 +102,12 @@ func (mc *Coll) key(n int32, raw bson.Raw) {
 	for _, path := range mc.spec.Keys {
 		for _, v := range flatten(valuesAt(raw, path)) {
 			if str, ok := heldString(v); ok {
-				m := mc.keys[path]
-				if m == nil {
-					m = map[string][]int32{}
-					mc.keys[path] = m
+				p := mc.keys[path]
+				if p == nil {
+					p = newPostings()
+					mc.keys[path] = p
 				}
-				m[str] = insertNum(m[str], n)
+				p.insert(str, n)
 			}
 		}
 	}
@@ -116,12 +116,9 @@ func (mc *Coll) key(n int32, raw bson.Raw) {
 func (mc *Coll) unkey(n int32, raw bson.Raw) {
 	for _, path := range mc.spec.Keys {
 		for _, v := range flatten(valuesAt(raw, path)) {
-			if str, ok := v.StringValueOK(); ok {
-				list := removeNum(mc.keys[path][str], n)
-				if len(list) == 0 {
-					delete(mc.keys[path], str)
-				} else {
-					mc.keys[path][str] = list
+			if str, ok := heldString(v); ok {
+				if p := mc.keys[path]; p != nil {
+					p.remove(str, n)
 				}
 			}
 		}
@@ -437,7 +434,7 @@ func (mc *Coll) candidates(filter bson.M) ([]int32, bool) {
 		}
 		switch x := v.(type) {
 		case string:
-			consider(postings[x])
+			consider(postings.get(x))
 		case bson.M:
 			if pat, ok := x["$regex"].(string); ok {
 				// A pattern on a keyed field (a session id's prefix): the
@@ -453,11 +450,11 @@ func (mc *Coll) candidates(filter bson.M) ([]int32, bool) {
 					continue
 				}
 				var lists [][]int32
-				for v, list := range postings {
+				postings.each(func(v string, list []int32) {
 					if re.MatchString(v) {
 						lists = append(lists, list)
 					}
-				}
+				})
 				consider(union(lists))
 				continue
 			}
@@ -484,7 +481,7 @@ func (mc *Coll) candidates(filter bson.M) ([]int32, bool) {
 					all = false
 					break
 				}
-				lists = append(lists, postings[s])
+				lists = append(lists, postings.get(s))
 			}
 			if all {
 				consider(union(lists))
@@ -1029,7 +1026,7 @@ func compareIntFloat(i int64, f float64) int {
 
 // NewColl returns an empty index of one collection.
 func NewColl(spec Spec) *Coll {
-	mc := &Coll{spec: spec, prune: newPruner(spec), idx: idTable{seed: maphash.MakeSeed()}, keys: map[string]map[string][]int32{}}
+	mc := &Coll{spec: spec, prune: newPruner(spec), idx: idTable{seed: maphash.MakeSeed()}, keys: map[string]*postings{}}
 	if spec.Words != nil {
 		mc.words = &wordIndex{vocab: map[string]int32{}}
 	}

@@ -1,6 +1,8 @@
 package index
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -47,15 +49,129 @@ func TestPostingListsFollowReplacedRecords(t *testing.T) {
 	if got := ids(bson.M{"_id": bson.M{"$in": bson.A{"c", "a", "nope", "c"}}}); !slices.Equal(got, []string{"a", "c"}) {
 		t.Errorf("by id: %v", got)
 	}
-	if _, ok := mc.keys["tags"]["x"]; ok {
-		t.Errorf("an emptied list is kept: %v", mc.keys["tags"])
+	if _, ok := mc.keys["tags"].m["x"]; ok {
+		t.Errorf("an emptied list is kept: %v", mc.keys["tags"].m)
 	}
-	for v, list := range mc.keys["tags"] {
-		if !slices.IsSorted(list) || len(slices.Compact(slices.Clone(list))) != len(list) {
-			t.Errorf("list of %s: %v", v, list)
-		}
+	if !mc.keys["tags"].valid() {
+		t.Errorf("the lists are not ascending, distinct and of several records: %v %v", mc.keys["tags"].m, mc.keys["tags"].lists)
 	}
 	if mc.Len() != 3 {
 		t.Errorf("%d records; want 3", mc.Len())
+	}
+}
+
+// valid reports whether every list is ascending, holds each record once,
+// and has more than one record (a value of one record is held inline).
+func (p *postings) valid() bool {
+	for _, e := range p.m {
+		if e < 0 {
+			list := p.lists[-1-e]
+			if len(list) < 2 || !slices.IsSorted(list) || len(slices.Compact(slices.Clone(list))) != len(list) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestPostingsHoldOneRecordInline: a value held by one record is that
+// record's number, with no list of its own; a value joining a second record
+// gets a list, which turns back into the number when one record is left,
+// and the value leaves when none is. Random replaces, checked against the
+// records themselves after every step, through the postings and IDs.
+func TestPostingsHoldOneRecordInline(t *testing.T) {
+	mc := NewColl(Spec{Keys: []string{"tags"}})
+	rng := rand.New(rand.NewPCG(1, 2))
+	held := map[string][]string{} // id → its tags
+	var order []string
+	for step := range 3000 {
+		id := fmt.Sprint("r", rng.IntN(60))
+		var tags []string
+		for range rng.IntN(4) {
+			tags = append(tags, fmt.Sprint("v", rng.IntN(40+step/30)))
+		}
+		raw, err := bson.Marshal(bson.M{"_id": id, "tags": tags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mc.Put(raw)
+		if _, ok := held[id]; !ok {
+			order = append(order, id)
+		}
+		held[id] = tags
+		if step%50 != 49 {
+			continue
+		}
+		want := map[string][]int32{}
+		for n, id := range order {
+			for _, v := range held[id] {
+				if l := want[v]; len(l) == 0 || l[len(l)-1] != int32(n) {
+					want[v] = append(l, int32(n))
+				}
+			}
+		}
+		p := mc.keys["tags"]
+		if len(p.m) != len(want) {
+			t.Fatalf("step %d: %d values held, want %d", step, len(p.m), len(want))
+		}
+		for v, list := range want {
+			if got := p.get(v); !slices.Equal(got, list) {
+				t.Fatalf("step %d: %s: %v, want %v", step, v, got, list)
+			}
+			if e := p.m[v]; (len(list) == 1) != (e >= 0) {
+				t.Fatalf("step %d: %s of %d records held as %d", step, v, len(list), e)
+			}
+			got, total, ok := mc.IDs(Query{Filter: bson.M{"tags": v}})
+			if !ok || int(total) != len(list) || len(got) != len(list) {
+				t.Fatalf("step %d: IDs of %s: %v %d %v", step, v, got, total, ok)
+			}
+		}
+		if !p.valid() {
+			t.Fatalf("step %d: lists not ascending, distinct and of several records", step)
+		}
+		lists := 0
+		for _, e := range p.m {
+			if e < 0 {
+				lists++
+			}
+		}
+		if len(p.lists)-len(p.free) != lists {
+			t.Fatalf("step %d: %d lists held, %d free, %d named", step, len(p.lists), len(p.free), lists)
+		}
+	}
+}
+
+// TestWordPostingsHoldOneRecordInline: a word of one record (most words:
+// numbers, names) is that record's number in the word index, with no list
+// of its own; lists are only for words of several records, and follow the
+// records as they change.
+func TestWordPostingsHoldOneRecordInline(t *testing.T) {
+	mc := NewColl(testWordsSpec)
+	docs := map[string]textDoc{}
+	for round := range 3 {
+		for i := range 40 {
+			d := textDoc{id: fmt.Sprint("r", i), title: fmt.Sprintf("note %d", i*(round+1)), body: fmt.Sprintf("shared w%d only%d", i%(round+2), i+100*round)}
+			docs[d.id] = d
+			putHeld(t, mc, d)
+		}
+		for _, n := range []string{"note", "shared", "only", "only105", "w1", "7", fmt.Sprint("only", 100*round+3)} {
+			checkText(t, mc, docs, n)
+		}
+		wi := mc.words
+		lists := 0
+		for w, at := range wi.vocab {
+			for _, e := range []int32{wi.postings[at].all, wi.postings[at].title} {
+				list := wi.lists.list(e)
+				if len(list) == 1 && e < 0 {
+					t.Errorf("round %d: %q of one record held as a list", round, w)
+				}
+				if len(list) > 1 {
+					lists++
+				}
+			}
+		}
+		if live := len(wi.lists.lists) - len(wi.lists.free); live != lists {
+			t.Errorf("round %d: %d lists held, %d named by a word", round, live, lists)
+		}
 	}
 }
