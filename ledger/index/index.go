@@ -51,8 +51,9 @@ type Spec struct {
 type Coll struct {
 	spec  Spec
 	prune pruner
-	// raws: record number → record (in arena); idx: id → record number.
-	raws  []bson.Raw
+	// locs: record number → where the record is in arena; idx: id →
+	// record number.
+	locs  []loc
 	arena arena
 	idx   idTable
 	// keys: path → value → the numbers of the records holding it, ascending.
@@ -78,19 +79,19 @@ func (mc *Coll) put(raw bson.Raw) {
 	}
 	n, old := mc.find(string(id))
 	if old {
-		mc.unkey(n, mc.raws[n])
-		mc.putWords(n, mc.raws[n], raw)
-		mc.arena.replaced(mc.raws[n])
-		raw = mc.arena.store(raw)
-		mc.raws[n] = raw // a replaced record keeps its place, as in the store
+		was := mc.raw(n)
+		mc.unkey(n, was)
+		mc.putWords(n, was, raw)
+		mc.arena.replaced(mc.locs[n])
+		mc.locs[n] = mc.arena.store(raw) // a replaced record keeps its place, as in the store
 		if mc.arena.wasteful() {
 			mc.compact()
-			raw = mc.raws[n]
 		}
+		raw = mc.raw(n)
 	} else {
-		n = int32(len(mc.raws))
-		raw = mc.arena.store(raw)
-		mc.raws = append(mc.raws, raw)
+		n = int32(len(mc.locs))
+		mc.locs = append(mc.locs, mc.arena.store(raw))
+		raw = mc.raw(n)
 		mc.add(idOf(raw), n)
 		mc.putWords(n, nil, raw)
 	}
@@ -197,7 +198,7 @@ func (mc *Coll) IDs(q Query) (ids []string, total int64, ok bool) {
 	var n int64
 	scratch := hit{keys: make([]sortKey, len(paths))}
 	consider := func(num int32) bool {
-		raw := mc.raws[num]
+		raw := mc.raw(num)
 		match, ok := evalFilter(raw, q.Filter)
 		if !ok {
 			return false
@@ -257,7 +258,7 @@ func (mc *Coll) IDs(q Query) (ids []string, total int64, ok bool) {
 			}
 		}
 	} else {
-		for num := range mc.raws {
+		for num := range mc.locs {
 			if !consider(int32(num)) {
 				return nil, 0, false
 			}
@@ -1041,7 +1042,7 @@ type Query struct {
 }
 
 // Len is the number of records held.
-func (mc *Coll) Len() int { return len(mc.raws) }
+func (mc *Coll) Len() int { return len(mc.locs) }
 
 // Doc is the record id as held (only the fields the spec keeps).
 func (mc *Coll) Doc(id string) (bson.Raw, bool) {
@@ -1049,12 +1050,13 @@ func (mc *Coll) Doc(id string) (bson.Raw, bool) {
 	if !ok {
 		return nil, false
 	}
-	return mc.raws[n], true
+	return mc.raw(n), true
 }
 
 // Each calls fn for every record held, in no order.
 func (mc *Coll) Each(fn func(id string, raw bson.Raw)) {
-	for _, raw := range mc.raws {
+	for n := range mc.locs {
+		raw := mc.raw(int32(n))
 		fn(string(idOf(raw)), raw)
 	}
 }

@@ -309,7 +309,7 @@ func (mc *Coll) Text(needle string) (recs []TextRecord, exact, ok bool) {
 	if len(tokens) == 0 {
 		return nil, false, false
 	}
-	size := len(mc.raws)
+	size := len(mc.locs)
 	var cand bitset
 	for i, t := range tokens {
 		set := mc.words.union(size, t, false)
@@ -329,7 +329,7 @@ func (mc *Coll) Text(needle string) (recs []TextRecord, exact, ok bool) {
 		}
 	}
 	cand.each(func(n int32) {
-		r := TextRecord{ID: mc.idString(n), Raw: mc.raws[n]}
+		r := TextRecord{ID: mc.idString(n), Raw: mc.raw(n)}
 		if exact {
 			r.Title, r.Whole = title.has(n), whole.has(n)
 		}
