@@ -1029,7 +1029,7 @@ func compareIntFloat(i int64, f float64) int {
 func NewColl(spec Spec) *Coll {
 	mc := &Coll{spec: spec, prune: newPruner(spec), idx: idTable{seed: maphash.MakeSeed()}, keys: map[string]*postings{}}
 	if spec.Words != nil {
-		mc.words = &wordIndex{vocab: map[string]int32{}}
+		mc.words = &wordIndex{vocab: map[string]int32{}, lists: slab{bitmaps: true}}
 	}
 	return mc
 }

@@ -288,7 +288,7 @@ func (mc *Coll) find(id string) (int32, bool) {
 		if s == 0 {
 			return 0, false
 		}
-		if string(idOf(mc.raw(s - 1))) == id {
+		if string(idOf(mc.raw(s-1))) == id {
 			return s - 1, true
 		}
 	}

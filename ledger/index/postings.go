@@ -1,6 +1,9 @@
 package index
 
-import "math"
+import (
+	"math"
+	mbits "math/bits"
+)
 
 // Posting lists with the one-record case inline. Most values a key path
 // or the word index holds are held by one record (a link's id, a change
@@ -14,20 +17,51 @@ import "math"
 // noRecords is the entry of an empty set.
 const noRecords int32 = math.MinInt32
 
-// slab holds the lists of the entries of several records.
+// slab holds the lists of the entries of several records. Where bitmaps
+// is set (the word index's slab: a common word is in most records, and at
+// 100,000 notes 23 words held 1.9 million numbers, 7.8 MB), a list dense
+// enough becomes a bitmap of the record numbers (a bit a record instead of
+// four bytes), and stays one while it holds more than one record.
 type slab struct {
 	lists [][]int32
-	free  []int32 // places in lists no entry names
+	// dense: place → its bitmap (bits nil: the place is a list).
+	dense   []denseSet
+	free    []int32 // places in lists no entry names
+	bitmaps bool
+}
+
+// denseSet is a list as a bitmap: bit n of bits is record n; n counts them.
+type denseSet struct {
+	bits []uint64
+	n    int32
+}
+
+// denseMin is the fewest records a list holds before it may become a
+// bitmap; it does when its largest number is below 16 times its length,
+// so the bitmap takes at most half the list's bytes.
+const denseMin = 256
+
+// bitmap is place at's bitmap, nil when it is a list.
+func (s *slab) bitmap(at int32) *denseSet {
+	if int(at) < len(s.dense) && s.dense[at].bits != nil {
+		return &s.dense[at]
+	}
+	return nil
 }
 
 // list is the records of entry e, ascending (nil: none). One record gets
-// a list of its own, which the caller may keep.
+// a list of its own, as does a bitmap; the caller may keep it.
 func (s *slab) list(e int32) []int32 {
 	switch {
 	case e == noRecords:
 		return nil
 	case e >= 0:
 		return []int32{e}
+	}
+	if d := s.bitmap(-1 - e); d != nil {
+		out := make([]int32, 0, d.n)
+		eachBit(d.bits, func(n int32) { out = append(out, n) })
+		return out
 	}
 	return s.lists[-1-e]
 }
@@ -39,6 +73,10 @@ func (s *slab) each(e int32, fn func(int32)) {
 	case e >= 0:
 		fn(e)
 	default:
+		if d := s.bitmap(-1 - e); d != nil {
+			eachBit(d.bits, fn)
+			return
+		}
 		for _, n := range s.lists[-1-e] {
 			fn(n)
 		}
@@ -52,6 +90,9 @@ func (s *slab) size(e int32) int {
 		return 0
 	case e >= 0:
 		return 1
+	}
+	if d := s.bitmap(-1 - e); d != nil {
+		return int(d.n)
 	}
 	return len(s.lists[-1-e])
 }
@@ -71,12 +112,36 @@ func (s *slab) insert(e, n int32) int32 {
 		}
 		return -1 - s.place(list)
 	}
-	s.lists[-1-e] = insertNum(s.lists[-1-e], n)
+	at := -1 - e
+	if d := s.bitmap(at); d != nil {
+		w := int(n >> 6)
+		if w >= len(d.bits) {
+			d.bits = append(d.bits, make([]uint64, w+1-len(d.bits))...)
+		}
+		if d.bits[w]&(1<<(n&63)) == 0 {
+			d.bits[w] |= 1 << (n & 63)
+			d.n++
+		}
+		return e
+	}
+	list := insertNum(s.lists[at], n)
+	if k := len(list); s.bitmaps && k >= denseMin && int(list[k-1]) < 16*k {
+		for len(s.dense) <= int(at) {
+			s.dense = append(s.dense, denseSet{})
+		}
+		bits := make([]uint64, int(list[k-1])>>6+1)
+		for _, m := range list {
+			bits[m>>6] |= 1 << (m & 63)
+		}
+		s.dense[at] = denseSet{bits: bits, n: int32(k)}
+		list = nil
+	}
+	s.lists[at] = list
 	return e
 }
 
-// remove returns entry e without record n: a list left with one record
-// becomes that number, an empty one noRecords.
+// remove returns entry e without record n: a list (or bitmap) left with
+// one record becomes that number, an empty one noRecords.
 func (s *slab) remove(e, n int32) int32 {
 	switch {
 	case e == noRecords:
@@ -88,17 +153,30 @@ func (s *slab) remove(e, n int32) int32 {
 		return e
 	}
 	at := -1 - e
-	list := removeNum(s.lists[at], n)
-	if len(list) > 1 {
-		s.lists[at] = list
-		return e
+	var left int32 = noRecords
+	if d := s.bitmap(at); d != nil {
+		if w := int(n >> 6); w < len(d.bits) && d.bits[w]&(1<<(n&63)) != 0 {
+			d.bits[w] &^= 1 << (n & 63)
+			d.n--
+		}
+		if d.n > 1 {
+			return e
+		}
+		eachBit(d.bits, func(m int32) { left = m })
+		s.dense[at] = denseSet{}
+	} else {
+		list := removeNum(s.lists[at], n)
+		if len(list) > 1 {
+			s.lists[at] = list
+			return e
+		}
+		if len(list) == 1 {
+			left = list[0]
+		}
 	}
 	s.lists[at] = nil
 	s.free = append(s.free, at)
-	if len(list) == 1 {
-		return list[0]
-	}
-	return noRecords
+	return left
 }
 
 // place stores list in the slab and returns where.
@@ -111,6 +189,16 @@ func (s *slab) place(list []int32) int32 {
 	}
 	s.lists = append(s.lists, list)
 	return int32(len(s.lists) - 1)
+}
+
+// eachBit calls fn for every bit set in bits, ascending.
+func eachBit(bits []uint64, fn func(int32)) {
+	for i, w := range bits {
+		for w != 0 {
+			fn(int32(i*64 + mbits.TrailingZeros64(w)))
+			w &= w - 1
+		}
+	}
 }
 
 // postings are one key path's posting lists: value → the entry of the

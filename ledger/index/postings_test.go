@@ -175,3 +175,86 @@ func TestWordPostingsHoldOneRecordInline(t *testing.T) {
 		}
 	}
 }
+
+// TestDenseWordsAreBitmaps: a word of most records is held as a bitmap,
+// answers as the list did while records join and leave it, and turns
+// back into a record's number when one is left. Key paths keep lists.
+func TestDenseWordsAreBitmaps(t *testing.T) {
+	mc := NewColl(testWordsSpec)
+	docs := map[string]textDoc{}
+	put := func(i int, body string) {
+		d := textDoc{id: fmt.Sprintf("r%04d", i), title: fmt.Sprint("t", i), body: body}
+		docs[d.id] = d
+		putHeld(t, mc, d)
+	}
+	const records = 1000
+	for i := range records {
+		body := "common"
+		if i%2 == 0 {
+			body += " even"
+		}
+		if i%100 == 0 {
+			body += " rare"
+		}
+		put(i, body)
+	}
+	entry := func(w string) int32 {
+		at, ok := mc.words.vocab[w]
+		if !ok {
+			return noRecords
+		}
+		return mc.words.postings[at].all
+	}
+	isBitmap := func(w string) bool {
+		e := entry(w)
+		return e < 0 && e != noRecords && mc.words.lists.bitmap(-1-e) != nil
+	}
+	if !isBitmap("common") || !isBitmap("even") || isBitmap("rare") {
+		t.Fatalf("bitmaps: common %v, even %v, rare %v", isBitmap("common"), isBitmap("even"), isBitmap("rare"))
+	}
+	check := func() {
+		t.Helper()
+		for _, n := range []string{"common", "even", "rare", "comm", "mmon", "t1", "t99"} {
+			checkText(t, mc, docs, n)
+		}
+		for _, w := range []string{"common", "even", "rare"} {
+			var want []int32
+			for n := range int32(records) {
+				if slices.Contains(wordsOf(docs[mc.idString(n)].body), w) {
+					want = append(want, n)
+				}
+			}
+			l := mc.words.lists
+			if got := l.list(entry(w)); !slices.Equal(got, want) || l.size(entry(w)) != len(want) {
+				t.Fatalf("%s: %d records %v, want %v", w, l.size(entry(w)), got, want)
+			}
+		}
+	}
+	check()
+	// Records leave "common" until one holds it: the bitmap follows, then
+	// the word is that record's number.
+	for i := range records - 1 {
+		put(i, "gone")
+		if i%97 == 0 {
+			check()
+		}
+	}
+	check()
+	if e := entry("common"); e != int32(records-1) {
+		t.Fatalf("common, in one record, held as %d", e)
+	}
+	put(records-1, "gone")
+	if _, ok := mc.words.vocab["common"]; ok {
+		t.Fatal("a word no record holds is kept")
+	}
+	check()
+	// A key path's postings stay lists however dense.
+	kc := NewColl(Spec{Keys: []string{"k"}})
+	for i := range records {
+		raw, _ := bson.Marshal(bson.M{"_id": fmt.Sprint(i), "k": "x"})
+		kc.Put(raw)
+	}
+	if e := kc.keys["k"].m["x"]; kc.keys["k"].bitmap(-1-e) != nil || len(kc.keys["k"].get("x")) != records {
+		t.Fatal("a key path's list became a bitmap")
+	}
+}

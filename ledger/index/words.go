@@ -391,6 +391,14 @@ func newBitset(size int) bitset { return make(bitset, (size+63)/64) }
 
 // add adds the records of entry e of s.
 func (b bitset) add(s *slab, e int32) {
+	if e < 0 && e != noRecords {
+		if d := s.bitmap(-1 - e); d != nil {
+			for i, w := range d.bits[:min(len(d.bits), len(b))] {
+				b[i] |= w
+			}
+			return
+		}
+	}
 	s.each(e, func(n int32) { b[n>>6] |= 1 << (n & 63) })
 }
 
