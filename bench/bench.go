@@ -156,7 +156,9 @@ type Report struct {
 	// HeldRSS is this process's RSS at the end once a collection has handed
 	// the freed memory back (debug.FreeOSMemory): what it holds, without the
 	// garbage the last cells (the raw scans among them) left.
-	HeldRSS  int64
+	HeldRSS int64
+	// Held is what HeldRSS is made of (memory.go).
+	Held     HeldMemory
 	PeerNote string
 }
 
@@ -374,6 +376,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.ServerRSS = rss(os.Getpid())
 	debug.FreeOSMemory()
 	rep.HeldRSS = rss(os.Getpid())
+	rep.Held = heldMemory()
 	if peer != nil {
 		rep.PeerRSS = rss(peer.pid())
 	}

@@ -149,6 +149,7 @@ func (g *Growth) Markdown() string {
 	}
 	row(rssLabel, func(r *Report) string { return fmt.Sprintf("%d MB", r.ServerRSS>>20) })
 	row("RSS once a collection hands freed memory back (what it holds)", func(r *Report) string { return fmt.Sprintf("%d MB", r.HeldRSS>>20) })
+	row(heldMemoryLabel, func(r *Report) string { return r.Held.String() })
 	row("load average (1 min), start–end", func(r *Report) string {
 		return strings.Fields(r.LoadBefore + " ?")[0] + "–" + strings.Fields(r.LoadAfter + " ?")[0]
 	})

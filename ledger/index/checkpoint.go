@@ -61,7 +61,11 @@ type Snapshot map[string][]bson.Raw
 func Snap(colls map[string]*Coll) Snapshot {
 	out := make(Snapshot, len(colls))
 	for n, mc := range colls {
-		out[n] = slices.Clone(mc.raws)
+		raws := make([]bson.Raw, len(mc.locs))
+		for i := range raws {
+			raws[i] = mc.raw(int32(i))
+		}
+		out[n] = raws
 	}
 	return out
 }
@@ -148,7 +152,7 @@ func ReadCheckpoint(r io.Reader, specs map[string]Spec) (Position, map[string]*C
 		}
 		hint := min(c.Records, 1<<22) // the header is checked only at the end
 		mc := NewColl(spec)
-		mc.raws = make([]bson.Raw, 0, hint)
+		mc.locs = make([]loc, 0, hint)
 		raws := make([]bson.Raw, 0, hint)
 		for range c.Records {
 			raw, err := readDoc(br, sum)

@@ -51,12 +51,13 @@ type Spec struct {
 type Coll struct {
 	spec  Spec
 	prune pruner
-	// raws: record number → record (in arena); idx: id → record number.
-	raws  []bson.Raw
+	// locs: record number → where the record is in arena; idx: id →
+	// record number.
+	locs  []loc
 	arena arena
 	idx   idTable
 	// keys: path → value → the numbers of the records holding it, ascending.
-	keys map[string]map[string][]int32
+	keys map[string]*postings
 	// words is the word index (words.go), nil without Spec.Words.
 	words *wordIndex
 }
@@ -78,19 +79,19 @@ func (mc *Coll) put(raw bson.Raw) {
 	}
 	n, old := mc.find(string(id))
 	if old {
-		mc.unkey(n, mc.raws[n])
-		mc.putWords(n, mc.raws[n], raw)
-		mc.arena.replaced(mc.raws[n])
-		raw = mc.arena.store(raw)
-		mc.raws[n] = raw // a replaced record keeps its place, as in the store
+		was := mc.raw(n)
+		mc.unkey(n, was)
+		mc.putWords(n, was, raw)
+		mc.arena.replaced(mc.locs[n])
+		mc.locs[n] = mc.arena.store(raw) // a replaced record keeps its place, as in the store
 		if mc.arena.wasteful() {
 			mc.compact()
-			raw = mc.raws[n]
 		}
+		raw = mc.raw(n)
 	} else {
-		n = int32(len(mc.raws))
-		raw = mc.arena.store(raw)
-		mc.raws = append(mc.raws, raw)
+		n = int32(len(mc.locs))
+		mc.locs = append(mc.locs, mc.arena.store(raw))
+		raw = mc.raw(n)
 		mc.add(idOf(raw), n)
 		mc.putWords(n, nil, raw)
 	}
@@ -102,12 +103,12 @@ func (mc *Coll) key(n int32, raw bson.Raw) {
 	for _, path := range mc.spec.Keys {
 		for _, v := range flatten(valuesAt(raw, path)) {
 			if str, ok := heldString(v); ok {
-				m := mc.keys[path]
-				if m == nil {
-					m = map[string][]int32{}
-					mc.keys[path] = m
+				p := mc.keys[path]
+				if p == nil {
+					p = newPostings()
+					mc.keys[path] = p
 				}
-				m[str] = insertNum(m[str], n)
+				p.insert(str, n)
 			}
 		}
 	}
@@ -116,12 +117,9 @@ func (mc *Coll) key(n int32, raw bson.Raw) {
 func (mc *Coll) unkey(n int32, raw bson.Raw) {
 	for _, path := range mc.spec.Keys {
 		for _, v := range flatten(valuesAt(raw, path)) {
-			if str, ok := v.StringValueOK(); ok {
-				list := removeNum(mc.keys[path][str], n)
-				if len(list) == 0 {
-					delete(mc.keys[path], str)
-				} else {
-					mc.keys[path][str] = list
+			if str, ok := heldString(v); ok {
+				if p := mc.keys[path]; p != nil {
+					p.remove(str, n)
 				}
 			}
 		}
@@ -200,7 +198,7 @@ func (mc *Coll) IDs(q Query) (ids []string, total int64, ok bool) {
 	var n int64
 	scratch := hit{keys: make([]sortKey, len(paths))}
 	consider := func(num int32) bool {
-		raw := mc.raws[num]
+		raw := mc.raw(num)
 		match, ok := evalFilter(raw, q.Filter)
 		if !ok {
 			return false
@@ -260,7 +258,7 @@ func (mc *Coll) IDs(q Query) (ids []string, total int64, ok bool) {
 			}
 		}
 	} else {
-		for num := range mc.raws {
+		for num := range mc.locs {
 			if !consider(int32(num)) {
 				return nil, 0, false
 			}
@@ -437,7 +435,7 @@ func (mc *Coll) candidates(filter bson.M) ([]int32, bool) {
 		}
 		switch x := v.(type) {
 		case string:
-			consider(postings[x])
+			consider(postings.get(x))
 		case bson.M:
 			if pat, ok := x["$regex"].(string); ok {
 				// A pattern on a keyed field (a session id's prefix): the
@@ -453,11 +451,11 @@ func (mc *Coll) candidates(filter bson.M) ([]int32, bool) {
 					continue
 				}
 				var lists [][]int32
-				for v, list := range postings {
+				postings.each(func(v string, list []int32) {
 					if re.MatchString(v) {
 						lists = append(lists, list)
 					}
-				}
+				})
 				consider(union(lists))
 				continue
 			}
@@ -484,7 +482,7 @@ func (mc *Coll) candidates(filter bson.M) ([]int32, bool) {
 					all = false
 					break
 				}
-				lists = append(lists, postings[s])
+				lists = append(lists, postings.get(s))
 			}
 			if all {
 				consider(union(lists))
@@ -1029,9 +1027,9 @@ func compareIntFloat(i int64, f float64) int {
 
 // NewColl returns an empty index of one collection.
 func NewColl(spec Spec) *Coll {
-	mc := &Coll{spec: spec, prune: newPruner(spec), idx: idTable{seed: maphash.MakeSeed()}, keys: map[string]map[string][]int32{}}
+	mc := &Coll{spec: spec, prune: newPruner(spec), idx: idTable{seed: maphash.MakeSeed()}, keys: map[string]*postings{}}
 	if spec.Words != nil {
-		mc.words = &wordIndex{vocab: map[string]int32{}}
+		mc.words = &wordIndex{vocab: map[string]int32{}, lists: slab{bitmaps: true}}
 	}
 	return mc
 }
@@ -1044,7 +1042,7 @@ type Query struct {
 }
 
 // Len is the number of records held.
-func (mc *Coll) Len() int { return len(mc.raws) }
+func (mc *Coll) Len() int { return len(mc.locs) }
 
 // Doc is the record id as held (only the fields the spec keeps).
 func (mc *Coll) Doc(id string) (bson.Raw, bool) {
@@ -1052,12 +1050,13 @@ func (mc *Coll) Doc(id string) (bson.Raw, bool) {
 	if !ok {
 		return nil, false
 	}
-	return mc.raws[n], true
+	return mc.raw(n), true
 }
 
 // Each calls fn for every record held, in no order.
 func (mc *Coll) Each(fn func(id string, raw bson.Raw)) {
-	for _, raw := range mc.raws {
+	for n := range mc.locs {
+		raw := mc.raw(int32(n))
 		fn(string(idOf(raw)), raw)
 	}
 }

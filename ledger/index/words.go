@@ -53,11 +53,14 @@ type Words struct {
 // distinct, sorted and separated by spaces.
 const wordsField = "$words"
 
-// wordPosting is the records holding a word, ascending: anywhere in their
-// texts (all), in their title (title).
+// wordPosting is the records holding a word: anywhere in their texts
+// (all), in their title (title), as entries of the word index's slab
+// (postings.go; most words are in one record, held inline).
 type wordPosting struct {
-	all, title []int32
+	all, title int32
 }
+
+var noPosting = wordPosting{all: noRecords, title: noRecords}
 
 // wordIndex is a collection's word index.
 type wordIndex struct {
@@ -66,6 +69,7 @@ type wordIndex struct {
 	// free: places of words no record holds any more.
 	vocab    map[string]int32
 	postings []wordPosting
+	lists    slab
 	free     []int32
 	// list is every word, each after a 0 byte, in the order they came
 	// (a word no record holds any more is blanked to 0 bytes until the
@@ -196,7 +200,7 @@ func (mc *Coll) putWords(n int32, old, raw bson.Raw) {
 				at, wi.free = wi.free[k-1], wi.free[:k-1]
 			} else {
 				at = int32(len(wi.postings))
-				wi.postings = append(wi.postings, wordPosting{})
+				wi.postings = append(wi.postings, noPosting)
 			}
 			wi.vocab[strings.Clone(w)] = at // not the whole record's words
 			wi.listWord(w, at)
@@ -210,19 +214,18 @@ func (mc *Coll) putWords(n int32, old, raw bson.Raw) {
 		}
 		p := &wi.postings[at]
 		if title {
-			p.title = removeNum(p.title, n)
+			p.title = wi.lists.remove(p.title, n)
 		} else {
-			p.all = removeNum(p.all, n)
+			p.all = wi.lists.remove(p.all, n)
 		}
-		if len(p.all) == 0 && len(p.title) == 0 {
+		if *p == noPosting {
 			delete(wi.vocab, w)
-			*p = wordPosting{}
 			wi.free = append(wi.free, at)
 			wi.blank(w, at)
 		}
 	}
-	diffSorted(oldAll, newAll, func(w string) { unpost(w, false) }, func(w string) { p := post(w); p.all = insertNum(p.all, n) })
-	diffSorted(oldTitle, newTitle, func(w string) { unpost(w, true) }, func(w string) { p := post(w); p.title = insertNum(p.title, n) })
+	diffSorted(oldAll, newAll, func(w string) { unpost(w, false) }, func(w string) { p := post(w); p.all = wi.lists.insert(p.all, n) })
+	diffSorted(oldTitle, newTitle, func(w string) { unpost(w, true) }, func(w string) { p := post(w); p.title = wi.lists.insert(p.title, n) })
 }
 
 // blank takes word w (at place at) out of the list; the list is
@@ -306,7 +309,7 @@ func (mc *Coll) Text(needle string) (recs []TextRecord, exact, ok bool) {
 	if len(tokens) == 0 {
 		return nil, false, false
 	}
-	size := len(mc.raws)
+	size := len(mc.locs)
 	var cand bitset
 	for i, t := range tokens {
 		set := mc.words.union(size, t, false)
@@ -322,11 +325,11 @@ func (mc *Coll) Text(needle string) (recs []TextRecord, exact, ok bool) {
 		title = mc.words.union(size, tokens[0], true)
 		whole = newBitset(size)
 		if at, found := mc.words.vocab[tokens[0].word]; found {
-			whole.add(mc.words.postings[at].all)
+			whole.add(&mc.words.lists, mc.words.postings[at].all)
 		}
 	}
 	cand.each(func(n int32) {
-		r := TextRecord{ID: mc.idString(n), Raw: mc.raws[n]}
+		r := TextRecord{ID: mc.idString(n), Raw: mc.raw(n)}
 		if exact {
 			r.Title, r.Whole = title.has(n), whole.has(n)
 		}
@@ -342,9 +345,9 @@ func (wi *wordIndex) union(size int, t textToken, title bool) bitset {
 	set := newBitset(size)
 	add := func(p *wordPosting) {
 		if title {
-			set.add(p.title)
+			set.add(&wi.lists, p.title)
 		} else {
-			set.add(p.all)
+			set.add(&wi.lists, p.all)
 		}
 	}
 	if t.left && t.right {
@@ -386,10 +389,17 @@ type bitset []uint64
 
 func newBitset(size int) bitset { return make(bitset, (size+63)/64) }
 
-func (b bitset) add(nums []int32) {
-	for _, n := range nums {
-		b[n>>6] |= 1 << (n & 63)
+// add adds the records of entry e of s.
+func (b bitset) add(s *slab, e int32) {
+	if e < 0 && e != noRecords {
+		if d := s.bitmap(-1 - e); d != nil {
+			for i, w := range d.bits[:min(len(d.bits), len(b))] {
+				b[i] |= w
+			}
+			return
+		}
 	}
+	s.each(e, func(n int32) { b[n>>6] |= 1 << (n & 63) })
 }
 
 func (b bitset) has(n int32) bool { return b[n>>6]&(1<<(n&63)) != 0 }
@@ -423,7 +433,7 @@ func (mc *Coll) WordsStats() WordsStats {
 	}
 	s.Words = len(mc.words.vocab)
 	for _, p := range mc.words.postings {
-		s.Postings += len(p.all) + len(p.title)
+		s.Postings += mc.words.lists.size(p.all) + mc.words.lists.size(p.title)
 	}
 	return s
 }

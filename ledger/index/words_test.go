@@ -186,7 +186,7 @@ func TestTextAnswersAsAScanOfTheTexts(t *testing.T) {
 	}
 	// No posting is left for a word no record holds any more.
 	for w, at := range mc.words.vocab {
-		for _, n := range mc.words.postings[at].all {
+		for _, n := range mc.words.lists.list(mc.words.postings[at].all) {
 			if !slices.Contains(wordsOf(strings.ToLower(docs[mc.idString(n)].title+" "+docs[mc.idString(n)].body)), w) {
 				t.Errorf("%q lists %s, which does not hold it", w, mc.idString(n))
 			}
