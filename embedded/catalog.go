@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -118,7 +117,7 @@ func indexDDL(table string, index indexInfo) string {
 
 // repairFile repairs one database file, in one SQLite transaction.
 func repairFile(ctx context.Context, path string) (done []string, err error) {
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: "_pragma=busy_timeout(30000)"}).String())
+	db, err := openFile(path)
 	if err != nil {
 		return nil, err
 	}

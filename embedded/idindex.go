@@ -31,8 +31,7 @@ func (s *Store) IndexIDs(ctx context.Context, database string) error {
 	} else if err != nil {
 		return err
 	}
-	// The driver is FerretDB's (modernc.org/sqlite, registered as "sqlite").
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: "_pragma=busy_timeout(30000)"}).String())
+	db, err := openFile(path)
 	if err != nil {
 		return fmt.Errorf("index _id look-ups: %w", err)
 	}
@@ -70,4 +69,11 @@ func (s *Store) IndexCheckpoint(database string) string {
 		return ""
 	}
 	return filepath.Join(s.dir, database+".index")
+}
+
+// openFile opens one of the store's SQLite files beside FerretDB, through
+// FerretDB's own driver (modernc.org/sqlite, registered as "sqlite"),
+// waiting for FerretDB's writers rather than failing on their lock.
+func openFile(path string) (*sql.DB, error) {
+	return sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: "_pragma=busy_timeout(30000)"}).String())
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -63,7 +62,7 @@ func (s *Store) lookup(ctx context.Context, database, collection string, query f
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: "_pragma=busy_timeout(30000)"}).String())
+	db, err := openFile(path)
 	if err != nil {
 		return nil, err
 	}
