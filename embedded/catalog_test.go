@@ -45,6 +45,16 @@ func exec1(t *testing.T, db *sql.DB, q string, args ...any) {
 	}
 }
 
+// startStore starts the store on dir, failing the test if it cannot.
+func startStore(t *testing.T, dir string) *Store {
+	t.Helper()
+	es, err := Start(context.Background(), Options{Dir: dir})
+	if err != nil {
+		t.Fatalf("start on %s: %v", dir, err)
+	}
+	return es
+}
+
 func storeClient(t *testing.T, es *Store) *mongo.Client {
 	t.Helper()
 	c, err := mongo.Connect(options.Client().ApplyURI(es.URI))
@@ -81,10 +91,7 @@ func checkCollection(t *testing.T, ctx context.Context, c *mongo.Collection, id 
 func TestStartRepairsACatalogChangeCutShort(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	es, err := Start(ctx, Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	es := startStore(t, dir)
 	c := storeClient(t, es)
 	db := c.Database("app")
 	if _, err := db.Collection("notes").InsertOne(ctx, bson.M{"_id": "n1", "title": "kept"}); err != nil {
@@ -116,10 +123,7 @@ func TestStartRepairsACatalogChangeCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	es, err = Start(ctx, Options{Dir: dir})
-	if err != nil {
-		t.Fatalf("start after the kills: %v", err)
-	}
+	es = startStore(t, dir) // after the kills
 	want := []string{
 		"app: table " + tableOf("deliveries") + ", left empty by a collection's creation cut short, dropped",
 		"app: collection notes: index title was in the catalog but not in the file: made",
@@ -149,10 +153,7 @@ func TestStartRepairsACatalogChangeCutShort(t *testing.T) {
 	c.Disconnect(ctx)
 	es.Close()
 
-	es, err = Start(ctx, Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	es = startStore(t, dir)
 	if len(es.Repaired) != 0 {
 		t.Errorf("a start after the repair repaired again: %q", es.Repaired)
 	}
@@ -171,10 +172,7 @@ func TestStartRepairsACatalogChangeCutShort(t *testing.T) {
 func TestStartRefusesATableWithDocumentsOutsideTheCatalog(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	es, err := Start(ctx, Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	es := startStore(t, dir)
 	c := storeClient(t, es)
 	if _, err := c.Database("app").Collection("notes").InsertOne(ctx, bson.M{"_id": "n1"}); err != nil {
 		t.Fatal(err)
@@ -186,7 +184,7 @@ func TestStartRefusesATableWithDocumentsOutsideTheCatalog(t *testing.T) {
 	exec1(t, raw, fmt.Sprintf(`CREATE TABLE %q (_ferretdb_sjson TEXT NOT NULL) STRICT`, stray))
 	exec1(t, raw, fmt.Sprintf(`INSERT INTO %q VALUES ('{"_id":"x"}')`, stray))
 	raw.Close()
-	_, err = Start(ctx, Options{Dir: dir})
+	_, err := Start(ctx, Options{Dir: dir})
 	if err == nil || !strings.Contains(err.Error(), stray) || !strings.Contains(err.Error(), "holds documents") {
 		t.Fatalf("start: %v, want a refusal naming %s", err, stray)
 	}
