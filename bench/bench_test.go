@@ -48,8 +48,20 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", s, md)
 		}
 	}
-	if len(rep.Checks()) != 5*2+2+1 { // p50 and throughput per operation, more-than-one-client per write, the rollback
-		t.Errorf("%d checks; want 13", len(rep.Checks()))
+	// p50 and throughput per operation, an absolute p50 per read,
+	// more-than-one-client per write, the rollback.
+	if len(rep.Checks()) != 5*2+3+2+1 {
+		t.Errorf("%d checks; want 16", len(rep.Checks()))
+	}
+	for _, ch := range rep.Checks() {
+		if ch.Target == "p50 ≤ 100 ms (ms)" && (ch.Value <= 0 || ch.Goal != 100 || ch.Met != (ch.Value <= 100)) {
+			t.Errorf("%s: absolute target %+v", ch.Operation, ch)
+		}
+	}
+	for _, s := range []string{"| get_note | p50 ≤ 100 ms (ms) |", "| list_notes (search) | p50 ≤ 100 ms (ms) |"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("the targets lack %q:\n%s", s, md)
+		}
 	}
 	if len(rep.Rollbacks) != 1 || rep.Rollbacks[0].Write <= 0 || rep.Rollbacks[0].Rollback <= 0 {
 		t.Errorf("rollbacks measured: %+v", rep.Rollbacks)
@@ -87,7 +99,14 @@ func TestGrowthPrintsEveryTarget(t *testing.T) {
 		"get_note at 40 notes: p50 ≤ 100 ms",
 		"get_note: p50 at 40 notes ≤ 1.5× at 20 notes",
 		"list_notes (by contact) at 40 notes: p50 ≤ 100 ms",
+		"list_notes (search) at 40 notes: p50 ≤ 100 ms",
 		"get_interaction_log at 40 notes: p50 ≤ 100 ms",
+		"list_contacts (search) at 40 notes: p50 ≤ 100 ms",
+		"list_outlets (search) at 40 notes: p50 ≤ 100 ms",
+		"list_campaigns (search) at 40 notes: p50 ≤ 100 ms",
+		"list_opportunities (search) at 40 notes: p50 ≤ 100 ms",
+		"list_coverage (search) at 40 notes: p50 ≤ 100 ms",
+		"search_emails at 40 notes: p50 ≤ 100 ms",
 		"get_contact_dossier at 40 notes: p50 ≤ 100 ms",
 		"search at 40 notes: p50 ≤ 250 ms",
 		"create_note: p50 at 40 notes ≤ 1.5× at 20 notes",

@@ -33,8 +33,11 @@ type GrowthConfig struct {
 
 // growthOps are the operations the growth table follows: the reads the
 // issue's target names (a contact's notes, its interaction log, its
-// dossier), a read by id, and the two commonest writes.
-var growthOps = []string{"get_note", "list_notes (by contact)", "get_interaction_log", "get_contact_dossier", "search", "create_note", "update_note"}
+// dossier), a read by id, search and every list's free-text filter, and
+// the two commonest writes.
+var growthOps = []string{"get_note", "list_notes (by contact)", "get_interaction_log", "get_contact_dossier", "search",
+	"list_notes (search)", "list_contacts (search)", "list_outlets (search)", "list_campaigns (search)", "list_opportunities (search)",
+	"list_coverage (search)", "search_emails", "create_note", "update_note"}
 
 // Growth is a growth run's result: one benchmark report per size.
 type Growth struct {
@@ -170,6 +173,15 @@ const (
 	growthRatio = 1.5 // get_note's and the writes' p50 against the smallest size's (the is 1,000 notes)
 )
 
+// readGoalFor is a read's absolute target: p50 ≤ 250 ms for search,
+// ≤ 100 ms for every other read (free-text filters among them).
+func readGoalFor(name string) (time.Duration, string) {
+	if name == "search" {
+		return searchGoal, "p50 ≤ 250 ms"
+	}
+	return readGoal, "p50 ≤ 100 ms"
+}
+
 // Checks evaluates the growth targets on the largest size, against the
 // smallest for the ratios.
 func (g *Growth) Checks() []Check {
@@ -216,10 +228,7 @@ func (g *Growth) Checks() []Check {
 	for _, row := range big.Rows {
 		p50 := row.Service[1].P50
 		if !row.Write {
-			goal, what := readGoal, "p50 ≤ 100 ms"
-			if row.Name == "search" {
-				goal, what = searchGoal, "p50 ≤ 250 ms"
-			}
+			goal, what := readGoalFor(row.Name)
 			out = append(out, Check{row.Name + " at " + at, what + " (ms)", float64(p50) / float64(time.Millisecond), float64(goal / time.Millisecond), p50 <= goal})
 		}
 		if (row.Write || row.Name == "get_note") && small != big {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"time"
 
@@ -24,7 +25,8 @@ type data struct {
 	db       string
 }
 
-// searchWord is in every tenth note's content and coverage title.
+// searchWord is in every tenth note's content, coverage title, email
+// thread's bodies, opportunity's and campaign's description.
 const searchWord = "quarterly"
 
 // The hot contact's share of the data: a third of the notes, coverage and
@@ -135,6 +137,21 @@ func seedRecords(ctx context.Context, d *data, notes int, put putFunc) error {
 			return err
 		}
 	}
+	// Opportunities, a tenth as many as the notes, and campaigns, one per
+	// 1,000 notes (at least 5 and 10): every tenth holds the search word.
+	nOpportunities, nCampaigns := max(10, notes/10), max(5, notes/1000)
+	for i := range nOpportunities {
+		if _, err := put(ctx, "opportunities", map[string]any{"title": fmt.Sprintf("Opportunity %d", i), "description": text(i),
+			"stage": "researching", "priority": "medium", "contact_ids": []string{other()}, "outlet_id": d.outlets[i%len(d.outlets)]}); err != nil {
+			return err
+		}
+	}
+	for i := range nCampaigns {
+		if _, err := put(ctx, "campaigns", map[string]any{"name": fmt.Sprintf("Campaign %d", i), "description": text(i),
+			"goals": "Coverage in the trade press", "status": "active"}); err != nil {
+			return err
+		}
+	}
 	// The hot contact's messages first, in threads of their own; then the
 	// others', each message from a contact drawn at random.
 	messages := 3 * notes
@@ -172,8 +189,8 @@ func seedRecords(ctx context.Context, d *data, notes int, put putFunc) error {
 			threads++
 		}
 	}
-	d.summary = fmt.Sprintf("%d notes, %d coverage, %d email messages in %d threads, %d contacts, %d outlets; the hot contact's share: %d notes, %d coverage, %d messages",
-		notes, nCoverage, messages, threads, len(d.contacts), len(d.outlets),
+	d.summary = fmt.Sprintf("%d notes, %d coverage, %d email messages in %d threads, %d contacts, %d outlets, %d opportunities, %d campaigns; the hot contact's share: %d notes, %d coverage, %d messages",
+		notes, nCoverage, messages, threads, len(d.contacts), len(d.outlets), nOpportunities, nCampaigns,
 		hotShare(notes, hotNotes), hotShare(nCoverage, hotCoverage), hotShare(messages, hotMessages))
 	return nil
 }
@@ -254,6 +271,16 @@ func suffix(name string) string {
 	return ""
 }
 
+// literalIn is the store's filter of a literal, case-insensitive text in
+// any of fields, as the lists ask it.
+func literalIn(text string, fields ...string) bson.M {
+	var or bson.A
+	for _, f := range fields {
+		or = append(or, bson.M{f: bson.M{"$regex": regexp.QuoteMeta(text), "$options": "i"}})
+	}
+	return bson.M{"$or": or}
+}
+
 func operations(d *data) []operation {
 	note := func(w, i int) string { return d.notes[(w*7919+i*31)%len(d.notes)] }
 	// active is f with the archive mark: a copy, as the raw cells of 8
@@ -311,6 +338,17 @@ func operations(d *data) []operation {
 				return []callSpec{logFinds[0].peer(d.db), logFinds[1].peer(d.db), logFinds[2].peer(d.db)}
 			}},
 		listOp("list_contacts", map[string]any{}, find{"contacts", active(bson.M{}), byCreated}, d.db),
+		// The free-text filters: a phrase of the directory's names (a word
+		// in every record, then the numbers that begin with 1), and the
+		// search word elsewhere.
+		listOp("list_contacts (search)", map[string]any{"search": "Contact 1"}, find{"contacts", active(literalIn("Contact 1", "name", "email")), byCreated}, d.db),
+		listOp("list_outlets (search)", map[string]any{"search": "Outlet 1"}, find{"outlets", active(literalIn("Outlet 1", "name", "website")), byCreated}, d.db),
+		listOp("list_campaigns (search)", map[string]any{"search": searchWord}, find{"campaigns", active(literalIn(searchWord, "name", "description", "goals")), byCreated}, d.db),
+		listOp("list_opportunities (search)", map[string]any{"search": searchWord},
+			find{"opportunities", active(literalIn(searchWord, "title", "description", "next_action")), byCreated}, d.db),
+		listOp("list_coverage (search)", map[string]any{"search": searchWord}, find{"coverage", active(literalIn(searchWord, "title", "summary", "url")), byPublish}, d.db),
+		listOp("search_emails", map[string]any{"query": searchWord, "limit": 20},
+			find{"email_threads", active(literalIn(searchWord, "messages.subject", "messages.body_text", "messages.from")), byLastMail}, d.db),
 		listOp("list_outlets", map[string]any{}, find{"outlets", active(bson.M{}), byCreated}, d.db),
 		listOp("list_coverage (by contact)", map[string]any{"contact_id": d.hot}, logFinds[1], d.db),
 		listOp("list_email_threads (by contact)", map[string]any{"contact_id": d.hot}, find{"email_threads", active(bson.M{"contact_ids": d.hot}), byLastMail}, d.db),

@@ -10,6 +10,16 @@ import "outreach/ledger/index"
 // (stale, being built, no word index for coll, a needle without a word):
 // the caller then asks the store.
 func (s *Engine) TextCandidates(coll, needle string) (recs []index.TextRecord, exact bool, size int, ok bool) {
+	return s.textCandidates(coll, func(mc *index.Coll) ([]index.TextRecord, bool, bool) { return mc.Text(needle) })
+}
+
+// ListTextCandidates is TextCandidates over the texts a list's free-text
+// filter reads (index.Coll.ListText).
+func (s *Engine) ListTextCandidates(coll, needle string) (recs []index.TextRecord, exact bool, size int, ok bool) {
+	return s.textCandidates(coll, func(mc *index.Coll) ([]index.TextRecord, bool, bool) { return mc.ListText(needle) })
+}
+
+func (s *Engine) textCandidates(coll string, text func(*index.Coll) ([]index.TextRecord, bool, bool)) (recs []index.TextRecord, exact bool, size int, ok bool) {
 	mi := s.mirror
 	if mi == nil || !s.serialWrites || mi.stale.Load() {
 		return nil, false, 0, false
@@ -20,7 +30,7 @@ func (s *Engine) TextCandidates(coll, needle string) (recs []index.TextRecord, e
 	if mc == nil {
 		return nil, false, 0, false
 	}
-	recs, exact, ok = mc.Text(needle)
+	recs, exact, ok = text(mc)
 	return recs, exact, mc.Len(), ok
 }
 

@@ -80,6 +80,12 @@ func (s *Engine) FindOne(ctx context.Context, coll string, filter bson.M, opts .
 	return s.findOne(ctx, coll, filter, opts...)
 }
 
+// FetchByID reads the records ids of coll by _id, in order, a few at a
+// time (the record cache first); a record not stored is left out.
+func (s *Engine) FetchByID(ctx context.Context, coll string, ids []string) ([]bson.Raw, error) {
+	return s.fetch(ctx, coll, ids, nil, nil)
+}
+
 // Count counts the records of coll matching filter.
 func (s *Engine) Count(ctx context.Context, coll string, filter bson.M) (int64, error) {
 	return s.count(ctx, coll, filter)

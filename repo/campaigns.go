@@ -212,7 +212,7 @@ func (s *Store) ListCampaigns(ctx context.Context, f CampaignFilter, limit, offs
 		filter["status"] = f.Status
 	}
 	if f.Search != "" {
-		filter["$or"] = anyField(f.Search, "name", "description", "goals")["$or"]
+		return textListPage[Campaign](ctx, s, textFilter{coll: collCampaigns, text: f.Search}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 	}
 	return listPage[Campaign](ctx, s, collCampaigns, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 }

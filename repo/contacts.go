@@ -376,7 +376,7 @@ func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset
 		filter["is_freelance"] = *f.IsFreelance
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		filter["$or"] = anyField(q, "name", "email")["$or"]
+		return textListPage[Contact](ctx, s, textFilter{coll: collContacts, text: q}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 	}
 	return listPage[Contact](ctx, s, collContacts, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 }

@@ -265,10 +265,10 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 		}
 	}
 	ledger.Between(filter, "published_at", f.Since, f.Until)
-	if f.Search != "" {
-		filter["$or"] = anyField(f.Search, "title", "summary", "url")["$or"]
-	}
 	sort := bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}
+	if f.Search != "" {
+		return textListPage[Coverage](ctx, s, textFilter{coll: collCoverage, text: f.Search}, active(filter, f.IncludeArchived), sort, limit, offset)
+	}
 	return listPage[Coverage](ctx, s, collCoverage, active(filter, f.IncludeArchived), sort, limit, offset)
 }
 

@@ -520,16 +520,19 @@ type EmailHit struct {
 // literally and case-insensitively, newest first (ties by id descending);
 // where the server has text search, its index narrows the threads first.
 func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int, []EmailHit, error) {
-	filter := anyField(query, "messages.subject", "messages.body_text", "messages.from")
-	filter["archived_at"] = nil
-	if s.Capabilities().TextSearch {
-		filter["$text"] = bson.M{"$search": textPhrase(query)}
+	t := textFilter{coll: collEmails, text: query, textIndex: true}
+	filter := bson.M{"archived_at": nil}
+	bounded, cancel, err := s.narrowText(ctx, t, filter)
+	if err != nil {
+		return 0, nil, err
 	}
+	defer cancel()
 	q := strings.ToLower(query)
-	return s.messages(ctx, filter, func(_ *EmailThread, m *EmailMessage) bool {
+	total, hits, err := s.messages(bounded, filter, func(_ *EmailThread, m *EmailMessage) bool {
 		return strings.Contains(strings.ToLower(m.Subject), q) || strings.Contains(strings.ToLower(m.BodyText), q) ||
 			strings.Contains(strings.ToLower(m.From), q)
 	}, limit)
+	return total, hits, s.boundErr(ctx, bounded, t, err)
 }
 
 // ContactEmails returns the messages that involve a contact (From, To or

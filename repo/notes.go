@@ -258,8 +258,8 @@ type NoteFilter struct {
 }
 
 // ListNotes lists notes, newest occurred_at first, _id descending on ties.
-// Search matches title and content literally and case-insensitively; where
-// the server has text search, its index narrows the candidates first.
+// Search matches title and content literally and case-insensitively
+// (list_text.go: the word index, or the store's pattern).
 func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) (Page[Note], error) {
 	filter := active(bson.M{}, f.IncludeArchived)
 	if f.Type != "" {
@@ -274,15 +274,11 @@ func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) 
 	if f.OpportunityID != "" {
 		filter["links.opportunity_id"] = f.OpportunityID
 	}
+	sort := bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		for k, v := range anyField(f.Search, "title", "content") {
-			filter[k] = v
-		}
-		if s.Capabilities().TextSearch {
-			filter["$text"] = bson.M{"$search": textPhrase(f.Search)}
-		}
+		return textListPage[Note](ctx, s, textFilter{coll: collNotes, text: f.Search, textIndex: true}, filter, sort, limit, offset)
 	}
-	return listPage[Note](ctx, s, collNotes, filter, bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	return listPage[Note](ctx, s, collNotes, filter, sort, limit, offset)
 }
 
 // textPhrase makes a $text search of the query as one literal phrase.

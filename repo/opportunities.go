@@ -553,7 +553,7 @@ func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limi
 		filter["next_action_date"] = bson.M{"$lt": *f.NextActionBefore}
 	}
 	if f.Search != "" {
-		filter["$or"] = anyField(f.Search, "title", "description", "next_action")["$or"]
+		return textListPage[Opportunity](ctx, s, textFilter{coll: collOpportunities, text: f.Search}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 	}
 	return listPage[Opportunity](ctx, s, collOpportunities, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 }

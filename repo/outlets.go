@@ -183,7 +183,7 @@ func (s *Store) ListOutlets(ctx context.Context, f OutletFilter, limit, offset i
 		filter["topics"] = element(t)
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		filter["$or"] = anyField(q, "name", "website")["$or"]
+		return textListPage[Outlet](ctx, s, textFilter{coll: collOutlets, text: q}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 	}
 	return listPage[Outlet](ctx, s, collOutlets, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 }

@@ -382,7 +382,15 @@ func foldText(s string) string {
 // combining mark written after its letter) becomes "". Other characters are
 // only lower-cased, so scripts whose decompositions are not accents (Hangul
 // syllables, Indic nukta forms) are compared as they are.
+//
+// Every character folds as the others of its case class do (unicode's
+// simple folding: "ſ" as "s", "K" (Kelvin) as "k", "ς" as "σ"), so that
+// a text holding a query in any case holds its fold: the word index may
+// then name the records of a case-insensitive match (lists).
 func foldRune(r rune) string {
+	if r >= utf8.RuneSelf {
+		r = caseRep(r)
+	}
 	switch {
 	case r < utf8.RuneSelf:
 		return string(unicode.ToLower(r))
@@ -400,6 +408,54 @@ func foldRune(r rune) string {
 		}
 	}
 	return string(unicode.ToLower(r))
+}
+
+// caseRep is the character r's case class folds as: the lowest letter of
+// the class (r itself when none is a letter, or r is alone in it).
+func caseRep(r rune) rune {
+	rep := r
+	if !unicode.IsLetter(rep) {
+		rep = utf8.MaxRune + 1
+	}
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f < rep && unicode.IsLetter(f) {
+			rep = f
+		}
+	}
+	if rep > utf8.MaxRune {
+		return r
+	}
+	return rep
+}
+
+// plainText reports whether s folds as case folding alone folds it: each
+// character folds to one character of its own case class (no accent taken
+// off, no mark dropped). Where a text and a query are plain, the text holds
+// the query in any case exactly when its fold holds the query's.
+func plainText(s string) bool {
+	for _, r := range s {
+		if r < utf8.RuneSelf {
+			continue
+		}
+		f := foldRune(r)
+		c, size := utf8.DecodeRuneInString(f)
+		if size == 0 || size != len(f) || !sameCase(r, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameCase reports whether a and b are of one case class.
+func sameCase(a, b rune) bool {
+	for f := a; ; {
+		if f == b {
+			return true
+		}
+		if f = unicode.SimpleFold(f); f == a {
+			return false
+		}
+	}
 }
 
 // foldBlocks are the blocks of letters that may carry accents: Latin-1,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,38 +31,73 @@ import (
 // before.
 
 // wordsExtraction names the words the index holds of the searched kinds
-// (the fields, fold, the shown title): change it when they change, so a
-// checkpoint of the old ones is not used.
-const wordsExtraction = "search 1"
+// (the fields, fold, the shown title, the lists' texts): change it when
+// they change, so a checkpoint of the old ones is not used.
+const wordsExtraction = "search 2"
 
-// withWords gives the searched collections' index specs their word index.
+// withWords gives the searched collections' index specs their word index,
+// and those of the lists with a free-text filter (listTexts) theirs.
 func withWords(specs map[string]index.Spec) map[string]index.Spec {
 	out := maps.Clone(specs)
 	for _, k := range searchKinds {
 		spec := out[k.coll]
-		spec.Words = &index.Words{Name: wordsExtraction, Fields: k.fields, Texts: k.texts}
+		spec.Words = &index.Words{Name: wordsExtraction, Fields: k.fields, Texts: k.texts, Listed: listedApart(k)}
 		out[k.coll] = spec
+	}
+	for coll, fields := range listTexts {
+		if spec := out[coll]; spec.Words == nil {
+			k := searchKind{coll: coll, fields: fields}
+			spec.Words = &index.Words{Name: wordsExtraction, Fields: fields, Texts: k.texts}
+			out[coll] = spec
+		}
 	}
 	return out
 }
 
+// listedApart reports whether the fields a list's free-text filter reads
+// in k's collection differ from those search reads: the word index then
+// holds their words apart.
+func listedApart(k searchKind) bool {
+	fields, ok := listTexts[k.coll]
+	return ok && !slices.Equal(fields, k.fields)
+}
+
 // texts is what the word index holds of a record of k: the folded text of
 // every searched field, and of its title as shown (the first field, and an
-// untitled note's first line), exactly as matchDoc reads them.
-func (k searchKind) texts(d bson.M) (all, title []string) {
+// untitled note's first line), exactly as matchDoc reads them; the folded
+// texts of the list's fields when they differ; and whether those a list
+// reads are plain (plainText).
+func (k searchKind) texts(d bson.M) index.Texts {
+	var t index.Texts
 	for i, f := range k.fields {
 		for _, v := range values(d, f) {
-			t := foldText(v)
-			all = append(all, t)
-			if i == 0 {
-				title = append(title, t)
+			t.All = append(t.All, foldText(v))
+			if i == 0 && k.kind != "" {
+				t.Title = append(t.Title, t.All[len(t.All)-1])
 			}
 		}
 	}
 	if line, ok := untitledLine(k, d); ok {
-		title = append(title, foldText(line))
+		t.Title = append(t.Title, foldText(line))
 	}
-	return all, title
+	listed := k.fields
+	if listedApart(k) {
+		listed = listTexts[k.coll]
+		for _, f := range listed {
+			for _, v := range values(d, f) {
+				t.List = append(t.List, foldText(v))
+			}
+		}
+	}
+	t.Plain = true
+	for _, f := range listed {
+		for _, v := range values(d, f) {
+			if !plainText(v) {
+				t.Plain = false
+			}
+		}
+	}
+	return t
 }
 
 // maxReadShare: when the word index names more than this share of a

@@ -108,20 +108,6 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 		put(collEmails, map[string]any{"subject": searchText(rng, 3), "messages": msgs, "contact_ids": bson.A{}, "opportunity_links": bson.A{},
 			"last_message_at": day()})
 	}
-	update := func(coll, id string, set bson.M) {
-		var cur bson.M
-		if err := s.coll(coll).FindOne(context.Background(), bson.M{"_id": id}).Decode(&cur); err != nil {
-			t.Fatal(err)
-		}
-		v, _ := ledger.AsInt(cur[fieldVersion])
-		before, after := ledger.Strip(cur), ledger.Strip(cur)
-		for k, x := range set {
-			after[k] = x
-		}
-		if _, err := s.write(ctx, mutation{Coll: coll, ID: id, Action: "update", Before: before, After: after, Version: v}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	needles := []string{"launch", "LAUNCH", "aunch", "laun", "launch plan", "h p", "cafe", "CAFÉ", "zoe", "ZOË", "c++", "C+", "a.b", "axb", "(guide)",
 		"$x", "q-1", "12", "2026", "uber", "йошкар", "иошкар", "мир", "kit", "@example.org", "example", "a", "the", "unicode", "x", "x.org",
 		"nowhere", "é", ".", "++", "-", "plan.", ".plan", " plan ", "https://"}
@@ -184,7 +170,7 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 		default:
 			set["name"], set["archived_at"] = searchText(rng, 2), nil
 		}
-		update(coll, ids[rng.IntN(len(ids))], set)
+		updateFixture(t, s, coll, ids[rng.IntN(len(ids))], set)
 	}
 	compare("updated", needles)
 	if _, err := s.Fixture(ctx, collNotes, map[string]any{"title": "Budget", "content": "The zanzibar quarterly numbers", "type": "call", "occurred_at": day(), "links": bson.A{}}); err != nil {
@@ -214,6 +200,23 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 		t.Error("the restart did not load the checkpoint")
 	}
 	compare("restarted from the checkpoint", needles[:12])
+}
+
+// updateFixture sets fields of a record through the write path.
+func updateFixture(t *testing.T, s *Store, coll, id string, set bson.M) {
+	t.Helper()
+	var cur bson.M
+	if err := s.coll(coll).FindOne(context.Background(), bson.M{"_id": id}).Decode(&cur); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := ledger.AsInt(cur[fieldVersion])
+	before, after := ledger.Strip(cur), ledger.Strip(cur)
+	for k, x := range set {
+		after[k] = x
+	}
+	if _, err := s.write(testCtx(), mutation{Coll: coll, ID: id, Action: "update", Before: before, After: after, Version: v}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // sameHits compares hits; scores within the rounding of two calls' clocks.

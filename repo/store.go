@@ -166,6 +166,9 @@ type Store struct {
 	turns recordTurns
 	// implicit caches what keys' implicit sessions depend on (sessions_cache.go).
 	implicit implicitCache
+	// textByPattern asks the store's pattern for every free-text filter of
+	// a list (list_text.go), so that tests can compare the two paths.
+	textByPattern atomic.Bool
 }
 
 // Open connects to uri, applies the index list, detects capabilities, picks

@@ -321,3 +321,7 @@ func (mc *Coll) place(id []byte, n int32) {
 
 // idString is record n's id.
 func (mc *Coll) idString(n int32) string { return string(idOf(mc.raw(n))) }
+
+// Keeps reports whether the index holds path whole for records of this
+// spec: kept, and no dropped field at or under it.
+func (s Spec) Keeps(path string) bool { return s.keeps(path) }

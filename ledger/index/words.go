@@ -43,24 +43,61 @@ type Words struct {
 	// them even where Drop leaves them out of the record held.
 	Fields []string
 	// Texts returns the texts of the whole stored record (decoded with
-	// documents as bson.M), already folded: every searched text, and the
-	// texts of its title as shown.
-	Texts func(doc bson.M) (all, title []string)
+	// documents as bson.M), already folded (Texts).
+	Texts func(doc bson.M) Texts
+	// Listed says that Texts gives a list's texts of its own (Texts.List):
+	// the fields a list's free-text filter reads are fewer than Fields.
+	Listed bool
+}
+
+// Texts are the folded texts of one record the word index holds.
+type Texts struct {
+	// All: every searched text; Title: the texts of its title as shown;
+	// List: the texts a list's free-text filter reads (Words.Listed only;
+	// else All).
+	All, Title, List []string
+	// Plain: every character of the texts a list reads folds as case
+	// folding alone folds it (no accent taken off, no mark dropped): a
+	// word the index finds in such a record is there in any case, exactly.
+	Plain bool
 }
 
 // wordsField holds a record's words in the record as held (no stored
-// field can be named so): "a" its words, "t" the words of its title, each
-// distinct, sorted and separated by spaces.
+// field can be named so): "a" its words, "t" the words of its title, "l"
+// those of its list's texts (Words.Listed), each distinct, sorted and
+// separated by spaces; "x" is there (true) when the record is not plain
+// (Texts.Plain).
 const wordsField = "$words"
 
 // wordPosting is the records holding a word: anywhere in their texts
-// (all), in their title (title), as entries of the word index's slab
-// (postings.go; most words are in one record, held inline).
+// (all), in their title (title), in their list's texts (list), as entries
+// of the word index's slab (postings.go; most words are in one record,
+// held inline).
 type wordPosting struct {
-	all, title int32
+	all, title, list int32
 }
 
-var noPosting = wordPosting{all: noRecords, title: noRecords}
+var noPosting = wordPosting{all: noRecords, title: noRecords, list: noRecords}
+
+// wordGroup names the texts of a record a posting counts: all, title or list.
+type wordGroup int
+
+const (
+	groupAll wordGroup = iota
+	groupTitle
+	groupList
+)
+
+// entry is the posting's entry of group g.
+func (p *wordPosting) entry(g wordGroup) *int32 {
+	switch g {
+	case groupTitle:
+		return &p.title
+	case groupList:
+		return &p.list
+	}
+	return &p.all
+}
 
 // wordIndex is a collection's word index.
 type wordIndex struct {
@@ -99,8 +136,15 @@ func (sp Spec) Held(full bson.Raw) (bson.Raw, error) {
 	if err := decodeRaw(full, &m); err != nil {
 		return nil, err
 	}
-	all, title := sp.Words.Texts(m)
-	words, err := bson.Marshal(bson.D{{Key: "a", Value: joinWords(all)}, {Key: "t", Value: joinWords(title)}})
+	texts := sp.Words.Texts(m)
+	held := bson.D{{Key: "a", Value: joinWords(texts.All)}, {Key: "t", Value: joinWords(texts.Title)}}
+	if sp.Words.Listed {
+		held = append(held, bson.E{Key: "l", Value: joinWords(texts.List)})
+	}
+	if !texts.Plain {
+		held = append(held, bson.E{Key: "x", Value: true})
+	}
+	words, err := bson.Marshal(held)
 	if err != nil {
 		return nil, err
 	}
@@ -154,26 +198,37 @@ func wordsOf(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return !wordRune(r) })
 }
 
-// heldWords reads the words of a record as held; ok is false when it has
-// none (a record put without Held).
-func heldWords(raw bson.Raw) (all, title []string, ok bool) {
+// heldWords reads the words of a record as held, by group (the list's
+// only where held); ok is false when it has none (a record put without
+// Held).
+func heldWords(raw bson.Raw) (groups [3][]string, ok bool) {
 	if raw == nil {
-		return nil, nil, false
+		return groups, false
 	}
 	v, err := raw.LookupErr(wordsField)
 	if err != nil {
-		return nil, nil, false
+		return groups, false
 	}
 	doc, isDoc := v.DocumentOK()
 	if !isDoc {
-		return nil, nil, false
+		return groups, false
 	}
 	a, aok := doc.Lookup("a").StringValueOK()
 	t, tok := doc.Lookup("t").StringValueOK()
 	if !aok || !tok {
-		return nil, nil, false
+		return groups, false
 	}
-	return strings.Fields(a), strings.Fields(t), true
+	groups[groupAll], groups[groupTitle] = strings.Fields(a), strings.Fields(t)
+	if l, lok := doc.Lookup("l").StringValueOK(); lok {
+		groups[groupList] = strings.Fields(l)
+	}
+	return groups, true
+}
+
+// plainHeld reports whether a record as held is plain (Texts.Plain).
+func plainHeld(raw bson.Raw) bool {
+	v, err := raw.LookupErr(wordsField, "x")
+	return err != nil || v.Type != bson.TypeBoolean || !v.Boolean()
 }
 
 // putWords moves record n's postings from its old words (old: the record
@@ -185,8 +240,8 @@ func (mc *Coll) putWords(n int32, old, raw bson.Raw) {
 	if wi == nil {
 		return
 	}
-	oldAll, oldTitle, had := heldWords(old)
-	newAll, newTitle, has := heldWords(raw)
+	oldWords, had := heldWords(old)
+	newWords, has := heldWords(raw)
 	if old != nil && !had {
 		wi.unindexed--
 	}
@@ -207,25 +262,24 @@ func (mc *Coll) putWords(n int32, old, raw bson.Raw) {
 		}
 		return &wi.postings[at]
 	}
-	unpost := func(w string, title bool) {
+	unpost := func(w string, g wordGroup) {
 		at, ok := wi.vocab[w]
 		if !ok {
 			return
 		}
 		p := &wi.postings[at]
-		if title {
-			p.title = wi.lists.remove(p.title, n)
-		} else {
-			p.all = wi.lists.remove(p.all, n)
-		}
+		e := p.entry(g)
+		*e = wi.lists.remove(*e, n)
 		if *p == noPosting {
 			delete(wi.vocab, w)
 			wi.free = append(wi.free, at)
 			wi.blank(w, at)
 		}
 	}
-	diffSorted(oldAll, newAll, func(w string) { unpost(w, false) }, func(w string) { p := post(w); p.all = wi.lists.insert(p.all, n) })
-	diffSorted(oldTitle, newTitle, func(w string) { unpost(w, true) }, func(w string) { p := post(w); p.title = wi.lists.insert(p.title, n) })
+	for _, g := range []wordGroup{groupAll, groupTitle, groupList} {
+		diffSorted(oldWords[g], newWords[g], func(w string) { unpost(w, g) },
+			func(w string) { e := post(w).entry(g); *e = wi.lists.insert(*e, n) })
+	}
 }
 
 // blank takes word w (at place at) out of the list; the list is
@@ -276,10 +330,11 @@ func diffSorted(old, new []string, gone, added func(string)) {
 // TextRecord is a record the word index names for a text: its id and the
 // record as held. Title and Whole are decided on an exact answer only: the
 // text is in its title as shown, and stands as whole words somewhere.
+// Plain: the record's list texts are plain (Texts.Plain).
 type TextRecord struct {
-	ID           string
-	Raw          bson.Raw
-	Title, Whole bool
+	ID                  string
+	Raw                 bson.Raw
+	Title, Whole, Plain bool
 }
 
 // textToken is a word of a query's text, and whether other characters
@@ -296,6 +351,20 @@ type textToken struct {
 // collection has no word index, a record is held without its words, or
 // needle holds no letter or digit.
 func (mc *Coll) Text(needle string) (recs []TextRecord, exact, ok bool) {
+	return mc.text(needle, groupAll)
+}
+
+// ListText is Text over the texts a list's free-text filter reads (the
+// list's own words where Words.Listed, else every text), each record
+// saying whether it is plain; Title and Whole are not decided.
+func (mc *Coll) ListText(needle string) (recs []TextRecord, exact, ok bool) {
+	if mc != nil && mc.words != nil && mc.spec.Words.Listed {
+		return mc.text(needle, groupList)
+	}
+	return mc.text(needle, groupAll)
+}
+
+func (mc *Coll) text(needle string, group wordGroup) (recs []TextRecord, exact, ok bool) {
 	if mc == nil || mc.words == nil || mc.words.unindexed > 0 {
 		return nil, false, false
 	}
@@ -312,7 +381,7 @@ func (mc *Coll) Text(needle string) (recs []TextRecord, exact, ok bool) {
 	size := len(mc.locs)
 	var cand bitset
 	for i, t := range tokens {
-		set := mc.words.union(size, t, false)
+		set := mc.words.union(size, t, group)
 		if i == 0 {
 			cand = set
 		} else {
@@ -321,8 +390,8 @@ func (mc *Coll) Text(needle string) (recs []TextRecord, exact, ok bool) {
 	}
 	exact = len(tokens) == 1 && !tokens[0].left && !tokens[0].right
 	var title, whole bitset
-	if exact {
-		title = mc.words.union(size, tokens[0], true)
+	if exact && group == groupAll {
+		title = mc.words.union(size, tokens[0], groupTitle)
 		whole = newBitset(size)
 		if at, found := mc.words.vocab[tokens[0].word]; found {
 			whole.add(&mc.words.lists, mc.words.postings[at].all)
@@ -330,7 +399,8 @@ func (mc *Coll) Text(needle string) (recs []TextRecord, exact, ok bool) {
 	}
 	cand.each(func(n int32) {
 		r := TextRecord{ID: mc.idString(n), Raw: mc.raw(n)}
-		if exact {
+		r.Plain = plainHeld(r.Raw)
+		if title != nil {
 			r.Title, r.Whole = title.has(n), whole.has(n)
 		}
 		recs = append(recs, r)
@@ -338,18 +408,12 @@ func (mc *Coll) Text(needle string) (recs []TextRecord, exact, ok bool) {
 	return recs, exact, true
 }
 
-// union is the records holding a word t may be part of (in their titles
-// when title): the word itself when others bound it on both sides, else
-// each word of the vocabulary it ends, begins or lies in.
-func (wi *wordIndex) union(size int, t textToken, title bool) bitset {
+// union is the records holding a word t may be part of in the texts of
+// group: the word itself when others bound it on both sides, else each
+// word of the vocabulary it ends, begins or lies in.
+func (wi *wordIndex) union(size int, t textToken, group wordGroup) bitset {
 	set := newBitset(size)
-	add := func(p *wordPosting) {
-		if title {
-			set.add(&wi.lists, p.title)
-		} else {
-			set.add(&wi.lists, p.all)
-		}
-	}
+	add := func(p *wordPosting) { set.add(&wi.lists, *p.entry(group)) }
 	if t.left && t.right {
 		if at, ok := wi.vocab[t.word]; ok {
 			add(&wi.postings[at])
@@ -433,7 +497,7 @@ func (mc *Coll) WordsStats() WordsStats {
 	}
 	s.Words = len(mc.words.vocab)
 	for _, p := range mc.words.postings {
-		s.Postings += mc.words.lists.size(p.all) + mc.words.lists.size(p.title)
+		s.Postings += mc.words.lists.size(p.all) + mc.words.lists.size(p.title) + mc.words.lists.size(p.list)
 	}
 	return s
 }
@@ -443,5 +507,5 @@ func (sp Spec) wordsFingerprint() string {
 	if sp.Words == nil {
 		return ""
 	}
-	return fmt.Sprintf(" words=%s%v", sp.Words.Name, sp.Words.Fields)
+	return fmt.Sprintf(" words=%s%v listed=%t", sp.Words.Name, sp.Words.Fields, sp.Words.Listed)
 }

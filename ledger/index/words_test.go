@@ -15,16 +15,17 @@ import (
 
 // The test's extraction: "body" is searched, "title" is searched and is
 // the title; texts are lower-cased (the word index takes them folded).
-var testWords = &Words{Name: "test", Fields: []string{"title", "body"}, Texts: func(d bson.M) (all, title []string) {
+var testWords = &Words{Name: "test", Fields: []string{"title", "body"}, Texts: func(d bson.M) (t Texts) {
 	for _, f := range []string{"title", "body"} {
 		if s, ok := d[f].(string); ok {
-			all = append(all, strings.ToLower(s))
+			t.All = append(t.All, strings.ToLower(s))
 			if f == "title" {
-				title = append(title, strings.ToLower(s))
+				t.Title = append(t.Title, strings.ToLower(s))
 			}
 		}
 	}
-	return all, title
+	t.Plain = true
+	return t
 }}
 
 var testWordsSpec = Spec{Drop: []string{"body"}, Words: testWords}
@@ -336,5 +337,100 @@ func TestTextAfterWordsLeave(t *testing.T) {
 	}
 	if len(mc.words.list) > 2*live {
 		t.Errorf("the list of words holds %d bytes for %d of words held: never compacted", len(mc.words.list), live)
+	}
+}
+
+// The list's extraction: every text is searched, only "body" is listed,
+// and a record whose body holds "é" is not plain.
+var listedWordsSpec = Spec{Drop: []string{"body"}, Words: &Words{Name: "listed", Fields: []string{"title", "body"}, Listed: true,
+	Texts: func(d bson.M) Texts {
+		t := testWords.Texts(d)
+		body, _ := d["body"].(string)
+		t.List = []string{strings.ToLower(body)}
+		t.Plain = !strings.Contains(body, "é")
+		return t
+	}}}
+
+// ListText answers over the list's texts alone (exact for one word, a
+// superset otherwise) and says which records are plain, through
+// replacements, removals and a checkpoint's round trip; where the spec
+// does not list texts of its own, it answers as Text.
+func TestListTextAnswersOverTheListedTexts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 7))
+	mc := NewColl(listedWordsSpec)
+	docs := map[string]textDoc{}
+	put := func(d textDoc) {
+		full, err := bson.Marshal(bson.M{"_id": d.id, "title": d.title, "body": d.body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := listedWordsSpec.Held(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mc.Put(raw)
+		docs[d.id] = d
+	}
+	for i := range 80 {
+		put(textDoc{id: fmt.Sprint("r", i), title: randomText(rng), body: randomText(rng)})
+	}
+	for range 60 {
+		d := docs[fmt.Sprint("r", rng.IntN(80))]
+		d.title, d.body = randomText(rng), randomText(rng)
+		put(d)
+	}
+	bodies := map[string]textDoc{}
+	for id, d := range docs {
+		bodies[id] = textDoc{id: id, body: d.body}
+	}
+	check := func(mc *Coll) {
+		for _, needle := range needlesOf(rng, docs) {
+			recs, exact, ok := mc.ListText(needle)
+			if !ok {
+				if len(wordsOf(needle)) > 0 {
+					t.Errorf("%q: not answered", needle)
+				}
+				continue
+			}
+			want := bruteText(bodies, needle)
+			got := map[string]bool{}
+			for _, r := range recs {
+				got[r.ID] = true
+				if r.Plain != !strings.Contains(docs[r.ID].body, "é") {
+					t.Errorf("%q: %s plain %v, body %q", needle, r.ID, r.Plain, docs[r.ID].body)
+				}
+			}
+			for id := range want {
+				if !got[id] {
+					t.Errorf("%q: %s (body %q) holds it, not named", needle, id, docs[id].body)
+				}
+			}
+			if exact && len(got) != len(want) {
+				t.Errorf("%q: exact, %d named, %d hold it in the body", needle, len(got), len(want))
+			}
+		}
+	}
+	check(mc)
+	var buf bytes.Buffer
+	specs := map[string]Spec{"c": listedWordsSpec}
+	if err := WriteCheckpoint(&buf, Position{Database: "d", Counter: 1}, specs, Snap(map[string]*Coll{"c": mc})); err != nil {
+		t.Fatal(err)
+	}
+	_, colls, err := ReadCheckpoint(&buf, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(colls["c"])
+
+	plainMC := NewColl(testWordsSpec)
+	for _, d := range docs {
+		putHeld(t, plainMC, d)
+	}
+	for _, needle := range []string{"launch", "a.b", "zoë"} {
+		l, lexact, _ := plainMC.ListText(needle)
+		a, aexact, _ := plainMC.Text(needle)
+		if len(l) != len(a) || lexact != aexact {
+			t.Errorf("%q: without listed texts ListText named %d (exact %v), Text %d (exact %v)", needle, len(l), lexact, len(a), aexact)
+		}
 	}
 }

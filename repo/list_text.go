@@ -1,0 +1,199 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/ledger/index"
+)
+
+// The lists' free-text filters (list_notes, list_contacts, list_outlets,
+// list_campaigns, list_opportunities and list_coverage `search`,
+// search_emails `query`) match their text literally and in any case in
+// the fields each names (listTexts). On the embedded store the word index
+// (search_words.go) names the records that may hold the text, folded as
+// search folds it, so the store is not scanned:
+//   - a text of one word (letters and digits only) is decided there, for
+//     every record whose listed texts are plain (plainText: they fold as
+//     case folding alone folds them): such a record holds the text in any
+//     case exactly when its fold holds the text's fold;
+//   - any other record the index names (a phrase, signs, an accented text)
+//     is decided by the filter itself: on the record as the index holds it
+//     where it holds the fields whole, else on the record read by _id.
+//
+// The records found become an _id filter beside the list's others, which
+// the index answers with its order and total. Where the index cannot
+// answer (being built, stale, a text without a letter or digit, on a
+// server) or would have too many records read, the store is asked for the
+// pattern, bounded by patternBound.
+
+// listTexts are the fields each list's free-text filter reads.
+var listTexts = map[string][]string{
+	collNotes:         {"title", "content"},
+	collContacts:      {"name", "email"},
+	collOutlets:       {"name", "website"},
+	collCampaigns:     {"name", "description", "goals"},
+	collOpportunities: {"title", "description", "next_action"},
+	collCoverage:      {"title", "summary", "url"},
+	collEmails:        {"messages.subject", "messages.body_text", "messages.from"},
+}
+
+// maxTextReads is the most records a free-text filter reads by _id to
+// decide what the word index did not; beyond it (or beyond a
+// maxReadShare-th of the collection) one pass of the store's pattern is
+// cheaper.
+const maxTextReads = 2000
+
+// patternBound is how long a free-text filter may scan the store when the
+// word index cannot answer it.
+const patternBound = 10 * time.Second
+
+// textFilter is a list's free-text filter.
+type textFilter struct {
+	coll, text string
+	// textIndex: on a server with text search, the collection's text
+	// index covers the fields, and a $text narrows the pattern's scan.
+	textIndex bool
+}
+
+// textListPage lists the records of coll matching filter and holding t's
+// text, in sort order, with their total.
+func textListPage[T any](ctx context.Context, s *Store, t textFilter, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
+	bounded, cancel, err := s.narrowText(ctx, t, filter)
+	if err != nil {
+		return Page[T]{}, err
+	}
+	defer cancel()
+	page, err := listPage[T](bounded, s, t.coll, filter, sort, limit, offset)
+	return page, s.boundErr(ctx, bounded, t, err)
+}
+
+// narrowText adds t to filter: the records the word index found, as an
+// _id filter, or else the store's pattern, with a context bounded by
+// patternBound for the read that follows.
+func (s *Store) narrowText(ctx context.Context, t textFilter, filter bson.M) (context.Context, context.CancelFunc, error) {
+	ids, ok, err := s.textIDs(ctx, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok && !s.textByPattern.Load() {
+		filter["_id"] = bson.M{"$in": ids}
+		return ctx, func() {}, nil
+	}
+	for k, v := range anyField(t.text, listTexts[t.coll]...) {
+		filter[k] = v
+	}
+	if t.textIndex && s.Capabilities().TextSearch {
+		filter["$text"] = bson.M{"$search": textPhrase(t.text)}
+	}
+	bounded, cancel := context.WithTimeout(ctx, patternBound)
+	return bounded, cancel, nil
+}
+
+// boundErr names the bound when the store's pattern outlasted it (and the
+// caller's own context did not end first).
+func (s *Store) boundErr(ctx, bounded context.Context, t textFilter, err error) error {
+	if err == nil || ctx.Err() != nil || !errors.Is(bounded.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return &Error{Code: CodeUnavailable, Field: searchField(t.coll), Retryable: true, Message: fmt.Sprintf(
+		"%s: the word index cannot answer %q now (it is being built, or the text has no letter or digit), and the store's scan for it "+
+			"took longer than %s; try again shortly, add a word of letters or digits, or narrow the list with its other filters",
+		searchField(t.coll), t.text, patternBound)}
+}
+
+// searchField is the parameter a list's free-text filter is given as.
+func searchField(coll string) string {
+	if coll == collEmails {
+		return "query"
+	}
+	return "search"
+}
+
+// textIDs are the ids of the records of t.coll holding t.text, from the
+// word index; ok is false when the index does not answer (the store's
+// pattern is then asked). With the index check on (tests), the answer is
+// compared with the store's pattern.
+func (s *Store) textIDs(ctx context.Context, t textFilter) (ids []string, ok bool, err error) {
+	for attempt := 0; ; attempt++ {
+		ids, ok, err = s.wordIDs(ctx, t)
+		if err != nil || !ok || !s.IndexChecked() {
+			return ids, ok, err
+		}
+		var docs []struct {
+			ID string `bson:"_id"`
+		}
+		err := s.findAll(ctx, t.coll, anyField(t.text, listTexts[t.coll]...), options.Find().SetProjection(bson.M{"_id": 1}), &docs)
+		if err != nil {
+			return nil, false, err
+		}
+		want := make([]string, len(docs))
+		for i, d := range docs {
+			want[i] = d.ID
+		}
+		got := slices.Clone(ids)
+		slices.Sort(got)
+		slices.Sort(want)
+		if slices.Equal(got, want) {
+			return ids, true, nil
+		}
+		// A write may have landed between the two: ask again.
+		if attempt == 3 {
+			return nil, false, fmt.Errorf("%s %q: the word index found %d records %v, the store %d %v", t.coll, t.text,
+				len(got), got[:min(5, len(got))], len(want), want[:min(5, len(want))])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// wordIDs is textIDs from the word index alone.
+func (s *Store) wordIDs(ctx context.Context, t textFilter) (ids []string, ok bool, err error) {
+	fields := listTexts[t.coll]
+	recs, exact, size, ok := s.ListTextCandidates(t.coll, foldText(t.text))
+	if !ok {
+		return nil, false, nil
+	}
+	decides := exact && plainText(t.text)
+	match := anyField(t.text, fields...)
+	held := !slices.ContainsFunc(fields, func(f string) bool { return !mirrorSpecs[t.coll].Keeps(f) })
+	ids = []string{}
+	var read []string
+	for _, r := range recs {
+		switch {
+		case decides && r.Plain:
+			ids = append(ids, r.ID)
+			continue
+		case held:
+			if m, decided := index.Match(r.Raw, match); decided {
+				if m {
+					ids = append(ids, r.ID)
+				}
+				continue
+			}
+		}
+		read = append(read, r.ID)
+	}
+	if len(read) > maxTextReads || (len(read) > 64 && len(read)*maxReadShare > size) {
+		return nil, false, nil
+	}
+	raws, err := s.FetchByID(ctx, t.coll, read)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, raw := range raws {
+		m, decided := index.Match(raw, match)
+		if !decided {
+			return nil, false, nil
+		}
+		if id, isString := raw.Lookup("_id").StringValueOK(); m && isString {
+			ids = append(ids, id)
+		}
+	}
+	return ids, true, nil
+}

@@ -1,0 +1,231 @@
+package repo
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	mongoevent "go.mongodb.org/mongo-driver/v2/event"
+
+	"outreach/embedded"
+)
+
+// listTextVocabulary adds to search's the characters whose case classes
+// hold more than two (ſ and S, the Kelvin sign and K, ς and Σ), so that a
+// match in any case is tested where folding and case differ.
+var listTextVocabulary = append(append([]string{}, searchVocabulary...), "ſpring", "SPRING", "\u212Aelvin", "kelvin", "ΣΟΦΟΣ", "σοφος",
+	"jane@example.org", "JANE", "Ǆemal")
+
+func listText(rng *rand.Rand, words int) string {
+	seps := []string{" ", " ", ", ", ".", "-", "\n", "/", ""}
+	var b strings.Builder
+	for i := range rng.IntN(words + 1) {
+		if i > 0 {
+			b.WriteString(seps[rng.IntN(len(seps))])
+		}
+		b.WriteString(listTextVocabulary[rng.IntN(len(listTextVocabulary))])
+	}
+	return b.String()
+}
+
+// Every list's free-text filter (list_notes, list_contacts, list_outlets,
+// list_campaigns, list_opportunities, list_coverage search; search_emails
+// query) answers from the word index what the store's pattern answers:
+// the same records, order and total, for one word, pieces of words,
+// phrases, signs, any case, accents, with and without archived records,
+// page by page; through updates and after a restart from the checkpoint.
+// A text of one word asks the store for no pattern.
+func TestListTextWordIndexAnswersAsTheStore(t *testing.T) {
+	if os.Getenv("MONGODB_URI") != "" {
+		t.Skip("the service keeps its own indexes for the embedded store only")
+	}
+	ctx := testCtx()
+	es, err := embedded.Start(context.Background(), embedded.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(es.Close)
+	var patterns atomic.Int64 // finds and aggregates sent with a pattern
+	monitor := &mongoevent.CommandMonitor{Started: func(_ context.Context, e *mongoevent.CommandStartedEvent) {
+		if (e.CommandName == "find" || e.CommandName == "aggregate") && strings.Contains(e.Command.String(), "$regex") {
+			patterns.Add(1)
+		}
+	}}
+	open := func() *Store {
+		s, err := Open(context.Background(), es.URI, "lists", Options{Logger: zerolog.Nop(), Exclusive: true, PrepareStore: es.IndexIDs,
+			IndexCheckpoint: es.IndexCheckpoint("lists"), Monitor: monitor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitIndexes(t, s)
+		return s
+	}
+	s := open()
+	rng := rand.New(rand.NewPCG(41, 7))
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	day := func() time.Time { return base.Add(time.Duration(rng.IntN(400)) * time.Hour) }
+	records := map[string][]string{}
+	put := func(coll string, fields map[string]any) {
+		if rng.IntN(6) == 0 {
+			fields["archived_at"] = base
+		}
+		fields["created_at"] = day()
+		id, err := s.Fixture(ctx, coll, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		records[coll] = append(records[coll], id)
+	}
+	for range 30 {
+		put(collOutlets, map[string]any{"name": listText(rng, 3), "website": "https://" + listText(rng, 1) + ".org", "description": listText(rng, 8),
+			"topics": []string{listText(rng, 1)}})
+		put(collContacts, map[string]any{"name": listText(rng, 3), "email": listText(rng, 1) + "@example.org", "title": listText(rng, 3),
+			"bio": listText(rng, 10), "beats": []string{listText(rng, 1)}, "affiliations": bson.A{}})
+		put(collCampaigns, map[string]any{"name": listText(rng, 3), "description": listText(rng, 8), "goals": listText(rng, 4), "status": "active"})
+		put(collOpportunities, map[string]any{"title": listText(rng, 3), "description": listText(rng, 8), "next_action": listText(rng, 3),
+			"stage": "researching", "contact_ids": bson.A{}})
+		put(collCoverage, map[string]any{"title": listText(rng, 3), "summary": listText(rng, 8), "url": "https://x.org/" + listText(rng, 1),
+			"full_text": listText(rng, 20), "published_at": day(), "type": "article", "contact_ids": bson.A{}})
+		put(collNotes, map[string]any{"title": listText(rng, 3), "content": listText(rng, 12), "type": "meeting", "occurred_at": day(), "links": bson.A{}})
+		var msgs bson.A
+		for range rng.IntN(3) + 1 {
+			msgs = append(msgs, bson.M{"id": uuid.NewString(), "message_id": uuid.NewString(), "from": listText(rng, 2), "to": bson.A{},
+				"subject": listText(rng, 3), "date": day(), "body_text": listText(rng, 12), "contact_ids": bson.A{}})
+		}
+		put(collEmails, map[string]any{"subject": listText(rng, 3), "messages": msgs, "contact_ids": bson.A{}, "opportunity_links": bson.A{},
+			"last_message_at": day()})
+	}
+	needles := []string{"launch", "LAUNCH", "aunch", "laun", "launch plan", "h p", "cafe", "CAFÉ", "café", "zoe", "ZOË", "c++", "a.b", "(guide)",
+		"$x", "q-1", "12", "2026", "uber", "über", "йошкар", "мир", "kit", "@example.org", "example", "a", "the", "x", "x.org", "nowhere",
+		".", "-", "plan.", " plan ", "https://", "spring", "SPRING", "ſpring", "kelvin", "KELVIN", "\u212Aelvin", "σοφος", "ΣΟΦΟΣ", "σοφοσ",
+		"jane", "JANE@", "ǅemal", "ǆ", "e\u0301"}
+	type lister struct {
+		name string
+		list func(needle string, archived bool, limit, offset int) (any, error)
+	}
+	page := func(p any, err error) (any, error) { return p, err }
+	listers := []lister{
+		{"list_notes", func(n string, a bool, l, o int) (any, error) {
+			return page(s.ListNotes(ctx, NoteFilter{Search: n, IncludeArchived: a}, l, o))
+		}},
+		{"list_contacts", func(n string, a bool, l, o int) (any, error) {
+			return page(s.ListContacts(ctx, ContactFilter{Search: n, IncludeArchived: a}, l, o))
+		}},
+		{"list_outlets", func(n string, a bool, l, o int) (any, error) {
+			return page(s.ListOutlets(ctx, OutletFilter{Search: n, IncludeArchived: a}, l, o))
+		}},
+		{"list_campaigns", func(n string, a bool, l, o int) (any, error) {
+			return page(s.ListCampaigns(ctx, CampaignFilter{Search: n, IncludeArchived: a}, l, o))
+		}},
+		{"list_opportunities", func(n string, a bool, l, o int) (any, error) {
+			return page(s.ListOpportunities(ctx, OpportunityFilter{Search: n, IncludeArchived: a}, l, o))
+		}},
+		{"list_coverage", func(n string, a bool, l, o int) (any, error) {
+			return page(s.ListCoverage(ctx, CoverageFilter{Search: n, IncludeArchived: a}, l, o))
+		}},
+		{"search_emails", func(n string, _ bool, l, _ int) (any, error) {
+			total, hits, err := s.SearchEmails(ctx, n, l)
+			return fmt.Sprint(total, hits), err
+		}},
+	}
+	compare := func(stage string) {
+		t.Helper()
+		for _, needle := range needles {
+			words := strings.FieldsFunc(foldText(needle), func(r rune) bool { return !wordRune(r) })
+			oneWord := len(words) == 1 && words[0] == foldText(needle)
+			for _, l := range listers {
+				for _, q := range []struct {
+					archived      bool
+					limit, offset int
+				}{{false, 200, 0}, {true, 3, 2}} {
+					before := patterns.Load()
+					got, err := l.list(needle, q.archived, q.limit, q.offset)
+					if err != nil {
+						t.Fatalf("%s: %s %q: %v", stage, l.name, needle, err)
+					}
+					sent := patterns.Load() - before
+					s.textByPattern.Store(true)
+					want, err := l.list(needle, q.archived, q.limit, q.offset)
+					s.textByPattern.Store(false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Errorf("%s: %s %q %+v:\nword index %+v\nstore      %+v", stage, l.name, needle, q, got, want)
+					}
+					// With the index check on, each answer is asked of the
+					// store's pattern as well: one find more.
+					if s.IndexChecked() {
+						sent--
+					}
+					if oneWord && sent > 0 {
+						t.Errorf("%s: %s %q asked the store for a pattern %d times", stage, l.name, needle, sent)
+					}
+				}
+			}
+		}
+	}
+	compare("created")
+	for range 40 { // words leave records and join others
+		coll := []string{collNotes, collCoverage, collContacts, collCampaigns, collEmails}[rng.IntN(5)]
+		id := records[coll][rng.IntN(len(records[coll]))]
+		set := bson.M{}
+		switch coll {
+		case collNotes:
+			set["content"] = listText(rng, 10)
+		case collCoverage:
+			set["summary"], set["full_text"] = listText(rng, 6), listText(rng, 10)
+		case collContacts:
+			set["name"] = listText(rng, 2)
+		case collCampaigns:
+			set["description"] = listText(rng, 6)
+		case collEmails:
+			set["messages"] = bson.A{bson.M{"id": uuid.NewString(), "message_id": uuid.NewString(), "from": listText(rng, 2), "to": bson.A{},
+				"subject": listText(rng, 3), "date": day(), "body_text": listText(rng, 12), "contact_ids": bson.A{}}}
+		}
+		updateFixture(t, s, coll, id, set)
+	}
+	compare("updated")
+	s.Close(context.Background())
+	s = open()
+	defer s.Close(context.Background())
+	if !s.Internals().IndexFromCheckpoint() {
+		t.Error("the restart did not load the checkpoint")
+	}
+	needles = needles[:15]
+	compare("restarted from the checkpoint")
+}
+
+// Every character folds as the others of its case class do, so a text
+// holding a query in any case holds the query's fold (the word index's
+// candidates are never fewer than a case-insensitive match finds), and a
+// plain character folds into its own class.
+func TestFoldIsOneForEveryCaseClass(t *testing.T) {
+	for r := rune(0); r <= 0x10FFFF; r++ {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue
+		}
+		if f := unicode.SimpleFold(r); f != r && foldRune(f) != foldRune(r) {
+			t.Errorf("%U %q folds to %q, %U %q of its case class to %q", r, r, foldRune(r), f, f, foldRune(f))
+		}
+	}
+	for _, c := range []struct {
+		text  string
+		plain bool
+	}{{"Launch PLAN", true}, {"ſpring", true}, {"\u212Aelvin", true}, {"ΣΟΦΟΣ σοφος", true}, {"мир Мир", true}, {"Йошкар", false},
+		{"Café", false}, {"Cafe\u0301", false}, {"über", false}, {"ǅ", true}} {
+		if got := plainText(c.text); got != c.plain {
+			t.Errorf("plainText(%q) = %v, want %v", c.text, got, c.plain)
+		}
+	}
+}
