@@ -2,11 +2,14 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 
 	"outreach/integration/testenv"
+	"outreach/repo"
+	"outreach/tools"
 )
 
 // TestInstructionsNameWhatExists reads the instructions a client gets at
@@ -35,7 +38,10 @@ func TestInstructionsNameWhatExists(t *testing.T) {
 			t.Errorf("the instructions name %q, which is not a tool", n)
 		}
 	}
-	for _, want := range []string{"X-Agent-Session-Id", "rollback_session", "invalid_argument", "archive_X", "emails"} {
+	// What the schemas leave out is said here: the default limits, the
+	// rules of a free-form object, what a tool that writes answers.
+	for _, want := range []string{"X-Agent-Session-Id", "rollback_session", "invalid_argument", "archive_X", "emails",
+		fmt.Sprintf("at most %d characters", tools.MaxText), fmt.Sprintf("at most %d elements", tools.MaxItems), "free-form: " + repo.FreeFormRules, "as its get_ tool shows it"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the instructions do not mention %s:\n%s", want, text)
 		}

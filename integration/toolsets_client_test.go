@@ -89,7 +89,8 @@ func callText(t *testing.T, s *mcp.ClientSession, name string, args any) (string
 }
 
 // TestToolsetsPerClient: with the default setting a client naming nothing
-// is listed the lean default within the budget; the URL and the headers
+// is listed the lean default within the budget, notes included (a call is
+// logged without enabling a toolset first); the URL and the headers
 // choose toolsets and read-only per client, without a restart; an unknown
 // name is a 400 naming the toolsets; the key's scopes still limit the list.
 func TestToolsetsPerClient(t *testing.T) {
@@ -100,17 +101,25 @@ func TestToolsetsPerClient(t *testing.T) {
 	env := testenv.NewWith(t, testenv.Options{Tools: []tools.Option{opt}})
 	base := strings.TrimSuffix(env.URL, "/mcp")
 
-	def, size := listedTools(t, toolsetClient(t, env.URL, testenv.ClientRevision, env.AdminKey, nil, nil))
-	if got, want := toolsetsOf(def), []string{"audit", "contacts", "opportunities", "search"}; !slices.Equal(got, want) {
+	first := toolsetClient(t, env.URL, testenv.ClientRevision, env.AdminKey, nil, nil)
+	def, size := listedTools(t, first)
+	if got, want := toolsetsOf(def), []string{"audit", "contacts", "notes", "opportunities", "search"}; !slices.Equal(got, want) {
 		t.Errorf("default list: toolsets %v, want %v", got, want)
 	}
 	if size > tools.ToolsListBudget {
 		t.Errorf("default tools/list is %d bytes, over the budget of %d", size, tools.ToolsListBudget)
 	}
-	for _, name := range []string{"list_toolsets", "enable_toolset", "search", "create_contact"} {
+	for _, name := range []string{"list_toolsets", "enable_toolset", "search", "create_contact", "create_note", "list_notes", "get_interaction_log"} {
 		if _, ok := def[name]; !ok {
 			t.Errorf("default list lacks %s", name)
 		}
+	}
+	var jane struct{ ID string }
+	if text, isErr := callText(t, first, "create_contact", map[string]any{"first_name": "Jane", "last_name": "Doe"}); isErr || json.Unmarshal([]byte(text), &jane) != nil {
+		t.Fatalf("create_contact: %s", text)
+	}
+	if text, isErr := callText(t, first, "create_note", map[string]any{"type": "phone_call", "content": "called Jane", "contact_ids": []string{jane.ID}}); isErr {
+		t.Errorf("create_note on the default list: %s", text)
 	}
 
 	for _, tc := range []struct {
@@ -123,7 +132,7 @@ func TestToolsetsPerClient(t *testing.T) {
 	}{
 		{name: "url", path: "/mcp/x/notes,emails", toolsets: []string{"audit", "emails", "notes"}},
 		{name: "url readonly", path: "/mcp/x/notes/readonly", toolsets: []string{"audit", "notes"}, readOnly: true},
-		{name: "readonly", path: "/mcp/readonly", toolsets: []string{"audit", "contacts", "opportunities", "search"}, readOnly: true},
+		{name: "readonly", path: "/mcp/readonly", toolsets: []string{"audit", "contacts", "notes", "opportunities", "search"}, readOnly: true},
 		{name: "headers", path: "/mcp", headers: map[string]string{server.HeaderToolsets: "media, Notes", server.HeaderReadonly: "true"}, toolsets: []string{"audit", "media", "notes"}, readOnly: true},
 		{name: "url and header add up", path: "/mcp/x/campaigns", headers: map[string]string{server.HeaderToolsets: "coverage"}, toolsets: []string{"audit", "campaigns", "coverage"}},
 		{name: "all", path: "/mcp/x/all", toolsets: tools.ToolsetNames()},
@@ -227,8 +236,8 @@ func TestDynamicToolsets(t *testing.T) {
 		if len(off) == 0 || slices.Contains(off, "search") {
 			t.Fatalf("list_toolsets: not enabled %v", off)
 		}
-		if text, isErr := callText(t, s, "create_note", map[string]any{"content": "x"}); !isErr {
-			t.Fatalf("create_note before enable_toolset ran: %s", text)
+		if text, isErr := callText(t, s, "create_outlet", map[string]any{"name": "x"}); !isErr {
+			t.Fatalf("create_outlet before enable_toolset ran: %s", text)
 		}
 		text, isErr = callText(t, s, "enable_toolset", map[string]any{"toolsets": off})
 		if isErr || json.Unmarshal([]byte(text), &view) != nil || len(view.Added) == 0 {
@@ -245,15 +254,11 @@ func TestDynamicToolsets(t *testing.T) {
 				t.Errorf("after enabling every toolset, %s is not listed", tl.Def.Name)
 			}
 		}
-		var contact struct{ ID string }
-		if text, isErr := callText(t, s, "create_contact", map[string]any{"first_name": "Ada", "last_name": "Byron"}); isErr || json.Unmarshal([]byte(text), &contact) != nil {
-			t.Fatalf("create_contact: %s", text)
-		}
-		if text, isErr := callText(t, s, "create_note", map[string]any{"content": "met", "contact_ids": []string{contact.ID}}); isErr {
-			t.Errorf("create_note after enable_toolset: %s", text)
+		if text, isErr := callText(t, s, "create_outlet", map[string]any{"name": "The Daily Planet"}); isErr {
+			t.Errorf("create_outlet after enable_toolset: %s", text)
 		}
 		// The other MCP session of the same key is not widened.
-		if got, _ := listedTools(t, other); slices.Contains(toolsetsOf(got), "notes") {
+		if got, _ := listedTools(t, other); slices.Contains(toolsetsOf(got), "outlets") {
 			t.Errorf("another MCP session sees the enabled toolsets: %v", toolsetsOf(got))
 		}
 		// A name the server does not know is refused, naming the toolsets.
@@ -265,20 +270,20 @@ func TestDynamicToolsets(t *testing.T) {
 	t.Run("stateless", func(t *testing.T) {
 		a := toolsetClient(t, env.URL, server.StatelessRevision, key, map[string]string{tools.SessionHeader: "run-a"}, nil)
 		b := toolsetClient(t, env.URL, server.StatelessRevision, key, map[string]string{tools.SessionHeader: "run-b"}, nil)
-		if got, _ := listedTools(t, a); slices.Contains(toolsetsOf(got), "notes") {
-			t.Fatalf("notes listed before enable_toolset: %v", toolsetsOf(got))
+		if got, _ := listedTools(t, a); slices.Contains(toolsetsOf(got), "outlets") {
+			t.Fatalf("outlets listed before enable_toolset: %v", toolsetsOf(got))
 		}
-		if text, isErr := callText(t, a, "enable_toolset", map[string]any{"toolsets": []string{"notes"}}); isErr || !strings.Contains(text, "create_note") {
+		if text, isErr := callText(t, a, "enable_toolset", map[string]any{"toolsets": []string{"outlets"}}); isErr || !strings.Contains(text, "create_outlet") {
 			t.Fatalf("enable_toolset: %s", text)
 		}
 		got, _ := listedTools(t, a)
-		if !slices.Contains(toolsetsOf(got), "notes") {
-			t.Errorf("agent session run-a: notes not listed after enable_toolset: %v", toolsetsOf(got))
+		if !slices.Contains(toolsetsOf(got), "outlets") {
+			t.Errorf("agent session run-a: outlets not listed after enable_toolset: %v", toolsetsOf(got))
 		}
-		if text, isErr := callText(t, a, "list_notes", map[string]any{}); isErr {
-			t.Errorf("list_notes after enable_toolset: %s", text)
+		if text, isErr := callText(t, a, "list_outlets", map[string]any{}); isErr {
+			t.Errorf("list_outlets after enable_toolset: %s", text)
 		}
-		if got, _ := listedTools(t, b); slices.Contains(toolsetsOf(got), "notes") {
+		if got, _ := listedTools(t, b); slices.Contains(toolsetsOf(got), "outlets") {
 			t.Errorf("agent session run-b sees run-a's toolsets: %v", toolsetsOf(got))
 		}
 	})

@@ -25,11 +25,19 @@ import (
 // room for upload_media's 512 KiB inline files in base64.
 const MaxBody = 2 << 20
 
-// Instructions are sent to clients at initialize.
-const Instructions = `Outreach keeps a PR team's media pipeline. Groups: outlets and their channels; contacts (journalists, with beats, affiliations to outlets and do_not_contact); campaigns; opportunities (pitches moving through stages: update_opportunity_stage keeps a stage history); coverage (with sentiment and reach), get_coverage_report and media files; guardrails (do-not-contact, double-pitch within a window unless override_reason, embargo_until); import_contacts/import_outlets with dry_run; notes and the interaction log; search, dossiers (get_contact_dossier, get_outlet_dossier), get_opportunity_status and get_agenda; emails (a shared inbox synced over IMAP, threads linkable to opportunities); notifications and Slack messaging; agent keys and users (admin). Start with whoami, get_service_info or search. Not every toolset is listed at first: list_toolsets shows them all, enable_toolset adds one (or name them in the URL /mcp/x/{toolset,…} or the X-MCP-Toolsets header). A string argument is at most 1000 characters and an array at most 100 elements unless its schema says otherwise.
-Lists are paged (limit, offset; total in the result). Nothing is ever hard-deleted: archive_X hides a record, restore_X brings it back.
+// Instructions are sent to clients at initialize. They state once what
+// holds for every tool, which the tools' schemas then leave out: the
+// default limits of a string and an array argument, the rules of a
+// free-form object argument, and what a tool that writes a record answers.
+var Instructions = `Outreach keeps a PR team's media pipeline. Groups: outlets and their channels; contacts (journalists, with beats, affiliations to outlets and do_not_contact); campaigns; opportunities (pitches moving through stages: update_opportunity_stage keeps a stage history); coverage (with sentiment and reach), get_coverage_report and media files; guardrails (do-not-contact, double-pitch within a window unless override_reason, embargo_until); import_contacts/import_outlets with dry_run; notes and the interaction log; search, dossiers (get_contact_dossier, get_outlet_dossier), get_opportunity_status and get_agenda; emails (a shared inbox synced over IMAP, threads linkable to opportunities); notifications and Slack messaging; agent keys and users (admin). Start with whoami, get_service_info or search. Not every toolset is listed at first: list_toolsets shows them all, enable_toolset adds one (or name them in the URL /mcp/x/{toolset,…} or the X-MCP-Toolsets header). ` + argumentLimits + `
+Lists are paged (limit, offset; total in the result). A tool that writes a record answers with the whole record, as its get_ tool shows it; its output schema names only the id and where the record stands. Nothing is ever hard-deleted: archive_X hides a record, restore_X brings it back.
 Every change is attributed to the key's user and agent and to a session: call start_session (optional label) at the start of a run of work and send its session_id in the X-Agent-Session-Id header or in _meta "outreach/session_id"; without one, the MCP session (revisions up to 2025-11-25) or, on 2026-07-28, the key's implicit session (ends after 30 minutes without a change). list_sessions finds a session to undo. get_change_log shows the changes (filter by session_id, agent_id, record_id, collection or time); rollback_change undoes one change, rollback_session undoes a whole session (dry_run first to see the plan).
 Errors are tool results with isError and JSON {"error": {"code", "message", "field", "retryable"}}; codes: invalid_argument (the field says which argument and what is allowed), not_found, conflict (re-read and retry), permission_denied (the key lacks a scope, or the session belongs to another agent), failed_precondition, rate_limited, unavailable, internal.`
+
+// argumentLimits is the instructions' sentence on the limits every argument
+// has unless its schema says otherwise, from their declarations.
+var argumentLimits = fmt.Sprintf("A string argument is at most %d characters and an array at most %d elements unless its schema says otherwise; an object argument is free-form: %s.",
+	tools.MaxText, tools.MaxItems, repo.FreeFormRules)
 
 // New returns the service's HTTP handler with the default Config.
 func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handler {

@@ -21,7 +21,7 @@ func Audit(s *repo.Store) []Tool {
 		UserID     string `json:"user_id,omitempty" jsonschema:"only changes made for this team member"`
 		Since      string `json:"since,omitempty" jsonschema:"only changes at or after this time (YYYY-MM-DD or ISO datetime)"`
 		Until      string `json:"until,omitempty" jsonschema:"only changes at or before this time; a bare date includes that whole day"`
-		Limit      *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum entries, 1 to 200; default 50"`
+		Limit      *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum entries; default 50"`
 		Offset     *int   `json:"offset,omitempty" min:"0" jsonschema:"entries to skip; default 0"`
 	}
 	type changeIn struct {

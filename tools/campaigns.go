@@ -27,7 +27,7 @@ func Campaigns(s *repo.Store) []Tool {
 		Status          string `json:"status,omitempty" enum:"planning,active,paused,completed" jsonschema:"only campaigns with this status"`
 		Search          string `json:"search,omitempty" jsonschema:"literal, case-insensitive text to find in name, description or goals"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived campaigns; default false"`
-		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum campaigns, 1 to 200; default 50"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum campaigns; default 50"`
 		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"campaigns to skip; default 0"`
 	}
 	type updateIn struct {

@@ -17,8 +17,8 @@ import (
 // The catalog and what each client is served. A server offers the
 // toolsets the operator enabled (--toolsets; all of them by default), but
 // lists to a client that names none only the lean default set (search,
-// contacts, opportunities, and audit, which is always on), so the first
-// tools/list fits an agent's context. A client names its toolsets in the
+// contacts, opportunities, notes, and audit, which is always on), so the
+// first tools/list fits an agent's context. A client names its toolsets in the
 // URL (/mcp/x/{toolset,…}, /mcp/readonly, /mcp/x/{toolset,…}/readonly) or
 // in the headers X-MCP-Toolsets and X-MCP-Readonly (server/toolsets_route.go),
 // and an agent adds toolsets as it goes with list_toolsets and
@@ -35,8 +35,9 @@ import (
 
 // defaultToolsets are what a client naming no toolsets is served when the
 // operator left --toolsets unset: what agents do most (find, read and work
-// contacts and the pipeline, and check their changes).
-var defaultToolsets = []string{"search", "contacts", "opportunities", alwaysOn}
+// contacts and the pipeline, log their calls and meetings as notes, and
+// check their changes).
+var defaultToolsets = []string{"search", "contacts", "opportunities", "notes", alwaysOn}
 
 // ToolsListBudget is the most bytes the default tools/list may take (about
 // 15,000 tokens at four characters a token); TestToolsListBudget holds it.

@@ -52,7 +52,7 @@ func Contacts(s *repo.Store) []Tool {
 		Beat            string `json:"beat,omitempty" jsonschema:"only contacts with this beat (whole beat, any case)"`
 		IsFreelance     *bool  `json:"is_freelance,omitempty" jsonschema:"only freelancers (true) or only staff (false)"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived contacts; default false"`
-		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 50"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results; default 50"`
 		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	type addIn struct {

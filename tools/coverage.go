@@ -41,7 +41,7 @@ func Coverage(s *repo.Store) []Tool {
 		Until           string `json:"until,omitempty" jsonschema:"only coverage published at or before this time; a bare date includes that whole day"`
 		Search          string `json:"search,omitempty" jsonschema:"literal, case-insensitive text to find in title, summary or url"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived coverage; default false"`
-		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum records, 1 to 200; default 50"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum records; default 50"`
 		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"records to skip; default 0"`
 	}
 	type updateIn struct {

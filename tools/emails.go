@@ -90,7 +90,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 		OpportunityID   string `json:"opportunity_id,omitempty" jsonschema:"only threads linked to this opportunity (UUID)"`
 		Since           string `json:"since,omitempty" jsonschema:"only threads with a message on or after this date (YYYY-MM-DD or ISO datetime)"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived threads; default false"`
-		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 25"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results; default 25"`
 		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	type idIn struct {
@@ -98,12 +98,12 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 	}
 	type searchIn struct {
 		Query string `json:"query" jsonschema:"text to find in subjects, bodies and senders: case-insensitive, matched literally"`
-		Limit *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum messages, 1 to 200; default 20"`
+		Limit *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum messages; default 20"`
 	}
 	type contactIn struct {
 		ContactID string `json:"contact_id" jsonschema:"the contact (UUID)"`
 		Since     string `json:"since,omitempty" jsonschema:"only messages on or after this date (YYYY-MM-DD or ISO datetime)"`
-		Limit     *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum messages, 1 to 200; default 50"`
+		Limit     *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum messages; default 50"`
 	}
 	type linkIn struct {
 		ThreadID      string `json:"thread_id" jsonschema:"the email thread (UUID)"`

@@ -14,10 +14,11 @@ import (
 )
 
 // Limits of arguments, declared once: newTool writes them into the input
-// schema the agent reads (maxLength, maxItems, minimum, maximum, and a
-// sentence on free-form objects), and decode enforces the same figures on
-// every call, before the tool's handler runs, so no handler holds a limit of
-// its own. A field's `max:"N"` tag overrides the default of its type, and a
+// schema the agent reads (maxLength, maxItems, minimum, maximum; the
+// defaults and the rules of a free-form object are said once, in the
+// server's instructions), and decode enforces the same figures on every
+// call, before the tool's handler runs, so no handler holds a limit of its
+// own. A field's `max:"N"` tag overrides the default of its type, and a
 // whole number's `min:"N"` gives its least value; N is a figure or the name
 // of a limit declared where its store-side check lives (namedLimits). The
 // table of limits in docs/limits.md is held to these figures by a test.
@@ -141,7 +142,9 @@ func newArgSpec(t reflect.Type) argSpec {
 	return spec
 }
 
-// describe writes the limits into the tool's input schema.
+// describe writes the limits into the tool's input schema. An object
+// argument is free-form (repo.CheckFreeForm); its rules, like the default
+// lengths, are said once, in the server's instructions.
 func (spec argSpec) describe(s *jsonschema.Schema) {
 	for _, a := range spec.fields {
 		p := s.Properties[a.name]
@@ -170,15 +173,9 @@ func (spec argSpec) describe(s *jsonschema.Schema) {
 			if a.hasMin {
 				p.Minimum = ptr(float64(a.min))
 			}
-		case "object":
-			p.Description += "; " + freeFormShort
 		}
 	}
 }
-
-// freeFormShort is repo.FreeFormRules as a parameter says it; an object
-// past them is refused with the whole rule.
-var freeFormShort = fmt.Sprintf("free-form: at most %d levels and %d entries, keys without a leading '$', '.' or NUL", repo.FreeFormMaxDepth, repo.FreeFormMaxEntries)
 
 func ptr[T any](v T) *T { return &v }
 

@@ -103,7 +103,7 @@ func Media(s *repo.Store) []Tool {
 		CoverageID      string `json:"coverage_id,omitempty" jsonschema:"only media of this coverage (UUID)"`
 		Type            string `json:"type,omitempty" enum:"article_pdf,video,video_clip,audio,audio_clip,image,document" jsonschema:"only media of this type"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived media; default false"`
-		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 50"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results; default 50"`
 		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	return []Tool{

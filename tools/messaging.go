@@ -33,7 +33,7 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 	}
 	type listIn struct {
 		Status string `json:"status,omitempty" enum:"open,answered" jsonschema:"only questions with this status"`
-		Limit  *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 50"`
+		Limit  *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results; default 50"`
 		Offset *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	notConfigured := func() error {

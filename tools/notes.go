@@ -29,7 +29,7 @@ func Notes(s *repo.Store) []Tool {
 		OpportunityID   string `json:"opportunity_id,omitempty" jsonschema:"only notes linked to this opportunity (UUID)"`
 		Search          string `json:"search,omitempty" jsonschema:"full-text search over title and content: case-insensitive, matched literally"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived notes; default false"`
-		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 50"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results; default 50"`
 		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	type updateIn struct {
@@ -55,7 +55,7 @@ func Notes(s *repo.Store) []Tool {
 		OpportunityID string `json:"opportunity_id,omitempty" jsonschema:"restrict to this opportunity (UUID)"`
 		Since         string `json:"since,omitempty" jsonschema:"only entries on or after this date (YYYY-MM-DD or ISO datetime)"`
 		Until         string `json:"until,omitempty" jsonschema:"only entries up to this date; a bare date includes that whole day"`
-		Limit         *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum entries, 1 to 200; default 50"`
+		Limit         *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum entries; default 50"`
 	}
 	return []Tool{
 		newTool("create_note", "Create a note (meeting recap, call log, research, observation) linked to at least one contact, outlet, opportunity or channel.", create,

@@ -24,13 +24,13 @@ func Notifications(s *repo.Store) []Tool {
 	}
 	type listSubsIn struct {
 		UserID string `json:"user_id,omitempty" jsonschema:"whose subscriptions (UUID); default: the caller's user; another member's need the admin scope"`
-		Limit  *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 50"`
+		Limit  *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results; default 50"`
 		Offset *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	type listIn struct {
 		UserID     string `json:"user_id,omitempty" jsonschema:"whose notifications (UUID); default: the caller's user; another member's need the admin scope"`
 		UnreadOnly bool   `json:"unread_only,omitempty" jsonschema:"only notifications not yet marked read; default false"`
-		Limit      *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 50"`
+		Limit      *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results; default 50"`
 		Offset     *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	type markIn struct {

@@ -41,7 +41,7 @@ func Opportunities(s *repo.Store) []Tool {
 		NextActionBefore string `json:"next_action_before,omitempty" jsonschema:"only opportunities whose next action is due strictly before this time (YYYY-MM-DD means midnight UTC at the start of that day)"`
 		Search           string `json:"search,omitempty" jsonschema:"literal, case-insensitive text to find in title, description or next_action"`
 		IncludeArchived  bool   `json:"include_archived,omitempty" jsonschema:"include archived opportunities; default false"`
-		Limit            *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum opportunities, 1 to 200; default 50"`
+		Limit            *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum opportunities; default 50"`
 		Offset           *int   `json:"offset,omitempty" min:"0" jsonschema:"opportunities to skip; default 0"`
 	}
 	type updateIn struct {

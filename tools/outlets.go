@@ -35,12 +35,12 @@ func Outlets(s *repo.Store) []Tool {
 		SocialLinks  map[string]any `json:"social_links,omitempty" jsonschema:"replaces the whole social_links object; {} clears it"`
 	}
 	type listIn struct {
-		Tier            *int   `json:"tier,omitempty" min:"1" max:"3" jsonschema:"only outlets of this tier (1 to 3)"`
+		Tier            *int   `json:"tier,omitempty" min:"1" max:"3" jsonschema:"only outlets of this tier"`
 		Type            string `json:"type,omitempty" enum:"publication,newspaper,magazine,online,broadcaster,podcast_network,newsletter,blog,wire_service,conference_organizer,award_body,other" jsonschema:"only outlets of this type"`
 		Topic           string `json:"topic,omitempty" jsonschema:"only outlets with this topic (whole topic, any case)"`
 		Search          string `json:"search,omitempty" jsonschema:"text found in the name or website (literal, any case)"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived outlets; default false"`
-		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results, 1 to 200; default 50"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum results; default 50"`
 		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"results to skip; default 0"`
 	}
 	type idIn struct {

@@ -11,27 +11,33 @@ import (
 // Output schemas as tools/list shows them. The full schema of a result
 // (every nested record with every field) is what the Go type says, but an
 // agent choosing and chaining tools needs the result's fields and the
-// fields of the records in it, not the inside of each nested record. So
-// the schema served names the fields two levels deep (the result's, and
-// those of the records and list items directly in it), types anything
-// deeper only as an object or array, keeps additionalProperties false and
-// required only at the top (where the envelope is exact), and moves a
-// record that appears more than once into $defs. Every result still
-// validates against it: the served schema only loosens the full one
-// (TestToolOutputSchemas and the integration test validate real results).
+// fields of the records a list gives it, not the inside of each nested
+// object: it reads those in the result, and a nested record's fields are
+// the ones its own get_ tool names. So the schema served names the
+// result's fields and those of the items of the lists directly in it,
+// types any other nested object only as an object (a dossier's contact, a
+// status's next action), keeps additionalProperties false and required
+// only at the top (where the envelope is exact), and moves a record that
+// appears more than once into $defs. Every result still validates against
+// it: the served schema only loosens the full one (TestToolOutputSchemas
+// and the integration test validate real results).
 
-// outputDepth is how many levels of properties the served schema names.
+// outputDepth is how many levels of properties the served schema names:
+// the result's, and those of the items of its lists.
 const outputDepth = 2
 
 // compact is the served form of a full output schema.
 func compact(full *jsonschema.Schema, depth int) *jsonschema.Schema {
 	s := full.CloneSchemas()
-	prune(s, 0, depth)
+	prune(s, 0, depth, false)
 	hoist(s)
 	return s
 }
 
-func prune(s *jsonschema.Schema, depth, max int) {
+// prune cuts s, found depth levels of properties below the result, to
+// what the served schema names, at most max levels; listed says s is the
+// item of a list, the only nested object whose fields are named.
+func prune(s *jsonschema.Schema, depth, max int, listed bool) {
 	if s == nil {
 		return
 	}
@@ -49,11 +55,14 @@ func prune(s *jsonschema.Schema, depth, max int) {
 		s.AdditionalProperties = nil
 		return
 	}
-	for _, p := range s.Properties {
-		prune(p, depth+1, max)
+	if depth > 0 && !listed {
+		s.Properties = nil
 	}
-	prune(s.Items, depth, max)
-	prune(s.AdditionalProperties, depth+1, max)
+	for _, p := range s.Properties {
+		prune(p, depth+1, max, false)
+	}
+	prune(s.Items, depth, max, true)
+	prune(s.AdditionalProperties, depth+1, max, false)
 }
 
 // hoist moves every object schema with properties that appears more than
@@ -155,13 +164,14 @@ func sortedKeys[V any](m map[string]V) []string {
 // written is the served schema of a tool that writes and answers with the
 // record it wrote: the record's id and the fields that say where it stands
 // (stage, status, archived_at, updated_at) where it has them; the record's
-// other fields are those its get_ and list_ tools show.
+// other fields are those its get_ and list_ tools show. The server's
+// instructions say so once, rather than a description on every such schema.
 func written(full *jsonschema.Schema) *jsonschema.Schema {
-	s := &jsonschema.Schema{Type: "object", Description: "the record written, as its get_ tool shows it", Properties: map[string]*jsonschema.Schema{}}
+	s := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}}
 	for _, name := range []string{"id", "stage", "status", "updated_at", "archived_at"} {
 		if p := full.Properties[name]; p != nil {
 			c := p.CloneSchemas()
-			prune(c, 1, 1)
+			prune(c, 1, 1, false)
 			s.Properties[name] = c
 			if slices.Contains(full.Required, name) {
 				s.Required = append(s.Required, name)

@@ -39,7 +39,7 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 		ContactID       string `json:"contact_id,omitempty" jsonschema:"only pitches to this contact (UUID)"`
 		State           string `json:"state,omitempty" enum:"draft,approved,scheduled,sending,sent,failed,cancelled" jsonschema:"only pitches in this state"`
 		IncludeArchived bool   `json:"include_archived,omitempty" jsonschema:"include archived pitches; default false"`
-		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum pitches, 1 to 200; default 50"`
+		Limit           *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum pitches; default 50"`
 		Offset          *int   `json:"offset,omitempty" min:"0" jsonschema:"pitches to skip; default 0"`
 	}
 	type approveIn struct {
@@ -62,7 +62,7 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 	}
 	type supListIn struct {
 		Reason string `json:"reason,omitempty" enum:"hard_bounce,unsubscribe,manual" jsonschema:"only entries with this reason"`
-		Limit  *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum entries, 1 to 200; default 50"`
+		Limit  *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum entries; default 50"`
 		Offset *int   `json:"offset,omitempty" min:"0" jsonschema:"entries to skip; default 0"`
 	}
 	return []Tool{

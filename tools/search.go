@@ -17,32 +17,32 @@ func Search(s *repo.Store) []Tool {
 		Query           string   `json:"query" max:"search_query" jsonschema:"text to find, matched literally (never as a pattern), ignoring case and accents"`
 		Types           []string `json:"types,omitempty" enum:"outlet,contact,opportunity,coverage,note,email" jsonschema:"only these kinds of record; default all"`
 		IncludeArchived bool     `json:"include_archived,omitempty" jsonschema:"include archived records; default false"`
-		Limit           *int     `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum hits, 1 to 200; default 20"`
+		Limit           *int     `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum hits; default 20"`
 		Offset          *int     `json:"offset,omitempty" min:"0" jsonschema:"hits to skip; default 0"`
 	}
 	type contactIn struct {
 		ContactID    string `json:"contact_id" jsonschema:"the contact's id (UUID)"`
-		Interactions *int   `json:"interactions,omitempty" min:"1" max:"interactions" jsonschema:"how many of the latest interactions to show, 1 to 50; default 10"`
+		Interactions *int   `json:"interactions,omitempty" min:"1" max:"interactions" jsonschema:"how many of the latest interactions to show; default 10"`
 	}
 	type outletIn struct {
 		OutletID     string `json:"outlet_id" jsonschema:"the outlet's id (UUID)"`
-		Interactions *int   `json:"interactions,omitempty" min:"1" max:"interactions" jsonschema:"how many of the latest interactions to show, 1 to 50; default 10"`
+		Interactions *int   `json:"interactions,omitempty" min:"1" max:"interactions" jsonschema:"how many of the latest interactions to show; default 10"`
 	}
 	type statusIn struct {
 		OpportunityID string `json:"opportunity_id" jsonschema:"the opportunity's id (UUID)"`
 		AsOf          string `json:"as_of,omitempty" jsonschema:"compute ages and due dates as of this time (YYYY-MM-DD or ISO datetime); default now"`
-		Interactions  *int   `json:"interactions,omitempty" min:"1" max:"interactions" jsonschema:"how many of the latest interactions to show, 1 to 50; default 10"`
+		Interactions  *int   `json:"interactions,omitempty" min:"1" max:"interactions" jsonschema:"how many of the latest interactions to show; default 10"`
 	}
 	type agendaIn struct {
 		Mine          bool   `json:"mine,omitempty" jsonschema:"only the items of the caller's own user; default false (the whole team)"`
 		UserID        string `json:"user_id,omitempty" jsonschema:"only the items of this team member (UUID); default the whole team"`
-		DueDays       *int   `json:"due_days,omitempty" min:"0" max:"agenda_days" jsonschema:"list next actions due within this many days, 0 to 365; default 7"`
-		NoReplyDays   *int   `json:"no_reply_days,omitempty" min:"0" max:"agenda_days" jsonschema:"list pitches with no reply after this many days, 0 to 365; default 5"`
-		UntouchedDays *int   `json:"untouched_days,omitempty" min:"1" max:"agenda_days" jsonschema:"list open opportunities with nothing new for this many days, 1 to 365; default 14"`
-		ReplyDays     *int   `json:"reply_days,omitempty" min:"1" max:"agenda_days" jsonschema:"list replies not linked to an opportunity from the last this many days, 1 to 365; default 14"`
-		EmbargoDays   *int   `json:"embargo_days,omitempty" min:"0" max:"agenda_days" jsonschema:"list embargoes (of open opportunities, and of campaigns for the team) lifting within this many days, 0 to 365; default 7"`
+		DueDays       *int   `json:"due_days,omitempty" min:"0" max:"agenda_days" jsonschema:"list next actions due within this many days; default 7"`
+		NoReplyDays   *int   `json:"no_reply_days,omitempty" min:"0" max:"agenda_days" jsonschema:"list pitches with no reply after this many days; default 5"`
+		UntouchedDays *int   `json:"untouched_days,omitempty" min:"1" max:"agenda_days" jsonschema:"list open opportunities with nothing new for this many days; default 14"`
+		ReplyDays     *int   `json:"reply_days,omitempty" min:"1" max:"agenda_days" jsonschema:"list replies not linked to an opportunity from the last this many days; default 14"`
+		EmbargoDays   *int   `json:"embargo_days,omitempty" min:"0" max:"agenda_days" jsonschema:"list embargoes (of open opportunities, and of campaigns for the team) lifting within this many days; default 7"`
 		AsOf          string `json:"as_of,omitempty" jsonschema:"compute the agenda as of this time (YYYY-MM-DD or ISO datetime); default now"`
-		Limit         *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum items, 1 to 200; default 50"`
+		Limit         *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum items; default 50"`
 		Offset        *int   `json:"offset,omitempty" min:"0" jsonschema:"items to skip; default 0"`
 	}
 	return []Tool{

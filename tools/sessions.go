@@ -16,7 +16,7 @@ func Sessions(s *repo.Store) []Tool {
 	type listIn struct {
 		AgentID string `json:"agent_id,omitempty" jsonschema:"only sessions of this agent"`
 		UserID  string `json:"user_id,omitempty" jsonschema:"only sessions of this team member's agents"`
-		Limit   *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum sessions, 1 to 200; default 20"`
+		Limit   *int   `json:"limit,omitempty" min:"1" max:"page" jsonschema:"maximum sessions; default 20"`
 		Offset  *int   `json:"offset,omitempty" min:"0" jsonschema:"sessions to skip; default 0"`
 	}
 	return []Tool{

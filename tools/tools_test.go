@@ -3,6 +3,7 @@ package tools
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,8 +53,9 @@ func TestToolDefinitionsSnapshot(t *testing.T) {
 }
 
 // TestToolInventory checks the whole list: unique verb_noun names, a
-// description on every tool and every parameter, and annotations that are
-// its kind's, the kind its name says.
+// description on every tool and every parameter (not restating the range
+// its schema gives), and annotations that are its kind's, the kind its
+// name says.
 func TestToolInventory(t *testing.T) {
 	name := regexp.MustCompile(`^[a-z]+(_[a-z0-9]+)*$`)
 	names := map[string]bool{}
@@ -98,6 +100,11 @@ func TestToolInventory(t *testing.T) {
 		for p, ps := range s.Properties {
 			if strings.TrimSpace(ps.Description) == "" {
 				t.Errorf("%s.%s: no description", d.Name, p)
+			}
+			// The schema's minimum and maximum are the range; a description
+			// saying it again is bytes in every tools/list, and drifts.
+			if ps.Minimum != nil && ps.Maximum != nil && strings.Contains(ps.Description, fmt.Sprintf("%g to %g", *ps.Minimum, *ps.Maximum)) {
+				t.Errorf("%s.%s: the description restates the range of its minimum and maximum: %q", d.Name, p, ps.Description)
 			}
 		}
 		for _, r := range s.Required {

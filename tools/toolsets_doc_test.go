@@ -95,8 +95,10 @@ func listBytes(defs []*mcp.Tool) int {
 
 // TestToolsListBudget fails when the default tools/list (a client naming
 // no toolsets, of a server started without --toolsets, seen by an admin
-// key) passes its budget, and checks that every tool offered is still in
-// some toolset a client can name.
+// key) passes its budget or lacks the notes toolset (the group the
+// specification details: an agent logs a call without enabling anything
+// first), and checks that every tool offered is still in some toolset a
+// client can name.
 func TestToolsListBudget(t *testing.T) {
 	c := NewCatalog(nil, must(WithToolsets("")))
 	if n := listBytes(c.Defs(Selection{})); n > ToolsListBudget {
@@ -105,9 +107,12 @@ func TestToolsListBudget(t *testing.T) {
 	if got, want := len(c.Defs(Selection{Toolsets: c.Available()})), len(All(nil)); got != want {
 		t.Errorf("every toolset together serves %d tools, want all %d", got, want)
 	}
-	for _, name := range []string{"list_toolsets", "enable_toolset"} {
+	if !slices.Contains(c.Listed(), "notes") {
+		t.Errorf("the default list's toolsets %v lack notes", c.Listed())
+	}
+	for _, name := range []string{"list_toolsets", "enable_toolset", "create_note", "list_notes", "get_interaction_log"} {
 		if !slices.ContainsFunc(c.Defs(Selection{}), func(d *mcp.Tool) bool { return d.Name == name }) {
-			t.Errorf("the default list lacks %s, the way to the other toolsets", name)
+			t.Errorf("the default list lacks %s", name)
 		}
 	}
 }

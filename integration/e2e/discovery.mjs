@@ -44,16 +44,16 @@ const client = await connect(url, {
 const first = await client.listTools();
 out.default_tools = first.tools.map((t) => t.name).sort();
 out.default_bytes = JSON.stringify(first).length;
-for (const name of ["list_toolsets", "enable_toolset", "search"]) {
+for (const name of ["list_toolsets", "enable_toolset", "search", "create_note"]) {
   check(out.default_tools.includes(name), `default list has ${name}`, out.default_tools);
 }
-check(!out.default_tools.includes("create_note"), "default list lacks create_note", out.default_tools);
+check(!out.default_tools.includes("create_outlet"), "default list lacks create_outlet", out.default_tools);
 
 const toolsets = result(await client.callTool({ name: "list_toolsets", arguments: {} }), "list_toolsets");
 const off = toolsets.toolsets.filter((t) => !t.enabled).map((t) => t.name);
 check(off.length > 0, "list_toolsets names toolsets not enabled", toolsets);
 const enabled = result(await client.callTool({ name: "enable_toolset", arguments: { toolsets: off } }), "enable_toolset");
-check(enabled.added.includes("create_note"), "enable_toolset added create_note", enabled.added);
+check(enabled.added.includes("create_outlet"), "enable_toolset added create_outlet", enabled.added);
 
 // The SDK refreshes its list on notifications/tools/list_changed; the test
 // fails (does not wait forever) if none comes.
@@ -64,8 +64,8 @@ check(!refreshed.error, "list refreshed after list_changed", String(refreshed.er
 // short debounce, so the first notification may come before the last tool:
 // the list asked for now, after enable_toolset answered, is the whole one.
 out.after_tools = (await client.listTools()).tools.map((t) => t.name).sort();
-const notes = result(await client.callTool({ name: "list_notes", arguments: {} }), "list_notes");
-check(typeof notes.total === "number", "list_notes answers after enable_toolset", notes);
+const outlets = result(await client.callTool({ name: "list_outlets", arguments: {} }), "list_outlets");
+check(typeof outlets.total === "number", "list_outlets answers after enable_toolset", outlets);
 
 // Resources, prompts and completions through the same client.
 const contact = result(await client.callTool({ name: "create_contact", arguments: { first_name: "Grace", last_name: "Hopper" } }), "create_contact");
