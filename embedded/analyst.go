@@ -37,6 +37,12 @@ import (
 //     $function or $accumulator (code run in the server).
 //   - How much: the numbers below. A refusal is a MongoDB error document
 //     saying what was refused and what is allowed.
+//   - How long: every command forwarded to the store has a time limit, the
+//     client's maxTimeMS when it is below MaxTime, else MaxTime. The store
+//     stops find and aggregate at their maxTimeMS itself, so they carry it;
+//     it refuses maxTimeMS on distinct and ignores it on count, so the gate
+//     takes it out of every other command and enforces the limit on its
+//     wait for the answer (timeLimit, forward).
 //
 // Cursors belong to the key that opened them (drivers may continue one on
 // another pooled connection, as on MongoDB); another key's cursor, or one
@@ -64,8 +70,8 @@ const (
 	// MaxDepth is the deepest nesting of documents and arrays a command
 	// may have.
 	MaxDepth = 32
-	// MaxTime is the time limit of a query (maxTimeMS): the default, and the
-	// most a client may ask for.
+	// MaxTime is the time limit of a command (maxTimeMS): the default, and
+	// the most a client may ask for.
 	MaxTime = 60 * time.Second
 	// MaxRequest is the largest command a client may send.
 	MaxRequest = 1 << 20
@@ -77,11 +83,20 @@ const (
 	codeUnauthorized         = 13
 	codeAuthenticationFailed = 18
 	codeCursorNotFound       = 43
+	codeMaxTimeMSExpired     = 50
 	codeMechanismUnavailable = 334
 )
 
 // maxReply bounds a reply read from the store (MongoDB's message limit).
 const maxReply = 48_000_000
+
+// engineGrace is how long the gate waits past a time limit the store
+// enforces itself (find, aggregate), so that the store's own answer, which
+// says where it stopped, arrives first.
+const engineGrace = 10 * time.Second
+
+// engineBounded are the commands the store stops at their maxTimeMS.
+var engineBounded = map[string]bool{"find": true, "aggregate": true}
 
 // Failed authentications allowed per user name and per client address:
 // a burst, then one more per interval.
@@ -330,7 +345,15 @@ func (c *conn) handle(msg []byte) (out []byte, keep bool) {
 		return answer(errorDoc(codeBadValue, fmt.Sprintf("outreach: this connection holds %d open cursors, the most it may: exhaust or kill one (killCursors) before opening another", MaxCursors))), true
 	}
 	cmd := c.bound(lower, req.cmd)
-	raw, err := c.forward(cmd, MaxTime+10*time.Second)
+	limit := timeLimit(req.cmd)
+	wait := limit
+	if engineBounded[lower] {
+		wait += engineGrace
+	}
+	raw, err := c.forward(cmd, wait)
+	if errors.Is(err, errTimedOut) {
+		return answer(timedOut(name, limit)), true
+	}
 	if err != nil {
 		return nil, false
 	}
@@ -526,15 +549,30 @@ func (c *conn) checkPipeline(p any, stages *int) (string, int) {
 	return "", 0
 }
 
+// timeLimit is the time a command may take: the client's maxTimeMS when it
+// is positive and below MaxTime, else MaxTime (0, MongoDB's "no limit", and
+// a larger one do not lift the endpoint's).
+func timeLimit(cmd bson.D) time.Duration {
+	if ms, ok := number(lookup(cmd, "maxTimeMS")); ok && ms > 0 && ms < MaxTime.Milliseconds() {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return MaxTime
+}
+
+// timedOut is the answer to a command the gate stopped waiting for.
+func timedOut(name string, limit time.Duration) bson.D {
+	return errorDoc(codeMaxTimeMSExpired, fmt.Sprintf("operation exceeded time limit: outreach stopped waiting for %q after %d ms "+
+		"(its maxTimeMS, or %d ms, the most this endpoint allows): narrow the query, e.g. with a filter on an indexed field", name, limit.Milliseconds(), MaxTime.Milliseconds()))
+}
+
 // bound sets the time limit and batch size of a query, and hides the
-// hidden collections from listCollections.
+// hidden collections from listCollections. Only the commands the store
+// bounds itself carry maxTimeMS to it (the gate enforces the others').
 func (c *conn) bound(lower string, cmd bson.D) bson.D {
-	cmd = append(bson.D(nil), cmd...)
-	switch lower {
-	case "find", "aggregate", "count", "distinct", "explain":
-		if ms, ok := number(lookup(cmd, "maxTimeMS")); !ok || ms <= 0 || ms > MaxTime.Milliseconds() {
-			cmd = set(cmd, "maxTimeMS", MaxTime.Milliseconds())
-		}
+	limit := timeLimit(cmd)
+	cmd = without(cmd, "maxTimeMS")
+	if engineBounded[lower] {
+		cmd = append(cmd, bson.E{Key: "maxTimeMS", Value: limit.Milliseconds()})
 	}
 	coll, _ := cmd[0].Value.(string)
 	hiddenFields := c.g.fields[coll]
@@ -643,16 +681,15 @@ func (c *conn) getMore(req request) ([]byte, bool) {
 	}
 	// maxTimeMS on a getMore is for awaitData cursors, which the store has
 	// not; drivers running it as a plain command (with a timeout) send one.
-	var cmd bson.D
-	for _, e := range req.cmd {
-		if e.Key != "maxTimeMS" {
-			cmd = append(cmd, e)
-		}
-	}
+	// A batch gets the endpoint's limit.
+	cmd := without(req.cmd, "maxTimeMS")
 	if n, ok := number(lookup(cmd, "batchSize")); !ok || n <= 0 || n > MaxBatch {
 		cmd = set(cmd, "batchSize", int32(MaxBatch))
 	}
-	raw, err := c.forward(cmd, MaxTime+10*time.Second)
+	raw, err := c.forward(cmd, MaxTime)
+	if errors.Is(err, errTimedOut) {
+		return replyDoc(req, timedOut("getMore", MaxTime)), true
+	}
 	if err != nil {
 		return nil, false
 	}
@@ -785,9 +822,15 @@ func (c *conn) hello(cmd bson.D) ([]byte, error) {
 	return bson.Marshal(out)
 }
 
-// forward sends cmd to the store and returns its answer's body. An error
-// (the store did not answer within limit, or the connection broke) ends
-// the client's connection.
+// errTimedOut: the store did not begin its answer within the limit. The
+// connection to it stays usable: the command goes on in the store (closing
+// the connection would not stop it), and the next forward skips its
+// answer, so each client connection has at most one command in the store.
+var errTimedOut = errors.New("the store did not answer in time")
+
+// forward sends cmd to the store and returns its answer's body. Past limit
+// it returns errTimedOut; any other error (the connection broke, or the
+// time ran out in the middle of an answer) ends the client's connection.
 func (c *conn) forward(cmd bson.D, limit time.Duration) ([]byte, error) {
 	doc, err := bson.Marshal(cmd)
 	if err != nil {
@@ -807,6 +850,9 @@ func (c *conn) forward(cmd bson.D, limit time.Duration) ([]byte, error) {
 	}
 	for {
 		reply, err := readMessage(c.up, maxReply)
+		if errors.Is(err, errNothingRead) {
+			return nil, errTimedOut
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 
@@ -106,14 +107,22 @@ func replyDoc(req request, doc bson.D) []byte {
 
 func errorDoc(code int, msg string) bson.D {
 	names := map[int]string{codeBadValue: "BadValue", codeUnauthorized: "Unauthorized", codeAuthenticationFailed: "AuthenticationFailed",
-		codeCursorNotFound: "CursorNotFound", codeMechanismUnavailable: "MechanismUnavailable"}
+		codeCursorNotFound: "CursorNotFound", codeMaxTimeMSExpired: "MaxTimeMSExpired", codeMechanismUnavailable: "MechanismUnavailable"}
 	return bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: msg}, {Key: "code", Value: int32(code)}, {Key: "codeName", Value: names[code]}}
 }
 
-// readMessage reads one whole wire message of at most limit bytes.
+// errNothingRead: the reader's deadline passed before a message began.
+var errNothingRead = errors.New("no message before the deadline")
+
+// readMessage reads one whole wire message of at most limit bytes. A
+// deadline that passes before its first byte is errNothingRead (the stream
+// is still whole); one that passes later is an error like any other.
 func readMessage(r io.Reader, limit int32) ([]byte, error) {
 	var head [4]byte
-	if _, err := io.ReadFull(r, head[:]); err != nil {
+	if n, err := io.ReadFull(r, head[:]); err != nil {
+		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, errNothingRead
+		}
 		return nil, err
 	}
 	n := int32(head[0]) | int32(head[1])<<8 | int32(head[2])<<16 | int32(head[3])<<24
@@ -189,6 +198,17 @@ func lookup(d bson.D, key string) any {
 		}
 	}
 	return nil
+}
+
+// without returns a copy of d without key (every occurrence).
+func without(d bson.D, key string) bson.D {
+	out := make(bson.D, 0, len(d))
+	for _, e := range d {
+		if e.Key != key {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // set replaces or appends key in d.

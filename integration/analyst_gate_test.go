@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,19 +191,10 @@ func TestAnalystAuthentication(t *testing.T) {
 	}
 
 	// mongosh, unchanged, with the documented connection string.
-	if _, err := os.Stat(mongoshPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("mongosh is not installed (scripts/test.sh installs it): %v", err)
-		}
-		t.Logf("mongosh not installed: skipping its part")
+	if !haveMongosh(t) {
 		return
 	}
-	mongosh := func(uri, eval string) (string, error) {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, mongoshPath, "--quiet", "--norc", uri, "--eval", eval).CombinedOutput()
-		return string(out), err
-	}
+	mongosh := func(uri, eval string) (string, error) { return mongoshEval(ctx, uri, eval) }
 	out, err := mongosh(analystURI(addr, db, reader), `db.outlets.find({}, {name: 1}).toArray().map(o => o.name).join(",")`)
 	if err != nil || strings.TrimSpace(out) != "The Example Times" {
 		t.Errorf("mongosh with a read key: %v\n%s", err, out)

@@ -71,18 +71,63 @@ func runQueryDriver(ctx context.Context, db *mongo.Database, q string) ([]map[st
 	return out.R, json.Unmarshal(raw, &out)
 }
 
+// mongoshEval runs mongosh on uri with a script, without a profile, and
+// returns what it printed (its errors too), allowing it two minutes.
+func mongoshEval(ctx context.Context, uri, script string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, mongoshPath, "--quiet", "--norc", uri, "--eval", script).CombinedOutput()
+	return string(out), err
+}
+
+// haveMongosh says whether scripts/test.sh installed mongosh; without it a
+// test runs its driver part alone, except under CI, where it fails.
+func haveMongosh(t *testing.T) bool {
+	t.Helper()
+	if _, err := os.Stat(mongoshPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("mongosh is not installed (scripts/test.sh installs it): %v", err)
+		}
+		t.Logf("mongosh not installed: %v", err)
+		return false
+	}
+	return true
+}
+
 // runQueryMongosh runs q with mongosh and returns its result as relaxed Extended JSON.
 func runQueryMongosh(ctx context.Context, uri, q string) ([]map[string]any, error) {
-	cmd := exec.CommandContext(ctx, mongoshPath, "--quiet", "--norc", uri, "--eval", "EJSON.stringify(("+q+").toArray(), null, 0, {relaxed: true})")
-	out, err := cmd.CombinedOutput()
+	out, err := mongoshEval(ctx, uri, "EJSON.stringify(("+q+").toArray(), null, 0, {relaxed: true})")
 	if err != nil {
 		return nil, fmt.Errorf("mongosh: %v\n%s", err, out)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal(out, &rows); err != nil {
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		return nil, fmt.Errorf("mongosh printed %s: %w", out, err)
 	}
 	return rows, nil
+}
+
+// readerURI starts the server on data and returns how an analyst reaches
+// its database: the analyst endpoint with a read key made at the command
+// line, as docs/operations.md's mongosh section does, or on MONGODB_URI the
+// server itself (analysts have users of their own there; the embedded
+// store's endpoint does not exist).
+func readerURI(t *testing.T, data string) (srv *proc, uri, dbName string) {
+	t.Helper()
+	dbName = storeEnv(data)[0][len("OUTREACH_DB="):]
+	base := os.Getenv("MONGODB_URI")
+	if base == "" {
+		addr := freeTCP(t)
+		srv = startServer(t, data, "OUTREACH_MONGO_LISTEN="+addr)
+		return srv, analystURI(addr, dbName, analystCLIKey(t, data)), dbName
+	}
+	srv = startServer(t, data)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + dbName
+	return srv, u.String(), dbName
 }
 
 // TestAnalystQueries runs every query of docs/analyst-queries.md against the
@@ -103,37 +148,16 @@ func TestAnalystQueries(t *testing.T) {
 	}
 	data := dataDir(t)
 	seedDemoCLI(t, data)
-	dbName := storeEnv(data)[0][len("OUTREACH_DB="):]
-	var uri string
-	if base := os.Getenv("MONGODB_URI"); base != "" {
-		// On a MongoDB server analysts query it directly (with a read-only
-		// user in production: see the doc); the embedded store's endpoint
-		// does not exist there.
-		startServer(t, data)
-		u, err := url.Parse(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Path = "/" + dbName
-		uri = u.String()
-	} else {
-		addr := freeTCP(t)
-		startServer(t, data, "OUTREACH_MONGO_LISTEN="+addr)
-		uri = analystURI(addr, dbName, analystCLIKey(t, data))
-	}
+	_, uri, dbName := readerURI(t, data)
 	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetTimeout(20 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Disconnect(ctx)
 	db := client.Database(dbName)
-	withMongosh := true
-	if _, err := os.Stat(mongoshPath); err != nil {
-		withMongosh = false
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("mongosh is not installed (scripts/test.sh installs it): %v", err)
-		}
-		t.Logf("mongosh not installed: running the queries' text through the Go driver")
+	withMongosh := haveMongosh(t)
+	if !withMongosh {
+		t.Logf("running the queries' text through the Go driver")
 	}
 	var contact bson.M
 	if err := db.Collection("contacts").FindOne(ctx, bson.M{"email": "clara.marchetti@circuitmonthly.example.org"}).Decode(&contact); err != nil {
