@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -50,6 +52,73 @@ func TestClientsDocNamesRevisionsAndSessions(t *testing.T) {
 	for _, name := range []string{tools.SessionHeader, tools.MetaSessionKey, "start_session", "auto-", "permission_denied", "30 minutes", "rollback_session"} {
 		if !strings.Contains(doc, name) {
 			t.Errorf("docs/clients.md does not say how sessions work with %s", name)
+		}
+	}
+}
+
+// TestNewcomerFiguresAreTheMeasuredOnes holds what a newcomer is told in
+// the first minutes to what was measured: the first build's times that
+// scripts/serve.sh prints are those of docs/clients.md's newcomer table,
+// and the Node version the README and docs/clients.md ask for the
+// Inspector is the one the pinned Inspector declares (its engines, in the
+// end-to-end tests' lock file), at the version they pin.
+func TestNewcomerFiguresAreTheMeasuredOnes(t *testing.T) {
+	read := func(path string) string {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	script, readme, clients := read("../scripts/serve.sh"), read("../README.md"), read("../docs/clients.md")
+	m := regexp.MustCompile(`serving took (\d+) s on 2 idle cores and (\d+) s on 2 busy ones`).FindStringSubmatch(script)
+	if m == nil {
+		t.Fatal("serve.sh does not say how long the first build took, idle and busy")
+	}
+	newcomer := clients[strings.Index(clients, "## A newcomer's first minutes"):]
+	row := regexp.MustCompile("(?m)^\\| `./scripts/serve.sh --demo` until `/healthz` answers[^|]*\\| ([^|]*) \\| ([^|]*) \\|$").FindStringSubmatch(newcomer)
+	if row == nil {
+		t.Fatal("docs/clients.md's newcomer table has no row for serve.sh until /healthz")
+	}
+	if row[1] != m[1]+" s" || row[2] != m[2]+" s" {
+		t.Errorf("serve.sh says %s s idle and %s s busy; the measured table says %q and %q", m[1], m[2], row[1], row[2])
+	}
+
+	var pkg struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	var lock struct {
+		Packages map[string]struct {
+			Version string            `json:"version"`
+			Engines map[string]string `json:"engines"`
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal([]byte(read("e2e/package.json")), &pkg); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(read("e2e/package-lock.json")), &lock); err != nil {
+		t.Fatal(err)
+	}
+	const name = "@modelcontextprotocol/inspector"
+	version, inspector := pkg.Dependencies[name], lock.Packages["node_modules/"+name]
+	if version == "" || inspector.Version != version {
+		t.Fatalf("the end-to-end tests pin %s %q, their lock file holds %q", name, version, inspector.Version)
+	}
+	engine := regexp.MustCompile(`^>=(\d+)\.(\d+)\.0$`).FindStringSubmatch(inspector.Engines["node"])
+	if engine == nil {
+		t.Fatalf("%s %s declares node %q: not a plain minimum", name, version, inspector.Engines["node"])
+	}
+	node := fmt.Sprintf("Node %s.%s or later", engine[1], engine[2])
+	for doc, text := range map[string]string{"README.md": readme, "docs/clients.md": clients} {
+		if !strings.Contains(text, name+"@"+version) {
+			t.Errorf("%s does not call the pinned %s@%s", doc, name, version)
+		}
+		if !strings.Contains(text, node) {
+			t.Errorf("%s does not ask for %s, which %s@%s declares", doc, node, name, version)
+		}
+		if regexp.MustCompile(`Node \d+ or later`).MatchString(text) {
+			t.Errorf("%s still asks for another Node version: %q", doc, regexp.MustCompile(`Node \d+ or later`).FindString(text))
 		}
 	}
 }
