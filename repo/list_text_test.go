@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -226,6 +227,34 @@ func TestFoldIsOneForEveryCaseClass(t *testing.T) {
 		{"Café", false}, {"Cafe\u0301", false}, {"über", false}, {"ǅ", true}} {
 		if got := plainText(c.text); got != c.plain {
 			t.Errorf("plainText(%q) = %v, want %v", c.text, got, c.plain)
+		}
+	}
+}
+
+// Where the word index cannot answer (a text without a letter or digit),
+// the store's pattern is asked, and a scan past its bound is a clear,
+// retryable unavailable naming the parameter, not an internal error, on
+// a list and on search_emails alike.
+func TestListTextPatternIsBounded(t *testing.T) {
+	s, ctx := openTestStore(t)
+	if _, err := s.Fixture(ctx, collNotes, map[string]any{"title": "a@b", "content": "x", "type": "meeting", "occurred_at": time.Now(), "links": bson.A{}}); err != nil {
+		t.Fatal(err)
+	}
+	waitIndexes(t, s)
+	p, err := s.ListNotes(ctx, NoteFilter{Search: "@"}, 10, 0)
+	if err != nil || p.Total != 1 {
+		t.Fatalf("within the bound: %+v, %v", p, err)
+	}
+	defer func(d time.Duration) { patternBound = d }(patternBound)
+	patternBound = time.Nanosecond
+	for name, call := range map[string]func() error{
+		"search": func() error { _, err := s.ListNotes(ctx, NoteFilter{Search: "@"}, 10, 0); return err },
+		"query":  func() error { _, _, err := s.SearchEmails(ctx, "@", 10); return err },
+	} {
+		err := call()
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeUnavailable || e.Field != name || !e.Retryable || !strings.Contains(e.Message, "took longer than 1ns") {
+			t.Errorf("%s past the bound: %v", name, err)
 		}
 	}
 }
