@@ -52,6 +52,31 @@ func List[T any](ctx context.Context, s *Engine, coll string, filter bson.M, sor
 	return Page[T]{Total: total, Items: items}, nil
 }
 
+// ListAmong is List restricted to the records among (ids a word index
+// named), answered from the engine's index alone: ok is false where the
+// index cannot answer (stale, being built, a filter or sort it does not
+// keep), and the caller asks the store its own way. Among is not sent as
+// an _id $in, which the embedded store and the index's evaluator compare
+// with every id for every record.
+func ListAmong[T any](ctx context.Context, s *Engine, coll string, among []string, filter bson.M, sort bson.D, limit, offset int) (Page[T], bool, error) {
+	if among == nil {
+		among = []string{}
+	}
+	ids, total, ok, err := s.mirrorIDs(ctx, mirrorQuery{coll: coll, filter: filter, among: among, sort: sort, skip: int64(offset), limit: int64(limit)})
+	if err != nil || !ok {
+		return Page[T]{}, false, DriverErr(err, s.schema.Kinds[coll], "list")
+	}
+	raws, err := s.fetch(ctx, coll, ids, filter, nil)
+	items := []T{}
+	if err == nil {
+		err = decodeAll(raws, &items)
+	}
+	if err != nil {
+		return Page[T]{}, false, DriverErr(err, s.schema.Kinds[coll], "list")
+	}
+	return Page[T]{Total: total, Items: items}, true, nil
+}
+
 // listOnePass is List in one read (see List).
 func listOnePass[T any](ctx context.Context, s *Engine, coll string, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
 	cur, err := s.coll(coll).Find(ctx, filter, options.Find().SetSort(sort))

@@ -326,6 +326,7 @@ func (s *Engine) mirrorLost(coll string, err error) {
 type mirrorQuery struct {
 	coll         string
 	filter       bson.M
+	among        []string // not nil: the only ids the answer may hold (index.Query.Among)
 	sort         bson.D
 	skip, limit  int64 // limit 0: no limit
 	wantTotal    bool
@@ -342,5 +343,5 @@ func (mi *mirror) ids(q mirrorQuery) (ids []string, total int64, ok bool) {
 	}
 	mi.mu.RLock()
 	defer mi.mu.RUnlock()
-	return mi.colls[q.coll].IDs(index.Query{Filter: q.filter, Sort: q.sort, Skip: q.skip, Limit: q.limit})
+	return mi.colls[q.coll].IDs(index.Query{Filter: q.filter, Sort: q.sort, Skip: q.skip, Limit: q.limit, Among: q.among})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -142,7 +143,12 @@ func (s *Engine) storeIDs(ctx context.Context, q mirrorQuery) ([]string, int64, 
 	if q.sort != nil {
 		opts.SetSort(q.sort)
 	}
-	cur, err := s.coll(q.coll).Find(ctx, q.filter, opts)
+	filter := q.filter
+	if q.among != nil {
+		filter = maps.Clone(q.filter)
+		filter["_id"] = bson.M{"$in": q.among}
+	}
+	cur, err := s.coll(q.coll).Find(ctx, filter, opts)
 	if err != nil {
 		return nil, 0, err
 	}

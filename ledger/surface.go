@@ -86,6 +86,9 @@ func (s *Engine) FetchByID(ctx context.Context, coll string, ids []string) ([]bs
 	return s.fetch(ctx, coll, ids, nil, nil)
 }
 
+// DecodeAll decodes raws into out, a pointer to a slice.
+func DecodeAll(raws []bson.Raw, out any) error { return decodeAll(raws, out) }
+
 // Count counts the records of coll matching filter.
 func (s *Engine) Count(ctx context.Context, coll string, filter bson.M) (int64, error) {
 	return s.count(ctx, coll, filter)

@@ -520,18 +520,33 @@ type EmailHit struct {
 // literally and case-insensitively, newest first (ties by id descending);
 // where the server has text search, its index narrows the threads first.
 func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int, []EmailHit, error) {
+	q := strings.ToLower(query)
+	keep := func(_ *EmailThread, m *EmailMessage) bool {
+		return strings.Contains(strings.ToLower(m.Subject), q) || strings.Contains(strings.ToLower(m.BodyText), q) ||
+			strings.Contains(strings.ToLower(m.From), q)
+	}
 	t := textFilter{coll: collEmails, text: query, textIndex: true}
-	filter := bson.M{"archived_at": nil}
-	bounded, cancel, err := s.narrowText(ctx, t, filter)
+	ids, ok, err := s.textIDs(ctx, t)
 	if err != nil {
 		return 0, nil, err
 	}
+	if ok { // the threads the word index found, read by _id
+		raws, err := s.FetchByID(ctx, collEmails, ids)
+		var threads []EmailThread
+		if err == nil {
+			err = ledger.DecodeAll(raws, &threads)
+		}
+		if err != nil {
+			return 0, nil, ledger.DriverErr(err, "email thread", "query")
+		}
+		threads = slices.DeleteFunc(threads, func(t EmailThread) bool { return t.ArchivedAt != nil })
+		total, hits := messageHits(threads, keep, limit)
+		return total, hits, nil
+	}
+	filter := bson.M{"archived_at": nil}
+	bounded, cancel := s.byPattern(ctx, t, filter)
 	defer cancel()
-	q := strings.ToLower(query)
-	total, hits, err := s.messages(bounded, filter, func(_ *EmailThread, m *EmailMessage) bool {
-		return strings.Contains(strings.ToLower(m.Subject), q) || strings.Contains(strings.ToLower(m.BodyText), q) ||
-			strings.Contains(strings.ToLower(m.From), q)
-	}, limit)
+	total, hits, err := s.messages(bounded, filter, keep, limit)
 	return total, hits, s.boundErr(ctx, bounded, t, err)
 }
 
@@ -558,6 +573,13 @@ func (s *Store) messages(ctx context.Context, filter bson.M, keep func(*EmailThr
 	if err := cur.All(ctx, &threads); err != nil {
 		return 0, nil, ledger.DriverErr(err, "email thread", "query")
 	}
+	total, hits := messageHits(threads, keep, limit)
+	return total, hits, nil
+}
+
+// messageHits are the total and the first limit of the threads' messages
+// that keep accepts, newest first.
+func messageHits(threads []EmailThread, keep func(*EmailThread, *EmailMessage) bool, limit int) (int, []EmailHit) {
 	hits := []EmailHit{}
 	for i := range threads {
 		t := &threads[i]
@@ -577,7 +599,7 @@ func (s *Store) messages(ctx context.Context, filter bson.M, keep func(*EmailThr
 	if len(hits) > limit {
 		hits = hits[:limit]
 	}
-	return total, hits, nil
+	return total, hits
 }
 
 // LinkEmailOpportunity links a thread to an active opportunity. Linking the

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"outreach/ledger"
 	"outreach/ledger/index"
 )
 
@@ -65,35 +66,32 @@ type textFilter struct {
 // textListPage lists the records of coll matching filter and holding t's
 // text, in sort order, with their total.
 func textListPage[T any](ctx context.Context, s *Store, t textFilter, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
-	bounded, cancel, err := s.narrowText(ctx, t, filter)
+	ids, ok, err := s.textIDs(ctx, t)
 	if err != nil {
 		return Page[T]{}, err
 	}
+	if ok {
+		page, answered, err := ledger.ListAmong[T](ctx, s.Engine, t.coll, ids, filter, sort, limit, offset)
+		if err != nil || answered {
+			return page, err
+		}
+	}
+	bounded, cancel := s.byPattern(ctx, t, filter)
 	defer cancel()
 	page, err := listPage[T](bounded, s, t.coll, filter, sort, limit, offset)
 	return page, s.boundErr(ctx, bounded, t, err)
 }
 
-// narrowText adds t to filter: the records the word index found, as an
-// _id filter, or else the store's pattern, with a context bounded by
-// patternBound for the read that follows.
-func (s *Store) narrowText(ctx context.Context, t textFilter, filter bson.M) (context.Context, context.CancelFunc, error) {
-	ids, ok, err := s.textIDs(ctx, t)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ok && !s.textByPattern.Load() {
-		filter["_id"] = bson.M{"$in": ids}
-		return ctx, func() {}, nil
-	}
+// byPattern adds t to filter as the store's pattern, and bounds the
+// context of the read that follows by patternBound.
+func (s *Store) byPattern(ctx context.Context, t textFilter, filter bson.M) (context.Context, context.CancelFunc) {
 	for k, v := range anyField(t.text, listTexts[t.coll]...) {
 		filter[k] = v
 	}
 	if t.textIndex && s.Capabilities().TextSearch {
 		filter["$text"] = bson.M{"$search": textPhrase(t.text)}
 	}
-	bounded, cancel := context.WithTimeout(ctx, patternBound)
-	return bounded, cancel, nil
+	return context.WithTimeout(ctx, patternBound)
 }
 
 // boundErr names the bound when the store's pattern outlasted it (and the
@@ -121,6 +119,9 @@ func searchField(coll string) string {
 // pattern is then asked). With the index check on (tests), the answer is
 // compared with the store's pattern.
 func (s *Store) textIDs(ctx context.Context, t textFilter) (ids []string, ok bool, err error) {
+	if s.textByPattern.Load() {
+		return nil, false, nil
+	}
 	for attempt := 0; ; attempt++ {
 		ids, ok, err = s.wordIDs(ctx, t)
 		if err != nil || !ok || !s.IndexChecked() {

@@ -251,7 +251,20 @@ func (mc *Coll) IDs(q Query) (ids []string, total int64, ok bool) {
 		hits = slices.Insert(hits, at, h)
 		return true
 	}
-	if cand, ok := mc.candidates(q.Filter); ok {
+	cand, picked := mc.candidates(q.Filter)
+	if q.Among != nil {
+		among, _ := mc.byID(bson.M{"$in": q.Among})
+		if picked && len(cand) < len(among) {
+			in := newBitset(len(mc.locs))
+			for _, num := range among {
+				in[num>>6] |= 1 << (num & 63)
+			}
+			cand = slices.DeleteFunc(slices.Clone(cand), func(num int32) bool { return !in.has(num) })
+		} else {
+			cand, picked = among, true
+		}
+	}
+	if picked {
 		for _, num := range cand {
 			if !consider(num) {
 				return nil, 0, false
@@ -1039,6 +1052,10 @@ type Query struct {
 	Filter      bson.M
 	Sort        bson.D
 	Skip, Limit int64
+	// Among, when not nil, are the only records the answer may hold (the
+	// ids a word index named): the filter is evaluated on them alone, as
+	// an _id $in would be, without comparing each record with every id.
+	Among []string
 }
 
 // Len is the number of records held.
