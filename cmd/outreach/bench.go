@@ -26,8 +26,9 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		"so from 1,000 notes on every size asks for the same answer")
 	growth := fs.String("growth", "", "note counts, comma-separated (e.g. 1000,10000,100000): the growth table instead of the main one; "+
 		"a fresh store (or database on MONGODB_URI) per size, 1 client, get_note, list_notes by contact, the interaction log, "+
-		"the dossier, create_note and update_note, with seeding time, the time to reopen the seeded store and start the service, and RSS")
-	seedHow := fs.String("seed", bench.SeedAuto, "how notes, coverage and email threads are stored: write (each through the write path), "+
+		"the dossier, search, every list's free-text filter, create_note and update_note, with seeding time, the time to reopen "+
+		"the seeded store and start the service, and RSS")
+	seedHow := fs.String("seed", bench.SeedAuto, "how notes, coverage, email threads, opportunities and campaigns are stored: write (each through the write path), "+
 		"bulk (batches of 1,000 with the change entries the write path would write), auto (bulk above 2,000 notes)")
 	cell := fs.Duration("cell", 2*time.Second, "how long each measurement runs")
 	clients := fs.String("clients", "1,8", "client counts, comma-separated")
