@@ -41,6 +41,7 @@ type command struct {
 	ID        string   `json:"id,omitempty"`
 	JSON      bool     `json:"json,omitempty"`       // verify --json
 	PublicURL string   `json:"public_url,omitempty"` // users invite: the link's base
+	To        string   `json:"to,omitempty"`         // backup: the target directory
 }
 
 type commandResult struct {
@@ -201,6 +202,9 @@ func execute(ctx context.Context, store *repo.Store, c command, prog io.Writer) 
 		return out.String(), nil
 	case "users invite", "users clients", "users disconnect":
 		err := executeUsers(ctx, store, c, &out)
+		return out.String(), err
+	case "backup":
+		err := executeBackup(ctx, store, c.To, &out)
 		return out.String(), err
 	case "keys revoke":
 		k, err := store.RevokeKey(ctx, c.ID)

@@ -58,6 +58,8 @@ commands:
   keys       create | list | revoke agent keys
   users      invite --email EMAIL (a one-time link to set a password for OAuth sign-in) | clients | disconnect GRANT_ID
   verify     check that every record matches its change-log entry (--json: machine-readable)
+  backup     --to DIR: a consistent copy of the store, taken by the running server | verify SOURCE | list DIR
+  restore    restore SOURCE [--counter N | --until TIME]: a backup (and the changes shipped after it) into an empty store
   seed       seed --demo: write the demo data (rollback_session demo takes it back)
   bench      measure the tools beside the floor, the raw store and a peer (Markdown table)
   version    print the version
@@ -111,6 +113,12 @@ type config struct {
 	oauth bool
 	// oidc* configure sign-in through an upstream OpenID Connect provider.
 	oidcIssuer, oidcClientID, oidcDomains, oidcName string
+	// noCheckpoint: keep no index checkpoint (a restore writes around the index).
+	noCheckpoint bool
+	// backup* schedule backups and change shipping (serve --backup-to).
+	backupTo    string
+	backupEvery time.Duration
+	backupKeep  int
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -185,6 +193,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCommand(ctx, cfg, command{Name: "seed --demo"}, stdout, stderr, log)
 	case "keys":
 		return keys(ctx, cfg, args[1:], stdout, stderr, log)
+	case "backup":
+		return backupCommand(ctx, cfg, args[1:], stdout, stderr, log)
+	case "restore":
+		return restoreCommand(ctx, cfg, args[1:], stdout, stderr, log)
 	case "users":
 		return users(ctx, cfg, args[1:], stdout, stderr)
 	case "bench":
@@ -229,7 +241,9 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 		uri = es.URI
 		opts.Exclusive = true // only this process can have the embedded files open
 		opts.PrepareStore = es.IndexIDs
-		opts.IndexCheckpoint = es.IndexCheckpoint(cfg.db)
+		if !cfg.noCheckpoint {
+			opts.IndexCheckpoint = es.IndexCheckpoint(cfg.db)
+		}
 		if cfg.data != "" {
 			opts.Lookups = es // SQLite's files: the look-ups read them
 		}
