@@ -369,8 +369,6 @@ type Scheduler struct {
 	log zerolog.Logger
 	mu  sync.Mutex
 	st  Status
-	// nudge wakes the loop early (ShipChanges reached).
-	nudge chan struct{}
 }
 
 // NewScheduler returns a scheduler for eng; Run starts it.
@@ -381,7 +379,7 @@ func NewScheduler(eng *ledger.Engine, cfg Schedule, log zerolog.Logger) *Schedul
 	if cfg.ShipChanges <= 0 {
 		cfg.ShipChanges = 1000
 	}
-	return &Scheduler{eng: eng, cfg: cfg, log: log, st: Status{Target: cfg.To}, nudge: make(chan struct{}, 1)}
+	return &Scheduler{eng: eng, cfg: cfg, log: log, st: Status{Target: cfg.To}}
 }
 
 // Status returns the scheduler's state.
@@ -413,28 +411,48 @@ func (s *Scheduler) Run(ctx context.Context) {
 		}
 		s.st.NextAttempt = time.Now().Add(wait).UTC()
 		s.mu.Unlock()
-		t := time.NewTimer(wait)
+		if backoff > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		} else {
+			s.waitForChanges(ctx, wait)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// pollEvery is how often the scheduler looks at the change counter between
+// segments, to ship sooner once ShipChanges changes wait.
+const pollEvery = 5 * time.Second
+
+// waitForChanges waits until ShipChanges changes wait to be shipped or d
+// has passed.
+func (s *Scheduler) waitForChanges(ctx context.Context, d time.Duration) {
+	end := time.Now().Add(d)
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return
+		}
+		t := time.NewTimer(min(left, pollEvery))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
-		case <-s.nudge:
-			t.Stop()
 		}
-	}
-}
-
-// Changed tells the scheduler the change counter moved to counter: past
-// ShipChanges unshipped changes it ships at once.
-func (s *Scheduler) Changed(counter int64) {
-	s.mu.Lock()
-	due := counter-s.st.ShippedThrough >= s.cfg.ShipChanges && s.st.ShippedThrough > 0
-	s.mu.Unlock()
-	if due {
-		select {
-		case s.nudge <- struct{}{}:
-		default:
+		var c struct {
+			Seq int64 `bson:"seq"`
+		}
+		if s.eng.Collection(ledger.CollCounters).FindOne(ctx, bson.M{"_id": ledger.CollChangeLog}).Decode(&c) == nil {
+			if c.Seq-s.Status().ShippedThrough >= s.cfg.ShipChanges {
+				return
+			}
 		}
 	}
 }

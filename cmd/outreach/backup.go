@@ -155,3 +155,14 @@ func restoreCommand(ctx context.Context, cfg config, args []string, stdout, stde
 		res.Backup, docs, res.Base, res.Replayed, res.Counter)
 	return nil
 }
+
+// startBackups runs the backup schedule of serve --backup-to in the
+// background: backups every --backup-every, the changes after the last
+// shipped every minute (sooner after 1,000 changes), --backup-keep kept.
+func startBackups(ctx context.Context, store *repo.Store, cfg config, log zerolog.Logger) *backup.Scheduler {
+	sched := backup.NewScheduler(store.Engine, backup.Schedule{To: cfg.backupTo, Every: cfg.backupEvery, Keep: cfg.backupKeep,
+		Options: backup.Options{ServiceVersion: version.Version}}, log)
+	log.Info().Str("to", cfg.backupTo).Str("every", cfg.backupEvery.String()).Int("keep", cfg.backupKeep).Msg("backups scheduled")
+	go sched.Run(ctx)
+	return sched
+}
