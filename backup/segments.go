@@ -324,7 +324,8 @@ func removeUnfinishedSegments(to string) error {
 			os.Remove(filepath.Join(dir, name))
 			continue
 		}
-		if base, ok := strings.CutSuffix(strings.TrimSuffix(name, ".files.bson.gz")+".bson.gz", ".bson.gz"); ok && strings.HasSuffix(name, ".bson.gz") {
+		if base, ok := strings.CutSuffix(name, ".bson.gz"); ok {
+			base = strings.TrimSuffix(base, ".files")
 			if _, err := os.Stat(filepath.Join(dir, base+".json")); errors.Is(err, os.ErrNotExist) {
 				os.Remove(filepath.Join(dir, name))
 			}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,6 +28,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/server"
+	"outreach/tools"
 )
 
 // workload runs ops random tool calls on each of 8 concurrent clients of
@@ -453,5 +455,74 @@ func restoreDir(t *testing.T, dir string, files map[string][]byte) {
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestBackupSchedule runs the scheduler of serve --backup-to: a target that
+// refuses writes is retried and shown to an admin in get_service_info
+// while writes go on; once it accepts them, a backup is taken and the
+// changes after it shipped. A key without admin does not see the state.
+func TestBackupSchedule(t *testing.T) {
+	t.Setenv("MONGODB_URI", "")
+	parent := t.TempDir()
+	to := filepath.Join(parent, "target")
+	if err := os.WriteFile(to, []byte("a file where the target should be"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var sched *backup.Scheduler
+	env := testenv.NewWith(t, testenv.Options{Tools: []tools.Option{tools.WithBackupStatus(func() backup.Status { return sched.Status() })}})
+	sched = backup.NewScheduler(env.Store.Engine, backup.Schedule{To: to, Every: time.Hour, Keep: 2, ShipEvery: 20 * time.Millisecond}, zerolog.Nop())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go sched.Run(ctx)
+	admin := env.Admin()
+	outlet := mk(t, admin, "create_outlet", M{"name": "O"})
+	var info struct {
+		Backup *backup.Status `json:"backup"`
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		mk(t, admin, "create_note", M{"title": "written while the target fails", "outlet_ids": []string{outlet}})
+		admin.Must("get_service_info", nil, &info)
+		if info.Backup != nil && info.Backup.Failures > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if info.Backup == nil || info.Backup.Failures == 0 || !strings.Contains(info.Backup.LastError, to) || info.Backup.NextAttempt.IsZero() {
+		t.Fatalf("get_service_info's backup state with a failing target: %+v", info.Backup)
+	}
+	var readOnly struct {
+		Backup *backup.Status `json:"backup"`
+	}
+	env.Client(env.Key("read"), "").Must("get_service_info", nil, &readOnly)
+	if readOnly.Backup != nil {
+		t.Errorf("a read key sees the backup state: %+v", readOnly.Backup)
+	}
+
+	if err := os.Remove(to); err != nil {
+		t.Fatal(err)
+	}
+	mk(t, admin, "create_note", M{"title": "after the target is back", "outlet_ids": []string{outlet}})
+	var counter int64
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		st := sched.Status()
+		if st.LastBackup != "" && st.ShippedThrough > st.BackupCounter {
+			counter = st.ShippedThrough
+			break
+		}
+		if st.LastBackup != "" && counter == 0 {
+			mk(t, admin, "create_note", M{"title": "after the backup", "outlet_ids": []string{outlet}})
+			counter = -1
+		}
+	}
+	if counter <= 0 {
+		t.Fatalf("no backup and shipped changes: %+v", sched.Status())
+	}
+	if _, err := backup.CheckAll(to); err != nil {
+		t.Fatal(err)
+	}
+	dst := testenv.OpenStore(t, testenv.Options{})
+	res, err := backup.Restore(context.Background(), dst.Engine, to, backup.Target{})
+	if err != nil || res.Replayed == 0 {
+		t.Fatalf("restore: %+v %v", res, err)
 	}
 }
