@@ -1,9 +1,11 @@
 package integration
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"outreach/audit"
 	"outreach/backup"
@@ -215,12 +218,15 @@ func TestBackupRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	readLayout(t, to, base)
+
 	t.Setenv("MONGODB_URI", targetURI)
 	dst := testenv.OpenStore(t, testenv.Options{})
 	res, err := backup.Restore(context.Background(), dst.Engine, to, backup.Target{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("restored from %s into %s: %d changes replayed", src.Store.Capabilities().Server, dst.Capabilities().Server, res.Replayed)
 	if res.Counter != upto || res.Replayed != int(seg.Count) {
 		t.Errorf("restored to %d with %d changes replayed, want %d and %d", res.Counter, res.Replayed, upto, seg.Count)
 	}
@@ -524,5 +530,55 @@ func TestBackupSchedule(t *testing.T) {
 	res, err := backup.Restore(context.Background(), dst.Engine, to, backup.Target{})
 	if err != nil || res.Replayed == 0 {
 		t.Fatalf("restore: %+v %v", res, err)
+	}
+}
+
+// readLayout reads a backup as a tool of the field would: each
+// <db>/<collection>.bson.gz with gzip and the driver's BSON reader (as many
+// documents as the manifest says), each .metadata.json.gz as extended JSON
+// naming the collection and its _id index.
+func readLayout(t *testing.T, to string, m *backup.Manifest) {
+	t.Helper()
+	list, _ := backup.List(to)
+	dir := list[len(list)-1].Dir
+	for _, c := range m.Collections {
+		f, err := os.Open(filepath.Join(dir, m.Database, c.Name+".bson.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := io.ReadAll(zr)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int64(0)
+		for len(all) > 0 {
+			raw, rest, ok := bsoncore.ReadDocument(all)
+			if !ok || bson.Raw(raw).Validate() != nil {
+				t.Fatalf("%s.bson.gz: document %d does not read as BSON", c.Name, n+1)
+			}
+			all, n = rest, n+1
+		}
+		if n != c.Count {
+			t.Errorf("%s.bson.gz: %d documents, the manifest says %d", c.Name, n, c.Count)
+		}
+		f, err = os.Open(filepath.Join(dir, m.Database, c.Name+".metadata.json.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, _ = gzip.NewReader(f)
+		js, _ := io.ReadAll(zr)
+		f.Close()
+		var meta struct {
+			CollectionName string   `bson:"collectionName"`
+			Indexes        []bson.M `bson:"indexes"`
+		}
+		if err := bson.UnmarshalExtJSON(js, true, &meta); err != nil || meta.CollectionName != c.Name || len(meta.Indexes) == 0 || meta.Indexes[0]["name"] != "_id_" {
+			t.Errorf("%s.metadata.json.gz: %v %s", c.Name, err, js)
+		}
 	}
 }
