@@ -306,15 +306,24 @@ func TestRestoreToCounter(t *testing.T) {
 	if err != nil || cur.All(context.Background(), &log) != nil || len(log) < 12 {
 		t.Fatalf("change log after the backup: %d entries, %v", len(log), err)
 	}
-	for _, k := range []int{rand.IntN(len(log)), len(log) - 1} {
-		at := log[k].Seq
+	type moment struct {
+		t      backup.Target
+		filter bson.M
+	}
+	k := rand.IntN(len(log))
+	for _, mo := range []moment{
+		{backup.Target{Counter: log[k].Seq}, bson.M{"seq": bson.M{"$lte": log[k].Seq}}},
+		{backup.Target{Counter: log[len(log)-1].Seq}, bson.M{"seq": bson.M{"$lte": log[len(log)-1].Seq}}},
+		{backup.Target{Until: log[len(log)/2].At}, bson.M{"at": bson.M{"$lte": log[len(log)/2].At}}},
+	} {
 		dst := testenv.OpenStore(t, testenv.Options{})
-		if _, err := backup.Restore(context.Background(), dst.Engine, to, backup.Target{Counter: at}); err != nil {
-			t.Fatalf("restore to %d: %v", at, err)
+		if _, err := backup.Restore(context.Background(), dst.Engine, to, mo.t); err != nil {
+			t.Fatalf("restore to %+v: %v", mo.t, err)
 		}
-		want := map[string]string{} // note id -> title at the counter
+		want := map[string]string{} // note id -> title at the moment
 		var all []audit.Entry
-		cur, _ := src.Store.Collection(ledger.CollChangeLog).Find(context.Background(), bson.M{"collection": "notes", "state": audit.StateApplied, "seq": bson.M{"$lte": at}}, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
+		mo.filter["collection"], mo.filter["state"] = "notes", audit.StateApplied
+		cur, _ := src.Store.Collection(ledger.CollChangeLog).Find(context.Background(), mo.filter, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
 		if err := cur.All(context.Background(), &all); err != nil {
 			t.Fatal(err)
 		}
@@ -331,8 +340,15 @@ func TestRestoreToCounter(t *testing.T) {
 			got[fmt.Sprint(n["_id"])] = fmt.Sprint(n["title"])
 		}
 		if diff := cmp.Diff(got, want); diff != "" {
-			t.Errorf("notes restored to counter %d (-got +want):\n%s", at, diff)
+			t.Errorf("notes restored to %+v (-got +want):\n%s", mo.t, diff)
 		}
+	}
+	dst := testenv.OpenStore(t, testenv.Options{})
+	if _, err := backup.Restore(context.Background(), dst.Engine, to, backup.Target{Counter: log[len(log)-1].Seq + 1000}); err == nil || !strings.Contains(err.Error(), "reach counter") {
+		t.Errorf("restore past the changes shipped: %v", err)
+	}
+	if _, err := backup.Restore(context.Background(), dst.Engine, to, backup.Target{Counter: m.Counter - 1}); err == nil || !strings.Contains(err.Error(), "no complete backup") {
+		t.Errorf("restore before the backup: %v", err)
 	}
 }
 
