@@ -27,6 +27,9 @@ import (
 type Options struct {
 	// ServiceVersion is written into the manifest.
 	ServiceVersion string
+	// Secrets, when set, adds the data directory's key files, encrypted
+	// (secrets.go); without it they are left out.
+	Secrets *Secrets
 }
 
 // running serialises the backups of this process: two at once would only
@@ -36,7 +39,7 @@ var running sync.Mutex
 // What a backup leaves out, and what a restore needs besides it.
 var (
 	leftOut = []string{
-		"the key files of the data directory (media-url.key, the media URL signing secret, and the ACME account and certificates): secrets, never in a copy",
+		"the key files of the data directory (media-url.key, the media URL signing secret, and the ACME account and certificates): secrets, in a copy only with --with-secrets, encrypted",
 		"the write path's bookkeeping (write_intents, plans, plan_steps) and the capability probes' scratch collection: settled at the copy's counter",
 		"idempotency claims of calls made after the copy's counter, and GridFS chunks of uploads that never completed",
 	}
@@ -56,6 +59,9 @@ func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (*
 	}
 	if err := removeUnfinished(to); err != nil {
 		return nil, err
+	}
+	if opts.Secrets != nil && len(opts.Secrets.Passphrase) < MinPassphrase {
+		return nil, fmt.Errorf("--with-secrets: the passphrase (OUTREACH_BACKUP_PASSPHRASE) is %d characters; give at least %d", len(opts.Secrets.Passphrase), MinPassphrase)
 	}
 	started := time.Now()
 	counter, fixedAt, err := eng.FixPoint(ctx)
@@ -82,6 +88,16 @@ func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (*
 			return nil, fmt.Errorf("backup of %s: %w", coll, err)
 		}
 		m.Collections = append(m.Collections, Collection{Name: coll, Count: n})
+	}
+	if opts.Secrets != nil {
+		f, names, err := sealSecrets(dir, *opts.Secrets)
+		if err != nil {
+			return nil, err
+		}
+		c.files = append(c.files, f)
+		m.Secrets = names
+		m.LeftOut = m.LeftOut[1:]
+		m.RestoreNeeds = append([]string{"the passphrase of " + SecretsFile + " (restore --with-secrets) for the key files it holds"}, m.RestoreNeeds[1:]...)
 	}
 	m.Files = c.files
 	m.FinishedAt = time.Now().UTC()

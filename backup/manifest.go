@@ -57,6 +57,9 @@ type Manifest struct {
 	// a restore must be given besides it.
 	LeftOut      []string `json:"left_out"`
 	RestoreNeeds []string `json:"restore_needs"`
+	// Secrets names the key files secrets.age holds, encrypted (taken
+	// with --with-secrets).
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Collection is one collection of a backup: its documents' file and count.

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -133,4 +134,50 @@ func countUnfinished(list []backup.Entry) int {
 		}
 	}
 	return n
+}
+
+// TestBackupWithSecrets carries the data directory's key files in a
+// backup, encrypted: no file of the backup holds them in the clear, a
+// wrong passphrase is refused before the target store is touched, the
+// right one puts them into the restored data directory.
+func TestBackupWithSecrets(t *testing.T) {
+	t.Setenv("MONGODB_URI", "")
+	data, to := dataDir(t), t.TempDir()
+	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--data", data, "--name", "agent"))
+	signing, err := os.ReadFile(filepath.Join(data, "media-url.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OUTREACH_BACKUP_PASSPHRASE", "short")
+	if _, errOut, err := runCLI(t, "backup", "--data", data, "--to", to, "--with-secrets"); err == nil || !strings.Contains(errOut, "at least 12") {
+		t.Errorf("a short passphrase: %v %s", err, errOut)
+	}
+	t.Setenv("OUTREACH_BACKUP_PASSPHRASE", "correct horse battery staple")
+	if out := mustCLI(t, "backup", "--data", data, "--to", to, "--with-secrets"); !strings.Contains(out, "media-url.key") {
+		t.Errorf("backup --with-secrets: %q", out)
+	}
+	filepath.Walk(to, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			b, _ := os.ReadFile(p)
+			if bytes.Contains(b, signing) || strings.Contains(string(b), key) {
+				t.Errorf("%s holds a secret in the clear", p)
+			}
+		}
+		return nil
+	})
+	mustCLI(t, "backup", "verify", to)
+
+	data2 := dataDir(t)
+	t.Setenv("OUTREACH_BACKUP_PASSPHRASE", "not the passphrase at all")
+	if _, errOut, err := runCLI(t, "restore", to, "--data", data2, "--with-secrets"); err == nil || !strings.Contains(errOut, "wrong passphrase") {
+		t.Errorf("restore with a wrong passphrase: %v %s", err, errOut)
+	}
+	t.Setenv("OUTREACH_BACKUP_PASSPHRASE", "correct horse battery staple")
+	mustCLI(t, "restore", to, "--data", data2, "--with-secrets")
+	if got, err := os.ReadFile(filepath.Join(data2, "media-url.key")); err != nil || !bytes.Equal(got, signing) {
+		t.Errorf("the restored signing key differs from the source's: %v", err)
+	}
+	if out := mustCLI(t, "keys", "list", "--data", data2); !strings.Contains(out, `"name":"agent"`) {
+		t.Errorf("keys after the restore: %s", out)
+	}
 }

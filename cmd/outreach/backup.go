@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 // the files alone).
 func backupCommand(ctx context.Context, cfg config, args []string, stdout, stderr io.Writer, log zerolog.Logger) error {
 	sub := ""
+	var err error
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
 	}
@@ -29,6 +32,7 @@ func backupCommand(ctx context.Context, cfg config, args []string, stdout, stder
 	fs.SetOutput(stderr)
 	cfg.flags(fs)
 	to := fs.String("to", env("OUTREACH_BACKUP_TO", ""), "the target directory the backup is written under")
+	withSecrets := fs.Bool("with-secrets", false, "also the data directory's key files, encrypted with the passphrase in OUTREACH_BACKUP_PASSPHRASE")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,7 +41,20 @@ func backupCommand(ctx context.Context, cfg config, args []string, stdout, stder
 		if *to == "" {
 			return errors.New("usage: outreach backup --to DIR (or OUTREACH_BACKUP_TO)")
 		}
-		return runCommand(ctx, cfg, command{Name: "backup", To: *to}, stdout, stderr, log)
+		c := command{Name: "backup", To: *to}
+		if *withSecrets {
+			if cfg.uri != "" {
+				return errors.New("--with-secrets: the key files are the embedded store's data directory's; on MongoDB keep OUTREACH_MEDIA_SIGNING_KEY_FILE's file in your own secret store")
+			}
+			c.Passphrase = os.Getenv("OUTREACH_BACKUP_PASSPHRASE")
+			if len(c.Passphrase) < backup.MinPassphrase {
+				return fmt.Errorf("--with-secrets: set OUTREACH_BACKUP_PASSPHRASE to a passphrase of at least %d characters", backup.MinPassphrase)
+			}
+			if c.SecretsDir, err = filepath.Abs(cfg.data); err != nil {
+				return err
+			}
+		}
+		return runCommand(ctx, cfg, c, stdout, stderr, log)
 	case "verify":
 		if fs.NArg() != 1 {
 			return errors.New("usage: outreach backup verify SOURCE (a backup, or a directory of backups)")
@@ -80,8 +97,12 @@ func backupCommand(ctx context.Context, cfg config, args []string, stdout, stder
 }
 
 // executeBackup takes a backup of store (the command socket's side).
-func executeBackup(ctx context.Context, store *repo.Store, to string, out io.Writer) error {
-	m, err := backup.Create(ctx, store.Engine, to, backup.Options{ServiceVersion: version.Version})
+func executeBackup(ctx context.Context, store *repo.Store, c command, out io.Writer) error {
+	opts := backup.Options{ServiceVersion: version.Version}
+	if c.Passphrase != "" {
+		opts.Secrets = &backup.Secrets{Dir: c.SecretsDir, Passphrase: c.Passphrase}
+	}
+	m, err := backup.Create(ctx, store.Engine, c.To, opts)
 	if err != nil {
 		return err
 	}
@@ -91,6 +112,9 @@ func executeBackup(ctx context.Context, store *repo.Store, to string, out io.Wri
 	}
 	fmt.Fprintf(out, "backup at counter %d: %d collections, %d documents, writes paused %.1f ms, took %s\n",
 		m.Counter, len(m.Collections), docs, m.WritesPausedMS, m.FinishedAt.Sub(m.FixedAt).Round(time.Millisecond))
+	if len(m.Secrets) > 0 {
+		fmt.Fprintf(out, "key files encrypted in %s: %s\n", backup.SecretsFile, strings.Join(m.Secrets, ", "))
+	}
 	return nil
 }
 
@@ -104,6 +128,7 @@ func restoreCommand(ctx context.Context, cfg config, args []string, stdout, stde
 	counter := fs.Int64("counter", 0, "restore the store as it stood at this change counter")
 	until := fs.String("until", "", "restore the store as it stood at this time (RFC 3339, e.g. 2026-11-28T09:30:00Z)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	withSecrets := fs.Bool("with-secrets", false, "also restore the key files of a backup taken --with-secrets into --data, decrypted with OUTREACH_BACKUP_PASSPHRASE")
 	var source string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		source, args = args[0], args[1:]
@@ -132,6 +157,21 @@ func restoreCommand(ctx context.Context, cfg config, args []string, stdout, stde
 		}
 		t.Until = u
 	}
+	var keys backup.KeyFiles
+	if *withSecrets {
+		// The passphrase is checked before the store is touched.
+		pass := os.Getenv("OUTREACH_BACKUP_PASSPHRASE")
+		if pass == "" {
+			return errors.New("--with-secrets: set OUTREACH_BACKUP_PASSPHRASE to the backup's passphrase")
+		}
+		dir, _, err := backup.Plan(source, t)
+		if err != nil {
+			return err
+		}
+		if keys, err = backup.OpenSecrets(dir, pass); err != nil {
+			return err
+		}
+	}
 	// The restore's writes bypass the service's indexes, so none is
 	// checkpointed while it runs; the next start builds them.
 	cfg.noCheckpoint = true
@@ -143,6 +183,14 @@ func restoreCommand(ctx context.Context, cfg config, args []string, stdout, stde
 	res, err := backup.Restore(ctx, store.Engine, source, t)
 	if err != nil {
 		return err
+	}
+	if keys != nil {
+		// After the restore: its own start made a signing key, which this replaces.
+		names, err := keys.WriteTo(cfg.data)
+		if err != nil {
+			return fmt.Errorf("the store is restored, but its key files are not: %w", err)
+		}
+		fmt.Fprintf(stderr, "key files restored into %s: %s\n", cfg.data, strings.Join(names, ", "))
 	}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(res)
