@@ -11,9 +11,13 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/backup"
 	"outreach/embedded"
+	"outreach/ledger"
 	"outreach/repo"
 )
 
@@ -179,5 +183,36 @@ func TestBackupWithSecrets(t *testing.T) {
 	}
 	if out := mustCLI(t, "keys", "list", "--data", data2); !strings.Contains(out, `"name":"agent"`) {
 		t.Errorf("keys after the restore: %s", out)
+	}
+}
+
+// TestNewerStoreFormatRefused: a store whose recorded format is newer than
+// the binary's is refused at start and by every command, naming both.
+func TestNewerStoreFormatRefused(t *testing.T) {
+	t.Setenv("MONGODB_URI", "")
+	data := dataDir(t)
+	mustCLI(t, "keys", "list", "--data", data) // the first start records the format
+	ctx := context.Background()
+	es, err := embedded.Start(ctx, embedded.Options{Dir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(es.URI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.ReplaceAll(filepath.Base(data), "-", "_")
+	// A later binary's store, as that binary would have recorded it.
+	if _, err := client.Database(db).Collection(ledger.CollStoreInfo).UpdateOne(ctx, bson.M{"_id": "format"}, bson.M{"$set": bson.M{"format": ledger.StoreFormat + 1}}); err != nil {
+		t.Fatal(err)
+	}
+	client.Disconnect(ctx)
+	es.Close()
+	for _, args := range [][]string{{"serve", "--data", data, "--addr", "127.0.0.1:0"}, {"keys", "list", "--data", data}} {
+		_, errOut, err := runCLI(t, args...)
+		want := fmt.Sprintf("store format %d, this binary knows formats up to %d", ledger.StoreFormat+1, ledger.StoreFormat)
+		if err == nil || !strings.Contains(errOut, want) {
+			t.Errorf("outreach %s on a newer store: %v\n%s", args[0], err, errOut)
+		}
 	}
 }

@@ -26,6 +26,42 @@ import (
 // names it; a restore refuses a backup of a newer one.
 const StoreFormat = 1
 
+// CollStoreInfo holds the store's format version (storeFormatID), written
+// at its first start: a binary refuses a store of a newer format.
+const CollStoreInfo = "store_info"
+
+const storeFormatID = "format"
+
+// storeInfo is the store's format document.
+type storeInfo struct {
+	ID     string    `bson:"_id"`
+	Format int       `bson:"format"`
+	Since  time.Time `bson:"since"`
+}
+
+// ErrStoreNewer is returned by Open on a store of a newer format than
+// this binary knows.
+var ErrStoreNewer = errors.New("the store is of a newer format than this binary knows")
+
+// checkStoreFormat refuses a store of a newer format, and records the
+// format of a store that has none (its first start, or a store made before
+// formats were recorded, which is format 1).
+func (s *Engine) checkStoreFormat(ctx context.Context) error {
+	var in storeInfo
+	err := s.coll(CollStoreInfo).FindOne(ctx, bson.M{"_id": storeFormatID}).Decode(&in)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return s.recordStoreFormat(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the store's format: %w", err)
+	}
+	if in.Format > StoreFormat {
+		return fmt.Errorf("%w: database %s is in store format %d, this binary knows formats up to %d: run the Outreach version that wrote it, or a later one",
+			ErrStoreNewer, s.db.Name(), in.Format, StoreFormat)
+	}
+	return nil
+}
+
 // CollRestore holds the restore marker (restoreMarkerID): present and
 // "incomplete" while a restore into the store has not finished.
 const CollRestore = "restore_state"
@@ -56,7 +92,7 @@ var ErrRestoreIncomplete = errors.New("a restore into this store did not finish"
 // and plans (settled at the copy's counter, so they carry nothing a restored
 // store needs), the capability probes' scratch documents and the restore
 // marker.
-var notBackedUp = []string{collIntents, collPlans, collPlanSteps, CollProbes, CollRestore}
+var notBackedUp = []string{collIntents, collPlans, collPlanSteps, CollProbes, CollRestore, CollStoreInfo}
 
 // BackedUp reports whether a backup copies the collection coll.
 func BackedUp(coll string) bool {
@@ -173,7 +209,7 @@ func (s *Engine) contents(ctx context.Context) ([]string, error) {
 	slices.Sort(names)
 	var out []string
 	for _, name := range names {
-		if name == CollProbes || strings.HasPrefix(name, "system.") {
+		if name == CollProbes || name == CollStoreInfo || strings.HasPrefix(name, "system.") {
 			continue
 		}
 		n, err := s.coll(name).CountDocuments(ctx, bson.M{})

@@ -214,6 +214,9 @@ func Open(ctx context.Context, client *mongo.Client, database, probeKey string, 
 	if err := s.checkRestoreMarker(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.checkStoreFormat(ctx); err != nil {
+		return nil, err
+	}
 	switch opts.WriteMode {
 	case "":
 	case ModeOrdered:

@@ -1826,6 +1826,17 @@ func (s *Engine) putBlob(ctx context.Context, fileID, filename string, r io.Read
 	return length, nil
 }
 
+// recordStoreFormat records this binary's store format in a store that has
+// none (ledger/backup.go); a concurrent start recording it too is harmless.
+func (s *Engine) recordStoreFormat(ctx context.Context) error {
+	_, err := s.coll(CollStoreInfo).UpdateOne(ctx, bson.M{"_id": storeFormatID},
+		bson.M{"$setOnInsert": bson.M{"format": StoreFormat, "since": time.Now().UTC()}}, options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("recording the store's format: %w", err)
+	}
+	return nil
+}
+
 // ---------------------------------------------------------------------------
 // Restore: a backup written into an empty store (ledger/backup.go). The
 // marker goes in first and is marked complete last, so a restore stopped
