@@ -163,7 +163,7 @@ func Restore(ctx context.Context, eng *ledger.Engine, source string, t Target) (
 		counter = t.Counter
 	}
 	res.Counter = counter
-	if err := eng.FinishRestore(ctx, counter, false); err != nil {
+	if err := eng.SetRestoredCounter(ctx, counter); err != nil {
 		return res, err
 	}
 	v, err := eng.VerifyReport(ctx)
@@ -174,7 +174,7 @@ func Restore(ctx context.Context, eng *ledger.Engine, source string, t Target) (
 		return res, fmt.Errorf("verify after the restore: %d violations, the first: %s/%s: %s (the store stays marked incomplete)",
 			len(v.Violations), v.Violations[0].Collection, v.Violations[0].RecordID, v.Violations[0].Problem)
 	}
-	if err := eng.FinishRestore(ctx, counter, true); err != nil {
+	if err := eng.CompleteRestore(ctx, counter); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -189,7 +189,7 @@ func restoreFiles(ctx context.Context, eng *ledger.Engine, s Segment) error {
 	var files, chunks []bson.Raw
 	fresh := map[string]bool{}
 	err := readDocs(s.FilesPath, func(raw bson.Raw) error {
-		if _, ok := raw.Lookup("files_id").StringValueOK(); ok || raw.Lookup("files_id").Type != 0 {
+		if raw.Lookup("files_id").Type != 0 { // a chunk
 			if fresh[raw.Lookup("files_id").String()] {
 				chunks = append(chunks, raw)
 			}

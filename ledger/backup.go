@@ -19,7 +19,7 @@ import (
 // (FixPoint), and the copy of each record is brought back to that counter
 // from the change log. A restore writes a backup into an empty store
 // through the engine's restore writes (write.go), between BeginRestore and
-// FinishRestore, and a marker in the store says while it is not finished.
+// CompleteRestore, and a marker in the store says while it is not finished.
 
 // StoreFormat is the version of the store's layout this binary writes: the
 // collections, the bookkeeping fields and the change entry's shape. A backup

@@ -186,7 +186,7 @@ type Engine struct {
 	landedHook atomic.Pointer[func(gen uint64, c LandedChange)]
 	// schema is the domain's registration.
 	schema Schema
-	// restoring is set between BeginRestore and FinishRestore: the restore
+	// restoring is set between BeginRestore and CompleteRestore: the restore
 	// writes are refused outside it.
 	restoring atomic.Bool
 }

@@ -1839,9 +1839,10 @@ func (s *Engine) recordStoreFormat(ctx context.Context) error {
 
 // ---------------------------------------------------------------------------
 // Restore: a backup written into an empty store (ledger/backup.go). The
-// marker goes in first and is marked complete last, so a restore stopped
-// midway leaves a store that Open refuses. Nothing here runs on a store
-// that serves: BeginRestore refuses a store holding anything.
+// marker goes in first (BeginRestore) and is marked complete last
+// (CompleteRestore), so a restore stopped midway leaves a store that Open
+// refuses. Nothing here runs on a store that serves: BeginRestore refuses
+// a store holding anything.
 
 var errNotRestoring = errors.New("restore writes outside a restore: call BeginRestore first")
 
@@ -1909,23 +1910,28 @@ func (s *Engine) ReplayChange(ctx context.Context, e audit.Entry) error {
 	return nil
 }
 
-// FinishRestore sets the change counter, rebuilds the service's own
-// indexes from what was restored and marks the restore complete; the
-// caller verifies the store in between (verify, then complete).
-func (s *Engine) FinishRestore(ctx context.Context, counter int64, complete bool) error {
+// SetRestoredCounter sets the change counter of the store being restored
+// and rebuilds the service's own indexes from what was restored (the
+// restore's writes bypass them); the caller then verifies the store.
+func (s *Engine) SetRestoredCounter(ctx context.Context, counter int64) error {
 	if !s.restoring.Load() {
 		return errNotRestoring
 	}
-	if !complete {
-		s.writeMu.Lock()
-		_, err := s.coll(collCounters).ReplaceOne(ctx, bson.M{"_id": collChangeLog}, bson.M{"_id": collChangeLog, "seq": counter}, options.Replace().SetUpsert(true))
-		s.seqs.drop()
-		s.writeMu.Unlock()
-		if err != nil {
-			return fmt.Errorf("change counter: %w", err)
-		}
-		s.schema.dropCaches()
-		return s.rebuildAfterRestore(ctx)
+	s.writeMu.Lock()
+	_, err := s.coll(collCounters).ReplaceOne(ctx, bson.M{"_id": collChangeLog}, bson.M{"_id": collChangeLog, "seq": counter}, options.Replace().SetUpsert(true))
+	s.seqs.drop()
+	s.writeMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("change counter: %w", err)
+	}
+	s.schema.dropCaches()
+	return s.rebuildAfterRestore(ctx)
+}
+
+// CompleteRestore marks the restore complete: Open serves the store again.
+func (s *Engine) CompleteRestore(ctx context.Context, counter int64) error {
+	if !s.restoring.Load() {
+		return errNotRestoring
 	}
 	_, err := s.coll(CollRestore).UpdateOne(ctx, bson.M{"_id": restoreMarkerID},
 		bson.M{"$set": bson.M{"state": RestoreComplete, "counter": counter, "done": time.Now().UTC()}})
