@@ -251,8 +251,9 @@ func (s *Engine) restoreState(e audit.Entry, cur bson.M) bson.M {
 // a backup copies of a record changed after the copy's counter.
 func (s *Engine) StateAt(e audit.Entry, cur bson.M) bson.M { return s.restoreState(e, cur) }
 
-// rebuildAfterRestore builds the service's own indexes from the store once
-// a restore has written it (the restore's writes bypass them).
+// rebuildAfterRestore readies the service's own indexes once a restore has
+// written the store: the restore's writes kept them, unless one failed and
+// left them stale, when they are built again from the store.
 func (s *Engine) rebuildAfterRestore(ctx context.Context) error {
 	if s.mirror == nil {
 		return nil
@@ -262,6 +263,9 @@ func (s *Engine) rebuildAfterRestore(ctx context.Context) error {
 	}
 	if s.cache != nil {
 		s.cache.clear()
+	}
+	if !s.mirror.stale.Load() {
+		return nil
 	}
 	defer s.bumpSessionGen()
 	return s.buildMirror(ctx)

@@ -1878,7 +1878,13 @@ func (s *Engine) RestoreDocs(ctx context.Context, coll string, docs []bson.Raw) 
 		batch[i] = d
 	}
 	if _, err := s.coll(coll).InsertMany(ctx, batch, options.InsertMany().SetOrdered(true)); err != nil {
+		if s.mirror != nil {
+			s.mirrorLost(coll, err) // some may have landed: SetRestoredCounter rebuilds
+		}
 		return fmt.Errorf("%s: %w", coll, err)
+	}
+	for _, d := range docs {
+		s.mirrorPut(coll, d)
 	}
 	return nil
 }
@@ -1901,18 +1907,23 @@ func (s *Engine) ReplayChange(ctx context.Context, e audit.Entry) error {
 		}
 		doc := s.restoreState(e, cur)
 		if _, err := s.coll(e.Collection).ReplaceOne(ctx, bson.M{"_id": e.RecordID}, doc, options.Replace().SetUpsert(true)); err != nil {
+			s.mirrorRefresh(ctx, e.Collection, e.RecordID)
 			return fmt.Errorf("change %s: %s/%s: %w", e.ID, e.Collection, e.RecordID, err)
 		}
+		s.mirrorPut(e.Collection, doc)
 	}
 	if _, err := s.coll(collChangeLog).InsertOne(ctx, e); err != nil {
+		s.mirrorRefresh(ctx, collChangeLog, e.ID)
 		return fmt.Errorf("change %s (seq %d): %w", e.ID, e.Seq, err)
 	}
+	s.mirrorPut(collChangeLog, e)
 	return nil
 }
 
 // SetRestoredCounter sets the change counter of the store being restored
-// and rebuilds the service's own indexes from what was restored (the
-// restore's writes bypass them); the caller then verifies the store.
+// and waits for the service's own indexes (kept by the restore's writes,
+// rebuilt from the store if one of them failed); the caller then verifies
+// the store, which holds the indexes to it.
 func (s *Engine) SetRestoredCounter(ctx context.Context, counter int64) error {
 	if !s.restoring.Load() {
 		return errNotRestoring
