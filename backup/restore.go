@@ -28,6 +28,11 @@ type RestoreResult struct {
 	Replayed int    `json:"replayed_changes"`
 	// Documents counts the documents restored per collection.
 	Documents map[string]int64 `json:"documents"`
+	// Took is how long each step took: checking the backup, writing its
+	// documents, replaying the shipped changes, verifying the store.
+	Took struct {
+		Check, Documents, Replay, Verify time.Duration
+	} `json:"took"`
 }
 
 // Plan chooses the backup a restore from source starts from: source itself
@@ -69,10 +74,12 @@ func Restore(ctx context.Context, eng *ledger.Engine, source string, t Target) (
 	if err != nil {
 		return nil, err
 	}
+	started := time.Now()
 	m, err := Check(dir)
 	if err != nil {
 		return nil, err
 	}
+	checked := time.Since(started)
 	if m.StoreFormat > ledger.StoreFormat {
 		return nil, fmt.Errorf("%s: store format %d is newer than this binary knows (%d): restore with Outreach %s or later", dir, m.StoreFormat, ledger.StoreFormat, m.ServiceVersion)
 	}
@@ -100,6 +107,8 @@ func Restore(ctx context.Context, eng *ledger.Engine, source string, t Target) (
 		return nil, fmt.Errorf("--counter %d: the backup and the changes shipped after it reach counter %d only", t.Counter, reached)
 	}
 	res := &RestoreResult{Backup: dir, Base: m.Counter, Documents: map[string]int64{}}
+	res.Took.Check = checked
+	step := time.Now()
 	if err := eng.BeginRestore(ctx, dir, m.Counter); err != nil {
 		return nil, err
 	}
@@ -128,6 +137,7 @@ func Restore(ctx context.Context, eng *ledger.Engine, source string, t Target) (
 			return res, fmt.Errorf("restoring %s: %w", c.Name, err)
 		}
 	}
+	res.Took.Documents, step = time.Since(step), time.Now()
 	counter := m.Counter
 	for _, s := range replay {
 		if err := restoreFiles(ctx, eng, s); err != nil {
@@ -166,6 +176,7 @@ func Restore(ctx context.Context, eng *ledger.Engine, source string, t Target) (
 	if err := eng.SetRestoredCounter(ctx, counter); err != nil {
 		return res, err
 	}
+	res.Took.Replay, step = time.Since(step), time.Now()
 	v, err := eng.VerifyReport(ctx)
 	if err != nil {
 		return res, fmt.Errorf("verify after the restore: %w", err)
@@ -174,6 +185,7 @@ func Restore(ctx context.Context, eng *ledger.Engine, source string, t Target) (
 		return res, fmt.Errorf("verify after the restore: %d violations, the first: %s/%s: %s (the store stays marked incomplete)",
 			len(v.Violations), v.Violations[0].Collection, v.Violations[0].RecordID, v.Violations[0].Problem)
 	}
+	res.Took.Verify = time.Since(step)
 	if err := eng.CompleteRestore(ctx, counter); err != nil {
 		return res, err
 	}

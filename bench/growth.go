@@ -153,7 +153,7 @@ func (g *Growth) Markdown() string {
 		if r.Backup == nil {
 			return "–"
 		}
-		return r.Backup.Restore.Round(time.Millisecond).String()
+		return fmt.Sprintf("%v (verify %v)", r.Backup.Restore.Round(time.Millisecond), r.Backup.RestoreVerify.Round(time.Millisecond))
 	})
 	rssLabel := "RSS of the bench process at the end (service, clients, embedded store)"
 	if first.onServer() {

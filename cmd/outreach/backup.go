@@ -201,6 +201,8 @@ func restoreCommand(ctx context.Context, cfg config, args []string, stdout, stde
 	}
 	fmt.Fprintf(stdout, "restored %s: %d documents at counter %d, %d shipped changes replayed, now at counter %d; verify: clean\n",
 		res.Backup, docs, res.Base, res.Replayed, res.Counter)
+	fmt.Fprintf(stdout, "took: check %v, documents %v, changes and indexes %v, verify %v\n", res.Took.Check.Round(time.Millisecond),
+		res.Took.Documents.Round(time.Millisecond), res.Took.Replay.Round(time.Millisecond), res.Took.Verify.Round(time.Millisecond))
 	return nil
 }
 
