@@ -149,7 +149,7 @@ func (g *Growth) Markdown() string {
 		}
 		return fmt.Sprintf("%v (%s; %v)", r.Backup.Backup.Round(time.Millisecond), thousands(int(r.Backup.Documents)), r.Backup.Paused.Round(time.Microsecond))
 	})
-	row("restore into an empty store, indexes rebuilt, verified", func(r *Report) string {
+	row("restore into an empty store, then its verify", func(r *Report) string {
 		if r.Backup == nil {
 			return "–"
 		}
