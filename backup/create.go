@@ -51,7 +51,7 @@ var (
 
 // Create copies the store into a new backup directory under to and returns
 // its manifest. It runs while the store serves.
-func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (*Manifest, error) {
+func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (m *Manifest, err error) {
 	running.Lock()
 	defer running.Unlock()
 	if err := os.MkdirAll(to, 0o700); err != nil {
@@ -74,8 +74,13 @@ func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (*
 	if err := os.MkdirAll(filepath.Join(dir, db), 0o700); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir) // nothing of a failed backup stays (a killed one is removed by the next)
+		}
+	}()
 	c := &copier{ctx: ctx, eng: eng, dir: dir, db: db, counter: counter, fixedAt: fixedAt, lastApplied: map[string]string{}}
-	m := &Manifest{Format: FormatName, FormatVersion: FormatVersion, ServiceVersion: opts.ServiceVersion, StoreFormat: ledger.StoreFormat,
+	m = &Manifest{Format: FormatName, FormatVersion: FormatVersion, ServiceVersion: opts.ServiceVersion, StoreFormat: ledger.StoreFormat,
 		Database: db, Counter: counter, FixedAt: fixedAt, WritesPausedMS: float64(paused.Microseconds()) / 1000,
 		LeftOut: leftOut, RestoreNeeds: restoreNeeds}
 	names, err := eng.Database().ListCollectionNames(ctx, bson.M{})
