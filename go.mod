@@ -3,6 +3,7 @@ module outreach
 go 1.26.8
 
 require (
+	filippo.io/age v1.2.1
 	github.com/FerretDB/FerretDB v1.24.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/coreos/go-oidc/v3 v3.21.0

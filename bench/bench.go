@@ -69,6 +69,8 @@ type Config struct {
 	// Rollback are the session sizes whose rollback is measured: that many
 	// create_note calls in a session of their own, then rollback_session.
 	Rollback []int
+	// Backup measures a backup and a restore of the seeded store at the end.
+	Backup bool
 	// NoRaw leaves the raw store's cells out (their figures stay zero), so
 	// that a profile of the run is the service's alone.
 	NoRaw bool
@@ -152,6 +154,7 @@ type Report struct {
 	Floor                     map[int]Stats
 	Rows                      []Row
 	Rollbacks                 []RollbackRun
+	Backup                    *BackupRun
 	ServerRSS, PeerRSS        int64 // bytes, at the end
 	// HeldRSS is this process's RSS at the end once a collection has handed
 	// the freed memory back (debug.FreeOSMemory): what it holds, without the
@@ -367,6 +370,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Rollbacks = append(rep.Rollbacks, rb)
 		fmt.Fprintf(cfg.Progress, "session of %d create_note calls: written in %v, rolled back in %v\n", n, rb.Write.Round(time.Millisecond), rb.Rollback.Round(time.Millisecond))
+	}
+	if cfg.Backup {
+		b, err := measureBackup(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		rep.Backup = b
+		fmt.Fprintf(cfg.Progress, "backup of %d documents in %v (writes paused %v), restored and verified in %v\n", b.Documents,
+			b.Backup.Round(time.Millisecond), b.Paused.Round(time.Microsecond), b.Restore.Round(time.Millisecond))
 	}
 	if cfg.MemProfile != "" {
 		if err := writeHeapProfile(cfg.MemProfile); err != nil {

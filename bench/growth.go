@@ -60,7 +60,7 @@ func RunGrowth(ctx context.Context, cfg GrowthConfig) (*Growth, error) {
 			mem = fmt.Sprintf("%s.%d", cfg.MemProfile, n)
 		}
 		rep, err := Run(ctx, Config{Notes: n, Cell: cfg.Cell, Clients: []int{1}, MongoURI: cfg.MongoURI,
-			Names: growthOps, Seed: cfg.Seed, AgentSession: cfg.AgentSession, MemProfile: mem, NoRaw: cfg.NoRaw, Progress: cfg.Progress})
+			Names: growthOps, Backup: true, Seed: cfg.Seed, AgentSession: cfg.AgentSession, MemProfile: mem, NoRaw: cfg.NoRaw, Progress: cfg.Progress})
 		if err != nil {
 			return nil, fmt.Errorf("%d notes: %w", n, err)
 		}
@@ -146,6 +146,18 @@ func (g *Growth) Markdown() string {
 			return r.CrashIndexTime.Round(time.Millisecond).String()
 		})
 	}
+	row("backup while serving (documents; writes paused while its counter is fixed)", func(r *Report) string {
+		if r.Backup == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%v (%s; %v)", r.Backup.Backup.Round(time.Millisecond), thousands(int(r.Backup.Documents)), r.Backup.Paused.Round(time.Microsecond))
+	})
+	row("restore into an empty store, then its verify", func(r *Report) string {
+		if r.Backup == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%v (verify %v)", r.Backup.Restore.Round(time.Millisecond), r.Backup.RestoreVerify.Round(time.Millisecond))
+	})
 	rssLabel := "RSS of the bench process at the end (service, clients, embedded store)"
 	if first.onServer() {
 		rssLabel = "RSS of the bench process at the end (service and its clients; the store runs apart)"
@@ -225,6 +237,7 @@ func (g *Growth) Checks() []Check {
 		out = append(out, Check{at, fmt.Sprintf("serving with its indexes ready ≤ 10 s after %s (s: open %v + indexes %v)",
 			st.what, st.open.Round(time.Millisecond), st.index.Round(time.Millisecond)), ready.Seconds(), readyGoal.Seconds(), ready <= readyGoal})
 	}
+	out = append(out, backupChecks(at, big.Backup)...)
 	for _, row := range big.Rows {
 		p50 := row.Service[1].P50
 		if !row.Write {

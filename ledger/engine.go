@@ -186,6 +186,9 @@ type Engine struct {
 	landedHook atomic.Pointer[func(gen uint64, c LandedChange)]
 	// schema is the domain's registration.
 	schema Schema
+	// restoring is set between BeginRestore and CompleteRestore: the restore
+	// writes are refused outside it.
+	restoring atomic.Bool
 }
 
 // probed holds what the probes found per server (its URI), once per process:
@@ -208,6 +211,12 @@ func Open(ctx context.Context, client *mongo.Client, database, probeKey string, 
 		s.serialWrites = true
 	}
 	s.caps.SerialWrites = s.serialWrites
+	if err := s.checkRestoreMarker(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.checkStoreFormat(ctx); err != nil {
+		return nil, err
+	}
 	switch opts.WriteMode {
 	case "":
 	case ModeOrdered:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -1823,4 +1824,131 @@ func (s *Engine) putBlob(ctx context.Context, fileID, filename string, r io.Read
 		return length, fmt.Errorf("blob %s: %w", fileID, err)
 	}
 	return length, nil
+}
+
+// recordStoreFormat records this binary's store format in a store that has
+// none (ledger/backup.go); a concurrent start recording it too is harmless.
+func (s *Engine) recordStoreFormat(ctx context.Context) error {
+	_, err := s.coll(CollStoreInfo).UpdateOne(ctx, bson.M{"_id": storeFormatID},
+		bson.M{"$setOnInsert": bson.M{"format": StoreFormat, "since": time.Now().UTC()}}, options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("recording the store's format: %w", err)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Restore: a backup written into an empty store (ledger/backup.go). The
+// marker goes in first (BeginRestore) and is marked complete last
+// (CompleteRestore), so a restore stopped midway leaves a store that Open
+// refuses. Nothing here runs on a store that serves: BeginRestore refuses
+// a store holding anything.
+
+var errNotRestoring = errors.New("restore writes outside a restore: call BeginRestore first")
+
+// BeginRestore checks that the store is empty and marks it as being
+// restored from source up to counter.
+func (s *Engine) BeginRestore(ctx context.Context, source string, counter int64) error {
+	held, err := s.contents(ctx)
+	if err != nil {
+		return err
+	}
+	if len(held) > 0 {
+		return fmt.Errorf("the target database %s is not empty: it holds %s. Restore into an empty data directory or database", s.db.Name(), strings.Join(held, ", "))
+	}
+	m := RestoreMarker{ID: restoreMarkerID, State: RestoreIncomplete, Source: source, Counter: counter, Started: time.Now().UTC()}
+	if _, err := s.coll(CollRestore).InsertOne(ctx, m); err != nil {
+		return fmt.Errorf("restore marker: %w", err)
+	}
+	s.restoring.Store(true)
+	return nil
+}
+
+// RestoreDocs inserts documents of a backup, as they were stored, into
+// coll of the store being restored.
+func (s *Engine) RestoreDocs(ctx context.Context, coll string, docs []bson.Raw) error {
+	if !s.restoring.Load() {
+		return errNotRestoring
+	}
+	if len(docs) == 0 {
+		return nil
+	}
+	batch := make([]any, len(docs))
+	for i, d := range docs {
+		batch[i] = d
+	}
+	if _, err := s.coll(coll).InsertMany(ctx, batch, options.InsertMany().SetOrdered(true)); err != nil {
+		if s.mirror != nil {
+			s.mirrorLost(coll, err) // some may have landed: SetRestoredCounter rebuilds
+		}
+		return fmt.Errorf("%s: %w", coll, err)
+	}
+	for _, d := range docs {
+		s.mirrorPut(coll, d)
+	}
+	return nil
+}
+
+// ReplayChange applies a change entry shipped after the backup: the entry
+// joins the change log and, when applied, its record takes the entry's
+// after state (the redacted fields it held before are kept).
+func (s *Engine) ReplayChange(ctx context.Context, e audit.Entry) error {
+	if !s.restoring.Load() {
+		return errNotRestoring
+	}
+	if e.State == audit.StatePending {
+		return fmt.Errorf("change %s (seq %d) is pending: a shipped change is settled", e.ID, e.Seq)
+	}
+	if e.State == audit.StateApplied && e.After != nil {
+		var cur bson.M
+		err := s.coll(e.Collection).FindOne(ctx, bson.M{"_id": e.RecordID}).Decode(&cur)
+		if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+			return fmt.Errorf("change %s: %w", e.ID, err)
+		}
+		doc := s.restoreState(e, cur)
+		if _, err := s.coll(e.Collection).ReplaceOne(ctx, bson.M{"_id": e.RecordID}, doc, options.Replace().SetUpsert(true)); err != nil {
+			s.mirrorRefresh(ctx, e.Collection, e.RecordID)
+			return fmt.Errorf("change %s: %s/%s: %w", e.ID, e.Collection, e.RecordID, err)
+		}
+		s.mirrorPut(e.Collection, doc)
+	}
+	if _, err := s.coll(collChangeLog).InsertOne(ctx, e); err != nil {
+		s.mirrorRefresh(ctx, collChangeLog, e.ID)
+		return fmt.Errorf("change %s (seq %d): %w", e.ID, e.Seq, err)
+	}
+	s.mirrorPut(collChangeLog, e)
+	return nil
+}
+
+// SetRestoredCounter sets the change counter of the store being restored
+// and waits for the service's own indexes (kept by the restore's writes,
+// rebuilt from the store if one of them failed); the caller then verifies
+// the store, which holds the indexes to it.
+func (s *Engine) SetRestoredCounter(ctx context.Context, counter int64) error {
+	if !s.restoring.Load() {
+		return errNotRestoring
+	}
+	s.writeMu.Lock()
+	_, err := s.coll(collCounters).ReplaceOne(ctx, bson.M{"_id": collChangeLog}, bson.M{"_id": collChangeLog, "seq": counter}, options.Replace().SetUpsert(true))
+	s.seqs.drop()
+	s.writeMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("change counter: %w", err)
+	}
+	s.schema.dropCaches()
+	return s.rebuildAfterRestore(ctx)
+}
+
+// CompleteRestore marks the restore complete: Open serves the store again.
+func (s *Engine) CompleteRestore(ctx context.Context, counter int64) error {
+	if !s.restoring.Load() {
+		return errNotRestoring
+	}
+	_, err := s.coll(CollRestore).UpdateOne(ctx, bson.M{"_id": restoreMarkerID},
+		bson.M{"$set": bson.M{"state": RestoreComplete, "counter": counter, "done": time.Now().UTC()}})
+	if err != nil {
+		return fmt.Errorf("restore marker: %w", err)
+	}
+	s.restoring.Store(false)
+	return nil
 }

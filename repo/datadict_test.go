@@ -20,6 +20,7 @@ import (
 
 	"outreach/audit"
 	"outreach/indexes"
+	"outreach/ledger"
 )
 
 var updateDictionary = flag.Bool("update-dictionary", false, "rewrite the generated part of docs/data-dictionary.md")
@@ -42,17 +43,19 @@ var dictionaryDocs = []struct {
 // dictionaryBookkeeping are the collections of the write path's and the
 // transport's own bookkeeping: described in prose, not field by field.
 var dictionaryBookkeeping = map[string]string{
-	collKeyUsage:    "a key's `last_used_at`, at most once a minute (usage is not a change: no change entry)",
-	collCounters:    "the change log's `seq` counter",
-	collPlans:       "rollback plans in progress (the ordered write protocol)",
-	collIntents:     "write-ahead intents of the serial protocol: per process, the entries of the batch it is writing",
-	collPlanSteps:   "the steps of a rollback plan",
-	collSessions:    "which agent a session id belongs to (the first that wrote in it)",
-	collDeliveries:  "a notification's delivery state per target (the outbox)",
-	collFiles:       "GridFS: one document per stored media file (bucket `fs`)",
-	collChunks:      "GridFS: the bytes of media files",
-	collProbes:      "the capability probes' scratch documents: each start of the service tests what the server can do (transactions, atomic updates, `$unionWith`, text search) on five small documents of its own; not records",
-	collIdempotency: "idempotency keys of mutating calls: per API key, the arguments' hash and the first result, kept 24 h (a retry is answered from here)",
+	collKeyUsage:         "a key's `last_used_at`, at most once a minute (usage is not a change: no change entry)",
+	collCounters:         "the change log's `seq` counter",
+	collPlans:            "rollback plans in progress (the ordered write protocol)",
+	collIntents:          "write-ahead intents of the serial protocol: per process, the entries of the batch it is writing",
+	collPlanSteps:        "the steps of a rollback plan",
+	collSessions:         "which agent a session id belongs to (the first that wrote in it)",
+	collDeliveries:       "a notification's delivery state per target (the outbox)",
+	collFiles:            "GridFS: one document per stored media file (bucket `fs`)",
+	collChunks:           "GridFS: the bytes of media files",
+	collProbes:           "the capability probes' scratch documents: each start of the service tests what the server can do (transactions, atomic updates, `$unionWith`, text search) on five small documents of its own; not records",
+	ledger.CollStoreInfo: "the store's format version (`format`), recorded at its first start: a binary refuses a store of a newer format, naming it",
+	ledger.CollRestore:   "the restore that filled the store (`outreach restore`): the backup, its counter, `incomplete` until the restored store is verified (then every start refuses it), `complete` after",
+	collIdempotency:      "idempotency keys of mutating calls: per API key, the arguments' hash and the first result, kept 24 h (a retry is answered from here)",
 }
 
 // dictionaryEnums are the allowed values of enumerated fields.

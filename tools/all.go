@@ -3,9 +3,14 @@ package tools
 import (
 	"slices"
 
+	"outreach/backup"
 	"outreach/repo"
 	"outreach/slackmsg"
 )
+
+// WithBackupStatus shows an admin the scheduled backups' state in
+// get_service_info.
+func WithBackupStatus(f func() backup.Status) Option { return func(o *options) { o.backupStatus = f } }
 
 // WithSlack gives the Messaging tools their Slack client.
 func WithSlack(c *slackmsg.Client) Option { return func(o *options) { o.slack = c } }

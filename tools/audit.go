@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"outreach/audit"
@@ -9,8 +10,10 @@ import (
 	"outreach/server/version"
 )
 
-// Audit is the Audit group: change history and rollback, and whoami.
-func Audit(s *repo.Store) []Tool {
+// Audit is the Audit group: change history and rollback, whoami and the
+// service's information (with, for an admin, the backups' state when the
+// server takes them: WithBackupStatus).
+func Audit(s *repo.Store, o options) []Tool {
 	type noIn struct{}
 	type logIn struct {
 		RecordID   string `json:"record_id,omitempty" jsonschema:"only changes of this record (UUID)"`
@@ -110,9 +113,13 @@ func Audit(s *repo.Store) []Tool {
 				return map[string]any{"user_id": a.UserID, "agent_id": a.AgentID, "agent_type": a.AgentType,
 					"key_id": a.KeyID, "key_name": a.KeyName, "scopes": a.Scopes, "session_id": a.SessionID, "signed_in_with": how}, nil
 			}),
-		newTool("get_service_info", "What the store can do and how writes are made durable: the write mode (transaction or ordered), transactions, $unionWith, text search, the server's version.", read,
+		newTool("get_service_info", "What the store can do and how writes are made durable: the write mode (transaction or ordered), transactions, $unionWith, text search, the server's version; for an admin key, when the server takes backups, their state (the last backup, the changes shipped since, the last failure).", read,
 			func(ctx context.Context, _ *noIn) (any, error) {
-				return map[string]any{"version": version.Version, "store": s.Capabilities()}, nil
+				out := map[string]any{"version": version.Version, "store": s.Capabilities()}
+				if a, _ := audit.ActorFrom(ctx); o.backupStatus != nil && slices.Contains(a.Scopes, repo.ScopeAdmin) {
+					out["backup"] = o.backupStatus()
+				}
+				return out, nil
 			}),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"outreach/backup"
 	"outreach/mailsync"
 	"outreach/repo"
 	"outreach/slackmsg"
@@ -19,9 +20,10 @@ type options struct {
 	mail            *mailsync.Syncer
 	keepAttachments bool
 	slack           *slackmsg.Client
-	toolsets        []string // nil: every toolset (toolsets.go)
-	listed          []string // the toolsets a client naming none is served (catalog.go); nil: toolsets
-	serverCard      bool     // serve the server card (server/card.go)
+	backupStatus    func() backup.Status // get_service_info, for admins
+	toolsets        []string             // nil: every toolset (toolsets.go)
+	listed          []string             // the toolsets a client naming none is served (catalog.go); nil: toolsets
+	serverCard      bool                 // serve the server card (server/card.go)
 	limits          *RateLimits
 	pitches         PitchSender // send_pitch's sender (pitches.go)
 }

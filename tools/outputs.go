@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/backup"
 	"outreach/mailsync"
 	"outreach/repo"
 )
@@ -113,7 +114,7 @@ var outputs = map[string]*jsonschema.Schema{
 		"key_id", of[string](), "key_name", of[string](), "scopes", of[[]string](), "session_id", of[string](), "signed_in_with", of[string]()),
 	"list_connected_clients":  object("total", of[int](), "connected_clients", of[[]repo.OAuthGrant]()),
 	"revoke_connected_client": of[repo.OAuthGrant](),
-	"get_service_info":        object("version", of[string](), "store", of[repo.Capabilities]()),
+	"get_service_info":        optional(object("version", of[string](), "store", of[repo.Capabilities]()), "backup", of[backup.Status]()),
 	"create_agent_key":        object("key", of[string](), "agent_key", of[*repo.AgentKey](), "note", of[string]()),
 	"list_agent_keys":         object("total", of[int](), "agent_keys", of[[]repo.AgentKey]()),
 	"revoke_agent_key":        of[repo.AgentKey](),
@@ -230,6 +231,13 @@ func list[T any](noun string) *jsonschema.Schema {
 
 // object is the schema of a JSON object with exactly the given properties
 // (name, schema pairs), all of them always present.
+// optional adds a property an object may leave out.
+func optional(s *jsonschema.Schema, name string, p *jsonschema.Schema) *jsonschema.Schema {
+	s.Properties[name] = p
+	s.PropertyOrder = append(s.PropertyOrder, name)
+	return s
+}
+
 func object(pairs ...any) *jsonschema.Schema {
 	s := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}
 	for i := 0; i < len(pairs); i += 2 {

@@ -42,8 +42,8 @@ var toolsets = []toolset{
 	{"imports", "bulk import of contacts and outlets, with a dry run", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Imports(s) }},
 	{"notes", "notes and the interaction log", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Notes(s) }},
 	{"search", "search, dossiers, opportunity status, the agenda", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Search(s) }},
-	{"audit", "change log, rollback, agent sessions, whoami, service info, OAuth-connected clients (always on)", true, func(s *repo.Store, _ options, _ []Option) []Tool {
-		return slices.Concat(Audit(s), Sessions(s), Discovery(), Connections(s))
+	{"audit", "change log, rollback, agent sessions, whoami, service info, OAuth-connected clients (always on)", true, func(s *repo.Store, o options, _ []Option) []Tool {
+		return slices.Concat(Audit(s, o), Sessions(s), Discovery(), Connections(s))
 	}},
 	{"keys", "agent keys and team members (admin; `outreach keys` does the same from the shell)", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Keys(s) }},
 	{"media", "media files of coverage", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Media(s) }},

@@ -41,6 +41,11 @@ type command struct {
 	ID        string   `json:"id,omitempty"`
 	JSON      bool     `json:"json,omitempty"`       // verify --json
 	PublicURL string   `json:"public_url,omitempty"` // users invite: the link's base
+	To        string   `json:"to,omitempty"`         // backup: the target directory
+	// backup --with-secrets: the data directory whose key files go in,
+	// encrypted with the passphrase (sent over the 0600 socket, never logged).
+	SecretsDir string `json:"secrets_dir,omitempty"`
+	Passphrase string `json:"passphrase,omitempty"`
 }
 
 type commandResult struct {
@@ -201,6 +206,9 @@ func execute(ctx context.Context, store *repo.Store, c command, prog io.Writer) 
 		return out.String(), nil
 	case "users invite", "users clients", "users disconnect":
 		err := executeUsers(ctx, store, c, &out)
+		return out.String(), err
+	case "backup":
+		err := executeBackup(ctx, store, c, &out)
 		return out.String(), err
 	case "keys revoke":
 		k, err := store.RevokeKey(ctx, c.ID)

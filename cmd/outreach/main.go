@@ -58,6 +58,8 @@ commands:
   keys       create | list | revoke agent keys
   users      invite --email EMAIL (a one-time link to set a password for OAuth sign-in) | clients | disconnect GRANT_ID
   verify     check that every record matches its change-log entry (--json: machine-readable)
+  backup     --to DIR: a consistent copy of the store, taken by the running server | verify SOURCE | list DIR
+  restore    restore SOURCE [--counter N | --until TIME]: a backup (and the changes shipped after it) into an empty store
   seed       seed --demo: write the demo data (rollback_session demo takes it back)
   bench      measure the tools beside the floor, the raw store and a peer (Markdown table)
   version    print the version
@@ -111,6 +113,12 @@ type config struct {
 	oauth bool
 	// oidc* configure sign-in through an upstream OpenID Connect provider.
 	oidcIssuer, oidcClientID, oidcDomains, oidcName string
+	// noCheckpoint: keep no index checkpoint (a restore writes around the index).
+	noCheckpoint bool
+	// backup* schedule backups and change shipping (serve --backup-to).
+	backupTo    string
+	backupEvery time.Duration
+	backupKeep  int
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -152,6 +160,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", ""), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, every one listed); empty (the default): every toolset offered, clients naming none are listed the lean default set")
 		fs.StringVar(&cfg.memoryLimit, "memory-limit", env("OUTREACH_MEMORY_LIMIT", ""), "soft limit on the Go runtime's memory, e.g. 512MiB, or off (default "+defaultMemoryLimit+", or GOMEMLIMIT when set): the collector runs more often near it")
 		cfg.deploy.flags(fs)
+		fs.StringVar(&cfg.backupTo, "backup-to", env("OUTREACH_BACKUP_TO", ""), "take backups into this directory on a schedule, and ship the changes after the last one there every minute (see docs/backups.md)")
+		backupEvery, err := time.ParseDuration(env("OUTREACH_BACKUP_EVERY", "24h"))
+		if err != nil || backupEvery < time.Minute {
+			return fmt.Errorf("OUTREACH_BACKUP_EVERY=%q: want a duration of at least 1m, e.g. 24h", os.Getenv("OUTREACH_BACKUP_EVERY"))
+		}
+		fs.DurationVar(&cfg.backupEvery, "backup-every", backupEvery, "with --backup-to: time between backups, e.g. 24h")
+		backupKeep, err := strconv.Atoi(env("OUTREACH_BACKUP_KEEP", "7"))
+		if err != nil || backupKeep < 1 {
+			return fmt.Errorf("OUTREACH_BACKUP_KEEP=%q: want a number of backups of at least 1", os.Getenv("OUTREACH_BACKUP_KEEP"))
+		}
+		fs.IntVar(&cfg.backupKeep, "backup-keep", backupKeep, "with --backup-to: how many backups are kept (older ones and the changes shipped before them are removed)")
 		pitchWindow, err := time.ParseDuration(env("OUTREACH_PITCH_WINDOW", repo.DefaultPitchWindow.String()))
 		if err != nil || pitchWindow <= 0 {
 			return fmt.Errorf("OUTREACH_PITCH_WINDOW=%q: want a positive duration, e.g. 336h (14 days)", os.Getenv("OUTREACH_PITCH_WINDOW"))
@@ -163,6 +182,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if cfg.mongoAllowWrites {
 			return errors.New("--mongo-allow-writes (OUTREACH_MONGO_ALLOW_WRITES) was removed: a write through the wire endpoint changed records without their change-log entry. " +
 				"Change data through the MCP tools; --mongo-listen opens a read-only analyst endpoint")
+		}
+		if cfg.backupEvery < time.Minute || cfg.backupKeep < 1 {
+			return fmt.Errorf("--backup-every %s --backup-keep %d: want at least 1m and at least 1 backup", cfg.backupEvery, cfg.backupKeep)
 		}
 		if _, err := applyMemoryLimit(cfg.memoryLimit); err != nil {
 			return fmt.Errorf("--memory-limit (OUTREACH_MEMORY_LIMIT): %w", err)
@@ -185,6 +207,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCommand(ctx, cfg, command{Name: "seed --demo"}, stdout, stderr, log)
 	case "keys":
 		return keys(ctx, cfg, args[1:], stdout, stderr, log)
+	case "backup":
+		return backupCommand(ctx, cfg, args[1:], stdout, stderr, log)
+	case "restore":
+		return restoreCommand(ctx, cfg, args[1:], stdout, stderr, log)
 	case "users":
 		return users(ctx, cfg, args[1:], stdout, stderr)
 	case "bench":
@@ -229,7 +255,9 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 		uri = es.URI
 		opts.Exclusive = true // only this process can have the embedded files open
 		opts.PrepareStore = es.IndexIDs
-		opts.IndexCheckpoint = es.IndexCheckpoint(cfg.db)
+		if !cfg.noCheckpoint {
+			opts.IndexCheckpoint = es.IndexCheckpoint(cfg.db)
+		}
 		if cfg.data != "" {
 			opts.Lookups = es // SQLite's files: the look-ups read them
 		}
@@ -396,6 +424,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		return err
 	}
 	defer closeStore()
+	var topts []tools.Option
 	store.SetPitchWindow(cfg.pitchWindow)
 	if err := store.Seed(ctx); err != nil {
 		return err
@@ -422,9 +451,13 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		defer stopCommands()
 	}
 	go store.RunRecovery(ctx, 10*time.Second)
+	if cfg.backupTo != "" {
+		sched := startBackups(ctx, store, cfg, log)
+		topts = append(topts, tools.WithBackupStatus(sched.Status))
+	}
 	store.SetDeliveryTargets(delivery.Targets(dcfg))
 	go delivery.New(store, dcfg).Run(ctx) // also fires next_action_due without targets
-	topts := []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack), toolsets, tools.WithRateLimits(limits), tools.WithServerCard(cfg.serverCard)}
+	topts = append(topts, []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack), toolsets, tools.WithRateLimits(limits), tools.WithServerCard(cfg.serverCard)}...)
 	var syncer *mailsync.Syncer
 	if mailCfg != nil {
 		syncer, err = mailsync.New(store, *mailCfg)

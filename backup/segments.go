@@ -1,0 +1,558 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/audit"
+	"outreach/ledger"
+)
+
+// Change shipping: the change entries written after the last backup go to
+// the same target as segments, files under changes/ each holding the
+// entries after one counter up to another, in seq order. A segment is
+// written under a temporary name and renamed, then its description (a
+// JSON file beside it: the counters it spans, its count, its SHA-256) is
+// written the same way; a segment without its description is not one.
+// Each segment starts where the one before it ended, so a missing, added
+// or reordered segment breaks the chain and is named.
+
+// ChangesDir is the segments' directory in a backup target.
+const ChangesDir = "changes"
+
+// Segment describes one segment.
+type Segment struct {
+	// Path is the segment's file; After and Upto the counters it spans:
+	// every entry with a seq above After and up to Upto.
+	Path   string `json:"-"`
+	File   string `json:"file"`
+	After  int64  `json:"after"`
+	Upto   int64  `json:"upto"`
+	Count  int64  `json:"count"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+	// FirstAt and LastAt are when its first and last entries were written.
+	FirstAt time.Time `json:"first_at"`
+	LastAt  time.Time `json:"last_at"`
+	// Files holds the media bytes uploaded since the previous segment
+	// (their fs.files and fs.chunks documents: bytes have no change entry),
+	// FilesThrough the latest upload it holds.
+	Files        *File     `json:"files,omitempty"`
+	FilesPath    string    `json:"-"`
+	FilesThrough time.Time `json:"files_through"`
+}
+
+// blobMargin is how far before the previous segment's latest upload the
+// next looks again: an upload is dated before its file document lands.
+const blobMargin = time.Minute
+
+var segmentRE = regexp.MustCompile(`^changes-(\d{12,})-(\d{12,})\.json$`)
+
+func segmentName(after, upto int64) string { return fmt.Sprintf("changes-%012d-%012d", after, upto) }
+
+// Segments reads and checks the chain of segments in the target to, in
+// order; an error names the segment at fault.
+func Segments(to string) ([]Segment, error) {
+	dir := filepath.Join(to, ChangesDir)
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Segment
+	for _, de := range des {
+		if !segmentRE.MatchString(de.Name()) {
+			continue
+		}
+		desc := filepath.Join(dir, de.Name())
+		raw, err := os.ReadFile(desc)
+		if err != nil {
+			return nil, err
+		}
+		var s Segment
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("%s: %w", desc, err)
+		}
+		if want := segmentName(s.After, s.Upto) + ".bson.gz"; s.File != want || de.Name() != segmentName(s.After, s.Upto)+".json" {
+			return nil, fmt.Errorf("%s: describes %s after %d up to %d: renamed or altered", desc, s.File, s.After, s.Upto)
+		}
+		s.Path = filepath.Join(dir, s.File)
+		if err := checkFile(s.Path, File{Bytes: s.Bytes, SHA256: s.SHA256}); err != nil {
+			return nil, err
+		}
+		if err := checkSegmentEntries(s, nil); err != nil {
+			return nil, err
+		}
+		if s.Files != nil {
+			if s.Files.Path != segmentName(s.After, s.Upto)+".files.bson.gz" {
+				return nil, fmt.Errorf("%s: names media file %s: renamed or altered", desc, s.Files.Path)
+			}
+			s.FilesPath = filepath.Join(dir, s.Files.Path)
+			if err := checkFile(s.FilesPath, *s.Files); err != nil {
+				return nil, err
+			}
+			if err := readDocs(s.FilesPath, func(bson.Raw) error { return nil }); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Segment) int { return int(max(-1, min(1, a.After-b.After))) })
+	for i := 1; i < len(out); i++ {
+		switch prev := out[i-1]; {
+		case out[i].After > prev.Upto:
+			return nil, fmt.Errorf("%s: follows changes up to %d, but starts after %d: the changes between are missing", out[i].Path, prev.Upto, out[i].After)
+		case out[i].After < prev.Upto:
+			return nil, fmt.Errorf("%s: starts after %d, inside %s (up to %d): overlapping or reordered segments", out[i].Path, out[i].After, prev.Path, prev.Upto)
+		}
+	}
+	return out, nil
+}
+
+// checkSegmentEntries reads a segment's entries: each a change entry, in
+// increasing seq order within the segment's span, as many as it says; fn,
+// when set, is given each.
+func checkSegmentEntries(s Segment, fn func(audit.Entry) error) error {
+	var n int64
+	last := s.After
+	err := readDocs(s.Path, func(raw bson.Raw) error {
+		var e audit.Entry
+		if err := bson.Unmarshal(raw, &e); err != nil {
+			return fmt.Errorf("entry %d: %w", n+1, err)
+		}
+		n++
+		if e.Seq <= last || e.Seq > s.Upto {
+			return fmt.Errorf("entry %d has seq %d after %d: out of order or outside the segment's span (after %d up to %d)", n, e.Seq, last, s.After, s.Upto)
+		}
+		last = e.Seq
+		if fn != nil {
+			return fn(e)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Path, err)
+	}
+	if n != s.Count {
+		return fmt.Errorf("%s: %d entries, its description says %d", s.Path, n, s.Count)
+	}
+	return nil
+}
+
+// Ship writes the change entries after the counter after, up to a counter
+// fixed now, as one segment of the target to; it returns that counter
+// (after itself when nothing was written since) and the segment, if any.
+func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int64, *Segment, error) {
+	since, err := filesSince(to, after)
+	if err != nil {
+		return after, nil, err
+	}
+	upto, _, err := eng.FixPoint(ctx)
+	if err != nil {
+		return after, nil, err
+	}
+	if upto <= after {
+		return after, nil, nil
+	}
+	dir := filepath.Join(to, ChangesDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return after, nil, err
+	}
+	cur, err := eng.Collection(ledger.CollChangeLog).Find(ctx, bson.M{"seq": bson.M{"$gt": after, "$lte": upto}},
+		options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
+	if err != nil {
+		return after, nil, err
+	}
+	defer cur.Close(ctx)
+	s := Segment{After: after, Upto: upto, File: segmentName(after, upto) + ".bson.gz"}
+	s.Path = filepath.Join(dir, s.File)
+	f, err := writeRaw(s.Path, dir, func(w io.Writer) error {
+		return writeGzipTo(w, func(zw io.Writer) error {
+			for cur.Next(ctx) {
+				var e audit.Entry
+				if err := bson.Unmarshal(cur.Current, &e); err != nil {
+					return err
+				}
+				if e.State == audit.StatePending {
+					return fmt.Errorf("change entry %s is pending below counter %d", e.ID, upto)
+				}
+				if s.Count == 0 {
+					s.FirstAt = e.At
+				}
+				s.Count++
+				s.LastAt = e.At
+				if _, err := zw.Write(cur.Current); err != nil {
+					return err
+				}
+			}
+			return cur.Err()
+		})
+	})
+	if err != nil {
+		return after, nil, err
+	}
+	if s.Count == 0 {
+		// Only gaps in the seq numbers: the next segment spans them.
+		os.Remove(s.Path)
+		return after, nil, nil
+	}
+	s.Bytes, s.SHA256 = f.Bytes, f.SHA256
+	if err := shipFiles(ctx, eng, dir, &s, since); err != nil {
+		os.Remove(s.Path)
+		return after, nil, err
+	}
+	desc, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return after, nil, err
+	}
+	if _, err := writeRaw(filepath.Join(dir, segmentName(after, upto)+".json"), dir, func(w io.Writer) error { _, err := w.Write(desc); return err }); err != nil {
+		os.Remove(s.Path)
+		return after, nil, err
+	}
+	syncDir(dir)
+	return upto, &s, nil
+}
+
+// filesSince is the latest upload the chain before the segment after the
+// counter after holds: the previous segment's, else the backup's time at
+// that counter; zero (every file) when neither is found.
+func filesSince(to string, after int64) (time.Time, error) {
+	segs, err := Segments(to)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if n := len(segs); n > 0 && segs[n-1].Upto == after {
+		return segs[n-1].FilesThrough, nil
+	}
+	list, err := List(to)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, e := range list {
+		if e.Complete && e.Counter == after {
+			return e.FixedAt, nil
+		}
+	}
+	return time.Time{}, nil
+}
+
+// shipFiles writes beside segment s the media files uploaded since (less
+// the margin) and their chunks.
+func shipFiles(ctx context.Context, eng *ledger.Engine, dir string, s *Segment, since time.Time) error {
+	filter := bson.M{}
+	if !since.IsZero() {
+		filter = bson.M{"uploadDate": bson.M{"$gt": since.Add(-blobMargin)}}
+	}
+	var files []bson.Raw
+	cur, err := eng.Collection(ledger.CollFiles).Find(ctx, filter)
+	if err != nil {
+		return err
+	}
+	if err := cur.All(ctx, &files); err != nil {
+		return err
+	}
+	s.FilesThrough = since
+	if len(files) == 0 {
+		return nil
+	}
+	name := segmentName(s.After, s.Upto) + ".files.bson.gz"
+	s.FilesPath = filepath.Join(dir, name)
+	f, err := writeRaw(s.FilesPath, dir, func(w io.Writer) error {
+		return writeGzipTo(w, func(zw io.Writer) error {
+			for _, file := range files {
+				if at, ok := file.Lookup("uploadDate").TimeOK(); ok && at.After(s.FilesThrough) {
+					s.FilesThrough = at.UTC()
+				}
+				if _, err := zw.Write(file); err != nil {
+					return err
+				}
+				chunks, err := eng.Collection(ledger.CollChunks).Find(ctx, bson.M{"files_id": file.Lookup("_id")}, options.Find().SetSort(bson.D{{Key: "n", Value: 1}}))
+				if err != nil {
+					return err
+				}
+				for chunks.Next(ctx) {
+					if _, err := zw.Write(chunks.Current); err != nil {
+						chunks.Close(ctx)
+						return err
+					}
+				}
+				if err := chunks.Err(); err != nil {
+					return err
+				}
+				chunks.Close(ctx)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	s.Files = &f
+	return nil
+}
+
+// removeUnfinishedSegments removes segment files without a description and
+// temporary files a stopped shipping left.
+func removeUnfinishedSegments(to string) error {
+	dir := filepath.Join(to, ChangesDir)
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, de := range des {
+		name := de.Name()
+		if strings.HasSuffix(name, ".tmp") {
+			os.Remove(filepath.Join(dir, name))
+			continue
+		}
+		if base, ok := strings.CutSuffix(name, ".bson.gz"); ok {
+			base = strings.TrimSuffix(base, ".files")
+			if _, err := os.Stat(filepath.Join(dir, base+".json")); errors.Is(err, os.ErrNotExist) {
+				os.Remove(filepath.Join(dir, name))
+			}
+		}
+	}
+	return nil
+}
+
+// Schedule configures Run.
+type Schedule struct {
+	To string
+	// Every is the time between backups; Keep how many are kept.
+	Every time.Duration
+	Keep  int
+	// ShipEvery is the time between segments, ShipChanges the number of
+	// changes that ship one sooner.
+	ShipEvery   time.Duration
+	ShipChanges int64
+	Options     Options
+}
+
+// Status is what the scheduler reports.
+type Status struct {
+	Target         string    `json:"target"`
+	LastBackup     string    `json:"last_backup,omitempty"`
+	LastBackupAt   time.Time `json:"last_backup_at,omitzero"`
+	BackupCounter  int64     `json:"backup_counter"`
+	ShippedThrough int64     `json:"shipped_through"`
+	LastShippedAt  time.Time `json:"last_shipped_at,omitzero"`
+	LastError      string    `json:"last_error,omitempty"`
+	LastErrorAt    time.Time `json:"last_error_at,omitzero"`
+	Failures       int       `json:"consecutive_failures"`
+	NextAttempt    time.Time `json:"next_attempt,omitzero"`
+}
+
+// Scheduler takes backups and ships changes on a schedule (serve
+// --backup-to). Its work reads the store and writes the target only:
+// a failing target is retried with backoff and never stops a write.
+type Scheduler struct {
+	eng *ledger.Engine
+	cfg Schedule
+	log zerolog.Logger
+	mu  sync.Mutex
+	st  Status
+}
+
+// NewScheduler returns a scheduler for eng; Run starts it.
+func NewScheduler(eng *ledger.Engine, cfg Schedule, log zerolog.Logger) *Scheduler {
+	if cfg.ShipEvery <= 0 {
+		cfg.ShipEvery = time.Minute
+	}
+	if cfg.ShipChanges <= 0 {
+		cfg.ShipChanges = 1000
+	}
+	return &Scheduler{eng: eng, cfg: cfg, log: log, st: Status{Target: cfg.To}}
+}
+
+// Status returns the scheduler's state.
+func (s *Scheduler) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+// Run takes a backup when the last is older than Every (or there is none),
+// ships the changes after it every ShipEvery, and keeps the newest Keep
+// backups, until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) {
+	backoff := time.Duration(0)
+	for {
+		err := s.step(ctx)
+		s.mu.Lock()
+		if err != nil && ctx.Err() == nil {
+			s.st.Failures++
+			s.st.LastError, s.st.LastErrorAt = err.Error(), time.Now().UTC()
+			backoff = min(max(2*backoff, 5*time.Second), 10*time.Minute)
+			s.log.Warn().Err(err).Int("failures", s.st.Failures).Dur("retry_in", backoff).Msg("backup: failed; retrying")
+		} else {
+			s.st.Failures, backoff = 0, 0
+		}
+		wait := s.cfg.ShipEvery
+		if backoff > 0 {
+			wait = backoff
+		}
+		s.st.NextAttempt = time.Now().Add(wait).UTC()
+		s.mu.Unlock()
+		if backoff > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		} else {
+			s.waitForChanges(ctx, wait)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// pollEvery is how often the scheduler looks at the change counter between
+// segments, to ship sooner once ShipChanges changes wait.
+const pollEvery = 5 * time.Second
+
+// waitForChanges waits until ShipChanges changes wait to be shipped or d
+// has passed.
+func (s *Scheduler) waitForChanges(ctx context.Context, d time.Duration) {
+	end := time.Now().Add(d)
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return
+		}
+		t := time.NewTimer(min(left, pollEvery))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		var c struct {
+			Seq int64 `bson:"seq"`
+		}
+		if s.eng.Collection(ledger.CollCounters).FindOne(ctx, bson.M{"_id": ledger.CollChangeLog}).Decode(&c) == nil {
+			if c.Seq-s.Status().ShippedThrough >= s.cfg.ShipChanges {
+				return
+			}
+		}
+	}
+}
+
+// step takes a backup if one is due, ships the changes since, and thins
+// the backups kept.
+func (s *Scheduler) step(ctx context.Context) error {
+	list, err := listOrEmpty(s.cfg.To)
+	if err != nil {
+		return err
+	}
+	var last *Entry
+	for i := range list {
+		if list[i].Complete {
+			last = &list[i]
+		}
+	}
+	if last == nil || time.Since(last.FixedAt) >= s.cfg.Every {
+		m, err := Create(ctx, s.eng, s.cfg.To, s.cfg.Options)
+		if err != nil {
+			return fmt.Errorf("backup to %s: %w", s.cfg.To, err)
+		}
+		s.log.Info().Int64("counter", m.Counter).Float64("writes_paused_ms", m.WritesPausedMS).Msg("backup taken")
+		if list, err = List(s.cfg.To); err != nil {
+			return err
+		}
+		last = &list[len(list)-1]
+		if err := thin(s.cfg.To, list, s.cfg.Keep); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.st.LastBackup, s.st.LastBackupAt, s.st.BackupCounter = filepath.Base(last.Dir), last.FixedAt, last.Counter
+	s.mu.Unlock()
+	if err := removeUnfinishedSegments(s.cfg.To); err != nil {
+		return err
+	}
+	segs, err := Segments(s.cfg.To)
+	if err != nil {
+		return err
+	}
+	// The chain goes on from the last segment; the first starts at a backup.
+	after := last.Counter
+	if n := len(segs); n > 0 {
+		after = segs[n-1].Upto
+	}
+	upto, seg, err := Ship(ctx, s.eng, s.cfg.To, after)
+	if err != nil {
+		return fmt.Errorf("shipping changes to %s: %w", s.cfg.To, err)
+	}
+	s.mu.Lock()
+	s.st.ShippedThrough = upto
+	if seg != nil {
+		s.st.LastShippedAt = time.Now().UTC()
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func listOrEmpty(to string) ([]Entry, error) {
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		return nil, err
+	}
+	return List(to)
+}
+
+// thin removes the oldest complete backups beyond keep (keep 0: none), and
+// the segments wholly before the oldest backup kept.
+func thin(to string, list []Entry, keep int) error {
+	if keep <= 0 {
+		return nil
+	}
+	var complete []Entry
+	for _, e := range list {
+		if e.Complete {
+			complete = append(complete, e)
+		}
+	}
+	if len(complete) <= keep {
+		return nil
+	}
+	for _, e := range complete[:len(complete)-keep] {
+		if err := os.RemoveAll(e.Dir); err != nil {
+			return err
+		}
+	}
+	oldest := complete[len(complete)-keep].Counter
+	segs, err := Segments(to)
+	if err != nil {
+		return err
+	}
+	for _, sg := range segs {
+		if sg.Upto <= oldest {
+			os.Remove(filepath.Join(to, ChangesDir, segmentName(sg.After, sg.Upto)+".json"))
+			os.Remove(sg.Path)
+			if sg.FilesPath != "" {
+				os.Remove(sg.FilesPath)
+			}
+		}
+	}
+	return nil
+}
