@@ -107,8 +107,8 @@ func checkCoverage(c *Coverage) error {
 
 // checkCoverageLinks checks that every id given in p names an active record.
 func (s *Store) checkCoverageLinks(ctx context.Context, p CoveragePatch) error {
-	return s.checkRefs(ctx, []ref{{collOutlets, "outlet_id", p.OutletID}, {collChannels, "channel_id", p.ChannelID},
-		{collOpportunities, "opportunity_id", p.OpportunityID}}, p.ContactIDs)
+	return s.checkRefs(ctx, []ref{{CollOutlets, "outlet_id", p.OutletID}, {CollChannels, "channel_id", p.ChannelID},
+		{CollOpportunities, "opportunity_id", p.OpportunityID}}, p.ContactIDs)
 }
 
 // opportunityPlace returns the campaign and outlet of opportunity id ("" for none).
@@ -120,7 +120,7 @@ func (s *Store) opportunityPlace(ctx context.Context, id string) (campaignID, ou
 		CampaignID string `bson:"campaign_id"`
 		OutletID   string `bson:"outlet_id"`
 	}
-	err = s.coll(collOpportunities).FindOne(ctx, bson.M{"_id": id}, options.FindOne().SetProjection(bson.M{"campaign_id": 1, "outlet_id": 1})).Decode(&o)
+	err = s.coll(CollOpportunities).FindOne(ctx, bson.M{"_id": id}, options.FindOne().SetProjection(bson.M{"campaign_id": 1, "outlet_id": 1})).Decode(&o)
 	if err != nil {
 		return "", "", ledger.DriverErr(err, "opportunity", id)
 	}
@@ -171,11 +171,11 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 		return nil, err
 	}
 	c.Meta = Meta{}
-	if err := insertWithEvents(ctx, s, collCoverage, c, func() ([]event, error) {
+	if err := insertWithEvents(ctx, s, CollCoverage, c, func() ([]event, error) {
 		if c.OpportunityID == "" {
 			return nil, nil
 		}
-		o, err := find[*Opportunity](ctx, s, collOpportunities, c.OpportunityID)
+		o, err := find[*Opportunity](ctx, s, CollOpportunities, c.OpportunityID)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +190,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 
 // Coverage returns one coverage record.
 func (s *Store) Coverage(ctx context.Context, id string) (*Coverage, error) {
-	return find[*Coverage](ctx, s, collCoverage, id)
+	return find[*Coverage](ctx, s, CollCoverage, id)
 }
 
 // UpdateCoverage applies p to active coverage.
@@ -198,7 +198,7 @@ func (s *Store) UpdateCoverage(ctx context.Context, id string, p CoveragePatch) 
 	if err := s.checkCoverageLinks(ctx, p); err != nil {
 		return nil, err
 	}
-	return modify(ctx, s, collCoverage, id, audit.ActionUpdate, func(c *Coverage) error {
+	return modify(ctx, s, CollCoverage, id, audit.ActionUpdate, func(c *Coverage) error {
 		if c.Archived() {
 			return Errorf(CodeFailedPrecondition, "coverage %s is archived; restore it before changing it", id)
 		}
@@ -229,7 +229,7 @@ func (s *Store) UpdateCoverage(ctx context.Context, id string, p CoveragePatch) 
 
 // ArchiveCoverage archives coverage.
 func (s *Store) ArchiveCoverage(ctx context.Context, id string) (*Coverage, error) {
-	return archive[*Coverage](ctx, s, collCoverage, id, nil)
+	return archive[*Coverage](ctx, s, CollCoverage, id, nil)
 }
 
 // RestoreCoverage restores archived coverage.
@@ -244,7 +244,7 @@ func (s *Store) RestoreCoverage(ctx context.Context, id string) (*Coverage, erro
 			return nil, g.toolError()
 		}
 	}
-	return restore[*Coverage](ctx, s, collCoverage, id)
+	return restore[*Coverage](ctx, s, CollCoverage, id)
 }
 
 // CoverageFilter selects coverage; empty fields do not filter.
@@ -267,9 +267,9 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 	ledger.Between(filter, "published_at", f.Since, f.Until)
 	sort := bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return textListPage[Coverage](ctx, s, textFilter{coll: collCoverage, text: f.Search}, active(filter, f.IncludeArchived), sort, limit, offset)
+		return textListPage[Coverage](ctx, s, textFilter{coll: CollCoverage, text: f.Search}, active(filter, f.IncludeArchived), sort, limit, offset)
 	}
-	return listPage[Coverage](ctx, s, collCoverage, active(filter, f.IncludeArchived), sort, limit, offset)
+	return listPage[Coverage](ctx, s, CollCoverage, active(filter, f.IncludeArchived), sort, limit, offset)
 }
 
 // CoverageDetail is coverage with its related records, trimmed.
@@ -298,22 +298,22 @@ func (s *Store) CoverageDetail(ctx context.Context, id string) (*CoverageDetail,
 		return nil, err
 	}
 	d := &CoverageDetail{Coverage: c}
-	if d.Outlet, err = s.trimmedOne(ctx, collOutlets, c.OutletID, trimOutlet); err != nil {
+	if d.Outlet, err = s.trimmedOne(ctx, CollOutlets, c.OutletID, trimOutlet); err != nil {
 		return nil, err
 	}
-	if d.Channel, err = s.trimmedOne(ctx, collChannels, c.ChannelID, trimChannel); err != nil {
+	if d.Channel, err = s.trimmedOne(ctx, CollChannels, c.ChannelID, trimChannel); err != nil {
 		return nil, err
 	}
-	if d.Opportunity, err = s.trimmedOne(ctx, collOpportunities, c.OpportunityID, trimOpportunity); err != nil {
+	if d.Opportunity, err = s.trimmedOne(ctx, CollOpportunities, c.OpportunityID, trimOpportunity); err != nil {
 		return nil, err
 	}
-	if d.Campaign, err = s.trimmedOne(ctx, collCampaigns, c.CampaignID, trimCampaign); err != nil {
+	if d.Campaign, err = s.trimmedOne(ctx, CollCampaigns, c.CampaignID, trimCampaign); err != nil {
 		return nil, err
 	}
-	if d.Contacts, err = s.trimmed(ctx, collContacts, byIDs(c.ContactIDs), nil, trimContact); err != nil {
+	if d.Contacts, err = s.trimmed(ctx, CollContacts, byIDs(c.ContactIDs), nil, trimContact); err != nil {
 		return nil, err
 	}
-	if d.Media, err = s.trimmed(ctx, collMedia, bson.M{"coverage_id": id, "archived_at": nil}, newestFirst, trimMedia); err != nil {
+	if d.Media, err = s.trimmed(ctx, CollMedia, bson.M{"coverage_id": id, "archived_at": nil}, newestFirst, trimMedia); err != nil {
 		return nil, err
 	}
 	return d, nil

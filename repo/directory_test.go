@@ -62,13 +62,13 @@ func TestDirectoryPagingWithIdenticalTimestamps(t *testing.T) {
 	outletID := ""
 	for i := range 7 {
 		o := &Outlet{Name: fmt.Sprintf("Outlet %d", i), Type: "publication", Topics: []string{"AI"}}
-		createAt(t, ctx, s, collOutlets, &o.Meta, o, at)
+		createAt(t, ctx, s, CollOutlets, &o.Meta, o, at)
 		outletID = o.ID
 		c := &Contact{FirstName: "R", LastName: fmt.Sprint(i), Name: fmt.Sprintf("R %d", i), Beats: []string{"AI"},
 			Affiliations: []Affiliation{{ID: uuid.NewString(), OutletID: outletID}}}
-		createAt(t, ctx, s, collContacts, &c.Meta, c, at)
+		createAt(t, ctx, s, CollContacts, &c.Meta, c, at)
 		ch := &Channel{OutletID: outletID, Type: "website"}
-		createAt(t, ctx, s, collChannels, &ch.Meta, ch, at)
+		createAt(t, ctx, s, CollChannels, &ch.Meta, ch, at)
 	}
 	ids := func(all func(limit, offset int) ([]string, int64)) {
 		t.Helper()
@@ -150,7 +150,7 @@ func TestContactDetailShowsOpportunities(t *testing.T) {
 		if archived {
 			doc["archived_at"] = t0
 		}
-		if _, err := s.write(ctx, mutation{Coll: collOpportunities, ID: id, Action: audit.ActionCreate, After: doc}); err != nil {
+		if _, err := s.write(ctx, mutation{Coll: CollOpportunities, ID: id, Action: audit.ActionCreate, After: doc}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Millisecond) // distinct created_at, so the order below is the creation order

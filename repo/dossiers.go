@@ -119,7 +119,7 @@ func (s *Store) readMail(ctx context.Context, filter bson.M) (*mailbox, error) {
 	filter["archived_at"] = nil
 	mb := &mailbox{senders: map[string]string{}}
 	var read []mailThread
-	if err := s.findAll(ctx, collEmails, filter, nil, &read); err != nil {
+	if err := s.findAll(ctx, CollEmails, filter, nil, &read); err != nil {
 		return nil, err
 	}
 	mb.threads = make([]EmailThread, len(read))
@@ -146,7 +146,7 @@ func (s *Store) readMail(ctx context.Context, filter bson.M) (*mailbox, error) {
 		EmailLower string     `bson:"email_lower"`
 		ArchivedAt *time.Time `bson:"archived_at"`
 	}
-	if err := s.findProjected(ctx, collContacts, bson.M{"email_lower": bson.M{"$in": addrs}}, bson.M{"email_lower": 1, "archived_at": 1}, &cs); err != nil {
+	if err := s.findProjected(ctx, CollContacts, bson.M{"email_lower": bson.M{"$in": addrs}}, bson.M{"email_lower": 1, "archived_at": 1}, &cs); err != nil {
 		return nil, err
 	}
 	for _, c := range cs {
@@ -269,7 +269,7 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 	}
 	d.Opportunities.Open, d.Opportunities.Closed = []OpportunityBrief{}, []OpportunityBrief{}
 	var opps []Opportunity
-	if err := s.findAll(ctx, collOpportunities, bson.M{"contact_ids": id, "archived_at": nil}, options.Find().SetSort(newestFirst), &opps); err != nil {
+	if err := s.findAll(ctx, CollOpportunities, bson.M{"contact_ids": id, "archived_at": nil}, options.Find().SetSort(newestFirst), &opps); err != nil {
 		return nil, err
 	}
 	mb, err := s.readMail(ctx, bson.M{"$or": bson.A{bson.M{"messages.contact_ids": id}, bson.M{"contact_ids": id}}})
@@ -326,14 +326,14 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 		}
 	}
 	var notes []Note
-	if err := s.findAll(ctx, collNotes, bson.M{"links.contact_id": id, "archived_at": nil, "occurred_at": bson.M{"$lte": t}},
+	if err := s.findAll(ctx, CollNotes, bson.M{"links.contact_id": id, "archived_at": nil, "occurred_at": bson.M{"$lte": t}},
 		options.Find().SetSort(bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}).SetLimit(1).SetProjection(bson.M{"title": 1, "occurred_at": 1, "content": 1}), &notes); err != nil {
 		return nil, err
 	}
 	for _, n := range notes {
 		d.LastContacted = later(d.LastContacted, Touch{At: n.OccurredAt, Via: "note", ID: n.ID, Title: noteTitle(&n)})
 	}
-	if d.Coverage, err = s.trimmed(ctx, collCoverage, bson.M{"contact_ids": id, "archived_at": nil},
+	if d.Coverage, err = s.trimmed(ctx, CollCoverage, bson.M{"contact_ids": id, "archived_at": nil},
 		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, trimCoverage); err != nil {
 		return nil, err
 	}
@@ -403,12 +403,12 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 		return nil, err
 	}
 	d := &OutletDossier{Outlet: o, ComputedAt: t}
-	if d.Channels, err = s.trimmed(ctx, collChannels, bson.M{"outlet_id": id},
+	if d.Channels, err = s.trimmed(ctx, CollChannels, bson.M{"outlet_id": id},
 		bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}, []string{"name", "type", "url", "frequency", "archived_at"}); err != nil {
 		return nil, err
 	}
 	var contacts []Contact
-	if err := s.findAll(ctx, collContacts, bson.M{"affiliations.outlet_id": id}, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}), &contacts); err != nil {
+	if err := s.findAll(ctx, CollContacts, bson.M{"affiliations.outlet_id": id}, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}), &contacts); err != nil {
 		return nil, err
 	}
 	d.Contacts.Current, d.Contacts.Past = []DossierContact{}, []DossierContact{}
@@ -427,7 +427,7 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 		}
 	}
 	var opps []Opportunity
-	if err := s.findAll(ctx, collOpportunities, bson.M{"outlet_id": id, "archived_at": nil}, options.Find().SetSort(newestFirst), &opps); err != nil {
+	if err := s.findAll(ctx, CollOpportunities, bson.M{"outlet_id": id, "archived_at": nil}, options.Find().SetSort(newestFirst), &opps); err != nil {
 		return nil, err
 	}
 	oc := &d.Opportunities
@@ -455,7 +455,7 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 		Sentiment string `bson:"sentiment"`
 		Reach     *int64 `bson:"reach"`
 	}
-	if err := s.findProjected(ctx, collCoverage, bson.M{"outlet_id": id, "archived_at": nil}, bson.M{"type": 1, "sentiment": 1, "reach": 1}, &cov); err != nil {
+	if err := s.findProjected(ctx, CollCoverage, bson.M{"outlet_id": id, "archived_at": nil}, bson.M{"type": 1, "sentiment": 1, "reach": 1}, &cov); err != nil {
 		return nil, err
 	}
 	for _, x := range cov {
@@ -555,10 +555,10 @@ func (s *Store) OpportunityStatus(ctx context.Context, id string, asOf *time.Tim
 			na.DueInDays = &n
 		}
 	}
-	if st.Contacts, err = s.trimmed(ctx, collContacts, byIDs(o.ContactIDs), bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}, trimContact); err != nil {
+	if st.Contacts, err = s.trimmed(ctx, CollContacts, byIDs(o.ContactIDs), bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}, trimContact); err != nil {
 		return nil, err
 	}
-	if st.Coverage, err = s.trimmed(ctx, collCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
+	if st.Coverage, err = s.trimmed(ctx, CollCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
 		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, trimCoverage); err != nil {
 		return nil, err
 	}
@@ -683,7 +683,7 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 		user, a.Scope = u, "user"
 	}
 	var all []Opportunity
-	if err := s.findAll(ctx, collOpportunities, bson.M{"archived_at": nil, "stage": bson.M{"$nin": bson.A{StageWon, StageLost}}}, nil, &all); err != nil {
+	if err := s.findAll(ctx, CollOpportunities, bson.M{"archived_at": nil, "stage": bson.M{"$nin": bson.A{StageWon, StageLost}}}, nil, &all); err != nil {
 		return nil, err
 	}
 	opps := all[:0]
@@ -706,7 +706,7 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 		touched[o.ID] = o.UpdatedAt // an edit after t (as_of in the past) counts too: never "untouched"
 	}
 	var notes []Note
-	if err := s.findProjected(ctx, collNotes, bson.M{"archived_at": nil, "links.opportunity_id": bson.M{"$in": ids}}, bson.M{"occurred_at": 1, "links": 1}, &notes); err != nil {
+	if err := s.findProjected(ctx, CollNotes, bson.M{"archived_at": nil, "links.opportunity_id": bson.M{"$in": ids}}, bson.M{"occurred_at": 1, "links": 1}, &notes); err != nil {
 		return nil, err
 	}
 	for _, n := range notes {
@@ -717,7 +717,7 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 		}
 	}
 	var cov []Coverage
-	if err := s.findProjected(ctx, collCoverage, bson.M{"archived_at": nil, "opportunity_id": bson.M{"$in": ids}}, bson.M{"published_at": 1, "opportunity_id": 1}, &cov); err != nil {
+	if err := s.findProjected(ctx, CollCoverage, bson.M{"archived_at": nil, "opportunity_id": bson.M{"$in": ids}}, bson.M{"published_at": 1, "opportunity_id": 1}, &cov); err != nil {
 		return nil, err
 	}
 	for _, c := range cov {
@@ -768,7 +768,7 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 	}
 	if user == nil {
 		var camps []Campaign
-		if err := s.findAll(ctx, collCampaigns, bson.M{"archived_at": nil, "embargo_until": bson.M{"$gt": t, "$lte": t.Add(time.Duration(q.EmbargoDays) * day)}}, nil, &camps); err != nil {
+		if err := s.findAll(ctx, CollCampaigns, bson.M{"archived_at": nil, "embargo_until": bson.M{"$gt": t, "$lte": t.Add(time.Duration(q.EmbargoDays) * day)}}, nil, &camps); err != nil {
 			return nil, err
 		}
 		for _, c := range camps {

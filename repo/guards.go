@@ -99,7 +99,7 @@ func (v *ruleView) opportunityGuards(ctx context.Context, id string, was, o *Opp
 		if !entering && slices.Contains(was.ContactIDs, cid) {
 			continue
 		}
-		st, err := v.record(ctx, collContacts, cid)
+		st, err := v.record(ctx, CollContacts, cid)
 		if err != nil || st == nil {
 			return nil, err
 		}
@@ -135,7 +135,7 @@ func (v *ruleView) doublePitch(ctx context.Context, id string, o *Opportunity) (
 	window := v.s.PitchWindow()
 	since := now().Add(-window)
 	for _, cid := range o.ContactIDs {
-		others, err := v.matching(ctx, collOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
+		others, err := v.matching(ctx, CollOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
 			return str(st, "_id") != id && st["archived_at"] == nil
 		})
 		if err != nil {
@@ -163,7 +163,7 @@ func (v *ruleView) doublePitch(ctx context.Context, id string, o *Opportunity) (
 			continue
 		}
 		who := cid
-		if st, err := v.record(ctx, collContacts, cid); err == nil && st != nil {
+		if st, err := v.record(ctx, CollContacts, cid); err == nil && st != nil {
 			if c, err := decodeState[Contact](cid, st); err == nil {
 				who = contactLabel(c)
 			}
@@ -202,7 +202,7 @@ func (v *ruleView) ownerLabel(ctx context.Context, o *Opportunity) (string, erro
 	if uid == "" {
 		return "none set", nil
 	}
-	st, err := v.record(ctx, collUsers, uid)
+	st, err := v.record(ctx, CollUsers, uid)
 	if err != nil {
 		return "", err
 	}
@@ -233,7 +233,7 @@ func contactFlagGuard(ctx context.Context, was, c *Contact) *guardError {
 func (v *ruleView) embargoOf(ctx context.Context, oppID, campaignID string) (time.Time, string, error) {
 	var until time.Time
 	src := ""
-	for _, r := range []struct{ coll, id string }{{collOpportunities, oppID}, {collCampaigns, campaignID}} {
+	for _, r := range []struct{ coll, id string }{{CollOpportunities, oppID}, {CollCampaigns, campaignID}} {
 		if r.id == "" {
 			continue
 		}
@@ -287,7 +287,7 @@ func (v *ruleView) embargoCoverage(ctx context.Context, field, id string, until 
 	if until == nil {
 		return nil, nil
 	}
-	early, err := v.matching(ctx, collCoverage, bson.M{field: id, "archived_at": nil}, func(st bson.M) bool {
+	early, err := v.matching(ctx, CollCoverage, bson.M{field: id, "archived_at": nil}, func(st bson.M) bool {
 		t, ok := dateOf(st["published_at"])
 		return str(st, field) == id && st["archived_at"] == nil && ok && t.Before(*until)
 	})

@@ -13,7 +13,7 @@ import (
 // claims (ledger.Idempotency); the domain says what a stored result must
 // not keep.
 
-const collIdempotency = ledger.CollIdempotency
+const CollIdempotency = ledger.CollIdempotency
 
 // IdempotencyTTL is how long a key is kept: a repeat after that is a new call.
 const IdempotencyTTL = ledger.IdempotencyTTL

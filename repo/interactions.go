@@ -92,11 +92,11 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 	if q.OutletID != "" {
 		notes["links.outlet_id"] = q.OutletID
 		coverage["outlet_id"] = q.OutletID
-		contacts, err := s.distinctIDs(ctx, collContacts, bson.M{"affiliations.outlet_id": q.OutletID, "archived_at": nil})
+		contacts, err := s.distinctIDs(ctx, CollContacts, bson.M{"affiliations.outlet_id": q.OutletID, "archived_at": nil})
 		if err != nil {
 			return interactionScope{}, err
 		}
-		opps, err := s.distinctIDs(ctx, collOpportunities, bson.M{"outlet_id": q.OutletID})
+		opps, err := s.distinctIDs(ctx, CollOpportunities, bson.M{"outlet_id": q.OutletID})
 		if err != nil {
 			return interactionScope{}, err
 		}
@@ -262,7 +262,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	var total int64
 	// Each source's page and count in one read where a count costs a
 	// second scan (see listPage).
-	notes, err := listPage[Note](ctx, s, collNotes, sc.notes, bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
+	notes, err := listPage[Note](ctx, s, CollNotes, sc.notes, bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log notes: %w", err)
 	}
@@ -272,7 +272,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	for _, x := range notes.Items {
 		all = append(all, Interaction{Type: "note", ID: x.ID, Date: x.OccurredAt, Title: x.Title, Summary: x.Content, DetailType: x.Type})
 	}
-	cov, err := listPage[Coverage](ctx, s, collCoverage, sc.coverage, bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
+	cov, err := listPage[Coverage](ctx, s, CollCoverage, sc.coverage, bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log coverage: %w", err)
 	}
@@ -283,7 +283,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	}
 	// Messages live inside threads: every matching thread is read, and its
 	// messages filtered, counted and merged here.
-	cur, err := s.find(ctx, collEmails, sc.threads)
+	cur, err := s.find(ctx, CollEmails, sc.threads)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log emails: %w", err)
 	}
@@ -306,7 +306,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	}
 	// Pitches hold their recipients: every matching pitch is read, and its
 	// sent recipients filtered, counted and merged here.
-	cur, err = s.find(ctx, collPitches, sc.pitches)
+	cur, err = s.find(ctx, CollPitches, sc.pitches)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log pitches: %w", err)
 	}
@@ -379,9 +379,9 @@ func interactionPipeline(sc interactionScope, limit int) mongo.Pipeline {
 		{{Key: "$match", Value: sc.notes}},
 		{{Key: "$project", Value: bson.M{"_id": 0, "type": bson.M{"$literal": "note"}, "id": "$_id", "date": "$occurred_at",
 			"title": "$title", "summary": firstLineExpr("$content"), "detail_type": "$type"}}},
-		{{Key: "$unionWith", Value: bson.M{"coll": collEmails, "pipeline": emails}}},
-		{{Key: "$unionWith", Value: bson.M{"coll": collCoverage, "pipeline": coverage}}},
-		{{Key: "$unionWith", Value: bson.M{"coll": collPitches, "pipeline": pitches}}},
+		{{Key: "$unionWith", Value: bson.M{"coll": CollEmails, "pipeline": emails}}},
+		{{Key: "$unionWith", Value: bson.M{"coll": CollCoverage, "pipeline": coverage}}},
+		{{Key: "$unionWith", Value: bson.M{"coll": CollPitches, "pipeline": pitches}}},
 		{{Key: "$sort", Value: bson.D{{Key: "date", Value: -1}, {Key: "id", Value: -1}}}},
 		{{Key: "$facet", Value: bson.M{
 			"total":   bson.A{bson.M{"$count": "n"}},
@@ -391,7 +391,7 @@ func interactionPipeline(sc interactionScope, limit int) mongo.Pipeline {
 }
 
 func (s *Store) interactionsPipeline(ctx context.Context, sc interactionScope, limit int) (*InteractionLog, error) {
-	cur, err := s.coll(collNotes).Aggregate(ctx, interactionPipeline(sc, limit))
+	cur, err := s.coll(CollNotes).Aggregate(ctx, interactionPipeline(sc, limit))
 	if err != nil {
 		return nil, fmt.Errorf("interaction log: %w", err)
 	}

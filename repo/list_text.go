@@ -35,13 +35,13 @@ import (
 
 // listTexts are the fields each list's free-text filter reads.
 var listTexts = map[string][]string{
-	collNotes:         {"title", "content"},
-	collContacts:      {"name", "email"},
-	collOutlets:       {"name", "website"},
-	collCampaigns:     {"name", "description", "goals"},
-	collOpportunities: {"title", "description", "next_action"},
-	collCoverage:      {"title", "summary", "url"},
-	collEmails:        {"messages.subject", "messages.body_text", "messages.from"},
+	CollNotes:         {"title", "content"},
+	CollContacts:      {"name", "email"},
+	CollOutlets:       {"name", "website"},
+	CollCampaigns:     {"name", "description", "goals"},
+	CollOpportunities: {"title", "description", "next_action"},
+	CollCoverage:      {"title", "summary", "url"},
+	CollEmails:        {"messages.subject", "messages.body_text", "messages.from"},
 }
 
 // maxTextReads is the most records a free-text filter reads by _id to
@@ -110,7 +110,7 @@ func (s *Store) boundErr(ctx, bounded context.Context, t textFilter, err error) 
 
 // searchField is the parameter a list's free-text filter is given as.
 func searchField(coll string) string {
-	if coll == collEmails {
+	if coll == CollEmails {
 		return "query"
 	}
 	return "search"

@@ -25,7 +25,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 	}
 	s.SetDeliveryTargets([]string{TargetWebhook})
 	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := insert(ctx, s, collUsers, u); err != nil {
+	if err := insert(ctx, s, CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
 	type point struct {
@@ -71,7 +71,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := s.coll(collNotifications).CountDocuments(ctx, bson.M{"opportunity_id": o.ID, "event": EventStageChanged})
+			n, err := s.coll(CollNotifications).CountDocuments(ctx, bson.M{"opportunity_id": o.ID, "event": EventStageChanged})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +97,7 @@ func TestClaimHasOneWinner(t *testing.T) {
 	}
 	s.SetDeliveryTargets([]string{TargetWebhook})
 	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := insert(ctx, s, collUsers, u); err != nil {
+	if err := insert(ctx, s, CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
 	o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "claims"})
@@ -111,7 +111,7 @@ func TestClaimHasOneWinner(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n Notification
-	if err := s.coll(collNotifications).FindOne(ctx, bson.M{"opportunity_id": o.ID}).Decode(&n); err != nil {
+	if err := s.coll(CollNotifications).FindOne(ctx, bson.M{"opportunity_id": o.ID}).Decode(&n); err != nil {
 		t.Fatal(err)
 	}
 	const workers = 8
@@ -150,7 +150,7 @@ func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	}
 	s.SetDeliveryTargets([]string{TargetWebhook})
 	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := insert(ctx, s, collUsers, u); err != nil {
+	if err := insert(ctx, s, CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
 	o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "lease"})

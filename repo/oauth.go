@@ -102,7 +102,7 @@ func (s *Store) IssueOAuthGrant(ctx context.Context, in OAuthGrantInput) (*OAuth
 	if len(in.Scopes) == 0 {
 		return nil, OAuthTokens{}, Invalid("scope", "must name at least one of read, write, admin")
 	}
-	if err := s.mustExist(ctx, collUsers, "user_id", in.UserID); err != nil {
+	if err := s.mustExist(ctx, CollUsers, "user_id", in.UserID); err != nil {
 		return nil, OAuthTokens{}, err
 	}
 	if in.AccessTTL <= 0 {
@@ -122,7 +122,7 @@ func (s *Store) IssueOAuthGrant(ctx context.Context, in OAuthGrantInput) (*OAuth
 	g := &OAuthGrant{UserID: in.UserID, AgentID: OAuthAgentID(in.ClientID, in.UserID), ClientID: in.ClientID, ClientName: name,
 		Scopes: slices.Compact(scopes), Resource: in.Resource, AccessHash: hashKey(tok.Access), AccessExpiresAt: t.Add(in.AccessTTL),
 		RefreshHash: hashKey(tok.Refresh), UsedRefreshHashes: []string{}, RefreshExpiresAt: t.Add(in.RefreshTTL)}
-	if err := insert(ctx, s, collOAuthGrants, g); err != nil {
+	if err := insert(ctx, s, CollOAuthGrants, g); err != nil {
 		return nil, OAuthTokens{}, err
 	}
 	return g, tok, nil
@@ -137,7 +137,7 @@ func (s *Store) AuthenticateOAuth(ctx context.Context, token, resource string) (
 		return nil, errors.Join(ErrBadKey, errors.New("not an access token of this service"))
 	}
 	var g OAuthGrant
-	err := s.coll(collOAuthGrants).FindOne(ctx, bson.M{"access_hash": hashKey(token)}).Decode(&g)
+	err := s.coll(CollOAuthGrants).FindOne(ctx, bson.M{"access_hash": hashKey(token)}).Decode(&g)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, errors.Join(ErrBadKey, errors.New("unknown access token (a refresh replaced it, or it was never issued)"))
 	}
@@ -168,10 +168,10 @@ var ErrRefreshReused = errors.New("the refresh token was already used: the grant
 func (s *Store) OAuthGrantForRefresh(ctx context.Context, refresh string) (*OAuthGrant, error) {
 	hash := hashKey(refresh)
 	var g OAuthGrant
-	err := s.coll(collOAuthGrants).FindOne(ctx, bson.M{"refresh_hash": hash}).Decode(&g)
+	err := s.coll(CollOAuthGrants).FindOne(ctx, bson.M{"refresh_hash": hash}).Decode(&g)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		var used OAuthGrant
-		if s.coll(collOAuthGrants).FindOne(ctx, bson.M{"used_refresh_hashes": hash}).Decode(&used) == nil {
+		if s.coll(CollOAuthGrants).FindOne(ctx, bson.M{"used_refresh_hashes": hash}).Decode(&used) == nil {
 			if used.RevokedAt == nil {
 				if _, err := s.RevokeOAuthGrant(ctx, used.ID, "refresh token reused"); err != nil {
 					return nil, err
@@ -207,7 +207,7 @@ func (s *Store) RefreshOAuthGrant(ctx context.Context, refresh, clientID string)
 	}
 	tok := OAuthTokens{Access: newToken(AccessTokenPrefix), Refresh: newToken(RefreshTokenPrefix)}
 	ttl := AccessTokenTTL
-	out, err := modify(ctx, s, collOAuthGrants, g.ID, audit.ActionUpdate, func(g *OAuthGrant) error {
+	out, err := modify(ctx, s, CollOAuthGrants, g.ID, audit.ActionUpdate, func(g *OAuthGrant) error {
 		switch {
 		case g.RefreshHash != hash:
 			return errors.Join(ErrBadKey, ErrRefreshReused) // another refresh won the race
@@ -230,7 +230,7 @@ func (s *Store) RefreshOAuthGrant(ctx context.Context, refresh, clientID string)
 // RevokeOAuthGrant revokes a grant: its tokens fail from the next request.
 // Revoking a revoked grant changes nothing.
 func (s *Store) RevokeOAuthGrant(ctx context.Context, id, reason string) (*OAuthGrant, error) {
-	return modify(ctx, s, collOAuthGrants, id, audit.ActionUpdate, func(g *OAuthGrant) error {
+	return modify(ctx, s, CollOAuthGrants, id, audit.ActionUpdate, func(g *OAuthGrant) error {
 		if g.RevokedAt != nil {
 			return nil
 		}
@@ -249,7 +249,7 @@ func (s *Store) OAuthGrantByToken(ctx context.Context, token string) (*OAuthGran
 	// a collection scan on some engines).
 	for _, field := range []string{"access_hash", "refresh_hash", "used_refresh_hashes"} {
 		var g OAuthGrant
-		err := s.coll(collOAuthGrants).FindOne(ctx, bson.M{field: hash}).Decode(&g)
+		err := s.coll(CollOAuthGrants).FindOne(ctx, bson.M{field: hash}).Decode(&g)
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			continue
 		}
@@ -263,7 +263,7 @@ func (s *Store) OAuthGrantByToken(ctx context.Context, token string) (*OAuthGran
 
 // OAuthGrant returns a grant by id.
 func (s *Store) OAuthGrant(ctx context.Context, id string) (*OAuthGrant, error) {
-	return find[*OAuthGrant](ctx, s, collOAuthGrants, id)
+	return find[*OAuthGrant](ctx, s, CollOAuthGrants, id)
 }
 
 // ListOAuthGrants lists the grants of userID (every member's when empty),
@@ -273,7 +273,7 @@ func (s *Store) ListOAuthGrants(ctx context.Context, userID string) ([]OAuthGran
 	if userID != "" {
 		filter["user_id"] = userID
 	}
-	cur, err := s.coll(collOAuthGrants).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}))
+	cur, err := s.coll(CollOAuthGrants).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}))
 	if err != nil {
 		return nil, err
 	}

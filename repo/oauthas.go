@@ -39,12 +39,12 @@ func (s *Store) RegisterOAuthClient(ctx context.Context, c *OAuthClient) error {
 	if len(c.RedirectURIs) == 0 {
 		return Invalid("redirect_uris", "must name at least one redirect URI")
 	}
-	return insert(ctx, s, collOAuthClients, c)
+	return insert(ctx, s, CollOAuthClients, c)
 }
 
 // OAuthClientByID returns a registered client.
 func (s *Store) OAuthClientByID(ctx context.Context, id string) (*OAuthClient, error) {
-	return find[*OAuthClient](ctx, s, collOAuthClients, id)
+	return find[*OAuthClient](ctx, s, CollOAuthClients, id)
 }
 
 // OAuthRequest is an authorization request between the client's redirect to
@@ -83,13 +83,13 @@ const OAuthRequestTTL = 10 * time.Minute
 // CreateOAuthRequest records an authorization request.
 func (s *Store) CreateOAuthRequest(ctx context.Context, r *OAuthRequest) error {
 	r.ExpiresAt = now().Add(OAuthRequestTTL)
-	return insert(ctx, s, collOAuthRequests, r)
+	return insert(ctx, s, CollOAuthRequests, r)
 }
 
 // OAuthRequestByID returns a live authorization request (not expired, not
 // used).
 func (s *Store) OAuthRequestByID(ctx context.Context, id string) (*OAuthRequest, error) {
-	r, err := find[*OAuthRequest](ctx, s, collOAuthRequests, id)
+	r, err := find[*OAuthRequest](ctx, s, CollOAuthRequests, id)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (s *Store) OAuthRequestByID(ctx context.Context, id string) (*OAuthRequest,
 // for, while it is live: a code is good once and for OAuthRequestTTL.
 func (s *Store) OAuthRequestByCode(ctx context.Context, code string) (*OAuthRequest, error) {
 	var r OAuthRequest
-	err := s.coll(collOAuthRequests).FindOne(ctx, bson.M{"code_hash": hashKey(code)}).Decode(&r)
+	err := s.coll(CollOAuthRequests).FindOne(ctx, bson.M{"code_hash": hashKey(code)}).Decode(&r)
 	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && (r.ArchivedAt != nil || !now().Before(r.ExpiresAt))) {
 		return nil, NotFound("authorization code", "(given)")
 	}
@@ -115,7 +115,7 @@ func (s *Store) OAuthRequestByCode(ctx context.Context, code string) (*OAuthRequ
 
 // UpdateOAuthRequest changes a live authorization request.
 func (s *Store) UpdateOAuthRequest(ctx context.Context, id string, fn func(*OAuthRequest) error) (*OAuthRequest, error) {
-	return modify(ctx, s, collOAuthRequests, id, audit.ActionUpdate, func(r *OAuthRequest) error {
+	return modify(ctx, s, CollOAuthRequests, id, audit.ActionUpdate, func(r *OAuthRequest) error {
 		if r.ArchivedAt != nil || !now().Before(r.ExpiresAt) {
 			return Errorf(CodeFailedPrecondition, "the authorization request %s has expired or was used; start again from the client", id)
 		}
@@ -137,7 +137,7 @@ func (s *Store) SetOAuthCode(ctx context.Context, id, code string) error {
 
 // EndOAuthRequest archives a request: its code cannot be exchanged again.
 func (s *Store) EndOAuthRequest(ctx context.Context, id string) error {
-	_, err := modify(ctx, s, collOAuthRequests, id, audit.ActionArchive, func(r *OAuthRequest) error {
+	_, err := modify(ctx, s, CollOAuthRequests, id, audit.ActionArchive, func(r *OAuthRequest) error {
 		if r.ArchivedAt == nil {
 			t := now()
 			r.ArchivedAt = &t
@@ -199,12 +199,12 @@ func (s *Store) InviteMember(ctx context.Context, email, name string, scopes []s
 	}
 	token := newToken(InvitePrefix)
 	exp := now().Add(InviteTTL)
-	_, err = find[*SignIn](ctx, s, collSignIns, u.ID)
+	_, err = find[*SignIn](ctx, s, CollSignIns, u.ID)
 	switch {
 	case ErrorCode(err) == CodeNotFound:
-		err = insert(ctx, s, collSignIns, &SignIn{Meta: Meta{ID: u.ID}, Email: u.Email, InviteHash: hashKey(token), InviteExpiresAt: &exp, Scopes: scopes})
+		err = insert(ctx, s, CollSignIns, &SignIn{Meta: Meta{ID: u.ID}, Email: u.Email, InviteHash: hashKey(token), InviteExpiresAt: &exp, Scopes: scopes})
 	case err == nil:
-		_, err = modify(ctx, s, collSignIns, u.ID, audit.ActionUpdate, func(si *SignIn) error {
+		_, err = modify(ctx, s, CollSignIns, u.ID, audit.ActionUpdate, func(si *SignIn) error {
 			si.InviteHash, si.InviteExpiresAt, si.Scopes, si.Email = hashKey(token), &exp, scopes, u.Email
 			return nil
 		})
@@ -218,7 +218,7 @@ func (s *Store) InviteMember(ctx context.Context, email, name string, scopes []s
 // InviteFor returns the sign-in an open invite token belongs to.
 func (s *Store) InviteFor(ctx context.Context, token string) (*SignIn, error) {
 	var si SignIn
-	err := s.coll(collSignIns).FindOne(ctx, bson.M{"invite_hash": hashKey(token)}).Decode(&si)
+	err := s.coll(CollSignIns).FindOne(ctx, bson.M{"invite_hash": hashKey(token)}).Decode(&si)
 	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && (si.InviteExpiresAt == nil || !now().Before(*si.InviteExpiresAt))) {
 		return nil, Errorf(CodeNotFound, "this invite link is unknown, used or expired; ask an admin for a new one (outreach users invite)")
 	}
@@ -242,7 +242,7 @@ func (s *Store) AcceptInvite(ctx context.Context, token, password string) (*Sign
 	if err != nil {
 		return nil, err
 	}
-	return modify(ctx, s, collSignIns, si.ID, audit.ActionUpdate, func(x *SignIn) error {
+	return modify(ctx, s, CollSignIns, si.ID, audit.ActionUpdate, func(x *SignIn) error {
 		if x.InviteHash != hashKey(token) {
 			return Errorf(CodeFailedPrecondition, "this invite link was used already")
 		}
@@ -257,7 +257,7 @@ var ErrBadPassword = errors.New("the email or the password is wrong")
 // CheckPassword returns the sign-in of email when password is its password.
 func (s *Store) CheckPassword(ctx context.Context, email, password string) (*SignIn, error) {
 	var si SignIn
-	err := s.coll(collSignIns).FindOne(ctx, bson.M{"email": strings.ToLower(strings.TrimSpace(email))}).Decode(&si)
+	err := s.coll(CollSignIns).FindOne(ctx, bson.M{"email": strings.ToLower(strings.TrimSpace(email))}).Decode(&si)
 	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && si.PasswordHash == "") {
 		_, _ = hashPassword(password) // as slow as a wrong password
 		return nil, ErrBadPassword
@@ -276,7 +276,7 @@ func (s *Store) CheckPassword(ctx context.Context, email, password string) (*Sig
 
 // SignInOf returns a member's sign-in (ErrNotFound when never invited).
 func (s *Store) SignInOf(ctx context.Context, userID string) (*SignIn, error) {
-	return find[*SignIn](ctx, s, collSignIns, userID)
+	return find[*SignIn](ctx, s, CollSignIns, userID)
 }
 
 // argon2id parameters (RFC 9106's second recommendation, lighter in memory:

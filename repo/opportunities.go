@@ -128,7 +128,7 @@ func (s *Store) place(ctx context.Context, curOutlet, curChannel string, outlet,
 	var ch struct {
 		OutletID string `bson:"outlet_id"`
 	}
-	if err := s.coll(collChannels).FindOne(ctx, bson.M{"_id": newChannel}, options.FindOne().SetProjection(bson.M{"outlet_id": 1})).Decode(&ch); err != nil {
+	if err := s.coll(CollChannels).FindOne(ctx, bson.M{"_id": newChannel}, options.FindOne().SetProjection(bson.M{"outlet_id": 1})).Decode(&ch); err != nil {
 		return "", "", ledger.DriverErr(err, "channel", newChannel)
 	}
 	if channel != nil && outlet == nil {
@@ -197,7 +197,7 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 		return nil, err
 	}
 	o.ContactIDs = uniqueIDs(o.ContactIDs)
-	if err := s.mustExist(ctx, collUsers, "owner_id", nonEmpty(o.OwnerID)...); err != nil {
+	if err := s.mustExist(ctx, CollUsers, "owner_id", nonEmpty(o.OwnerID)...); err != nil {
 		return nil, err
 	}
 	o.Meta = Meta{}
@@ -210,7 +210,7 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 		}
 		return nil, g.toolError()
 	}
-	if err := insert(ctx, s, collOpportunities, o); err != nil {
+	if err := insert(ctx, s, CollOpportunities, o); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -253,13 +253,13 @@ func checkOpportunity(o *Opportunity) error {
 
 // checkLinks checks that every id given in p names an active record.
 func (s *Store) checkLinks(ctx context.Context, p OpportunityPatch) error {
-	return s.checkRefs(ctx, []ref{{collCampaigns, "campaign_id", p.CampaignID}, {collOutlets, "outlet_id", p.OutletID},
-		{collChannels, "channel_id", p.ChannelID}}, p.ContactIDs)
+	return s.checkRefs(ctx, []ref{{CollCampaigns, "campaign_id", p.CampaignID}, {CollOutlets, "outlet_id", p.OutletID},
+		{CollChannels, "channel_id", p.ChannelID}}, p.ContactIDs)
 }
 
 // Opportunity returns an opportunity.
 func (s *Store) Opportunity(ctx context.Context, id string) (*Opportunity, error) {
-	return find[*Opportunity](ctx, s, collOpportunities, id)
+	return find[*Opportunity](ctx, s, CollOpportunities, id)
 }
 
 func activeOpportunity(o *Opportunity) error {
@@ -282,13 +282,13 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 		return nil, err
 	}
 	if p.OwnerID != nil {
-		if err := s.mustExist(ctx, collUsers, "owner_id", nonEmpty(*p.OwnerID)...); err != nil {
+		if err := s.mustExist(ctx, CollUsers, "owner_id", nonEmpty(*p.OwnerID)...); err != nil {
 			return nil, err
 		}
 	}
 	var out *Opportunity
 	err := s.writeGroup(ctx, func() ([]mutation, error) {
-		o, m, err := prepare(ctx, s, collOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
+		o, m, err := prepare(ctx, s, CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
 			if err := activeOpportunity(o); err != nil {
 				return err
 			}
@@ -363,12 +363,12 @@ func (s *Store) coverageFollows(ctx context.Context, oppID, campaignID string) (
 	var ids []struct {
 		ID string `bson:"_id"`
 	}
-	if err := s.findProjected(ctx, collCoverage, bson.M{"opportunity_id": oppID}, bson.M{"_id": 1}, &ids); err != nil {
+	if err := s.findProjected(ctx, CollCoverage, bson.M{"opportunity_id": oppID}, bson.M{"_id": 1}, &ids); err != nil {
 		return nil, err
 	}
 	var muts []mutation
 	for _, c := range ids {
-		_, m, err := prepare(ctx, s, collCoverage, c.ID, audit.ActionUpdate, func(c *Coverage) error {
+		_, m, err := prepare(ctx, s, CollCoverage, c.ID, audit.ActionUpdate, func(c *Coverage) error {
 			c.CampaignID = campaignID
 			return nil
 		})
@@ -428,7 +428,7 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 			noteID = note.ID
 		}
 		from := ""
-		o, m, err := prepare(ctx, s, collOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
+		o, m, err := prepare(ctx, s, CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
 			if err := activeOpportunity(o); err != nil {
 				return err
 			}
@@ -480,15 +480,15 @@ func noteForStage(oppID, stage, content string) (mutation, error) {
 	t := now()
 	n := &Note{Type: NoteTypes[0], Title: "Stage changed to " + stage, Content: content, OccurredAt: t,
 		Links: []NoteLink{{ID: uuid.NewString(), OpportunityID: oppID, CreatedAt: t}}}
-	return creation(collNotes, n)
+	return creation(CollNotes, n)
 }
 
 // LinkContact adds a contact to an opportunity.
 func (s *Store) LinkContact(ctx context.Context, oppID, contactID string) (*Opportunity, error) {
-	if err := s.mustExist(ctx, collContacts, "contact_id", contactID); err != nil {
+	if err := s.mustExist(ctx, CollContacts, "contact_id", contactID); err != nil {
 		return nil, err
 	}
-	return modify(ctx, s, collOpportunities, oppID, audit.ActionLink, func(o *Opportunity) error {
+	return modify(ctx, s, CollOpportunities, oppID, audit.ActionLink, func(o *Opportunity) error {
 		if err := activeOpportunity(o); err != nil {
 			return err
 		}
@@ -503,7 +503,7 @@ func (s *Store) LinkContact(ctx context.Context, oppID, contactID string) (*Oppo
 
 // UnlinkContact removes a contact from an opportunity.
 func (s *Store) UnlinkContact(ctx context.Context, oppID, contactID string) (*Opportunity, error) {
-	return modify(ctx, s, collOpportunities, oppID, audit.ActionUnlink, func(o *Opportunity) error {
+	return modify(ctx, s, CollOpportunities, oppID, audit.ActionUnlink, func(o *Opportunity) error {
 		if err := activeOpportunity(o); err != nil {
 			return err
 		}
@@ -518,7 +518,7 @@ func (s *Store) UnlinkContact(ctx context.Context, oppID, contactID string) (*Op
 
 // ArchiveOpportunity archives an opportunity.
 func (s *Store) ArchiveOpportunity(ctx context.Context, id string) (*Opportunity, error) {
-	return archive[*Opportunity](ctx, s, collOpportunities, id, nil)
+	return archive[*Opportunity](ctx, s, CollOpportunities, id, nil)
 }
 
 // RestoreOpportunity restores an archived opportunity.
@@ -530,7 +530,7 @@ func (s *Store) RestoreOpportunity(ctx context.Context, id string) (*Opportunity
 			return nil, err
 		}
 	}
-	return restore[*Opportunity](ctx, s, collOpportunities, id)
+	return restore[*Opportunity](ctx, s, CollOpportunities, id)
 }
 
 // OpportunityFilter selects opportunities; empty fields do not filter.
@@ -553,9 +553,9 @@ func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limi
 		filter["next_action_date"] = bson.M{"$lt": *f.NextActionBefore}
 	}
 	if f.Search != "" {
-		return textListPage[Opportunity](ctx, s, textFilter{coll: collOpportunities, text: f.Search}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+		return textListPage[Opportunity](ctx, s, textFilter{coll: CollOpportunities, text: f.Search}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 	}
-	return listPage[Opportunity](ctx, s, collOpportunities, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return listPage[Opportunity](ctx, s, CollOpportunities, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 }
 
 // OpportunityDetail is an opportunity with its related records, trimmed.
@@ -588,23 +588,23 @@ func (s *Store) OpportunityDetail(ctx context.Context, id string) (*OpportunityD
 		return nil, err
 	}
 	d := &OpportunityDetail{Opportunity: o}
-	if d.Campaign, err = s.trimmedOne(ctx, collCampaigns, o.CampaignID, trimCampaign); err != nil {
+	if d.Campaign, err = s.trimmedOne(ctx, CollCampaigns, o.CampaignID, trimCampaign); err != nil {
 		return nil, err
 	}
-	if d.Outlet, err = s.trimmedOne(ctx, collOutlets, o.OutletID, trimOutlet); err != nil {
+	if d.Outlet, err = s.trimmedOne(ctx, CollOutlets, o.OutletID, trimOutlet); err != nil {
 		return nil, err
 	}
-	if d.Channel, err = s.trimmedOne(ctx, collChannels, o.ChannelID, trimChannel); err != nil {
+	if d.Channel, err = s.trimmedOne(ctx, CollChannels, o.ChannelID, trimChannel); err != nil {
 		return nil, err
 	}
-	if d.Contacts, err = s.trimmed(ctx, collContacts, byIDs(o.ContactIDs), nil, trimContact); err != nil {
+	if d.Contacts, err = s.trimmed(ctx, CollContacts, byIDs(o.ContactIDs), nil, trimContact); err != nil {
 		return nil, err
 	}
-	if d.Coverage, err = s.trimmed(ctx, collCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
+	if d.Coverage, err = s.trimmed(ctx, CollCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
 		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, trimCoverage); err != nil {
 		return nil, err
 	}
-	if d.EmailThreads, err = s.trimmed(ctx, collEmails, bson.M{"opportunity_links.opportunity_id": id, "archived_at": nil},
+	if d.EmailThreads, err = s.trimmed(ctx, CollEmails, bson.M{"opportunity_links.opportunity_id": id, "archived_at": nil},
 		bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, trimThread); err != nil {
 		return nil, err
 	}

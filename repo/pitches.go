@@ -246,12 +246,12 @@ func (s *Store) pitchRecipients(ctx context.Context, o *Opportunity, ids []strin
 	if len(ids) == 0 {
 		return nil, Invalid("contact_ids", "give at least one contact (a contact of the opportunity with an email address)")
 	}
-	if err := s.mustExist(ctx, collContacts, "contact_ids", ids...); err != nil {
+	if err := s.mustExist(ctx, CollContacts, "contact_ids", ids...); err != nil {
 		return nil, err
 	}
 	out := make([]PitchRecipient, 0, len(ids))
 	for _, id := range ids {
-		c, err := find[*Contact](ctx, s, collContacts, id)
+		c, err := find[*Contact](ctx, s, CollContacts, id)
 		if err != nil {
 			return nil, err
 		}
@@ -300,7 +300,7 @@ func (s *Store) CreatePitch(ctx context.Context, in PitchInput) (*Pitch, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, collOpportunities, "opportunity_id", in.OpportunityID); err != nil {
+	if err := s.mustExist(ctx, CollOpportunities, "opportunity_id", in.OpportunityID); err != nil {
 		return nil, err
 	}
 	o, err := s.Opportunity(ctx, in.OpportunityID)
@@ -314,7 +314,7 @@ func (s *Store) CreatePitch(ctx context.Context, in PitchInput) (*Pitch, error) 
 	p := &Pitch{OpportunityID: o.ID, From: s.PitchPolicy().From, Subject: subject, Body: body, State: PitchDraft,
 		Recipients: rs, DraftedBy: pitchActor(ctx)}
 	p.ContentHash = hashPitch(p)
-	if err := insert(ctx, s, collPitches, p); err != nil {
+	if err := insert(ctx, s, CollPitches, p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -322,7 +322,7 @@ func (s *Store) CreatePitch(ctx context.Context, in PitchInput) (*Pitch, error) 
 
 // Pitch returns a pitch.
 func (s *Store) Pitch(ctx context.Context, id string) (*Pitch, error) {
-	return find[*Pitch](ctx, s, collPitches, id)
+	return find[*Pitch](ctx, s, CollPitches, id)
 }
 
 // PitchPatch is a change to a pitch; nil fields are left as they are.
@@ -372,7 +372,7 @@ func (s *Store) UpdatePitch(ctx context.Context, id string, pt PitchPatch) (*Pit
 			return nil, err
 		}
 	}
-	return modify(ctx, s, collPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if err := editable(p); err != nil {
 			return err
 		}
@@ -409,7 +409,7 @@ func (s *Store) ApprovePitch(ctx context.Context, id, contentHash, override stri
 		return nil, Errorf(CodePermissionDenied, "approving a pitch needs a key with the %s scope (the operator's pitch approver policy)", pol.ApproverScope)
 	}
 	override = strings.TrimSpace(override)
-	return modify(ctx, s, collPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if p.Archived() {
 			return Errorf(CodeFailedPrecondition, "pitch %s is archived", p.ID)
 		}
@@ -435,7 +435,7 @@ func (s *Store) SchedulePitch(ctx context.Context, id string, at *time.Time, zon
 	if s.PitchPolicy().From == "" {
 		return nil, Errorf(CodeFailedPrecondition, "no team mailbox is configured for sending (OUTREACH_SMTP_FROM); pitches can be drafted and approved but not sent")
 	}
-	return modify(ctx, s, collPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if p.Archived() {
 			return Errorf(CodeFailedPrecondition, "pitch %s is archived", p.ID)
 		}
@@ -463,7 +463,7 @@ func approvalHolds(p *Pitch) error {
 
 // CancelPitch cancels a pitch that has not started sending.
 func (s *Store) CancelPitch(ctx context.Context, id string) (*Pitch, error) {
-	return modify(ctx, s, collPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if err := editable(p); err != nil {
 			return err
 		}
@@ -474,7 +474,7 @@ func (s *Store) CancelPitch(ctx context.Context, id string) (*Pitch, error) {
 
 // ArchivePitch archives a pitch that is not being sent.
 func (s *Store) ArchivePitch(ctx context.Context, id string) (*Pitch, error) {
-	return archive(ctx, s, collPitches, id, func(p *Pitch) error {
+	return archive(ctx, s, CollPitches, id, func(p *Pitch) error {
 		if p.State == PitchScheduled || p.State == PitchSending {
 			return &Error{Code: CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s is %s; cancel it first (cancel_pitch)", p.ID, p.State)}
 		}
@@ -500,7 +500,7 @@ func (s *Store) ListPitches(ctx context.Context, f PitchFilter, limit, offset in
 	if f.State != "" {
 		filter["state"] = f.State
 	}
-	return listPage[Pitch](ctx, s, collPitches, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return listPage[Pitch](ctx, s, CollPitches, active(filter, f.IncludeArchived), newestFirst, limit, offset)
 }
 
 // PitchBrief is a pitch as a contact's dossier shows it: the pitch and what
@@ -519,7 +519,7 @@ type PitchBrief struct {
 // contactPitches lists the active pitches to a contact, newest first.
 func (s *Store) contactPitches(ctx context.Context, contactID string) ([]PitchBrief, error) {
 	var ps []Pitch
-	if err := s.findAll(ctx, collPitches, bson.M{"recipients.contact_id": contactID, "archived_at": nil}, nil, &ps); err != nil {
+	if err := s.findAll(ctx, CollPitches, bson.M{"recipients.contact_id": contactID, "archived_at": nil}, nil, &ps); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(ps, func(a, b Pitch) int {
@@ -571,7 +571,7 @@ func (s *Store) PitchSchedule(ctx context.Context, id, text string) (*time.Time,
 	}
 	zone := ""
 	for _, r := range p.Recipients {
-		c, err := find[*Contact](ctx, s, collContacts, r.ContactID)
+		c, err := find[*Contact](ctx, s, CollContacts, r.ContactID)
 		if err != nil {
 			return nil, "", err
 		}

@@ -56,7 +56,7 @@ func normalAddress(field, email string) (string, string, error) {
 // Suppressed returns the active suppression of an address, or nil.
 func (s *Store) Suppressed(ctx context.Context, email string) (*Suppression, error) {
 	var out []Suppression
-	if err := s.findAll(ctx, collSuppressions, bson.M{"email_lower": strings.ToLower(strings.TrimSpace(email)), "archived_at": nil}, nil, &out); err != nil {
+	if err := s.findAll(ctx, CollSuppressions, bson.M{"email_lower": strings.ToLower(strings.TrimSpace(email)), "archived_at": nil}, nil, &out); err != nil {
 		return nil, err
 	}
 	for i := range out {
@@ -81,7 +81,7 @@ func (s *Store) AddSuppression(ctx context.Context, email, reason, note, pitchID
 		return cur, false, err
 	}
 	sup = &Suppression{Email: addr, EmailLower: lower, Reason: reason, Note: strings.TrimSpace(note), PitchID: pitchID}
-	if err := insert(ctx, s, collSuppressions, sup); err != nil {
+	if err := insert(ctx, s, CollSuppressions, sup); err != nil {
 		return nil, false, err
 	}
 	return sup, true, nil
@@ -104,7 +104,7 @@ func (s *Store) RemoveSuppression(ctx context.Context, email string) (*Suppressi
 	if cur == nil {
 		return nil, &Error{Code: CodeNotFound, Field: "email", Message: fmt.Sprintf("email: %s is not on the suppression list", lower)}
 	}
-	return archive[*Suppression](ctx, s, collSuppressions, cur.ID, nil)
+	return archive[*Suppression](ctx, s, CollSuppressions, cur.ID, nil)
 }
 
 // ListSuppressions lists the suppression list, newest first.
@@ -113,7 +113,7 @@ func (s *Store) ListSuppressions(ctx context.Context, reason string, limit, offs
 	if reason != "" {
 		f["reason"] = reason
 	}
-	return listPage[Suppression](ctx, s, collSuppressions, f, newestFirst, limit, offset)
+	return listPage[Suppression](ctx, s, CollSuppressions, f, newestFirst, limit, offset)
 }
 
 // ---------------------------------------------------------------------------
@@ -190,7 +190,7 @@ var ErrNotDue = errors.New("pitch not due")
 func (s *Store) pitchWrite(ctx context.Context, id string, send bool, fn func(*Pitch) error) (*Pitch, error) {
 	var out *Pitch
 	err := s.writeGroup(ctx, func() ([]mutation, error) {
-		p, m, err := prepare(ctx, s, collPitches, id, audit.ActionUpdate, fn)
+		p, m, err := prepare(ctx, s, CollPitches, id, audit.ActionUpdate, fn)
 		if err != nil {
 			return nil, err
 		}
@@ -211,7 +211,7 @@ func (s *Store) pitchWrite(ctx context.Context, id string, send bool, fn func(*P
 func (s *Store) DuePitches(ctx context.Context) ([]string, error) {
 	var ps []Pitch
 	t := now()
-	if err := s.findAll(ctx, collPitches, bson.M{"state": bson.M{"$in": []string{PitchScheduled, PitchSending}}, "archived_at": nil}, nil, &ps); err != nil {
+	if err := s.findAll(ctx, CollPitches, bson.M{"state": bson.M{"$in": []string{PitchScheduled, PitchSending}}, "archived_at": nil}, nil, &ps); err != nil {
 		return nil, err
 	}
 	var out []string
@@ -373,7 +373,7 @@ func (s *Store) FinishPitch(ctx context.Context, id, owner, reason string) (*Pit
 // override_reason lets it go) and the daily and per-domain caps. It returns
 // the guard's name and its reason, or "" when the recipient may be sent.
 func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) (guard, reason string, err error) {
-	c, err := find[*Contact](ctx, s, collContacts, r.ContactID)
+	c, err := find[*Contact](ctx, s, CollContacts, r.ContactID)
 	if err != nil {
 		return "contact", "the contact no longer exists", nil
 	}
@@ -437,7 +437,7 @@ func domainOf(email string) string {
 // pitchedBy finds another pitch sent to contactID since since.
 func (s *Store) pitchedBy(ctx context.Context, pitchID, contactID string, since time.Time) (string, time.Time, error) {
 	var ps []Pitch
-	if err := s.findAll(ctx, collPitches, bson.M{"recipients.contact_id": contactID}, nil, &ps); err != nil {
+	if err := s.findAll(ctx, CollPitches, bson.M{"recipients.contact_id": contactID}, nil, &ps); err != nil {
 		return "", time.Time{}, err
 	}
 	for _, p := range ps {
@@ -456,7 +456,7 @@ func (s *Store) pitchedBy(ctx context.Context, pitchID, contactID string, since 
 // sentSince counts recipients sent since since, in total and to domain.
 func (s *Store) sentSince(ctx context.Context, since time.Time, domain string) (int, int, error) {
 	var ps []Pitch
-	if err := s.findAll(ctx, collPitches, bson.M{"state": bson.M{"$in": []string{PitchSending, PitchSent}}}, nil, &ps); err != nil {
+	if err := s.findAll(ctx, CollPitches, bson.M{"state": bson.M{"$in": []string{PitchSending, PitchSent}}}, nil, &ps); err != nil {
 		return 0, 0, err
 	}
 	total, dom := 0, 0
@@ -496,7 +496,7 @@ func (s *Store) pitchReply(ctx context.Context, in IncomingEmail, res IngestResu
 		return
 	}
 	var ps []Pitch
-	if err := s.findAll(ctx, collPitches, bson.M{"recipients.message_id": bson.M{"$in": refs}}, nil, &ps); err != nil {
+	if err := s.findAll(ctx, CollPitches, bson.M{"recipients.message_id": bson.M{"$in": refs}}, nil, &ps); err != nil {
 		s.log.Warn().Err(err).Msg("pitch reply: look up pitches")
 		return
 	}
@@ -556,7 +556,7 @@ func pitchRule(_ context.Context, _ *ruleView, id string, state bson.M) error {
 	return nil
 }
 
-func init() { stateRules[collPitches] = pitchRule }
+func init() { stateRules[CollPitches] = pitchRule }
 
 // PitchBounce records a delivery report for the recipient email of the
 // pitch message msgID: the recipient is bounced with the status and the
@@ -566,7 +566,7 @@ func (s *Store) PitchBounce(ctx context.Context, msgID, email, status, diagnosti
 	msgID = strings.Trim(strings.TrimSpace(msgID), "<>")
 	email = strings.ToLower(strings.TrimSpace(email))
 	var ps []Pitch
-	if err := s.findAll(ctx, collPitches, bson.M{"recipients.message_id": msgID}, nil, &ps); err != nil {
+	if err := s.findAll(ctx, CollPitches, bson.M{"recipients.message_id": msgID}, nil, &ps); err != nil {
 		return false, err
 	}
 	for _, p := range ps {

@@ -23,7 +23,7 @@ import (
 
 // PitchApprovalRequest returns a pitch's approval request posted to Slack.
 func (s *Store) PitchApprovalRequest(ctx context.Context, id string) (*Message, error) {
-	m, err := find[*Message](ctx, s, collMessages, id)
+	m, err := find[*Message](ctx, s, CollMessages, id)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func (s *Store) PitchApprovalRequest(ctx context.Context, id string) (*Message, 
 // UserBySlackID finds the team member with this Slack user id.
 func (s *Store) UserBySlackID(ctx context.Context, slackUserID string) (*User, error) {
 	var u User
-	err := s.coll(collUsers).FindOne(ctx, bson.M{"slack_user_id": slackUserID, "archived_at": nil}).Decode(&u)
+	err := s.coll(CollUsers).FindOne(ctx, bson.M{"slack_user_id": slackUserID, "archived_at": nil}).Decode(&u)
 	if err != nil {
 		return nil, ledger.DriverErr(err, "user", slackUserID)
 	}

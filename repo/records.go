@@ -223,7 +223,7 @@ func (s *Store) checkRefs(ctx context.Context, refs []ref, contactIDs *[]string)
 				continue // looked up already
 			}
 			seen[id] = true
-			if err := s.mustExist(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
+			if err := s.mustExist(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
 				return err
 			}
 		}

@@ -50,7 +50,7 @@ var orgSettingsID = uuid.NewSHA1(uuid.MustParse("8d3c1f4e-2b6a-4e7d-9c5b-1a2f3e4
 // when c is the create of a singleton record (its defaults, with the
 // record's own id and dates), or nil.
 func singletonBefore(c audit.Entry) bson.M {
-	if c.Collection != collSettings || c.Before != nil || c.Action != audit.ActionCreate {
+	if c.Collection != CollSettings || c.Before != nil || c.Action != audit.ActionCreate {
 		return nil
 	}
 	var zero any
@@ -88,7 +88,7 @@ const MaxCompetitors = 50
 // Settings returns the organisation settings (empty when never set).
 func (s *Store) Settings(ctx context.Context) (*OrgSettings, error) {
 	st := &OrgSettings{}
-	err := s.coll(collSettings).FindOne(ctx, bson.M{"_id": orgSettingsID}).Decode(st)
+	err := s.coll(CollSettings).FindOne(ctx, bson.M{"_id": orgSettingsID}).Decode(st)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return &OrgSettings{Meta: Meta{ID: orgSettingsID}, Name: "organisation", Competitors: []string{}}, nil
 	}
@@ -157,13 +157,13 @@ func (s *Store) UpdateSettings(ctx context.Context, p SettingsPatch) (*OrgSettin
 		if cur.CreatedAt.IsZero() {
 			_ = apply(cur)
 			cur.Meta = Meta{ID: orgSettingsID}
-			err = insert(ctx, s, collSettings, cur)
+			err = insert(ctx, s, CollSettings, cur)
 			if isConflict(err) {
 				continue // created meanwhile
 			}
 			return cur, err
 		}
-		return modify(ctx, s, collSettings, orgSettingsID, audit.ActionUpdate, apply)
+		return modify(ctx, s, CollSettings, orgSettingsID, audit.ActionUpdate, apply)
 	}
 	return nil, Errorf(CodeConflict, "the settings changed while being updated; retry")
 }
@@ -302,7 +302,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 	case len(q.OutletIDs) > 0:
 		ids := uniqueIDs(q.OutletIDs)
 		for _, id := range ids {
-			if _, err := find[*Outlet](ctx, s, collOutlets, id); err != nil {
+			if _, err := find[*Outlet](ctx, s, CollOutlets, id); err != nil {
 				return nil, withField(err, "outlet_ids")
 			}
 		}
@@ -310,7 +310,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		oppFilter = bson.M{"outlet_id": bson.M{"$in": ids}}
 		r.Scope, r.OutletIDs = "outlets", ids
 	}
-	n, err := s.count(ctx, collCoverage, filter)
+	n, err := s.count(ctx, CollCoverage, filter)
 	if err != nil {
 		return nil, ledger.DriverErr(err, "coverage", "report")
 	}
@@ -318,7 +318,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		return nil, Errorf(CodeFailedPrecondition, "the range holds %d coverage items, more than the %d one report reads; narrow since/until or the scope", n, MaxReportItems)
 	}
 	var items []Coverage
-	if err := s.findProjected(ctx, collCoverage, filter, bson.M{"title": 1, "summary": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}, &items); err != nil {
+	if err := s.findProjected(ctx, CollCoverage, filter, bson.M{"title": 1, "summary": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}, &items); err != nil {
 		return nil, err
 	}
 	settings, err := s.Settings(ctx)
@@ -332,7 +332,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		}
 	}
 	var outlets []Outlet
-	if err := s.findProjected(ctx, collOutlets, byIDs(outletIDs), bson.M{"tier": 1, "audience_size": 1}, &outlets); err != nil {
+	if err := s.findProjected(ctx, CollOutlets, byIDs(outletIDs), bson.M{"tier": 1, "audience_size": 1}, &outlets); err != nil {
 		return nil, err
 	}
 	byOutlet := map[string]*Outlet{}
@@ -436,14 +436,14 @@ func (s *Store) pitchCounts(ctx context.Context, oppFilter bson.M, since, until 
 	pc := ReportPitches{Label: labelPitches}
 	filter := bson.M{"archived_at": nil, "recipients.sent_at": bson.M{"$gte": since, "$lte": until}}
 	if oppFilter != nil {
-		opps, err := s.distinctIDs(ctx, collOpportunities, oppFilter)
+		opps, err := s.distinctIDs(ctx, CollOpportunities, oppFilter)
 		if err != nil {
 			return pc, err
 		}
 		filter["opportunity_id"] = bson.M{"$in": opps}
 	}
 	var pitches []Pitch
-	if err := s.findProjected(ctx, collPitches, filter, bson.M{"recipients": 1}, &pitches); err != nil {
+	if err := s.findProjected(ctx, CollPitches, filter, bson.M{"recipients": 1}, &pitches); err != nil {
 		return pc, err
 	}
 	for _, p := range pitches {

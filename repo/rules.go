@@ -36,15 +36,15 @@ type stateRule func(ctx context.Context, v *ruleView, id string, state bson.M) e
 // Users, agent keys and settings are changed by admin tools only and have no
 // rule across fields or records.
 var stateRules = map[string]stateRule{
-	collOutlets:       outletRule,
-	collContacts:      contactRule,
-	collChannels:      channelRule,
-	collCampaigns:     campaignRule,
-	collOpportunities: opportunityRule,
-	collCoverage:      coverageRule,
-	collMedia:         mediaRule,
-	collNotes:         noteRule,
-	collEmails:        emailThreadRule,
+	CollOutlets:       outletRule,
+	CollContacts:      contactRule,
+	CollChannels:      channelRule,
+	CollCampaigns:     campaignRule,
+	CollOpportunities: opportunityRule,
+	CollCoverage:      coverageRule,
+	CollMedia:         mediaRule,
+	CollNotes:         noteRule,
+	CollEmails:        emailThreadRule,
 }
 
 // RuleViolation is a broken rule of a record kind: the rule's name and a
@@ -205,7 +205,7 @@ func (v *ruleView) emailHolder(ctx context.Context, emailLower, self string) (*C
 	if emailLower == "" {
 		return nil, nil
 	}
-	holders, err := v.matching(ctx, collContacts, bson.M{"email_lower": emailLower}, func(st bson.M) bool {
+	holders, err := v.matching(ctx, CollContacts, bson.M{"email_lower": emailLower}, func(st bson.M) bool {
 		return str(st, "_id") != self && st["archived_at"] == nil && str(st, "email_lower") == emailLower
 	})
 	if err != nil || len(holders) == 0 {
@@ -228,7 +228,7 @@ func contactRule(ctx context.Context, v *ruleView, id string, state bson.M) erro
 			return violation("contact_email_unique", "contact %s would be active with the address %s, which active contact %s (%s) has, and an address belongs to one active contact: change the address of one of them (update_contact) or archive the other first, then retry", id, c.Email, other.ID, other.Name)
 		}
 	}
-	stored, err := v.s.view().record(ctx, collContacts, id)
+	stored, err := v.s.view().record(ctx, CollContacts, id)
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func contactRule(ctx context.Context, v *ruleView, id string, state bson.M) erro
 			return g.asViolation()
 		}
 	}
-	if err := v.linked(ctx, collUsers, "owner_id", c.OwnerID); err != nil {
+	if err := v.linked(ctx, CollUsers, "owner_id", c.OwnerID); err != nil {
 		return err
 	}
 	primary := ""
@@ -255,7 +255,7 @@ func contactRule(ctx context.Context, v *ruleView, id string, state bson.M) erro
 			}
 			primary = a.ID
 		}
-		if err := v.linked(ctx, collOutlets, fmt.Sprintf("affiliation %s", a.ID), a.OutletID); err != nil {
+		if err := v.linked(ctx, CollOutlets, fmt.Sprintf("affiliation %s", a.ID), a.OutletID); err != nil {
 			return err
 		}
 	}
@@ -290,14 +290,14 @@ func channelRule(ctx context.Context, v *ruleView, id string, state bson.M) erro
 	if outlet == "" {
 		return violation("channel_outlet", "channel %s would belong to no outlet, and every channel belongs to one outlet for good; leave this change as it is", id)
 	}
-	stored, err := v.s.view().record(ctx, collChannels, id)
+	stored, err := v.s.view().record(ctx, CollChannels, id)
 	if err != nil {
 		return err
 	}
 	if was := str(stored, "outlet_id"); was != "" && was != outlet {
 		return violation("channel_outlet", "channel %s would move from outlet %s to outlet %s, and a channel belongs to one outlet for good; create a channel of outlet %s instead", id, was, outlet, outlet)
 	}
-	return v.linked(ctx, collOutlets, "outlet_id", outlet)
+	return v.linked(ctx, CollOutlets, "outlet_id", outlet)
 }
 
 // generalArchived is the rule that the General campaign is never archived.
@@ -313,7 +313,7 @@ func campaignRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 	if err := checkCampaign(c); err != nil {
 		return fieldViolation("campaign_fields", err)
 	}
-	stored, err := v.s.view().record(ctx, collCampaigns, id)
+	stored, err := v.s.view().record(ctx, CollCampaigns, id)
 	if err != nil {
 		return err
 	}
@@ -332,7 +332,7 @@ func campaignRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 		return g.asViolation()
 	}
 	if strings.EqualFold(c.Name, GeneralCampaign) {
-		others, err := v.matching(ctx, collCampaigns, bson.M{"name": GeneralCampaign}, func(st bson.M) bool {
+		others, err := v.matching(ctx, CollCampaigns, bson.M{"name": GeneralCampaign}, func(st bson.M) bool {
 			return str(st, "_id") != id && str(st, "name") == GeneralCampaign
 		})
 		if err != nil {
@@ -350,12 +350,12 @@ func (v *ruleView) channelOf(ctx context.Context, what, channel, outlet string) 
 	if channel == "" {
 		return nil
 	}
-	ch, err := v.record(ctx, collChannels, channel)
+	ch, err := v.record(ctx, CollChannels, channel)
 	if err != nil {
 		return err
 	}
 	if ch == nil {
-		return v.linked(ctx, collChannels, "channel_id", channel)
+		return v.linked(ctx, CollChannels, "channel_id", channel)
 	}
 	if co := str(ch, "outlet_id"); co != outlet {
 		return violation("channel_of_outlet", "%s would have %s; change its outlet_id or channel_id with its update tool first, then retry", what, channelOutletError(channel, co, outlet))
@@ -374,23 +374,23 @@ func opportunityRule(ctx context.Context, v *ruleView, id string, state bson.M) 
 	if o.CampaignID == "" {
 		return violation("opportunity_campaign", "opportunity %s would be in no campaign, and every opportunity is in one; leave this change as it is", id)
 	}
-	for _, l := range []struct{ coll, field, id string }{{collCampaigns, "campaign_id", o.CampaignID}, {collOutlets, "outlet_id", o.OutletID}} {
+	for _, l := range []struct{ coll, field, id string }{{CollCampaigns, "campaign_id", o.CampaignID}, {CollOutlets, "outlet_id", o.OutletID}} {
 		if err := v.linked(ctx, l.coll, l.field, l.id); err != nil {
 			return err
 		}
 	}
 	for i, c := range o.ContactIDs {
-		if err := v.linked(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
+		if err := v.linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
 			return err
 		}
 	}
 	if err := v.channelOf(ctx, "opportunity "+id, o.ChannelID, o.OutletID); err != nil {
 		return err
 	}
-	if err := v.linked(ctx, collUsers, "owner_id", o.OwnerID); err != nil {
+	if err := v.linked(ctx, CollUsers, "owner_id", o.OwnerID); err != nil {
 		return err
 	}
-	stored, err := v.s.view().record(ctx, collOpportunities, id)
+	stored, err := v.s.view().record(ctx, CollOpportunities, id)
 	if err != nil {
 		return err
 	}
@@ -411,7 +411,7 @@ func opportunityRule(ctx context.Context, v *ruleView, id string, state bson.M) 
 		return g.asViolation()
 	}
 	// Coverage follows its opportunity's campaign.
-	off, err := v.matching(ctx, collCoverage, bson.M{"opportunity_id": id}, func(st bson.M) bool {
+	off, err := v.matching(ctx, CollCoverage, bson.M{"opportunity_id": id}, func(st bson.M) bool {
 		return str(st, "opportunity_id") == id && str(st, "campaign_id") != o.CampaignID
 	})
 	if err != nil {
@@ -438,13 +438,13 @@ func coverageRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 	if err := checkCoverage(c); err != nil {
 		return fieldViolation("coverage_fields", err)
 	}
-	for _, l := range []struct{ coll, field, id string }{{collOutlets, "outlet_id", c.OutletID}, {collOpportunities, "opportunity_id", c.OpportunityID}} {
+	for _, l := range []struct{ coll, field, id string }{{CollOutlets, "outlet_id", c.OutletID}, {CollOpportunities, "opportunity_id", c.OpportunityID}} {
 		if err := v.linked(ctx, l.coll, l.field, l.id); err != nil {
 			return err
 		}
 	}
 	for i, ct := range c.ContactIDs {
-		if err := v.linked(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), ct); err != nil {
+		if err := v.linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), ct); err != nil {
 			return err
 		}
 	}
@@ -453,7 +453,7 @@ func coverageRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 	}
 	campaign := ""
 	if c.OpportunityID != "" {
-		opp, err := v.record(ctx, collOpportunities, c.OpportunityID)
+		opp, err := v.record(ctx, CollOpportunities, c.OpportunityID)
 		if err != nil {
 			return err
 		}
@@ -473,7 +473,7 @@ func coverageRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 }
 
 func mediaRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
-	return v.linked(ctx, collCoverage, "coverage_id", str(state, "coverage_id"))
+	return v.linked(ctx, CollCoverage, "coverage_id", str(state, "coverage_id"))
 }
 
 func emailThreadRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
@@ -482,12 +482,12 @@ func emailThreadRule(ctx context.Context, v *ruleView, id string, state bson.M) 
 		return err
 	}
 	for i, c := range t.ContactIDs {
-		if err := v.linked(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
+		if err := v.linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
 			return err
 		}
 	}
 	for _, l := range t.OpportunityLinks {
-		if err := v.linked(ctx, collOpportunities, fmt.Sprintf("opportunity link %s", l.ID), l.OpportunityID); err != nil {
+		if err := v.linked(ctx, CollOpportunities, fmt.Sprintf("opportunity link %s", l.ID), l.OpportunityID); err != nil {
 			return err
 		}
 	}

@@ -33,12 +33,12 @@ type searchKind struct {
 }
 
 var searchKinds = []searchKind{
-	{kind: "outlet", coll: collOutlets, fields: []string{"name", "website", "description", "topics"}, date: "updated_at"},
-	{kind: "contact", coll: collContacts, fields: []string{"name", "email", "title", "bio", "beats", "location"}, date: "updated_at"},
-	{kind: "opportunity", coll: collOpportunities, fields: []string{"title", "description", "next_action"}, date: "updated_at"},
-	{kind: "coverage", coll: collCoverage, fields: []string{"title", "summary", "url", "full_text"}, date: "published_at"},
-	{kind: "note", coll: collNotes, fields: []string{"title", "content"}, date: "occurred_at"},
-	{kind: "email", coll: collEmails, fields: []string{"subject", "messages.subject", "messages.body_text", "messages.from"}, date: "last_message_at",
+	{kind: "outlet", coll: CollOutlets, fields: []string{"name", "website", "description", "topics"}, date: "updated_at"},
+	{kind: "contact", coll: CollContacts, fields: []string{"name", "email", "title", "bio", "beats", "location"}, date: "updated_at"},
+	{kind: "opportunity", coll: CollOpportunities, fields: []string{"title", "description", "next_action"}, date: "updated_at"},
+	{kind: "coverage", coll: CollCoverage, fields: []string{"title", "summary", "url", "full_text"}, date: "published_at"},
+	{kind: "note", coll: CollNotes, fields: []string{"title", "content"}, date: "occurred_at"},
+	{kind: "email", coll: CollEmails, fields: []string{"subject", "messages.subject", "messages.body_text", "messages.from"}, date: "last_message_at",
 		project: []string{"subject", "messages", "last_message_at"}},
 }
 

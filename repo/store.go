@@ -36,46 +36,46 @@ const (
 
 // Collections. The names are what an analyst sees in mongosh.
 const (
-	collOutlets       = "outlets"
-	collContacts      = "contacts"
-	collChannels      = "channels"
-	collCampaigns     = "campaigns"
-	collOpportunities = "opportunities"
-	collCoverage      = "coverage"
-	collMedia         = "media"
-	collNotes         = "notes"
-	collEmails        = "email_threads"
-	collUsers         = "users"
-	collKeys          = "agent_keys"
+	CollOutlets       = "outlets"
+	CollContacts      = "contacts"
+	CollChannels      = "channels"
+	CollCampaigns     = "campaigns"
+	CollOpportunities = "opportunities"
+	CollCoverage      = "coverage"
+	CollMedia         = "media"
+	CollNotes         = "notes"
+	CollEmails        = "email_threads"
+	CollUsers         = "users"
+	CollKeys          = "agent_keys"
 	// OAuth grants of the authorization server (oauth.go).
-	collOAuthGrants = "oauth_grants"
+	CollOAuthGrants = "oauth_grants"
 	// The authorization server's clients, requests and sign-ins (oauthas.go).
-	collOAuthClients  = "oauth_clients"
-	collOAuthRequests = "oauth_requests"
-	collSignIns       = "sign_ins"
-	collKeyUsage      = ledger.CollKeyUsage
-	collChangeLog     = ledger.CollChangeLog
-	collCounters      = ledger.CollCounters
-	collPlans         = ledger.CollPlans
-	collIntents       = ledger.CollIntents
-	collPlanSteps     = ledger.CollPlanSteps
-	collSessions      = ledger.CollSessions
-	collSettings      = "settings"
+	CollOAuthClients  = "oauth_clients"
+	CollOAuthRequests = "oauth_requests"
+	CollSignIns       = "sign_ins"
+	CollKeyUsage      = ledger.CollKeyUsage
+	CollChangeLog     = ledger.CollChangeLog
+	CollCounters      = ledger.CollCounters
+	CollPlans         = ledger.CollPlans
+	CollIntents       = ledger.CollIntents
+	CollPlanSteps     = ledger.CollPlanSteps
+	CollSessions      = ledger.CollSessions
+	CollSettings      = "settings"
 	// The capability probes' scratch documents (ledger/probe.go).
-	collProbes = ledger.CollProbes
+	CollProbes = ledger.CollProbes
 	// The outbox and team messaging (notify.go, messages.go).
-	collSubscriptions = "subscriptions"
-	collNotifications = "notifications"
-	collDeliveries    = "deliveries"
-	collMessages      = "slack_messages"
+	CollSubscriptions = "subscriptions"
+	CollNotifications = "notifications"
+	CollDeliveries    = "deliveries"
+	CollMessages      = "slack_messages"
 	// Messages of the shared inbox read but not stored (emailheld.go).
-	collHeld = "email_held"
+	CollHeld = "email_held"
 	// Pitches and the suppression list (pitches.go, pitchsend.go).
-	collPitches      = "pitches"
-	collSuppressions = "suppressions"
+	CollPitches      = "pitches"
+	CollSuppressions = "suppressions"
 	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
-	collFiles  = ledger.CollFiles
-	collChunks = ledger.CollChunks
+	CollFiles  = ledger.CollFiles
+	CollChunks = ledger.CollChunks
 )
 
 // SecretCollections are the collections the analyst endpoint never shows:
@@ -83,12 +83,12 @@ const (
 // verifiers, the OAuth server's token, code and password hashes, the media URL signing secret, stored tool results), or the
 // write path's own bookkeeping, which carries a pending create's redacted
 // values until it lands.
-var SecretCollections = []string{collKeys, collOAuthGrants, collOAuthClients, collOAuthRequests, collSignIns, collSettings, collIdempotency, collIntents, collPlans, collPlanSteps}
+var SecretCollections = []string{CollKeys, CollOAuthGrants, CollOAuthClients, CollOAuthRequests, CollSignIns, CollSettings, CollIdempotency, CollIntents, CollPlans, CollPlanSteps}
 
 // SecretFields are, per collection, the fields the analyst endpoint never
 // shows: a pending change entry's sealed values (a create's redacted
 // fields, until the entry settles).
-var SecretFields = map[string][]string{collChangeLog: {"sealed"}}
+var SecretFields = map[string][]string{CollChangeLog: {"sealed"}}
 
 // Capabilities are what the connected server can do, detected at start
 // (ledger.Capabilities).
@@ -203,7 +203,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 		return nil, err
 	}
 	eng, err := ledger.Open(ctx, client, database, probeKey, ledger.Options{RecordCache: cacheBytes, WriteMode: opts.WriteMode, Lease: opts.Lease,
-		Exclusive: opts.Exclusive, Logger: opts.Logger, TextSearch: opts.TextSearch, TextColl: collNotes,
+		Exclusive: opts.Exclusive, Logger: opts.Logger, TextSearch: opts.TextSearch, TextColl: CollNotes,
 		ApplyIndexes: indexes.Apply, PrepareStore: opts.PrepareStore, IndexCheckpoint: opts.IndexCheckpoint, Lookups: opts.Lookups,
 		IndexCheck: opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1", Schema: s.schema})
 	if err != nil {
