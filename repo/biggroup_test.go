@@ -44,7 +44,7 @@ func TestLargeSessionRollback(t *testing.T) {
 			for i := 0; i < n; i++ {
 				id := uuid.NewString()
 				if _, err := s.write(work, mutation{Coll: CollUsers, ID: id, Action: audit.ActionCreate,
-					After: bson.M{"_id": id, "name": fmt.Sprintf("user %d", i), "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}}); err != nil {
+					After: bson.M{"_id": id, "name": fmt.Sprintf("user %d", i), "email": id + "@example.com", "created_at": Now(), "updated_at": Now(), "archived_at": nil}}); err != nil {
 					t.Fatal(err)
 				}
 			}

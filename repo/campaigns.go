@@ -67,7 +67,7 @@ func (s *Store) Seed(ctx context.Context) error {
 	ctx = audit.WithActor(ctx, SystemActor("seed"))
 	c := &Campaign{Name: GeneralCampaign, Status: "active",
 		Description: "Opportunities created without a campaign join this one."}
-	if err := insert(ctx, s, CollCampaigns, c); err != nil {
+	if err := Insert(ctx, s, CollCampaigns, c); err != nil {
 		return fmt.Errorf("seed the %s campaign: %w", GeneralCampaign, err)
 	}
 	return nil
@@ -134,7 +134,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c *Campaign) (*Campaign, err
 		return nil, err
 	}
 	c.Meta = Meta{}
-	if err := insert(ctx, s, CollCampaigns, c); err != nil {
+	if err := Insert(ctx, s, CollCampaigns, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -142,7 +142,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c *Campaign) (*Campaign, err
 
 // Campaign returns a campaign.
 func (s *Store) Campaign(ctx context.Context, id string) (*Campaign, error) {
-	return find[*Campaign](ctx, s, CollCampaigns, id)
+	return Find[*Campaign](ctx, s, CollCampaigns, id)
 }
 
 // UpdateCampaign applies p to an active campaign. General keeps its name.
@@ -154,7 +154,7 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 		}
 		p.Name = &name
 	}
-	return modify(ctx, s, CollCampaigns, id, audit.ActionUpdate, func(c *Campaign) error {
+	return Modify(ctx, s, CollCampaigns, id, audit.ActionUpdate, func(c *Campaign) error {
 		if c.Archived() {
 			return Errorf(CodeFailedPrecondition, "campaign %s is archived; restore it before changing it", id)
 		}
@@ -283,7 +283,7 @@ const NoSentiment = "unspecified"
 // with $in queries: the embedded store has no $lookup and no $group
 // accumulators beyond $sum.
 func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetrics, error) {
-	t := now()
+	t := Now()
 	m := &CampaignMetrics{ComputedAt: t}
 	m.Opportunities.ByStage = map[string]int{}
 	for _, st := range Stages {

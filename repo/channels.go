@@ -83,10 +83,10 @@ func (s *Store) CreateChannel(ctx context.Context, outletID string, f ChannelFie
 	if err := f.apply(c, true); err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, CollOutlets, "outlet_id", outletID); err != nil {
+	if err := s.MustExist(ctx, CollOutlets, "outlet_id", outletID); err != nil {
 		return nil, err
 	}
-	if err := insert(ctx, s, CollChannels, c); err != nil {
+	if err := Insert(ctx, s, CollChannels, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -94,7 +94,7 @@ func (s *Store) CreateChannel(ctx context.Context, outletID string, f ChannelFie
 
 // Channel returns one channel, archived or not.
 func (s *Store) Channel(ctx context.Context, id string) (*Channel, error) {
-	return find[*Channel](ctx, s, CollChannels, id)
+	return Find[*Channel](ctx, s, CollChannels, id)
 }
 
 // UpdateChannel changes the given fields of an active channel; its outlet
@@ -103,7 +103,7 @@ func (s *Store) UpdateChannel(ctx context.Context, id string, f ChannelFields) (
 	if f.empty() {
 		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
 	}
-	return modify(ctx, s, CollChannels, id, audit.ActionUpdate, func(c *Channel) error {
+	return Modify(ctx, s, CollChannels, id, audit.ActionUpdate, func(c *Channel) error {
 		if err := refuseArchived(CollChannels, &c.Meta); err != nil {
 			return err
 		}

@@ -197,7 +197,7 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 	if err := f.apply(c, true); err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, CollUsers, "owner_id", nonEmpty(c.OwnerID)...); err != nil {
+	if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(c.OwnerID)...); err != nil {
 		return nil, err
 	}
 	for i, id := range outletIDs {
@@ -205,7 +205,7 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 			return nil, Invalid("outlet_ids", "outlet %s is listed twice", id)
 		}
 	}
-	if err := s.mustExist(ctx, CollOutlets, "outlet_ids", outletIDs...); err != nil {
+	if err := s.MustExist(ctx, CollOutlets, "outlet_ids", outletIDs...); err != nil {
 		return nil, err
 	}
 	if err := s.checkEmailFree(ctx, c.EmailLower, ""); err != nil {
@@ -214,7 +214,7 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 	for i, id := range outletIDs {
 		c.Affiliations = append(c.Affiliations, Affiliation{ID: uuid.NewString(), OutletID: id, IsPrimary: i == 0})
 	}
-	if err := insert(ctx, s, CollContacts, c); err != nil {
+	if err := Insert(ctx, s, CollContacts, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -222,7 +222,7 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 
 // Contact returns one contact, archived or not.
 func (s *Store) Contact(ctx context.Context, id string) (*Contact, error) {
-	return find[*Contact](ctx, s, CollContacts, id)
+	return Find[*Contact](ctx, s, CollContacts, id)
 }
 
 // UpdateContact changes the given fields of an active contact.
@@ -231,7 +231,7 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
 	}
 	if f.OwnerID != nil {
-		if err := s.mustExist(ctx, CollUsers, "owner_id", nonEmpty(strings.TrimSpace(*f.OwnerID))...); err != nil {
+		if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(strings.TrimSpace(*f.OwnerID))...); err != nil {
 			return nil, err
 		}
 	}
@@ -244,7 +244,7 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 			return nil, err
 		}
 	}
-	return modify(ctx, s, CollContacts, id, audit.ActionUpdate, func(c *Contact) error {
+	return Modify(ctx, s, CollContacts, id, audit.ActionUpdate, func(c *Contact) error {
 		if err := refuseArchived(CollContacts, &c.Meta); err != nil {
 			return err
 		}
@@ -293,12 +293,12 @@ func (s *Store) AddContactOutlet(ctx context.Context, in AffiliationInput) (*Con
 	if in.StartedOn != nil && in.EndedOn != nil && in.EndedOn.Before(*in.StartedOn) {
 		return nil, nil, Invalid("ended_on", "is before started_on")
 	}
-	if err := s.mustExist(ctx, CollOutlets, "outlet_id", in.OutletID); err != nil {
+	if err := s.MustExist(ctx, CollOutlets, "outlet_id", in.OutletID); err != nil {
 		return nil, nil, err
 	}
 	a := Affiliation{ID: uuid.NewString(), OutletID: in.OutletID, Role: strings.TrimSpace(in.Role),
 		IsPrimary: in.IsPrimary, StartedOn: in.StartedOn, EndedOn: in.EndedOn}
-	c, err := modify(ctx, s, CollContacts, in.ContactID, audit.ActionLink, func(c *Contact) error {
+	c, err := Modify(ctx, s, CollContacts, in.ContactID, audit.ActionLink, func(c *Contact) error {
 		if err := refuseArchived(CollContacts, &c.Meta); err != nil {
 			return err
 		}
@@ -332,7 +332,7 @@ func (s *Store) RemoveContactOutlet(ctx context.Context, affiliationID string) (
 		return nil, nil, ledger.DriverErr(err, "affiliation", affiliationID)
 	}
 	var removed Affiliation
-	c, err := modify(ctx, s, CollContacts, owner.ID, audit.ActionUnlink, func(c *Contact) error {
+	c, err := Modify(ctx, s, CollContacts, owner.ID, audit.ActionUnlink, func(c *Contact) error {
 		if err := refuseArchived(CollContacts, &c.Meta); err != nil {
 			return err
 		}

@@ -175,7 +175,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 		if c.OpportunityID == "" {
 			return nil, nil
 		}
-		o, err := find[*Opportunity](ctx, s, CollOpportunities, c.OpportunityID)
+		o, err := Find[*Opportunity](ctx, s, CollOpportunities, c.OpportunityID)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +190,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 
 // Coverage returns one coverage record.
 func (s *Store) Coverage(ctx context.Context, id string) (*Coverage, error) {
-	return find[*Coverage](ctx, s, CollCoverage, id)
+	return Find[*Coverage](ctx, s, CollCoverage, id)
 }
 
 // UpdateCoverage applies p to active coverage.
@@ -198,7 +198,7 @@ func (s *Store) UpdateCoverage(ctx context.Context, id string, p CoveragePatch) 
 	if err := s.checkCoverageLinks(ctx, p); err != nil {
 		return nil, err
 	}
-	return modify(ctx, s, CollCoverage, id, audit.ActionUpdate, func(c *Coverage) error {
+	return Modify(ctx, s, CollCoverage, id, audit.ActionUpdate, func(c *Coverage) error {
 		if c.Archived() {
 			return Errorf(CodeFailedPrecondition, "coverage %s is archived; restore it before changing it", id)
 		}

@@ -21,6 +21,7 @@ import (
 	"outreach/audit"
 	"outreach/indexes"
 	"outreach/repo"
+	"outreach/repo/access"
 )
 
 var updateDictionary = flag.Bool("update-dictionary", false, "rewrite the generated part of docs/data-dictionary.md")
@@ -35,7 +36,7 @@ var dictionaryDocs = []struct {
 }{
 	{repo.CollOutlets, repo.Outlet{}}, {repo.CollChannels, repo.Channel{}}, {repo.CollContacts, repo.Contact{}}, {repo.CollCampaigns, repo.Campaign{}},
 	{repo.CollOpportunities, repo.Opportunity{}}, {repo.CollCoverage, repo.Coverage{}}, {repo.CollMedia, repo.Media{}}, {repo.CollNotes, repo.Note{}},
-	{repo.CollEmails, repo.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, repo.OAuthGrant{}}, {repo.CollOAuthClients, repo.OAuthClient{}}, {repo.CollOAuthRequests, repo.OAuthRequest{}}, {repo.CollSignIns, repo.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
+	{repo.CollEmails, repo.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
 	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, repo.Message{}},
 	{repo.CollHeld, repo.HeldEmail{}}, {repo.CollPitches, repo.Pitch{}}, {repo.CollSuppressions, repo.Suppression{}}, {repo.CollChangeLog, audit.Entry{}},
 }

@@ -58,7 +58,7 @@ func createAt(t *testing.T, ctx context.Context, s *Store, coll string, m *Meta,
 
 func TestDirectoryPagingWithIdenticalTimestamps(t *testing.T) {
 	s, ctx := openTestStore(t)
-	at := now()
+	at := Now()
 	outletID := ""
 	for i := range 7 {
 		o := &Outlet{Name: fmt.Sprintf("Outlet %d", i), Type: "publication", Topics: []string{"AI"}}
@@ -145,7 +145,7 @@ func TestContactDetailShowsOpportunities(t *testing.T) {
 	// names matter here.
 	opp := func(title, stage string, contacts []string, archived bool) string {
 		id := uuid.NewString()
-		t0 := now()
+		t0 := Now()
 		doc := bson.M{"_id": id, "title": title, "stage": stage, "contact_ids": contacts, "created_at": t0, "updated_at": t0, "archived_at": nil}
 		if archived {
 			doc["archived_at"] = t0

@@ -256,7 +256,7 @@ type ContactDossier struct {
 // contact. Last heard from is the latest email from the contact. Only what
 // happened up to now counts (a note dated in the future does not).
 func (s *Store) ContactDossier(ctx context.Context, id string, interactions int) (*ContactDossier, error) {
-	t := now()
+	t := Now()
 	cd, err := s.ContactDetail(ctx, id)
 	if err != nil {
 		return nil, err
@@ -397,7 +397,7 @@ type OutletDossier struct {
 // OutletDossier gathers an outlet's record, channels, contacts, opportunities
 // by stage, coverage counts and latest interactions.
 func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) (*OutletDossier, error) {
-	t := now()
+	t := Now()
 	o, err := s.Outlet(ctx, id)
 	if err != nil {
 		return nil, err
@@ -518,7 +518,7 @@ type OpportunityStatus struct {
 // now). asOf moves the clock of every age and due date; it does not hide
 // records made after it.
 func (s *Store) OpportunityStatus(ctx context.Context, id string, asOf *time.Time, interactions int) (*OpportunityStatus, error) {
-	t := now()
+	t := Now()
 	if asOf != nil {
 		t = *asOf
 	}
@@ -666,7 +666,7 @@ func owns(u *User, o *Opportunity) bool {
 // opportunities with nothing new (an edit, a stage move, a note, an email,
 // coverage) for q.UntouchedDays or more.
 func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
-	t := now()
+	t := Now()
 	if q.AsOf != nil {
 		t = *q.AsOf
 	}

@@ -85,7 +85,7 @@ func (s *Store) HoldEmail(ctx context.Context, h HeldEmail) error {
 		h.Date = &d
 	}
 	for attempt := 0; attempt < 3; attempt++ {
-		_, err := modify(ctx, s, CollHeld, h.ID, audit.ActionUpdate, func(cur *HeldEmail) error {
+		_, err := Modify(ctx, s, CollHeld, h.ID, audit.ActionUpdate, func(cur *HeldEmail) error {
 			// Held again after a rollback archived it: it is held, as it was.
 			cur.Reason, cur.Detail, cur.ResolvedAt, cur.Outcome, cur.ArchivedAt = h.Reason, h.Detail, nil, "", nil
 			if h.MessageID != "" || h.From != "" {
@@ -101,7 +101,7 @@ func (s *Store) HoldEmail(ctx context.Context, h HeldEmail) error {
 		}
 		fresh := h
 		fresh.ResolvedAt, fresh.Outcome = nil, ""
-		err = insert(ctx, s, CollHeld, &fresh)
+		err = Insert(ctx, s, CollHeld, &fresh)
 		if isConflict(err) {
 			continue // held by another sync meanwhile: update that one
 		}
@@ -113,9 +113,9 @@ func (s *Store) HoldEmail(ctx context.Context, h HeldEmail) error {
 // ResolveHeldEmail records that a held message is no longer held: outcome
 // is stored, duplicate or gone. A message not held is left alone.
 func (s *Store) ResolveHeldEmail(ctx context.Context, account, mailbox string, uidValidity, uid int64, outcome string) error {
-	_, err := modify(ctx, s, CollHeld, HeldEmailID(account, mailbox, uidValidity, uid), audit.ActionUpdate, func(h *HeldEmail) error {
+	_, err := Modify(ctx, s, CollHeld, HeldEmailID(account, mailbox, uidValidity, uid), audit.ActionUpdate, func(h *HeldEmail) error {
 		if h.ResolvedAt == nil {
-			t := now()
+			t := Now()
 			h.ResolvedAt, h.Outcome = &t, outcome
 		}
 		return nil

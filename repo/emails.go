@@ -228,7 +228,7 @@ func (s *Store) IngestEmail(ctx context.Context, in IncomingEmail) (IngestResult
 		return IngestResult{}, Invalid("message_id", "a message needs a key (its Message-ID or a content key)")
 	}
 	if in.Date.IsZero() {
-		in.Date = now()
+		in.Date = Now()
 	}
 	in.Date = in.Date.UTC().Truncate(time.Millisecond)
 	var err error
@@ -288,7 +288,7 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		t := &EmailThread{Subject: in.Subject, SubjectKey: SubjectKey(in.Subject), ContactIDs: contacts,
 			OpportunityLinks: []EmailOpportunityLink{}, Messages: []EmailMessage{msg}}
 		t.settle()
-		if err := insert(ctx, s, CollEmails, t); err != nil {
+		if err := Insert(ctx, s, CollEmails, t); err != nil {
 			return IngestResult{}, err
 		}
 		return IngestResult{Outcome: EmailStored, ThreadID: t.ID, EmailID: msg.ID, MessageID: msg.MessageID, NewThread: true}, nil
@@ -341,7 +341,7 @@ func (s *Store) emailEvents(ctx context.Context, t *EmailThread, m *EmailMessage
 	}
 	var out []mutation
 	for _, l := range t.OpportunityLinks {
-		o, err := find[*Opportunity](ctx, s, CollOpportunities, l.OpportunityID)
+		o, err := Find[*Opportunity](ctx, s, CollOpportunities, l.OpportunityID)
 		if isNotFound(err) {
 			continue
 		}
@@ -486,7 +486,7 @@ func (s *Store) threadFor(ctx context.Context, in IncomingEmail, contacts []stri
 
 // EmailThread returns one thread.
 func (s *Store) EmailThread(ctx context.Context, id string) (*EmailThread, error) {
-	return find[*EmailThread](ctx, s, CollEmails, id)
+	return Find[*EmailThread](ctx, s, CollEmails, id)
 }
 
 // EmailThreadFilter selects threads for ListEmailThreads.
@@ -538,7 +538,7 @@ func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int,
 // ContactEmails returns the messages that involve a contact (From, To or
 // Cc), newest first, since a date when given.
 func (s *Store) ContactEmails(ctx context.Context, contactID string, since *time.Time, limit int) (int, []EmailHit, error) {
-	if _, err := find[*Contact](ctx, s, CollContacts, contactID); err != nil {
+	if _, err := Find[*Contact](ctx, s, CollContacts, contactID); err != nil {
 		return 0, nil, err
 	}
 	filter := bson.M{"archived_at": nil, "messages.contact_ids": contactID}
@@ -586,11 +586,11 @@ func (s *Store) LinkEmailOpportunity(ctx context.Context, threadID, opportunityI
 	if _, err := s.EmailThread(ctx, threadID); err != nil {
 		return nil, nil, err
 	}
-	if err := s.mustExist(ctx, CollOpportunities, "opportunity_id", opportunityID); err != nil {
+	if err := s.MustExist(ctx, CollOpportunities, "opportunity_id", opportunityID); err != nil {
 		return nil, nil, err
 	}
 	var link EmailOpportunityLink
-	t, err := modify(ctx, s, CollEmails, threadID, audit.ActionLink, func(t *EmailThread) error {
+	t, err := Modify(ctx, s, CollEmails, threadID, audit.ActionLink, func(t *EmailThread) error {
 		if t.ArchivedAt != nil {
 			return Errorf(CodeFailedPrecondition, "email thread %s is archived; it cannot be linked", t.ID)
 		}
@@ -598,7 +598,7 @@ func (s *Store) LinkEmailOpportunity(ctx context.Context, threadID, opportunityI
 			return &Error{Code: CodeConflict, Field: "opportunity_id", Message: fmt.Sprintf("opportunity_id: thread %s is already linked to opportunity %s (link %s)", t.ID, opportunityID, t.OpportunityLinks[i].ID),
 				Details: map[string]string{"link_id": t.OpportunityLinks[i].ID}}
 		}
-		link = EmailOpportunityLink{ID: uuid.NewString(), OpportunityID: opportunityID, LinkedAt: now()}
+		link = EmailOpportunityLink{ID: uuid.NewString(), OpportunityID: opportunityID, LinkedAt: Now()}
 		t.OpportunityLinks = append(t.OpportunityLinks, link)
 		return nil
 	})
@@ -618,7 +618,7 @@ func (s *Store) UnlinkEmailOpportunity(ctx context.Context, linkID string) (*Ema
 	if err := s.findOne(ctx, CollEmails, bson.M{"opportunity_links.id": linkID}).Decode(&owner); err != nil {
 		return nil, ledger.DriverErr(err, "email opportunity link", linkID)
 	}
-	return modify(ctx, s, CollEmails, owner.ID, audit.ActionUnlink, func(t *EmailThread) error {
+	return Modify(ctx, s, CollEmails, owner.ID, audit.ActionUnlink, func(t *EmailThread) error {
 		if t.ArchivedAt != nil {
 			return Errorf(CodeFailedPrecondition, "email thread %s is archived; it cannot be changed", t.ID)
 		}
@@ -676,18 +676,18 @@ func (s *Store) SaveEmailSyncState(ctx context.Context, account, mailbox string,
 		}
 		if cur.ID == "" {
 			st := &EmailSyncState{Meta: Meta{ID: id}, Name: "email_sync", Account: account, Mailbox: mailbox,
-				UIDValidity: uidValidity, LastUID: lastUID, SyncedAt: now()}
-			err = insert(ctx, s, CollSettings, st)
+				UIDValidity: uidValidity, LastUID: lastUID, SyncedAt: Now()}
+			err = Insert(ctx, s, CollSettings, st)
 			if isConflict(err) {
 				continue // another instance created it first
 			}
 			return err
 		}
-		_, err = modify(ctx, s, CollSettings, id, audit.ActionUpdate, func(st *EmailSyncState) error {
+		_, err = Modify(ctx, s, CollSettings, id, audit.ActionUpdate, func(st *EmailSyncState) error {
 			if st.UIDValidity == uidValidity && st.LastUID >= lastUID {
 				return nil
 			}
-			st.UIDValidity, st.LastUID, st.SyncedAt = uidValidity, lastUID, now()
+			st.UIDValidity, st.LastUID, st.SyncedAt = uidValidity, lastUID, Now()
 			return nil
 		})
 		return err

@@ -133,7 +133,7 @@ func (v *ruleView) opportunityGuards(ctx context.Context, id string, was, o *Opp
 // contact by another active opportunity within the pitch window.
 func (v *ruleView) doublePitch(ctx context.Context, id string, o *Opportunity) (*guardError, error) {
 	window := v.s.PitchWindow()
-	since := now().Add(-window)
+	since := Now().Add(-window)
 	for _, cid := range o.ContactIDs {
 		others, err := v.matching(ctx, CollOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
 			return str(st, "_id") != id && st["archived_at"] == nil

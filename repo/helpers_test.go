@@ -195,6 +195,6 @@ func newUser(t *testing.T, s *Store, ctx context.Context) string {
 }
 
 func rename(ctx context.Context, s *Store, id, name string) error {
-	_, err := modify(ctx, s, CollUsers, id, audit.ActionUpdate, func(u *User) error { u.Name = name; return nil })
+	_, err := Modify(ctx, s, CollUsers, id, audit.ActionUpdate, func(u *User) error { u.Name = name; return nil })
 	return err
 }

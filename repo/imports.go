@@ -284,7 +284,7 @@ func updateMutation(coll string, raw bson.M, rec record) (*mutation, []string, e
 	}
 	slices.Sort(changed)
 	m := rec.meta()
-	m.UpdatedAt = now()
+	m.UpdatedAt = Now()
 	after["updated_at"] = m.UpdatedAt
 	return &mutation{Coll: coll, ID: m.ID, Action: audit.ActionUpdate, Before: before, After: after, Version: m.Version}, changed, nil
 }

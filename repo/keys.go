@@ -148,7 +148,7 @@ func WellFormedKey(key string) string {
 	return ""
 }
 
-func hashKey(key string) string {
+func HashKey(key string) string {
 	h := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(h[:])
 }
@@ -220,8 +220,8 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error)
 	if why := WellFormedKey(key); why != "" {
 		return nil, errors.Join(ErrBadKey, errors.New(why))
 	}
-	hash := hashKey(key)
-	t := now()
+	hash := HashKey(key)
+	t := Now()
 	var (
 		k   AgentKey
 		gen uint64
@@ -278,7 +278,7 @@ func (s *Store) AnalystKey(ctx context.Context, id string) (*AgentKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := now()
+	t := Now()
 	if err := k.unusable(t); err != nil {
 		return nil, err
 	}
@@ -344,7 +344,7 @@ func (s *Store) CreateKey(ctx context.Context, in NewKeyInput) (*AgentKey, strin
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
 		return nil, "", Invalid("expires_at", "must be in the future")
 	}
-	if err := s.mustExist(ctx, CollUsers, "user_id", in.UserID); err != nil {
+	if err := s.MustExist(ctx, CollUsers, "user_id", in.UserID); err != nil {
 		return nil, "", err
 	}
 	key := NewKey()
@@ -354,8 +354,8 @@ func (s *Store) CreateKey(ctx context.Context, in NewKeyInput) (*AgentKey, strin
 		return nil, "", err
 	}
 	k := &AgentKey{Meta: Meta{ID: id}, UserID: in.UserID, Name: strings.TrimSpace(in.Name), AgentID: id, AgentType: in.AgentType,
-		Scopes: in.Scopes, KeyHash: hashKey(key), SCRAM: verifier, DisplayPrefix: key[:len(KeyPrefix)+6] + "…", ExpiresAt: in.ExpiresAt}
-	if err := insert(ctx, s, CollKeys, k); err != nil {
+		Scopes: in.Scopes, KeyHash: HashKey(key), SCRAM: verifier, DisplayPrefix: key[:len(KeyPrefix)+6] + "…", ExpiresAt: in.ExpiresAt}
+	if err := Insert(ctx, s, CollKeys, k); err != nil {
 		return nil, "", err
 	}
 	return k, key, nil
@@ -388,11 +388,11 @@ func (s *Store) ListKeys(ctx context.Context, userID string) ([]AgentKey, error)
 
 // RevokeKey revokes a key; it fails on its very next request.
 func (s *Store) RevokeKey(ctx context.Context, id string) (*AgentKey, error) {
-	return modify(ctx, s, CollKeys, id, audit.ActionUpdate, func(k *AgentKey) error {
+	return Modify(ctx, s, CollKeys, id, audit.ActionUpdate, func(k *AgentKey) error {
 		if k.RevokedAt != nil {
 			return Errorf(CodeFailedPrecondition, "agent key %s was already revoked at %s", id, k.RevokedAt.Format(time.RFC3339))
 		}
-		t := now()
+		t := Now()
 		k.RevokedAt = &t
 		return nil
 	})
@@ -411,7 +411,7 @@ func (s *Store) CreateUser(ctx context.Context, name, email, slackUserID string)
 		return nil, &Error{Code: CodeConflict, Field: "email", Message: "a user with email " + email + " already exists: " + existing.ID}
 	}
 	u := &User{Name: strings.TrimSpace(name), Email: email, SlackUserID: slackUserID}
-	if err := insert(ctx, s, CollUsers, u); err != nil {
+	if err := Insert(ctx, s, CollUsers, u); err != nil {
 		return nil, err
 	}
 	return u, nil
@@ -429,7 +429,7 @@ func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
 
 // User returns a team member.
 func (s *Store) User(ctx context.Context, id string) (*User, error) {
-	return find[*User](ctx, s, CollUsers, id)
+	return Find[*User](ctx, s, CollUsers, id)
 }
 
 // ListUsers lists team members by name.

@@ -80,7 +80,7 @@ func BenchmarkListPage(b *testing.B) {
 			contact = "hot"
 		}
 		if _, err := s.Fixture(ctx, CollNotes, map[string]any{"title": fmt.Sprintf("n%d", i), "content": "a call about the launch plan and the embargoed briefing",
-			"occurred_at": now(), "links": []map[string]any{{"id": fmt.Sprint(i), "contact_id": contact}}}); err != nil {
+			"occurred_at": Now(), "links": []map[string]any{{"id": fmt.Sprint(i), "contact_id": contact}}}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -143,12 +143,12 @@ func (s *Store) CreatePendingMedia(ctx context.Context, coverageID, filename, mi
 	if err := checkMimeType(mimeType); err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, CollCoverage, "coverage_id", coverageID); err != nil {
+	if err := s.MustExist(ctx, CollCoverage, "coverage_id", coverageID); err != nil {
 		return nil, err
 	}
 	exp := expires.UTC().Truncate(time.Millisecond)
 	m := &Media{CoverageID: coverageID, State: MediaPendingUpload, Filename: filename, MimeType: mimeType, UploadExpiresAt: &exp}
-	if err := insert(ctx, s, CollMedia, m); err != nil {
+	if err := Insert(ctx, s, CollMedia, m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -203,7 +203,7 @@ func (s *Store) storeBytes(ctx context.Context, m *Media, r io.Reader, max int64
 // uploaded with a version-guarded write. A URL thus writes its bytes into
 // the store once, whatever a holder of it retries.
 func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Media, error) {
-	m, err := find[*Media](ctx, s, CollMedia, id)
+	m, err := Find[*Media](ctx, s, CollMedia, id)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Me
 		return nil, Invalid("body", "the upload is empty; PUT the file's bytes as the request body")
 	}
 	// The URL may have been used while this body was arriving.
-	if m, err = find[*Media](ctx, s, CollMedia, id); err != nil {
+	if m, err = Find[*Media](ctx, s, CollMedia, id); err != nil {
 		return nil, err
 	}
 	if err := uploadable(m); err != nil {
@@ -245,11 +245,11 @@ func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Me
 	// in this process also take turns (the embedded store has one process).
 	s.uploadMu.Lock()
 	defer s.uploadMu.Unlock()
-	return modify(ctx, s, CollMedia, id, audit.ActionUpdate, func(m *Media) error {
+	return Modify(ctx, s, CollMedia, id, audit.ActionUpdate, func(m *Media) error {
 		if err := uploadable(m); err != nil {
 			return err
 		}
-		t := now()
+		t := Now()
 		m.State, m.FileID, m.SizeBytes, m.SHA256, m.UploadedAt, m.UploadExpiresAt = MediaUploaded, fileID, &n, sum, &t, nil
 		return nil
 	})
@@ -334,7 +334,7 @@ func (s *Store) AttachMedia(ctx context.Context, in AttachInput) (*Media, error)
 	if err := CheckFreeForm("metadata", in.Metadata); err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, CollCoverage, "coverage_id", in.CoverageID); err != nil {
+	if err := s.MustExist(ctx, CollCoverage, "coverage_id", in.CoverageID); err != nil {
 		return nil, err
 	}
 	check := func(m *Media) error {
@@ -350,7 +350,7 @@ func (s *Store) AttachMedia(ctx context.Context, in AttachInput) (*Media, error)
 		}
 		return nil
 	}
-	m, err := find[*Media](ctx, s, CollMedia, in.MediaID)
+	m, err := Find[*Media](ctx, s, CollMedia, in.MediaID)
 	if err != nil {
 		if ErrorCode(err) == CodeNotFound {
 			return nil, NotFoundField("media_id", "media", in.MediaID)
@@ -360,12 +360,12 @@ func (s *Store) AttachMedia(ctx context.Context, in AttachInput) (*Media, error)
 	if err := check(m); err != nil {
 		return nil, err
 	}
-	return modify(ctx, s, CollMedia, in.MediaID, audit.ActionUpdate, func(m *Media) error {
+	return Modify(ctx, s, CollMedia, in.MediaID, audit.ActionUpdate, func(m *Media) error {
 		if err := check(m); err != nil {
 			return err
 		}
 		if m.State != MediaAttached {
-			t := now()
+			t := Now()
 			m.State, m.AttachedAt = MediaAttached, &t
 		}
 		m.Type = in.Type
@@ -405,7 +405,7 @@ func (s *Store) CreateInlineMedia(ctx context.Context, in InlineInput) (*Media, 
 	if len(in.Data) > InlineMediaMaxBytes {
 		return nil, Invalid("content_base64", "the file is %d bytes; inline uploads are capped at %d bytes (512 KiB): use upload_media_url for larger files", len(in.Data), InlineMediaMaxBytes)
 	}
-	if err := s.mustExist(ctx, CollCoverage, "coverage_id", in.CoverageID); err != nil {
+	if err := s.MustExist(ctx, CollCoverage, "coverage_id", in.CoverageID); err != nil {
 		return nil, err
 	}
 	m := &Media{Meta: Meta{ID: uuid.NewString()}, CoverageID: in.CoverageID, Type: in.Type, Filename: in.Filename, MimeType: in.MimeType}
@@ -413,9 +413,9 @@ func (s *Store) CreateInlineMedia(ctx context.Context, in InlineInput) (*Media, 
 	if err != nil {
 		return nil, err
 	}
-	t := now()
+	t := Now()
 	m.State, m.FileID, m.SizeBytes, m.SHA256, m.UploadedAt, m.AttachedAt = MediaAttached, fileID, &n, sum, &t, &t
-	if err := insert(ctx, s, CollMedia, m); err != nil {
+	if err := Insert(ctx, s, CollMedia, m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -432,7 +432,7 @@ type MediaCoverage struct {
 
 // Media returns one media record and its coverage (nil if that is gone).
 func (s *Store) Media(ctx context.Context, id string) (*Media, *MediaCoverage, error) {
-	m, err := find[*Media](ctx, s, CollMedia, id)
+	m, err := Find[*Media](ctx, s, CollMedia, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -614,10 +614,10 @@ func (s *Store) dropStoredSigningSecret(ctx context.Context) error {
 		return fmt.Errorf("media URL secret: %w", err)
 	}
 	ctx = audit.WithActor(ctx, SystemActor("media-url-signing"))
-	_, err = modify(ctx, s, CollSettings, signingID, audit.ActionArchive, func(st *setting) error {
+	_, err = Modify(ctx, s, CollSettings, signingID, audit.ActionArchive, func(st *setting) error {
 		st.Secret = ""
 		if st.ArchivedAt == nil {
-			t := now()
+			t := Now()
 			st.ArchivedAt = &t
 		}
 		return nil

@@ -66,7 +66,7 @@ var linkKinds = []struct {
 // add_note_link's single ids.
 func (s *Store) newLinks(ctx context.Context, have []NoteLink, t LinkTargets, singular bool) ([]NoteLink, error) {
 	var out []NoteLink
-	at := now()
+	at := Now()
 	for _, k := range linkKinds {
 		field := k.arg
 		if singular {
@@ -78,7 +78,7 @@ func (s *Store) newLinks(ctx context.Context, have []NoteLink, t LinkTargets, si
 			if slices.ContainsFunc(out, func(l NoteLink) bool { return k.get(l) == id }) {
 				continue
 			}
-			if err := s.mustExist(ctx, k.coll, field, id); err != nil {
+			if err := s.MustExist(ctx, k.coll, field, id); err != nil {
 				return nil, err
 			}
 			if slices.ContainsFunc(have, func(l NoteLink) bool { return k.get(l) == id }) {
@@ -118,7 +118,7 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 	if in.OccurredAt != nil {
 		n.OccurredAt = *in.OccurredAt
 	} else {
-		n.OccurredAt = now()
+		n.OccurredAt = Now()
 	}
 	if err := insertWithEvents(ctx, s, CollNotes, n, func() ([]event, error) {
 		var evs []event
@@ -126,7 +126,7 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 			if l.OpportunityID == "" {
 				continue
 			}
-			o, err := find[*Opportunity](ctx, s, CollOpportunities, l.OpportunityID)
+			o, err := Find[*Opportunity](ctx, s, CollOpportunities, l.OpportunityID)
 			if err != nil {
 				return nil, err
 			}
@@ -143,7 +143,7 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 
 // Note returns one note.
 func (s *Store) Note(ctx context.Context, id string) (*Note, error) {
-	return find[*Note](ctx, s, CollNotes, id)
+	return Find[*Note](ctx, s, CollNotes, id)
 }
 
 // NoteChanges are update_note's fields; nil leaves a field as it is.
@@ -157,7 +157,7 @@ func (s *Store) UpdateNote(ctx context.Context, id string, c NoteChanges) (*Note
 	if c.Type != nil && !slices.Contains(NoteTypes, *c.Type) {
 		return nil, Invalid("type", "%q is not a note type; use one of: %s", *c.Type, strings.Join(NoteTypes, ", "))
 	}
-	return modify(ctx, s, CollNotes, id, audit.ActionUpdate, func(n *Note) error {
+	return Modify(ctx, s, CollNotes, id, audit.ActionUpdate, func(n *Note) error {
 		if err := activeNote(n); err != nil {
 			return err
 		}
@@ -194,7 +194,7 @@ func (s *Store) AddNoteLinks(ctx context.Context, noteID string, t LinkTargets) 
 		return nil, nil, err
 	}
 	var added []NoteLink
-	n, err := modify(ctx, s, CollNotes, noteID, audit.ActionLink, func(n *Note) error {
+	n, err := Modify(ctx, s, CollNotes, noteID, audit.ActionLink, func(n *Note) error {
 		if err := activeNote(n); err != nil {
 			return err
 		}
@@ -225,7 +225,7 @@ func (s *Store) RemoveNoteLink(ctx context.Context, linkID string) (*Note, error
 	if err := s.findOne(ctx, CollNotes, bson.M{"links.id": linkID}).Decode(&owner); err != nil {
 		return nil, ledger.DriverErr(err, "note link", linkID)
 	}
-	return modify(ctx, s, CollNotes, owner.ID, audit.ActionUnlink, func(n *Note) error {
+	return Modify(ctx, s, CollNotes, owner.ID, audit.ActionUnlink, func(n *Note) error {
 		if err := activeNote(n); err != nil {
 			return err
 		}

@@ -141,18 +141,18 @@ func (s *Store) Subscribe(ctx context.Context, oppID, userID string, events []st
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, CollOpportunities, "opportunity_id", oppID); err != nil {
+	if err := s.MustExist(ctx, CollOpportunities, "opportunity_id", oppID); err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, CollUsers, "user_id", userID); err != nil {
+	if err := s.MustExist(ctx, CollUsers, "user_id", userID); err != nil {
 		return nil, err
 	}
 	id := subscriptionID(oppID, userID)
 	for attempt := 1; ; attempt++ {
-		sub, err := find[*Subscription](ctx, s, CollSubscriptions, id)
+		sub, err := Find[*Subscription](ctx, s, CollSubscriptions, id)
 		if isNotFound(err) {
 			sub = &Subscription{Meta: Meta{ID: id}, OpportunityID: oppID, UserID: userID, Events: events}
-			err = insert(ctx, s, CollSubscriptions, sub)
+			err = Insert(ctx, s, CollSubscriptions, sub)
 			if isConflict(err) && attempt < 3 {
 				continue // another subscribe created it: update that one
 			}
@@ -165,7 +165,7 @@ func (s *Store) Subscribe(ctx context.Context, oppID, userID string, events []st
 		if sub.Archived() {
 			action = audit.ActionRestore
 		}
-		return modify(ctx, s, CollSubscriptions, id, action, func(sub *Subscription) error {
+		return Modify(ctx, s, CollSubscriptions, id, action, func(sub *Subscription) error {
 			sub.ArchivedAt = nil
 			sub.Events = events
 			return nil
@@ -209,7 +209,7 @@ func (s *Store) Subscriptions(ctx context.Context, userID string, limit, offset 
 		return p, err
 	}
 	for i := range p.Items {
-		o, err := find[*Opportunity](ctx, s, CollOpportunities, p.Items[i].OpportunityID)
+		o, err := Find[*Opportunity](ctx, s, CollOpportunities, p.Items[i].OpportunityID)
 		if err != nil {
 			return p, err
 		}
@@ -272,7 +272,7 @@ func (s *Store) eventMutations(ctx context.Context, ev event) ([]mutation, error
 	if err != nil || len(subs) == 0 {
 		return nil, err
 	}
-	t := now()
+	t := Now()
 	var targets []TargetStatus
 	for _, name := range s.deliveryTargets() {
 		targets = append(targets, TargetStatus{Target: name})
@@ -381,7 +381,7 @@ func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 				}
 				owner = n.UserID
 				if n.ReadAt == nil {
-					t := now()
+					t := Now()
 					n.ReadAt = &t
 				}
 				return nil
@@ -436,8 +436,8 @@ var ErrClaimed = errors.New("the notification is being delivered by another work
 // until lease has passed. The claim is a version-guarded write: of workers
 // claiming at once, one wins and the others get ErrClaimed (or find it done).
 func (s *Store) ClaimNotification(ctx context.Context, id, worker string, lease time.Duration) (*Notification, error) {
-	return modify(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
-		t := now()
+	return Modify(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
+		t := Now()
 		if n.Delivery.Done {
 			return ErrClaimed
 		}
@@ -529,7 +529,7 @@ func (s *Store) DeliveryAttempts(ctx context.Context, id string) ([]DeliveryAtte
 
 // Notification returns one notification.
 func (s *Store) Notification(ctx context.Context, id string) (*Notification, error) {
-	return find[*Notification](ctx, s, CollNotifications, id)
+	return Find[*Notification](ctx, s, CollNotifications, id)
 }
 
 // NotifyDueActions creates a next_action_due notification for each

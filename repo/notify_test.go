@@ -25,7 +25,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 	}
 	s.SetDeliveryTargets([]string{TargetWebhook})
 	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := insert(ctx, s, CollUsers, u); err != nil {
+	if err := Insert(ctx, s, CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
 	type point struct {
@@ -97,7 +97,7 @@ func TestClaimHasOneWinner(t *testing.T) {
 	}
 	s.SetDeliveryTargets([]string{TargetWebhook})
 	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := insert(ctx, s, CollUsers, u); err != nil {
+	if err := Insert(ctx, s, CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
 	o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "claims"})
@@ -150,7 +150,7 @@ func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	}
 	s.SetDeliveryTargets([]string{TargetWebhook})
 	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := insert(ctx, s, CollUsers, u); err != nil {
+	if err := Insert(ctx, s, CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
 	o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "lease"})
@@ -163,7 +163,7 @@ func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	if _, err := s.ChangeStage(ctx, o.ID, StageMove{Stage: "drafting"}); err != nil {
 		t.Fatal(err)
 	}
-	due, err := s.DueNotifications(ctx, now(), 10)
+	due, err := s.DueNotifications(ctx, Now(), 10)
 	if err != nil || len(due) != 1 {
 		t.Fatalf("due: %v %d", err, len(due))
 	}
@@ -178,12 +178,12 @@ func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	if _, err := s.ClaimNotification(ctx, id, "third", time.Minute); !errors.Is(err, ErrClaimed) {
 		t.Fatalf("claim during a live lease: %v", err)
 	}
-	slow := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: now().Add(-time.Second)}}
-	if _, err := s.FinishDelivery(ctx, id, "slow", slow, now()); !errors.Is(err, ErrClaimed) {
+	slow := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: Now().Add(-time.Second)}}
+	if _, err := s.FinishDelivery(ctx, id, "slow", slow, Now()); !errors.Is(err, ErrClaimed) {
 		t.Fatalf("finish by the worker that lost its lease: %v", err)
 	}
-	fast := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: now()}}
-	n, err := s.FinishDelivery(ctx, id, "fast", fast, now())
+	fast := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: Now()}}
+	n, err := s.FinishDelivery(ctx, id, "fast", fast, Now())
 	if err != nil || !n.Delivery.Done || n.Delivery.Targets[0].Attempts != 1 {
 		t.Fatalf("finish by the lease holder: %v %+v", err, n)
 	}

@@ -88,7 +88,7 @@ type StageBy struct {
 
 func stageChange(ctx context.Context, stage, lostReason, noteID string) StageChange {
 	a, _ := audit.ActorFrom(ctx)
-	return StageChange{Stage: stage, At: now(), By: StageBy{UserID: a.UserID, AgentID: a.AgentID, SessionID: a.SessionID},
+	return StageChange{Stage: stage, At: Now(), By: StageBy{UserID: a.UserID, AgentID: a.AgentID, SessionID: a.SessionID},
 		LostReason: lostReason, NoteID: noteID}
 }
 
@@ -197,7 +197,7 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 		return nil, err
 	}
 	o.ContactIDs = uniqueIDs(o.ContactIDs)
-	if err := s.mustExist(ctx, CollUsers, "owner_id", nonEmpty(o.OwnerID)...); err != nil {
+	if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(o.OwnerID)...); err != nil {
 		return nil, err
 	}
 	o.Meta = Meta{}
@@ -210,7 +210,7 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 		}
 		return nil, g.toolError()
 	}
-	if err := insert(ctx, s, CollOpportunities, o); err != nil {
+	if err := Insert(ctx, s, CollOpportunities, o); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -259,7 +259,7 @@ func (s *Store) checkLinks(ctx context.Context, p OpportunityPatch) error {
 
 // Opportunity returns an opportunity.
 func (s *Store) Opportunity(ctx context.Context, id string) (*Opportunity, error) {
-	return find[*Opportunity](ctx, s, CollOpportunities, id)
+	return Find[*Opportunity](ctx, s, CollOpportunities, id)
 }
 
 func activeOpportunity(o *Opportunity) error {
@@ -282,7 +282,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 		return nil, err
 	}
 	if p.OwnerID != nil {
-		if err := s.mustExist(ctx, CollUsers, "owner_id", nonEmpty(*p.OwnerID)...); err != nil {
+		if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(*p.OwnerID)...); err != nil {
 			return nil, err
 		}
 	}
@@ -477,7 +477,7 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 // through creation rather than CreateNote (the opportunity is known to
 // exist: it is changed in the same group).
 func noteForStage(oppID, stage, content string) (mutation, error) {
-	t := now()
+	t := Now()
 	n := &Note{Type: NoteTypes[0], Title: "Stage changed to " + stage, Content: content, OccurredAt: t,
 		Links: []NoteLink{{ID: uuid.NewString(), OpportunityID: oppID, CreatedAt: t}}}
 	return creation(CollNotes, n)
@@ -485,10 +485,10 @@ func noteForStage(oppID, stage, content string) (mutation, error) {
 
 // LinkContact adds a contact to an opportunity.
 func (s *Store) LinkContact(ctx context.Context, oppID, contactID string) (*Opportunity, error) {
-	if err := s.mustExist(ctx, CollContacts, "contact_id", contactID); err != nil {
+	if err := s.MustExist(ctx, CollContacts, "contact_id", contactID); err != nil {
 		return nil, err
 	}
-	return modify(ctx, s, CollOpportunities, oppID, audit.ActionLink, func(o *Opportunity) error {
+	return Modify(ctx, s, CollOpportunities, oppID, audit.ActionLink, func(o *Opportunity) error {
 		if err := activeOpportunity(o); err != nil {
 			return err
 		}
@@ -503,7 +503,7 @@ func (s *Store) LinkContact(ctx context.Context, oppID, contactID string) (*Oppo
 
 // UnlinkContact removes a contact from an opportunity.
 func (s *Store) UnlinkContact(ctx context.Context, oppID, contactID string) (*Opportunity, error) {
-	return modify(ctx, s, CollOpportunities, oppID, audit.ActionUnlink, func(o *Opportunity) error {
+	return Modify(ctx, s, CollOpportunities, oppID, audit.ActionUnlink, func(o *Opportunity) error {
 		if err := activeOpportunity(o); err != nil {
 			return err
 		}

@@ -120,7 +120,7 @@ func (s *Store) CreateOutlet(ctx context.Context, f OutletFields) (*Outlet, erro
 	if err := f.apply(o, true); err != nil {
 		return nil, err
 	}
-	if err := insert(ctx, s, CollOutlets, o); err != nil {
+	if err := Insert(ctx, s, CollOutlets, o); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -128,7 +128,7 @@ func (s *Store) CreateOutlet(ctx context.Context, f OutletFields) (*Outlet, erro
 
 // Outlet returns one outlet, archived or not.
 func (s *Store) Outlet(ctx context.Context, id string) (*Outlet, error) {
-	return find[*Outlet](ctx, s, CollOutlets, id)
+	return Find[*Outlet](ctx, s, CollOutlets, id)
 }
 
 // UpdateOutlet changes the given fields of an active outlet.
@@ -136,7 +136,7 @@ func (s *Store) UpdateOutlet(ctx context.Context, id string, f OutletFields) (*O
 	if f.empty() {
 		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
 	}
-	return modify(ctx, s, CollOutlets, id, audit.ActionUpdate, func(o *Outlet) error {
+	return Modify(ctx, s, CollOutlets, id, audit.ActionUpdate, func(o *Outlet) error {
 		if err := refuseArchived(CollOutlets, &o.Meta); err != nil {
 			return err
 		}

@@ -246,12 +246,12 @@ func (s *Store) pitchRecipients(ctx context.Context, o *Opportunity, ids []strin
 	if len(ids) == 0 {
 		return nil, Invalid("contact_ids", "give at least one contact (a contact of the opportunity with an email address)")
 	}
-	if err := s.mustExist(ctx, CollContacts, "contact_ids", ids...); err != nil {
+	if err := s.MustExist(ctx, CollContacts, "contact_ids", ids...); err != nil {
 		return nil, err
 	}
 	out := make([]PitchRecipient, 0, len(ids))
 	for _, id := range ids {
-		c, err := find[*Contact](ctx, s, CollContacts, id)
+		c, err := Find[*Contact](ctx, s, CollContacts, id)
 		if err != nil {
 			return nil, err
 		}
@@ -300,7 +300,7 @@ func (s *Store) CreatePitch(ctx context.Context, in PitchInput) (*Pitch, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, CollOpportunities, "opportunity_id", in.OpportunityID); err != nil {
+	if err := s.MustExist(ctx, CollOpportunities, "opportunity_id", in.OpportunityID); err != nil {
 		return nil, err
 	}
 	o, err := s.Opportunity(ctx, in.OpportunityID)
@@ -314,7 +314,7 @@ func (s *Store) CreatePitch(ctx context.Context, in PitchInput) (*Pitch, error) 
 	p := &Pitch{OpportunityID: o.ID, From: s.PitchPolicy().From, Subject: subject, Body: body, State: PitchDraft,
 		Recipients: rs, DraftedBy: pitchActor(ctx)}
 	p.ContentHash = hashPitch(p)
-	if err := insert(ctx, s, CollPitches, p); err != nil {
+	if err := Insert(ctx, s, CollPitches, p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -322,7 +322,7 @@ func (s *Store) CreatePitch(ctx context.Context, in PitchInput) (*Pitch, error) 
 
 // Pitch returns a pitch.
 func (s *Store) Pitch(ctx context.Context, id string) (*Pitch, error) {
-	return find[*Pitch](ctx, s, CollPitches, id)
+	return Find[*Pitch](ctx, s, CollPitches, id)
 }
 
 // PitchPatch is a change to a pitch; nil fields are left as they are.
@@ -347,7 +347,7 @@ func editable(p *Pitch) error {
 func voidApproval(p *Pitch) {
 	if p.Approval != nil {
 		a := *p.Approval
-		t := now()
+		t := Now()
 		a.VoidedAt = &t
 		p.VoidedApprovals = append(p.VoidedApprovals, a)
 		p.Approval = nil
@@ -372,7 +372,7 @@ func (s *Store) UpdatePitch(ctx context.Context, id string, pt PitchPatch) (*Pit
 			return nil, err
 		}
 	}
-	return modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return Modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if err := editable(p); err != nil {
 			return err
 		}
@@ -409,7 +409,7 @@ func (s *Store) ApprovePitch(ctx context.Context, id, contentHash, override stri
 		return nil, Errorf(CodePermissionDenied, "approving a pitch needs a key with the %s scope (the operator's pitch approver policy)", pol.ApproverScope)
 	}
 	override = strings.TrimSpace(override)
-	return modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return Modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if p.Archived() {
 			return Errorf(CodeFailedPrecondition, "pitch %s is archived", p.ID)
 		}
@@ -423,7 +423,7 @@ func (s *Store) ApprovePitch(ctx context.Context, id, contentHash, override stri
 		if contentHash != "" && contentHash != p.ContentHash {
 			return &Error{Code: CodeConflict, Field: "content_hash", Message: fmt.Sprintf("content_hash: the pitch changed since you read it (now %s); read it again with get_pitch and approve what is there", p.ContentHash)}
 		}
-		p.Approval = &PitchApproval{By: pitchActor(ctx), At: now(), ContentHash: p.ContentHash, OverrideReason: override}
+		p.Approval = &PitchApproval{By: pitchActor(ctx), At: Now(), ContentHash: p.ContentHash, OverrideReason: override}
 		p.State = PitchApproved
 		return nil
 	})
@@ -435,7 +435,7 @@ func (s *Store) SchedulePitch(ctx context.Context, id string, at *time.Time, zon
 	if s.PitchPolicy().From == "" {
 		return nil, Errorf(CodeFailedPrecondition, "no team mailbox is configured for sending (OUTREACH_SMTP_FROM); pitches can be drafted and approved but not sent")
 	}
-	return modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return Modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if p.Archived() {
 			return Errorf(CodeFailedPrecondition, "pitch %s is archived", p.ID)
 		}
@@ -445,7 +445,7 @@ func (s *Store) SchedulePitch(ctx context.Context, id string, at *time.Time, zon
 		if err := approvalHolds(p); err != nil {
 			return err
 		}
-		t := now()
+		t := Now()
 		if at != nil && at.After(t) {
 			t = at.UTC().Truncate(time.Millisecond)
 		}
@@ -463,7 +463,7 @@ func approvalHolds(p *Pitch) error {
 
 // CancelPitch cancels a pitch that has not started sending.
 func (s *Store) CancelPitch(ctx context.Context, id string) (*Pitch, error) {
-	return modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return Modify(ctx, s, CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if err := editable(p); err != nil {
 			return err
 		}
@@ -571,7 +571,7 @@ func (s *Store) PitchSchedule(ctx context.Context, id, text string) (*time.Time,
 	}
 	zone := ""
 	for _, r := range p.Recipients {
-		c, err := find[*Contact](ctx, s, CollContacts, r.ContactID)
+		c, err := Find[*Contact](ctx, s, CollContacts, r.ContactID)
 		if err != nil {
 			return nil, "", err
 		}

@@ -81,7 +81,7 @@ func (s *Store) AddSuppression(ctx context.Context, email, reason, note, pitchID
 		return cur, false, err
 	}
 	sup = &Suppression{Email: addr, EmailLower: lower, Reason: reason, Note: strings.TrimSpace(note), PitchID: pitchID}
-	if err := insert(ctx, s, CollSuppressions, sup); err != nil {
+	if err := Insert(ctx, s, CollSuppressions, sup); err != nil {
 		return nil, false, err
 	}
 	return sup, true, nil
@@ -210,7 +210,7 @@ func (s *Store) pitchWrite(ctx context.Context, id string, send bool, fn func(*P
 // due, or sending under a lease that ended (a sender that stopped).
 func (s *Store) DuePitches(ctx context.Context) ([]string, error) {
 	var ps []Pitch
-	t := now()
+	t := Now()
 	if err := s.findAll(ctx, CollPitches, bson.M{"state": bson.M{"$in": []string{PitchScheduled, PitchSending}}, "archived_at": nil}, nil, &ps); err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func claimable(p *Pitch, t time.Time) bool {
 // other gets ErrNotDue.
 func (s *Store) ClaimPitch(ctx context.Context, id, owner string, lease time.Duration) (*Pitch, error) {
 	return s.pitchWrite(ctx, id, true, func(p *Pitch) error {
-		t := now()
+		t := Now()
 		if !claimable(p, t) {
 			return ErrNotDue
 		}
@@ -281,7 +281,7 @@ func (s *Store) RecordAttempt(ctx context.Context, id, owner, contactID, message
 		if err != nil {
 			return err
 		}
-		t := now()
+		t := Now()
 		until := t.Add(lease)
 		p.ClaimedUntil = &until
 		if r.MessageID == "" {
@@ -315,7 +315,7 @@ func (s *Store) RecordRecipient(ctx context.Context, id, owner, contactID, state
 			r.Note = note
 		}
 		if state == RecipientSent {
-			t := now()
+			t := Now()
 			r.SentAt = &t
 		}
 		return nil
@@ -332,7 +332,7 @@ func (s *Store) FinishPitch(ctx context.Context, id, owner, reason string) (*Pit
 			return err
 		}
 		sent := slices.ContainsFunc(p.Recipients, func(r PitchRecipient) bool { return r.State == RecipientSent })
-		t := now()
+		t := Now()
 		p.ClaimedBy, p.ClaimedUntil = "", nil
 		if sent {
 			p.State, p.SentAt, p.FailReason = PitchSent, &t, ""
@@ -373,7 +373,7 @@ func (s *Store) FinishPitch(ctx context.Context, id, owner, reason string) (*Pit
 // override_reason lets it go) and the daily and per-domain caps. It returns
 // the guard's name and its reason, or "" when the recipient may be sent.
 func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) (guard, reason string, err error) {
-	c, err := find[*Contact](ctx, s, CollContacts, r.ContactID)
+	c, err := Find[*Contact](ctx, s, CollContacts, r.ContactID)
 	if err != nil {
 		return "contact", "the contact no longer exists", nil
 	}
@@ -398,7 +398,7 @@ func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) 
 	v := s.view()
 	if until, src, err := v.embargoOf(ctx, o.ID, o.CampaignID); err != nil {
 		return "", "", err
-	} else if until.After(now()) {
+	} else if until.After(Now()) {
 		return "embargo", fmt.Sprintf("the %s is under embargo until %s; schedule the pitch after it", src, until.Format(time.RFC3339)), nil
 	}
 	override := p.Approval != nil && p.Approval.OverrideReason != ""
@@ -408,14 +408,14 @@ func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) 
 		} else if g != nil {
 			return "double_pitch", g.message, nil
 		}
-		if other, at, err := s.pitchedBy(ctx, p.ID, r.ContactID, now().Add(-s.PitchWindow())); err != nil {
+		if other, at, err := s.pitchedBy(ctx, p.ID, r.ContactID, Now().Add(-s.PitchWindow())); err != nil {
 			return "", "", err
 		} else if other != "" {
 			return "double_pitch", fmt.Sprintf("contact %s was sent pitch %s on %s, within the %s double-pitch window; an approver may pass override_reason to approve_pitch to send anyway",
 				contactLabel(c), other, at.Format(time.RFC3339), windowText(s.PitchWindow())), nil
 		}
 	}
-	total, domain, err := s.sentSince(ctx, now().Add(-24*time.Hour), domainOf(r.Email))
+	total, domain, err := s.sentSince(ctx, Now().Add(-24*time.Hour), domainOf(r.Email))
 	if err != nil {
 		return "", "", err
 	}

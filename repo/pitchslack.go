@@ -23,7 +23,7 @@ import (
 
 // PitchApprovalRequest returns a pitch's approval request posted to Slack.
 func (s *Store) PitchApprovalRequest(ctx context.Context, id string) (*Message, error) {
-	m, err := find[*Message](ctx, s, CollMessages, id)
+	m, err := Find[*Message](ctx, s, CollMessages, id)
 	if err != nil {
 		return nil, err
 	}

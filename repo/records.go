@@ -36,10 +36,10 @@ func (m *Meta) Archived() bool { return m.ArchivedAt != nil }
 type record interface{ meta() *Meta }
 
 // now is the service's clock, truncated to what BSON dates keep.
-func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 // insert creates rec in coll through the write path.
-func insert[P interface {
+func Insert[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll string, rec P) error {
@@ -47,7 +47,7 @@ func insert[P interface {
 	if m.ID == "" {
 		m.ID = uuid.NewString()
 	}
-	t := now()
+	t := Now()
 	m.CreatedAt, m.UpdatedAt, m.ArchivedAt = t, t, nil
 	after, err := ledger.ToM(rec)
 	if err != nil {
@@ -62,7 +62,7 @@ func insert[P interface {
 }
 
 // find returns the record id of coll, or a not_found error naming its kind.
-func find[P interface {
+func Find[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id string) (P, error) {
@@ -90,7 +90,7 @@ func find[P interface {
 // as it stands, instead of losing the race and running out of retries. The
 // version guard still decides: another process, a rollback or a group may
 // write between the read and the write.
-func modify[P interface {
+func Modify[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id, action string, fn func(P) error) (P, error) {
@@ -127,7 +127,7 @@ func modify[P interface {
 			return rec, nil
 		}
 		m := rec.meta()
-		m.UpdatedAt = now()
+		m.UpdatedAt = Now()
 		after["updated_at"] = m.UpdatedAt
 		entries, err := s.write(ctx, mutation{Coll: coll, ID: id, Action: action, Before: before, After: after, Version: m.Version})
 		if isConflict(err) && errors.Is(err, ErrConflict) && attempt < attempts {
@@ -147,7 +147,7 @@ func archive[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id string, check func(P) error) (P, error) {
-	return modify(ctx, s, coll, id, audit.ActionArchive, func(rec P) error {
+	return Modify(ctx, s, coll, id, audit.ActionArchive, func(rec P) error {
 		m := rec.meta()
 		if m.ArchivedAt != nil {
 			return Errorf(CodeFailedPrecondition, "%s %s is already archived (since %s); restore it first", kinds[coll], id, m.ArchivedAt.Format(time.RFC3339))
@@ -157,7 +157,7 @@ func archive[P interface {
 				return err
 			}
 		}
-		t := now()
+		t := Now()
 		m.ArchivedAt = &t
 		return nil
 	})
@@ -168,7 +168,7 @@ func restore[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id string) (P, error) {
-	return modify(ctx, s, coll, id, audit.ActionRestore, func(rec P) error {
+	return Modify(ctx, s, coll, id, audit.ActionRestore, func(rec P) error {
 		m := rec.meta()
 		if m.ArchivedAt == nil {
 			return Errorf(CodeFailedPrecondition, "%s %s is not archived", kinds[coll], id)
@@ -180,7 +180,7 @@ func restore[P interface {
 
 // mustExist checks that each id names an active record of coll; field names
 // the argument in the error.
-func (s *Store) mustExist(ctx context.Context, coll, field string, ids ...string) error {
+func (s *Store) MustExist(ctx context.Context, coll, field string, ids ...string) error {
 	for _, id := range ids {
 		if err := ledger.CheckID(id); err != nil {
 			return Invalid(field, "%q is not a UUID", id)
@@ -211,7 +211,7 @@ type ref struct {
 func (s *Store) checkRefs(ctx context.Context, refs []ref, contactIDs *[]string) error {
 	for _, r := range refs {
 		if r.id != nil && *r.id != "" {
-			if err := s.mustExist(ctx, r.coll, r.field, *r.id); err != nil {
+			if err := s.MustExist(ctx, r.coll, r.field, *r.id); err != nil {
 				return err
 			}
 		}
@@ -223,7 +223,7 @@ func (s *Store) checkRefs(ctx context.Context, refs []ref, contactIDs *[]string)
 				continue // looked up already
 			}
 			seen[id] = true
-			if err := s.mustExist(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
+			if err := s.MustExist(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
 				return err
 			}
 		}

@@ -157,13 +157,13 @@ func (s *Store) UpdateSettings(ctx context.Context, p SettingsPatch) (*OrgSettin
 		if cur.CreatedAt.IsZero() {
 			_ = apply(cur)
 			cur.Meta = Meta{ID: orgSettingsID}
-			err = insert(ctx, s, CollSettings, cur)
+			err = Insert(ctx, s, CollSettings, cur)
 			if isConflict(err) {
 				continue // created meanwhile
 			}
 			return cur, err
 		}
-		return modify(ctx, s, CollSettings, orgSettingsID, audit.ActionUpdate, apply)
+		return Modify(ctx, s, CollSettings, orgSettingsID, audit.ActionUpdate, apply)
 	}
 	return nil, Errorf(CodeConflict, "the settings changed while being updated; retry")
 }
@@ -278,7 +278,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 	if q.Until.Before(q.Since) {
 		return nil, Invalid("until", "%s is before since %s", q.Until.Format(time.RFC3339), q.Since.Format(time.RFC3339))
 	}
-	r := &CoverageReport{Scope: "team", Since: q.Since, Until: q.Until, ComputedAt: now(),
+	r := &CoverageReport{Scope: "team", Since: q.Since, Until: q.Until, ComputedAt: Now(),
 		ByType: map[string]int{}, BySentiment: map[string]int{unrated: 0}, ByTier: map[string]int{"1": 0, "2": 0, "3": 0, untiered: 0},
 		Trend: []WeekTrend{}}
 	for _, t := range CoverageTypes {
@@ -302,7 +302,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 	case len(q.OutletIDs) > 0:
 		ids := uniqueIDs(q.OutletIDs)
 		for _, id := range ids {
-			if _, err := find[*Outlet](ctx, s, CollOutlets, id); err != nil {
+			if _, err := Find[*Outlet](ctx, s, CollOutlets, id); err != nil {
 				return nil, withField(err, "outlet_ids")
 			}
 		}

@@ -145,7 +145,7 @@ func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions
 			}
 			return nil, &Error{Code: CodeFailedPrecondition, Message: msg, Details: map[string]string{"rolled_back_by": rs[0].ID}}
 		}
-		p := audit.PlanRollback([]audit.Entry{*c}, records, nil, now())
+		p := audit.PlanRollback([]audit.Entry{*c}, records, nil, Now())
 		res, err := s.runPlan(ctx, p, stored, o)
 		if errors.Is(err, ErrConflict) && attempt < rollbackAttempts {
 			time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
@@ -213,7 +213,7 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 			}
 		}
 		o.progress(0, total, fmt.Sprintf("read %d records", len(records)))
-		p := audit.PlanRollback(changes, records, skip, now())
+		p := audit.PlanRollback(changes, records, skip, Now())
 		res, err := s.runPlan(ctx, p, stored, o)
 		if errors.Is(err, ErrConflict) && attempt < rollbackAttempts {
 			time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)

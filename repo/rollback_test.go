@@ -30,7 +30,7 @@ func TestRollbackListsWhatCannotBeReversed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := modify(work, s, CollUsers, u.ID, audit.ActionUpdate, func(u *User) error { u.Name = "Anne"; return nil }); err != nil {
+	if _, err := Modify(work, s, CollUsers, u.ID, audit.ActionUpdate, func(u *User) error { u.Name = "Anne"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	before, v := userState(t, s, u.ID)
@@ -134,7 +134,7 @@ func TestSessionRollbackCrashIsAllOrNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 				ids = append(ids, u.ID)
-				if _, err := modify(work, s, CollUsers, u.ID, audit.ActionUpdate, func(u *User) error { u.Name += "2"; return nil }); err != nil {
+				if _, err := Modify(work, s, CollUsers, u.ID, audit.ActionUpdate, func(u *User) error { u.Name += "2"; return nil }); err != nil {
 					t.Fatal(err)
 				}
 			}

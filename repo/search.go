@@ -92,14 +92,14 @@ const MaxSearchQuery = 200
 // the page shown is read.
 func (s *Store) Search(ctx context.Context, q SearchQuery) (*SearchResult, error) {
 	if s.Capabilities().TextSearch && wordsOnly(q.Query) {
-		return s.search(ctx, q, pathText, now())
+		return s.search(ctx, q, pathText, Now())
 	}
 	return s.searchWords(ctx, q)
 }
 
 // SearchLiteral always asks the store for a pattern (for comparing the paths).
 func (s *Store) SearchLiteral(ctx context.Context, q SearchQuery) (*SearchResult, error) {
-	return s.search(ctx, q, pathStore, now())
+	return s.search(ctx, q, pathStore, Now())
 }
 
 // searchPath is how a search finds its candidates.

@@ -59,7 +59,7 @@ func TestStoredSigningSecretIsRemoved(t *testing.T) {
 	s, ctx := openTestStore(t)
 	const old = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	st := &setting{Meta: Meta{ID: signingID}, Name: "media_url_signing", Secret: old}
-	if err := insert(audit.WithActor(ctx, SystemActor("media-url-signing")), s, CollSettings, st); err != nil {
+	if err := Insert(audit.WithActor(ctx, SystemActor("media-url-signing")), s, CollSettings, st); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // the second finds nothing to do

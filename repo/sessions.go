@@ -31,7 +31,7 @@ const ImplicitIdle = 30 * time.Minute
 const ImplicitPrefix = "auto-"
 
 // sessionClock is the implicit sessions' clock (a test moves it on).
-var sessionClock = now
+var sessionClock = Now
 
 // MaxSessionID is the longest agent session id, in visible ASCII characters.
 const MaxSessionID = 128
@@ -84,7 +84,7 @@ func (s *Store) StartSession(ctx context.Context, label string) (*Session, error
 		return nil, Invalid("label", "is %d characters; use at most %d", len([]rune(label)), MaxLabel)
 	}
 	sess := &Session{ID: "s-" + uuid.NewString(), Label: label, AgentID: a.AgentID, UserID: a.UserID,
-		Kind: "started", Started: true, StartedAt: now()}
+		Kind: "started", Started: true, StartedAt: Now()}
 	doc := bson.M{"_id": sess.ID, "agent_id": sess.AgentID, "user_id": sess.UserID, "key_id": a.KeyID,
 		"created_at": sess.StartedAt, "started": true}
 	if label != "" {

@@ -11,6 +11,7 @@ import (
 	"outreach/audit"
 	"outreach/mailsync"
 	"outreach/repo"
+	"outreach/repo/access"
 )
 
 // Structured output. Every tool declares an outputSchema, derived from the Go
@@ -111,8 +112,8 @@ var outputs = map[string]*jsonschema.Schema{
 	"enable_toolset": of[toolsetsResult](),
 	"whoami": object("user_id", of[string](), "agent_id", of[string](), "agent_type", of[string](),
 		"key_id", of[string](), "key_name", of[string](), "scopes", of[[]string](), "session_id", of[string](), "signed_in_with", of[string]()),
-	"list_connected_clients":  object("total", of[int](), "connected_clients", of[[]repo.OAuthGrant]()),
-	"revoke_connected_client": of[repo.OAuthGrant](),
+	"list_connected_clients":  object("total", of[int](), "connected_clients", of[[]access.OAuthGrant]()),
+	"revoke_connected_client": of[access.OAuthGrant](),
 	"get_service_info":        object("version", of[string](), "store", of[repo.Capabilities]()),
 	"create_agent_key":        object("key", of[string](), "agent_key", of[*repo.AgentKey](), "note", of[string]()),
 	"list_agent_keys":         object("total", of[int](), "agent_keys", of[[]repo.AgentKey]()),
