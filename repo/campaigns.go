@@ -212,9 +212,9 @@ func (s *Store) ListCampaigns(ctx context.Context, f CampaignFilter, limit, offs
 		filter["status"] = f.Status
 	}
 	if f.Search != "" {
-		return textListPage[Campaign](ctx, s, textFilter{coll: CollCampaigns, text: f.Search}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+		return textListPage[Campaign](ctx, s, textFilter{coll: CollCampaigns, text: f.Search}, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return listPage[Campaign](ctx, s, CollCampaigns, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return listPage[Campaign](ctx, s, CollCampaigns, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // CampaignMetrics are a campaign's summary figures, computed from the active
@@ -247,7 +247,7 @@ type CoverageTally struct {
 	TotalReach  int64          `json:"total_reach"`
 }
 
-func newCoverageTally() CoverageTally {
+func NewCoverageTally() CoverageTally {
 	c := CoverageTally{ByType: map[string]int{}, BySentiment: map[string]int{NoSentiment: 0}}
 	for _, ty := range CoverageTypes {
 		c.ByType[ty] = 0
@@ -258,7 +258,7 @@ func newCoverageTally() CoverageTally {
 	return c
 }
 
-func (c *CoverageTally) add(typ, sentiment string, reach *int64) {
+func (c *CoverageTally) Add(typ, sentiment string, reach *int64) {
 	c.Total++
 	c.ByType[typ]++
 	if sentiment == "" {
@@ -293,7 +293,7 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 		Stage          string     `bson:"stage"`
 		NextActionDate *time.Time `bson:"next_action_date"`
 	}
-	if err := s.findProjected(ctx, CollOpportunities, bson.M{"campaign_id": id, "archived_at": nil},
+	if err := s.FindProjected(ctx, CollOpportunities, bson.M{"campaign_id": id, "archived_at": nil},
 		bson.M{"stage": 1, "next_action_date": 1}, &opps); err != nil {
 		return nil, err
 	}
@@ -317,14 +317,14 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 		m.WinRate = &r
 	}
 	c := &m.Coverage
-	c.CoverageTally = newCoverageTally()
+	c.CoverageTally = NewCoverageTally()
 	var cov []struct {
 		Type      string `bson:"type"`
 		Sentiment string `bson:"sentiment"`
 		OutletID  string `bson:"outlet_id"`
 		Reach     *int64 `bson:"reach"`
 	}
-	if err := s.findProjected(ctx, CollCoverage, bson.M{"campaign_id": id, "archived_at": nil},
+	if err := s.FindProjected(ctx, CollCoverage, bson.M{"campaign_id": id, "archived_at": nil},
 		bson.M{"type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1}, &cov); err != nil {
 		return nil, err
 	}
@@ -340,7 +340,7 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 			ID   string `bson:"_id"`
 			Tier *int64 `bson:"tier"`
 		}
-		if err := s.findProjected(ctx, CollOutlets, bson.M{"_id": bson.M{"$in": outletIDs}}, bson.M{"tier": 1}, &outlets); err != nil {
+		if err := s.FindProjected(ctx, CollOutlets, bson.M{"_id": bson.M{"$in": outletIDs}}, bson.M{"tier": 1}, &outlets); err != nil {
 			return nil, err
 		}
 		for _, o := range outlets {
@@ -348,7 +348,7 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 		}
 	}
 	for _, x := range cov {
-		c.add(x.Type, x.Sentiment, x.Reach)
+		c.Add(x.Type, x.Sentiment, x.Reach)
 		if tier1[x.OutletID] {
 			c.Tier1++
 		}
@@ -379,7 +379,7 @@ func (s *Store) CampaignHeadlines(ctx context.Context, ids []string) (map[string
 		CampaignID string `bson:"campaign_id"`
 		Stage      string `bson:"stage"`
 	}
-	if err := s.findProjected(ctx, CollOpportunities, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
+	if err := s.FindProjected(ctx, CollOpportunities, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
 		bson.M{"campaign_id": 1, "stage": 1}, &opps); err != nil {
 		return nil, err
 	}
@@ -398,7 +398,7 @@ func (s *Store) CampaignHeadlines(ctx context.Context, ids []string) (map[string
 	var cov []struct {
 		CampaignID string `bson:"campaign_id"`
 	}
-	if err := s.findProjected(ctx, CollCoverage, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
+	if err := s.FindProjected(ctx, CollCoverage, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
 		bson.M{"campaign_id": 1}, &cov); err != nil {
 		return nil, err
 	}
@@ -410,7 +410,7 @@ func (s *Store) CampaignHeadlines(ctx context.Context, ids []string) (map[string
 
 // findProjected decodes every document of coll matching filter, with
 // projection, into out (a pointer to a slice).
-func (s *Store) findProjected(ctx context.Context, coll string, filter, projection bson.M, out any) error {
+func (s *Store) FindProjected(ctx context.Context, coll string, filter, projection bson.M, out any) error {
 	opts := options.Find()
 	if projection != nil {
 		opts.SetProjection(projection)

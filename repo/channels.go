@@ -134,7 +134,7 @@ func (s *Store) ListChannels(ctx context.Context, f ChannelFilter, limit, offset
 	filter := bson.M{}
 	if f.OutletID != "" {
 		if _, err := s.Outlet(ctx, f.OutletID); err != nil {
-			return Page[Channel]{}, withField(err, "outlet_id")
+			return Page[Channel]{}, WithField(err, "outlet_id")
 		}
 		filter["outlet_id"] = f.OutletID
 	}
@@ -144,7 +144,7 @@ func (s *Store) ListChannels(ctx context.Context, f ChannelFilter, limit, offset
 		}
 		filter["type"] = f.Type
 	}
-	return listPage[Channel](ctx, s, CollChannels, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return listPage[Channel](ctx, s, CollChannels, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // ChannelDetail is a channel with its parent outlet (archived or not).

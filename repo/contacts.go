@@ -365,7 +365,7 @@ func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset
 	filter := bson.M{}
 	if f.OutletID != "" {
 		if _, err := s.Outlet(ctx, f.OutletID); err != nil {
-			return Page[Contact]{}, withField(err, "outlet_id")
+			return Page[Contact]{}, WithField(err, "outlet_id")
 		}
 		filter["affiliations.outlet_id"] = f.OutletID
 	}
@@ -376,9 +376,9 @@ func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset
 		filter["is_freelance"] = *f.IsFreelance
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return textListPage[Contact](ctx, s, textFilter{coll: CollContacts, text: q}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+		return textListPage[Contact](ctx, s, textFilter{coll: CollContacts, text: q}, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return listPage[Contact](ctx, s, CollContacts, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return listPage[Contact](ctx, s, CollContacts, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // ContactOutlet is an affiliation joined with its outlet, as get_contact shows it.
@@ -443,7 +443,7 @@ func (s *Store) ContactDetail(ctx context.Context, id string) (*ContactDetail, e
 	// Opportunities are another group's records: read only the fields shown.
 	var opps []bson.M
 	err = s.findAll(ctx, CollOpportunities, bson.M{"contact_ids": id},
-		options.Find().SetSort(newestFirst).SetProjection(bson.M{"title": 1, "stage": 1, "archived_at": 1}), &opps)
+		options.Find().SetSort(NewestFirst).SetProjection(bson.M{"title": 1, "stage": 1, "archived_at": 1}), &opps)
 	if err != nil {
 		return nil, err
 	}
@@ -456,7 +456,7 @@ func (s *Store) ContactDetail(ctx context.Context, id string) (*ContactDetail, e
 }
 
 // withField names field on a not_found error about an id given in it.
-func withField(err error, field string) error {
+func WithField(err error, field string) error {
 	if e, ok := err.(*Error); ok && e.Code == CodeNotFound && e.Field == "" {
 		return &Error{Code: e.Code, Field: field, Message: field + ": " + e.Message}
 	}

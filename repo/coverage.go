@@ -310,10 +310,10 @@ func (s *Store) CoverageDetail(ctx context.Context, id string) (*CoverageDetail,
 	if d.Campaign, err = s.trimmedOne(ctx, CollCampaigns, c.CampaignID, trimCampaign); err != nil {
 		return nil, err
 	}
-	if d.Contacts, err = s.trimmed(ctx, CollContacts, byIDs(c.ContactIDs), nil, trimContact); err != nil {
+	if d.Contacts, err = s.Trimmed(ctx, CollContacts, ByIDs(c.ContactIDs), nil, TrimContact); err != nil {
 		return nil, err
 	}
-	if d.Media, err = s.trimmed(ctx, CollMedia, bson.M{"coverage_id": id, "archived_at": nil}, newestFirst, trimMedia); err != nil {
+	if d.Media, err = s.Trimmed(ctx, CollMedia, bson.M{"coverage_id": id, "archived_at": nil}, NewestFirst, trimMedia); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -3,6 +3,7 @@ package repo
 import (
 	"context"
 	"fmt"
+	"net/mail"
 	"slices"
 	"strings"
 	"time"
@@ -171,7 +172,7 @@ func (s *Store) ClaimableHeld(ctx context.Context, held []HeldEmail) ([]HeldEmai
 func heldAddresses(h HeldEmail) []string {
 	var out []string
 	for _, a := range slices.Concat([]string{h.From}, h.To, h.Cc) {
-		if a = bareAddress(a); a != "" {
+		if a = BareAddress(a); a != "" {
 			out = append(out, a)
 		}
 	}
@@ -222,4 +223,12 @@ func (s *Store) EmailSyncStatus(ctx context.Context, reason string, limit, offse
 	}
 	st.Held, st.Showing = p.Items, len(p.Items)
 	return st, nil
+}
+
+// bareAddress is the lower-case address of a From header ("Ann <a@x.org>" → "a@x.org").
+func BareAddress(s string) string {
+	if a, err := mail.ParseAddress(s); err == nil {
+		return strings.ToLower(a.Address)
+	}
+	return strings.ToLower(strings.TrimSpace(s))
 }

@@ -743,7 +743,7 @@ func (s *Store) EmailThreadDetail(ctx context.Context, id string) (*EmailThreadD
 		return nil, err
 	}
 	d := &EmailThreadDetail{EmailThread: t, Opportunities: []map[string]any{}}
-	if d.Contacts, err = s.trimmed(ctx, CollContacts, bson.M{"_id": bson.M{"$in": nonNil(t.ContactIDs)}}, bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}},
+	if d.Contacts, err = s.Trimmed(ctx, CollContacts, bson.M{"_id": bson.M{"$in": nonNil(t.ContactIDs)}}, bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}},
 		[]string{"name", "email", "archived_at"}); err != nil {
 		return nil, err
 	}

@@ -294,7 +294,7 @@ func (s *Store) userIDs(ctx context.Context) ([]string, error) {
 	var users []struct {
 		ID string `bson:"_id"`
 	}
-	if err := s.findProjected(ctx, CollUsers, bson.M{"archived_at": nil}, bson.M{"_id": 1}, &users); err != nil {
+	if err := s.FindProjected(ctx, CollUsers, bson.M{"archived_at": nil}, bson.M{"_id": 1}, &users); err != nil {
 		return nil, err
 	}
 	out := make([]string, len(users))

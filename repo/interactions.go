@@ -212,7 +212,7 @@ func (s *Store) InteractionPipeline(ctx context.Context, q InteractionQuery) (mo
 
 // firstLine is the first line of text, trimmed, at most summaryLen
 // characters: the Go twin of the pipeline's firstLineExpr.
-func firstLine(text string) string {
+func FirstLine(text string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
 	line = strings.TrimSpace(line)
 	if r := []rune(line); len(r) > summaryLen {
@@ -332,7 +332,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	}
 	for i := range all {
 		if all[i].Type == "note" || all[i].Type == "email" {
-			all[i].Summary = firstLine(all[i].Summary)
+			all[i].Summary = FirstLine(all[i].Summary)
 		}
 	}
 	if all == nil {

@@ -211,7 +211,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		before[fmt.Sprint(q)] = ids
 	}
 	// A fetch the index covers gives what the store gives for the same projection.
-	proj := projection(trimCoverage)
+	proj := projection(TrimCoverage)
 	got, ok := s.Internals().Covered(CollCoverage, coverage, proj)
 	if !ok || len(got) != len(coverage) {
 		t.Fatalf("the index does not cover %v (%v, %d of %d)", proj, ok, len(got), len(coverage))

@@ -363,7 +363,7 @@ func (s *Store) coverageFollows(ctx context.Context, oppID, campaignID string) (
 	var ids []struct {
 		ID string `bson:"_id"`
 	}
-	if err := s.findProjected(ctx, CollCoverage, bson.M{"opportunity_id": oppID}, bson.M{"_id": 1}, &ids); err != nil {
+	if err := s.FindProjected(ctx, CollCoverage, bson.M{"opportunity_id": oppID}, bson.M{"_id": 1}, &ids); err != nil {
 		return nil, err
 	}
 	var muts []mutation
@@ -553,9 +553,9 @@ func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limi
 		filter["next_action_date"] = bson.M{"$lt": *f.NextActionBefore}
 	}
 	if f.Search != "" {
-		return textListPage[Opportunity](ctx, s, textFilter{coll: CollOpportunities, text: f.Search}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+		return textListPage[Opportunity](ctx, s, textFilter{coll: CollOpportunities, text: f.Search}, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return listPage[Opportunity](ctx, s, CollOpportunities, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return listPage[Opportunity](ctx, s, CollOpportunities, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // OpportunityDetail is an opportunity with its related records, trimmed.
@@ -574,8 +574,8 @@ var (
 	trimCampaign = []string{"name", "status", "archived_at"}
 	trimOutlet   = []string{"name", "type", "tier", "website", "archived_at"}
 	trimChannel  = []string{"outlet_id", "name", "type", "url", "archived_at"}
-	trimContact  = []string{"first_name", "last_name", "email", "title", "do_not_contact", "archived_at"}
-	trimCoverage = []string{"title", "url", "published_at", "type", "sentiment", "reach", "outlet_id"}
+	TrimContact  = []string{"first_name", "last_name", "email", "title", "do_not_contact", "archived_at"}
+	TrimCoverage = []string{"title", "url", "published_at", "type", "sentiment", "reach", "outlet_id"}
 	trimThread   = []string{"subject", "last_message_at"}
 )
 
@@ -597,14 +597,14 @@ func (s *Store) OpportunityDetail(ctx context.Context, id string) (*OpportunityD
 	if d.Channel, err = s.trimmedOne(ctx, CollChannels, o.ChannelID, trimChannel); err != nil {
 		return nil, err
 	}
-	if d.Contacts, err = s.trimmed(ctx, CollContacts, byIDs(o.ContactIDs), nil, trimContact); err != nil {
+	if d.Contacts, err = s.Trimmed(ctx, CollContacts, ByIDs(o.ContactIDs), nil, TrimContact); err != nil {
 		return nil, err
 	}
-	if d.Coverage, err = s.trimmed(ctx, CollCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
-		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, trimCoverage); err != nil {
+	if d.Coverage, err = s.Trimmed(ctx, CollCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
+		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, TrimCoverage); err != nil {
 		return nil, err
 	}
-	if d.EmailThreads, err = s.trimmed(ctx, CollEmails, bson.M{"opportunity_links.opportunity_id": id, "archived_at": nil},
+	if d.EmailThreads, err = s.Trimmed(ctx, CollEmails, bson.M{"opportunity_links.opportunity_id": id, "archived_at": nil},
 		bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, trimThread); err != nil {
 		return nil, err
 	}
@@ -630,7 +630,7 @@ func (s *Store) trimmedOne(ctx context.Context, coll, id string, fields []string
 
 // trimmed returns fields of the records of coll matching filter, in sort
 // order (by _id when sort is nil). Never nil.
-func (s *Store) trimmed(ctx context.Context, coll string, filter bson.M, sort bson.D, fields []string) ([]map[string]any, error) {
+func (s *Store) Trimmed(ctx context.Context, coll string, filter bson.M, sort bson.D, fields []string) ([]map[string]any, error) {
 	if sort == nil {
 		sort = bson.D{{Key: "_id", Value: 1}}
 	}
@@ -674,7 +674,7 @@ func trim(doc bson.M) map[string]any {
 }
 
 // byIDs is the filter of the records with the given ids; never a null $in.
-func byIDs(ids []string) bson.M {
+func ByIDs(ids []string) bson.M {
 	if ids == nil {
 		ids = []string{}
 	}

@@ -294,7 +294,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		return nil, Invalid("outlet_ids", "give either campaign_id or outlet_ids (or neither, for the team), not both")
 	case q.CampaignID != "":
 		if _, err := s.Campaign(ctx, q.CampaignID); err != nil {
-			return nil, withField(err, "campaign_id")
+			return nil, WithField(err, "campaign_id")
 		}
 		filter["campaign_id"] = q.CampaignID
 		oppFilter = bson.M{"campaign_id": q.CampaignID}
@@ -303,7 +303,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		ids := uniqueIDs(q.OutletIDs)
 		for _, id := range ids {
 			if _, err := Find[*Outlet](ctx, s, CollOutlets, id); err != nil {
-				return nil, withField(err, "outlet_ids")
+				return nil, WithField(err, "outlet_ids")
 			}
 		}
 		filter["outlet_id"] = bson.M{"$in": ids}
@@ -318,7 +318,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		return nil, Errorf(CodeFailedPrecondition, "the range holds %d coverage items, more than the %d one report reads; narrow since/until or the scope", n, MaxReportItems)
 	}
 	var items []Coverage
-	if err := s.findProjected(ctx, CollCoverage, filter, bson.M{"title": 1, "summary": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}, &items); err != nil {
+	if err := s.FindProjected(ctx, CollCoverage, filter, bson.M{"title": 1, "summary": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}, &items); err != nil {
 		return nil, err
 	}
 	settings, err := s.Settings(ctx)
@@ -332,7 +332,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		}
 	}
 	var outlets []Outlet
-	if err := s.findProjected(ctx, CollOutlets, byIDs(outletIDs), bson.M{"tier": 1, "audience_size": 1}, &outlets); err != nil {
+	if err := s.FindProjected(ctx, CollOutlets, ByIDs(outletIDs), bson.M{"tier": 1, "audience_size": 1}, &outlets); err != nil {
 		return nil, err
 	}
 	byOutlet := map[string]*Outlet{}
@@ -443,7 +443,7 @@ func (s *Store) pitchCounts(ctx context.Context, oppFilter bson.M, since, until 
 		filter["opportunity_id"] = bson.M{"$in": opps}
 	}
 	var pitches []Pitch
-	if err := s.findProjected(ctx, CollPitches, filter, bson.M{"recipients": 1}, &pitches); err != nil {
+	if err := s.FindProjected(ctx, CollPitches, filter, bson.M{"recipients": 1}, &pitches); err != nil {
 		return pc, err
 	}
 	for _, p := range pitches {

@@ -287,7 +287,7 @@ func untitledLine(k searchKind, d bson.M) (string, bool) {
 		return "", false
 	}
 	content, _ := d["content"].(string)
-	line := firstLine(content)
+	line := FirstLine(content)
 	return line, line != ""
 }
 
@@ -298,7 +298,7 @@ func hitTitle(k searchKind, d bson.M) string {
 		if t := str("title"); t != "" {
 			return t
 		}
-		if line := firstLine(str("content")); line != "" {
+		if line := FirstLine(str("content")); line != "" {
 			return line
 		}
 		return "(untitled note)"

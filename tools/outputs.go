@@ -12,6 +12,7 @@ import (
 	"outreach/mailsync"
 	"outreach/repo"
 	"outreach/repo/access"
+	"outreach/repo/dossiers"
 )
 
 // Structured output. Every tool declares an outputSchema, derived from the Go
@@ -95,10 +96,10 @@ var outputs = map[string]*jsonschema.Schema{
 	"restore_note":           of[noteResult](),
 	"get_interaction_log":    of[repo.InteractionLog](),
 	"search":                 object("total", of[int](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "search_path", of[string](), "hits", of[[]repo.SearchHit]()),
-	"get_contact_dossier":    of[repo.ContactDossier](),
-	"get_outlet_dossier":     of[repo.OutletDossier](),
-	"get_opportunity_status": of[repo.OpportunityStatus](),
-	"get_agenda":             of[repo.Agenda](),
+	"get_contact_dossier":    of[dossiers.ContactDossier](),
+	"get_outlet_dossier":     of[dossiers.OutletDossier](),
+	"get_opportunity_status": of[dossiers.OpportunityStatus](),
+	"get_agenda":             of[dossiers.Agenda](),
 
 	// Audit, service, keys
 	"get_change_log":   list[audit.Entry]("changes"),
