@@ -214,7 +214,7 @@ func (s *Store) ListCampaigns(ctx context.Context, f CampaignFilter, limit, offs
 	if f.Search != "" {
 		return textListPage[Campaign](ctx, s, textFilter{coll: CollCampaigns, text: f.Search}, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return listPage[Campaign](ctx, s, CollCampaigns, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return ListPage[Campaign](ctx, s, CollCampaigns, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // CampaignMetrics are a campaign's summary figures, computed from the active
@@ -408,7 +408,7 @@ func (s *Store) CampaignHeadlines(ctx context.Context, ids []string) (map[string
 	return out, nil
 }
 
-// findProjected decodes every document of coll matching filter, with
+// FindProjected decodes every document of coll matching filter, with
 // projection, into out (a pointer to a slice).
 func (s *Store) FindProjected(ctx context.Context, coll string, filter, projection bson.M, out any) error {
 	opts := options.Find()

@@ -144,7 +144,7 @@ func (s *Store) ListChannels(ctx context.Context, f ChannelFilter, limit, offset
 		}
 		filter["type"] = f.Type
 	}
-	return listPage[Channel](ctx, s, CollChannels, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return ListPage[Channel](ctx, s, CollChannels, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // ChannelDetail is a channel with its parent outlet (archived or not).

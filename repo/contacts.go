@@ -378,7 +378,7 @@ func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset
 	if q := strings.TrimSpace(f.Search); q != "" {
 		return textListPage[Contact](ctx, s, textFilter{coll: CollContacts, text: q}, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return listPage[Contact](ctx, s, CollContacts, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return ListPage[Contact](ctx, s, CollContacts, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // ContactOutlet is an affiliation joined with its outlet, as get_contact shows it.
@@ -455,7 +455,7 @@ func (s *Store) ContactDetail(ctx context.Context, id string) (*ContactDetail, e
 	return d, nil
 }
 
-// withField names field on a not_found error about an id given in it.
+// WithField names field on a not_found error about an id given in it.
 func WithField(err error, field string) error {
 	if e, ok := err.(*Error); ok && e.Code == CodeNotFound && e.Field == "" {
 		return &Error{Code: e.Code, Field: field, Message: field + ": " + e.Message}

@@ -269,7 +269,7 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 	if f.Search != "" {
 		return textListPage[Coverage](ctx, s, textFilter{coll: CollCoverage, text: f.Search}, active(filter, f.IncludeArchived), sort, limit, offset)
 	}
-	return listPage[Coverage](ctx, s, CollCoverage, active(filter, f.IncludeArchived), sort, limit, offset)
+	return ListPage[Coverage](ctx, s, CollCoverage, active(filter, f.IncludeArchived), sort, limit, offset)
 }
 
 // CoverageDetail is coverage with its related records, trimmed.

@@ -217,7 +217,7 @@ func (s *Store) EmailSyncStatus(ctx context.Context, reason string, limit, offse
 	if reason != "" {
 		filter["reason"] = reason
 	}
-	p, err := listPage[HeldEmail](ctx, s, CollHeld, filter, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	p, err := ListPage[HeldEmail](ctx, s, CollHeld, filter, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func (s *Store) EmailSyncStatus(ctx context.Context, reason string, limit, offse
 	return st, nil
 }
 
-// bareAddress is the lower-case address of a From header ("Ann <a@x.org>" → "a@x.org").
+// BareAddress is the lower-case address of a From header ("Ann <a@x.org>" → "a@x.org").
 func BareAddress(s string) string {
 	if a, err := mail.ParseAddress(s); err == nil {
 		return strings.ToLower(a.Address)

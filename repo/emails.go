@@ -507,7 +507,7 @@ func (s *Store) ListEmailThreads(ctx context.Context, f EmailThreadFilter, limit
 		filter["opportunity_links.opportunity_id"] = f.OpportunityID
 	}
 	ledger.Between(filter, "last_message_at", f.Since, nil)
-	return listPage[EmailThread](ctx, s, CollEmails, filter, bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	return ListPage[EmailThread](ctx, s, CollEmails, filter, bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 
 // EmailHit is one message found by SearchEmails or ContactEmails, with its thread.

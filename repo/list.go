@@ -14,9 +14,9 @@ import (
 // Page is one page of a list (the engine's, ledger.Page).
 type Page[T any] = ledger.Page[T]
 
-// listPage returns the records of coll matching filter in sort order, with a
+// ListPage returns the records of coll matching filter in sort order, with a
 // total count (ledger.List: from the engine's index or the store).
-func listPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
+func ListPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
 	return ledger.List[T](ctx, s.Engine, coll, filter, sort, limit, offset)
 }
 

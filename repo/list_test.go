@@ -35,12 +35,12 @@ func TestListPageAnswersAlike(t *testing.T) {
 			for _, offset := range []int{0, 1, 3, 4, 6, 7, 8, 20} {
 				name := fmt.Sprintf("filter %v limit %d offset %d", filter, limit, offset)
 				*s.Internals().SerialWrites = true
-				one, err := listPage[Outlet](ctx, s, CollOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
+				one, err := ListPage[Outlet](ctx, s, CollOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
 				if err != nil {
 					t.Fatal(err)
 				}
 				*s.Internals().SerialWrites = false
-				two, err := listPage[Outlet](ctx, s, CollOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
+				two, err := ListPage[Outlet](ctx, s, CollOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
 				*s.Internals().SerialWrites = true
 				if err != nil {
 					t.Fatal(err)
@@ -94,7 +94,7 @@ func BenchmarkListPage(b *testing.B) {
 			*s.Internals().SerialWrites = mode.serial
 			defer func() { *s.Internals().SerialWrites = true }()
 			for b.Loop() {
-				p, err := listPage[Note](ctx, s, CollNotes, filter(), sort, 50, 0)
+				p, err := ListPage[Note](ctx, s, CollNotes, filter(), sort, 50, 0)
 				if err != nil || p.Total != n/3 || len(p.Items) != 50 {
 					b.Fatal(err, p.Total, len(p.Items))
 				}

@@ -70,7 +70,7 @@ func textListPage[T any](ctx context.Context, s *Store, t textFilter, filter bso
 		return Page[T]{}, err
 	}
 	defer cancel()
-	page, err := listPage[T](bounded, s, t.coll, filter, sort, limit, offset)
+	page, err := ListPage[T](bounded, s, t.coll, filter, sort, limit, offset)
 	return page, s.boundErr(ctx, bounded, t, err)
 }
 

@@ -461,7 +461,7 @@ func (s *Store) ListMedia(ctx context.Context, f MediaFilter, limit, offset int)
 	if f.Type != "" {
 		filter["type"] = f.Type
 	}
-	return listPage[Media](ctx, s, CollMedia, active(filter, f.IncludeArchived),
+	return ListPage[Media](ctx, s, CollMedia, active(filter, f.IncludeArchived),
 		bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 

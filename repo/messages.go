@@ -108,5 +108,5 @@ func (s *Store) Questions(ctx context.Context, status string, limit, offset int)
 	if status != "" {
 		f["status"] = status
 	}
-	return listPage[Message](ctx, s, CollMessages, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	return ListPage[Message](ctx, s, CollMessages, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }

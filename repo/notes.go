@@ -278,7 +278,7 @@ func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) 
 	if f.Search != "" {
 		return textListPage[Note](ctx, s, textFilter{coll: CollNotes, text: f.Search, textIndex: true}, filter, sort, limit, offset)
 	}
-	return listPage[Note](ctx, s, CollNotes, filter, sort, limit, offset)
+	return ListPage[Note](ctx, s, CollNotes, filter, sort, limit, offset)
 }
 
 // textPhrase makes a $text search of the query as one literal phrase.

@@ -203,7 +203,7 @@ type SubscriptionView struct {
 
 // Subscriptions lists user's active subscriptions, newest first.
 func (s *Store) Subscriptions(ctx context.Context, userID string, limit, offset int) (Page[SubscriptionView], error) {
-	p, err := listPage[SubscriptionView](ctx, s, CollSubscriptions, bson.M{"user_id": userID, "archived_at": nil},
+	p, err := ListPage[SubscriptionView](ctx, s, CollSubscriptions, bson.M{"user_id": userID, "archived_at": nil},
 		bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 	if err != nil {
 		return p, err
@@ -336,7 +336,7 @@ func (s *Store) Notifications(ctx context.Context, userID string, unreadOnly boo
 	if unreadOnly {
 		f["read_at"] = nil
 	}
-	return listPage[Notification](ctx, s, CollNotifications, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	return ListPage[Notification](ctx, s, CollNotifications, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 
 // ActFor checks that the caller may act on userID's own data (their

@@ -555,7 +555,7 @@ func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limi
 	if f.Search != "" {
 		return textListPage[Opportunity](ctx, s, textFilter{coll: CollOpportunities, text: f.Search}, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return listPage[Opportunity](ctx, s, CollOpportunities, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return ListPage[Opportunity](ctx, s, CollOpportunities, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // OpportunityDetail is an opportunity with its related records, trimmed.
@@ -628,7 +628,7 @@ func (s *Store) trimmedOne(ctx context.Context, coll, id string, fields []string
 	return trim(doc), nil
 }
 
-// trimmed returns fields of the records of coll matching filter, in sort
+// Trimmed returns fields of the records of coll matching filter, in sort
 // order (by _id when sort is nil). Never nil.
 func (s *Store) Trimmed(ctx context.Context, coll string, filter bson.M, sort bson.D, fields []string) ([]map[string]any, error) {
 	if sort == nil {
@@ -673,7 +673,7 @@ func trim(doc bson.M) map[string]any {
 	return out
 }
 
-// byIDs is the filter of the records with the given ids; never a null $in.
+// ByIDs is the filter of the records with the given ids; never a null $in.
 func ByIDs(ids []string) bson.M {
 	if ids == nil {
 		ids = []string{}

@@ -185,7 +185,7 @@ func (s *Store) ListOutlets(ctx context.Context, f OutletFilter, limit, offset i
 	if q := strings.TrimSpace(f.Search); q != "" {
 		return textListPage[Outlet](ctx, s, textFilter{coll: CollOutlets, text: q}, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return listPage[Outlet](ctx, s, CollOutlets, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return ListPage[Outlet](ctx, s, CollOutlets, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // OutletSummary is an outlet as a related record shows it.

@@ -500,7 +500,7 @@ func (s *Store) ListPitches(ctx context.Context, f PitchFilter, limit, offset in
 	if f.State != "" {
 		filter["state"] = f.State
 	}
-	return listPage[Pitch](ctx, s, CollPitches, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return ListPage[Pitch](ctx, s, CollPitches, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // PitchBrief is a pitch as a contact's dossier shows it: the pitch and what
@@ -516,7 +516,7 @@ type PitchBrief struct {
 	RepliedAt      *time.Time `json:"replied_at"`
 }
 
-// contactPitches lists the active pitches to a contact, newest first.
+// ContactPitches lists the active pitches to a contact, newest first.
 func (s *Store) ContactPitches(ctx context.Context, contactID string) ([]PitchBrief, error) {
 	var ps []Pitch
 	if err := s.findAll(ctx, CollPitches, bson.M{"recipients.contact_id": contactID, "archived_at": nil}, nil, &ps); err != nil {

@@ -113,7 +113,7 @@ func (s *Store) ListSuppressions(ctx context.Context, reason string, limit, offs
 	if reason != "" {
 		f["reason"] = reason
 	}
-	return listPage[Suppression](ctx, s, CollSuppressions, f, NewestFirst, limit, offset)
+	return ListPage[Suppression](ctx, s, CollSuppressions, f, NewestFirst, limit, offset)
 }
 
 // ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
 	"outreach/ledger"
@@ -35,10 +36,10 @@ func (m *Meta) Archived() bool { return m.ArchivedAt != nil }
 
 type record interface{ meta() *Meta }
 
-// now is the service's clock, truncated to what BSON dates keep.
+// Now is the service's clock, truncated to what BSON dates keep.
 func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
-// insert creates rec in coll through the write path.
+// Insert creates rec in coll through the write path.
 func Insert[P interface {
 	*T
 	record
@@ -61,7 +62,7 @@ func Insert[P interface {
 	return nil
 }
 
-// find returns the record id of coll, or a not_found error naming its kind.
+// Find returns the record id of coll, or a not_found error naming its kind.
 func Find[P interface {
 	*T
 	record
@@ -77,7 +78,7 @@ func Find[P interface {
 	return rec, nil
 }
 
-// modify reads record id of coll, lets fn change it, and writes it through
+// Modify reads record id of coll, lets fn change it, and writes it through
 // the write path guarded by the version it read. A lost race is retried on
 // the fresh state (fn runs again), so concurrent updates never lose a write.
 // fn returning an error writes nothing. An update that changes nothing writes
@@ -178,7 +179,7 @@ func restore[P interface {
 	})
 }
 
-// mustExist checks that each id names an active record of coll; field names
+// MustExist checks that each id names an active record of coll; field names
 // the argument in the error.
 func (s *Store) MustExist(ctx context.Context, coll, field string, ids ...string) error {
 	for _, id := range ids {
@@ -291,4 +292,23 @@ func (r *recordTurns) take(ctx context.Context, key string) (func(), error) {
 		leave()
 		return nil, ctx.Err()
 	}
+}
+
+// DistinctIDs returns the ids of the records of coll matching filter.
+func (s *Store) DistinctIDs(ctx context.Context, coll string, filter bson.M) ([]string, error) {
+	cur, err := s.find(ctx, coll, filter, options.Find().SetProjection(bson.M{"_id": 1}))
+	if err != nil {
+		return nil, err
+	}
+	var docs []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
+	}
+	return ids, nil
 }

@@ -436,7 +436,7 @@ func (s *Store) pitchCounts(ctx context.Context, oppFilter bson.M, since, until 
 	pc := ReportPitches{Label: labelPitches}
 	filter := bson.M{"archived_at": nil, "recipients.sent_at": bson.M{"$gte": since, "$lte": until}}
 	if oppFilter != nil {
-		opps, err := s.distinctIDs(ctx, CollOpportunities, oppFilter)
+		opps, err := s.DistinctIDs(ctx, CollOpportunities, oppFilter)
 		if err != nil {
 			return pc, err
 		}

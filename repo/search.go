@@ -590,3 +590,17 @@ func snippet(v string, at, to int) string {
 	}
 	return out
 }
+
+// SummaryLen caps a summary, in characters.
+const SummaryLen = 200
+
+// FirstLine is the first line of text, trimmed, at most summaryLen
+// characters: the Go twin of the pipeline's firstLineExpr.
+func FirstLine(text string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	line = strings.TrimSpace(line)
+	if r := []rune(line); len(r) > SummaryLen {
+		line = string(r[:SummaryLen])
+	}
+	return line
+}

@@ -94,7 +94,7 @@ var outputs = map[string]*jsonschema.Schema{
 	"remove_note_link":       of[noteResult](),
 	"archive_note":           of[noteResult](),
 	"restore_note":           of[noteResult](),
-	"get_interaction_log":    of[repo.InteractionLog](),
+	"get_interaction_log":    of[dossiers.InteractionLog](),
 	"search":                 object("total", of[int](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "search_path", of[string](), "hits", of[[]repo.SearchHit]()),
 	"get_contact_dossier":    of[dossiers.ContactDossier](),
 	"get_outlet_dossier":     of[dossiers.OutletDossier](),

@@ -231,12 +231,12 @@ type ContactDossier struct {
 		Closed []OpportunityBrief `json:"closed"`
 	} `json:"opportunities"`
 	// Coverage is what the contact wrote (or hosted), latest first.
-	Coverage           []map[string]any     `json:"coverage"`
-	LastContacted      *Touch               `json:"last_contacted"`
-	LastHeardFrom      *Touch               `json:"last_heard_from"`
-	Pitches            PitchCounts          `json:"pitches"`
-	LatestInteractions *repo.InteractionLog `json:"latest_interactions"`
-	ComputedAt         time.Time            `json:"computed_at"`
+	Coverage           []map[string]any `json:"coverage"`
+	LastContacted      *Touch           `json:"last_contacted"`
+	LastHeardFrom      *Touch           `json:"last_heard_from"`
+	Pitches            PitchCounts      `json:"pitches"`
+	LatestInteractions *InteractionLog  `json:"latest_interactions"`
+	ComputedAt         time.Time        `json:"computed_at"`
 	// EmailPitches are the pitches to the contact, newest first (pitches.go).
 	EmailPitches []repo.PitchBrief `json:"email_pitches"`
 }
@@ -329,7 +329,7 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, repo.TrimCoverage); err != nil {
 		return nil, err
 	}
-	if d.LatestInteractions, err = s.InteractionLog(ctx, repo.InteractionQuery{ContactID: id, Limit: interactions}); err != nil {
+	if d.LatestInteractions, err = s.InteractionLog(ctx, InteractionQuery{ContactID: id, Limit: interactions}); err != nil {
 		return nil, err
 	}
 	if d.EmailPitches, err = s.ContactPitches(ctx, id); err != nil {
@@ -381,9 +381,9 @@ type OutletDossier struct {
 	} `json:"opportunities"`
 	// Coverage: its total_reach is the sum of the coverage's reach; the
 	// outlet's own monthly reach is outlet.audience_size.
-	Coverage           repo.CoverageTally   `json:"coverage"`
-	LatestInteractions *repo.InteractionLog `json:"latest_interactions"`
-	ComputedAt         time.Time            `json:"computed_at"`
+	Coverage           repo.CoverageTally `json:"coverage"`
+	LatestInteractions *InteractionLog    `json:"latest_interactions"`
+	ComputedAt         time.Time          `json:"computed_at"`
 }
 
 // OutletDossier gathers an outlet's record, channels, contacts, opportunities
@@ -453,7 +453,7 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 	for _, x := range cov {
 		d.Coverage.Add(x.Type, x.Sentiment, x.Reach)
 	}
-	if d.LatestInteractions, err = s.InteractionLog(ctx, repo.InteractionQuery{OutletID: id, Limit: interactions}); err != nil {
+	if d.LatestInteractions, err = s.InteractionLog(ctx, InteractionQuery{OutletID: id, Limit: interactions}); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -491,19 +491,19 @@ type ReplyStatus struct {
 
 // OpportunityStatus is where an opportunity stands.
 type OpportunityStatus struct {
-	Opportunity        OpportunityBrief     `json:"opportunity"`
-	Archived           bool                 `json:"archived"`
-	Stage              string               `json:"stage"`
-	Owner              *Owner               `json:"owner"`
-	EnteredStageAt     time.Time            `json:"entered_stage_at"`
-	DaysInStage        int                  `json:"days_in_stage"`
-	StageHistory       []StageSpan          `json:"stage_history"`
-	NextAction         NextActionStatus     `json:"next_action"`
-	Contacts           []map[string]any     `json:"contacts"`
-	Coverage           []map[string]any     `json:"coverage"`
-	ReplySincePitch    ReplyStatus          `json:"reply_since_pitch"`
-	LatestInteractions *repo.InteractionLog `json:"latest_interactions"`
-	AsOf               time.Time            `json:"as_of"`
+	Opportunity        OpportunityBrief `json:"opportunity"`
+	Archived           bool             `json:"archived"`
+	Stage              string           `json:"stage"`
+	Owner              *Owner           `json:"owner"`
+	EnteredStageAt     time.Time        `json:"entered_stage_at"`
+	DaysInStage        int              `json:"days_in_stage"`
+	StageHistory       []StageSpan      `json:"stage_history"`
+	NextAction         NextActionStatus `json:"next_action"`
+	Contacts           []map[string]any `json:"contacts"`
+	Coverage           []map[string]any `json:"coverage"`
+	ReplySincePitch    ReplyStatus      `json:"reply_since_pitch"`
+	LatestInteractions *InteractionLog  `json:"latest_interactions"`
+	AsOf               time.Time        `json:"as_of"`
 }
 
 // OpportunityStatus computes where opportunity id stands as of asOf (nil:
@@ -565,7 +565,7 @@ func (s *Store) OpportunityStatus(ctx context.Context, id string, asOf *time.Tim
 			st.ReplySincePitch.Reply = &Touch{At: m.Date, Via: "email", ID: m.ID, Title: m.Subject, ThreadID: th.ID}
 		}
 	}
-	if st.LatestInteractions, err = s.InteractionLog(ctx, repo.InteractionQuery{OpportunityID: id, Limit: interactions}); err != nil {
+	if st.LatestInteractions, err = s.InteractionLog(ctx, InteractionQuery{OpportunityID: id, Limit: interactions}); err != nil {
 		return nil, err
 	}
 	return st, nil
