@@ -266,7 +266,7 @@ func (c *CoverageTally) Add(typ, sentiment string, reach *int64) {
 	}
 	c.BySentiment[sentiment]++
 	if reach != nil {
-		c.TotalReach = addFigures(c.TotalReach, *reach)
+		c.TotalReach = AddFigures(c.TotalReach, *reach)
 	}
 }
 
@@ -429,10 +429,10 @@ func set[T any](dst *T, v *T) {
 // trillion, far enough from the int64 limit that sums of them never wrap.
 const MaxFigure = 1_000_000_000_000
 
-// addFigures adds two figures of 0 or more, held at the largest int64
+// AddFigures adds two figures of 0 or more, held at the largest int64
 // rather than wrapping: a figure stored before MaxFigure (or by hand) must
 // not turn a total negative.
-func addFigures(a, b int64) int64 {
+func AddFigures(a, b int64) int64 {
 	if b < 0 {
 		b = 0
 	}

@@ -159,7 +159,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 	if c.Type == "" {
 		c.Type = DefaultCoverageType
 	}
-	c.ContactIDs = uniqueIDs(c.ContactIDs)
+	c.ContactIDs = UniqueIDs(c.ContactIDs)
 	if err := checkCoverage(c); err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func (s *Store) UpdateCoverage(ctx context.Context, id string, p CoveragePatch) 
 		set(&c.SpokespersonQuoted, p.SpokespersonQuoted)
 		set(&c.Reach, p.Reach)
 		if p.ContactIDs != nil {
-			c.ContactIDs = uniqueIDs(*p.ContactIDs)
+			c.ContactIDs = UniqueIDs(*p.ContactIDs)
 		}
 		if c.ContactIDs == nil {
 			c.ContactIDs = []string{}

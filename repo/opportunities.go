@@ -99,8 +99,8 @@ func oneOf(field, v string, allowed []string) error {
 	return nil
 }
 
-// uniqueIDs returns ids without repeats, in first-seen order, never nil.
-func uniqueIDs(ids []string) []string {
+// UniqueIDs returns ids without repeats, in first-seen order, never nil.
+func UniqueIDs(ids []string) []string {
 	out := []string{}
 	for _, id := range ids {
 		if !slices.Contains(out, id) {
@@ -196,7 +196,7 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 	if o.OutletID, o.ChannelID, err = s.place(ctx, "", "", nilIfEmpty(o.OutletID), nilIfEmpty(o.ChannelID)); err != nil {
 		return nil, err
 	}
-	o.ContactIDs = uniqueIDs(o.ContactIDs)
+	o.ContactIDs = UniqueIDs(o.ContactIDs)
 	if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(o.OwnerID)...); err != nil {
 		return nil, err
 	}
@@ -320,7 +320,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 			}
 			set(&o.LostReason, p.LostReason)
 			if p.ContactIDs != nil {
-				o.ContactIDs = uniqueIDs(*p.ContactIDs)
+				o.ContactIDs = UniqueIDs(*p.ContactIDs)
 			}
 			if o.ContactIDs == nil {
 				o.ContactIDs = []string{}

@@ -242,7 +242,7 @@ func pitchActor(ctx context.Context) PitchActor {
 // pitchRecipients reads the contacts as recipients: each must be active,
 // on the opportunity, and have an address.
 func (s *Store) pitchRecipients(ctx context.Context, o *Opportunity, ids []string) ([]PitchRecipient, error) {
-	ids = uniqueIDs(ids)
+	ids = UniqueIDs(ids)
 	if len(ids) == 0 {
 		return nil, Invalid("contact_ids", "give at least one contact (a contact of the opportunity with an email address)")
 	}

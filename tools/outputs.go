@@ -13,6 +13,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/access"
 	"outreach/repo/dossiers"
+	"outreach/repo/reports"
 )
 
 // Structured output. Every tool declares an outputSchema, derived from the Go
@@ -79,7 +80,7 @@ var outputs = map[string]*jsonschema.Schema{
 	"restore_coverage":           of[repo.Coverage](),
 
 	// Reports, settings, imports
-	"get_coverage_report": of[repo.CoverageReport](),
+	"get_coverage_report": of[reports.CoverageReport](),
 	"get_settings":        of[repo.OrgSettings](),
 	"update_settings":     of[repo.OrgSettings](),
 	"import_contacts":     of[repo.ImportResult](),
