@@ -172,7 +172,7 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 		set(&c.TargetPlacements, p.TargetPlacements)
 		if p.Embargo != nil {
 			c.EmbargoUntil, c.EmbargoZone = embargoFields(*p.Embargo)
-			g, err := s.view().embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil)
+			g, err := s.View().embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil)
 			if err != nil {
 				return err
 			}
@@ -186,7 +186,7 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 
 // ArchiveCampaign archives a campaign; General cannot be archived.
 func (s *Store) ArchiveCampaign(ctx context.Context, id string) (*Campaign, error) {
-	return archive(ctx, s, CollCampaigns, id, func(c *Campaign) error {
+	return Archive(ctx, s, CollCampaigns, id, func(c *Campaign) error {
 		if c.General() {
 			return Errorf(CodeFailedPrecondition, "%s", generalArchived())
 		}
@@ -212,9 +212,9 @@ func (s *Store) ListCampaigns(ctx context.Context, f CampaignFilter, limit, offs
 		filter["status"] = f.Status
 	}
 	if f.Search != "" {
-		return textListPage[Campaign](ctx, s, textFilter{coll: CollCampaigns, text: f.Search}, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return textListPage[Campaign](ctx, s, textFilter{coll: CollCampaigns, text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return ListPage[Campaign](ctx, s, CollCampaigns, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return ListPage[Campaign](ctx, s, CollCampaigns, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // CampaignMetrics are a campaign's summary figures, computed from the active

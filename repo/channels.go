@@ -113,7 +113,7 @@ func (s *Store) UpdateChannel(ctx context.Context, id string, f ChannelFields) (
 
 // ArchiveChannel archives a channel.
 func (s *Store) ArchiveChannel(ctx context.Context, id string) (*Channel, error) {
-	return archive[*Channel](ctx, s, CollChannels, id, nil)
+	return Archive[*Channel](ctx, s, CollChannels, id, nil)
 }
 
 // RestoreChannel restores an archived channel, whether or not its outlet is
@@ -144,7 +144,7 @@ func (s *Store) ListChannels(ctx context.Context, f ChannelFilter, limit, offset
 		}
 		filter["type"] = f.Type
 	}
-	return ListPage[Channel](ctx, s, CollChannels, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return ListPage[Channel](ctx, s, CollChannels, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // ChannelDetail is a channel with its parent outlet (archived or not).

@@ -180,7 +180,7 @@ func (s *Store) checkEmailFree(ctx context.Context, emailLower, self string) err
 	if emailLower == "" {
 		return nil
 	}
-	other, err := s.view().emailHolder(ctx, emailLower, self)
+	other, err := s.View().emailHolder(ctx, emailLower, self)
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 			return err
 		}
 		if g := contactFlagGuard(ctx, &was, c); g != nil {
-			return &Error{Code: CodePermissionDenied, Field: g.field, Message: g.message}
+			return &Error{Code: CodePermissionDenied, Field: g.field, Message: g.Message}
 		}
 		return nil
 	})
@@ -261,7 +261,7 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 
 // ArchiveContact archives a contact; its address becomes free for another.
 func (s *Store) ArchiveContact(ctx context.Context, id string) (*Contact, error) {
-	return archive[*Contact](ctx, s, CollContacts, id, nil)
+	return Archive[*Contact](ctx, s, CollContacts, id, nil)
 }
 
 // RestoreContact restores an archived contact, unless an active contact
@@ -376,9 +376,9 @@ func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset
 		filter["is_freelance"] = *f.IsFreelance
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return textListPage[Contact](ctx, s, textFilter{coll: CollContacts, text: q}, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return textListPage[Contact](ctx, s, textFilter{coll: CollContacts, text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return ListPage[Contact](ctx, s, CollContacts, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return ListPage[Contact](ctx, s, CollContacts, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // ContactOutlet is an affiliation joined with its outlet, as get_contact shows it.

@@ -83,7 +83,7 @@ func checkCoverage(c *Coverage) error {
 			return Invalid("url", "%q is not an absolute http(s) URL", c.URL)
 		}
 	}
-	if err := oneOf("type", c.Type, CoverageTypes); err != nil {
+	if err := OneOf("type", c.Type, CoverageTypes); err != nil {
 		return err
 	}
 	for _, e := range []struct {
@@ -91,7 +91,7 @@ func checkCoverage(c *Coverage) error {
 		allowed  []string
 	}{{"sentiment", c.Sentiment, Sentiments}, {"depth", c.Depth, Depths}, {"share_of_voice", c.ShareOfVoice, SharesOfVoice}, {"initiated_by", c.InitiatedBy, Initiators}} {
 		if e.v != "" {
-			if err := oneOf(e.field, e.v, e.allowed); err != nil {
+			if err := OneOf(e.field, e.v, e.allowed); err != nil {
 				return err
 			}
 		}
@@ -143,7 +143,7 @@ func (s *Store) applyPlace(ctx context.Context, c *Coverage, outlet, channel, op
 	if c.OutletID, c.ChannelID, err = s.place(ctx, c.OutletID, c.ChannelID, outlet, channel); err != nil {
 		return err
 	}
-	g, err := s.view().coverageEmbargo(ctx, c)
+	g, err := s.View().coverageEmbargo(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func (s *Store) UpdateCoverage(ctx context.Context, id string, p CoveragePatch) 
 
 // ArchiveCoverage archives coverage.
 func (s *Store) ArchiveCoverage(ctx context.Context, id string) (*Coverage, error) {
-	return archive[*Coverage](ctx, s, CollCoverage, id, nil)
+	return Archive[*Coverage](ctx, s, CollCoverage, id, nil)
 }
 
 // RestoreCoverage restores archived coverage.
@@ -237,7 +237,7 @@ func (s *Store) RestoreCoverage(ctx context.Context, id string) (*Coverage, erro
 	if c, err := s.Coverage(ctx, id); err == nil && c.Archived() {
 		back := *c
 		back.ArchivedAt = nil
-		if g, err := s.view().coverageEmbargo(ctx, &back); err != nil || g != nil {
+		if g, err := s.View().coverageEmbargo(ctx, &back); err != nil || g != nil {
 			if err != nil {
 				return nil, err
 			}
@@ -267,9 +267,9 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 	ledger.Between(filter, "published_at", f.Since, f.Until)
 	sort := bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return textListPage[Coverage](ctx, s, textFilter{coll: CollCoverage, text: f.Search}, active(filter, f.IncludeArchived), sort, limit, offset)
+		return textListPage[Coverage](ctx, s, textFilter{coll: CollCoverage, text: f.Search}, Active(filter, f.IncludeArchived), sort, limit, offset)
 	}
-	return ListPage[Coverage](ctx, s, CollCoverage, active(filter, f.IncludeArchived), sort, limit, offset)
+	return ListPage[Coverage](ctx, s, CollCoverage, Active(filter, f.IncludeArchived), sort, limit, offset)
 }
 
 // CoverageDetail is coverage with its related records, trimmed.

@@ -22,6 +22,7 @@ import (
 	"outreach/indexes"
 	"outreach/repo"
 	"outreach/repo/access"
+	"outreach/repo/pitches"
 )
 
 var updateDictionary = flag.Bool("update-dictionary", false, "rewrite the generated part of docs/data-dictionary.md")
@@ -38,7 +39,7 @@ var dictionaryDocs = []struct {
 	{repo.CollOpportunities, repo.Opportunity{}}, {repo.CollCoverage, repo.Coverage{}}, {repo.CollMedia, repo.Media{}}, {repo.CollNotes, repo.Note{}},
 	{repo.CollEmails, repo.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
 	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, repo.Message{}},
-	{repo.CollHeld, repo.HeldEmail{}}, {repo.CollPitches, repo.Pitch{}}, {repo.CollSuppressions, repo.Suppression{}}, {repo.CollChangeLog, audit.Entry{}},
+	{repo.CollHeld, repo.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollChangeLog, audit.Entry{}},
 }
 
 // dictionaryBookkeeping are the collections of the write path's and the
@@ -71,7 +72,7 @@ var dictionaryEnums = map[string][]string{
 	"subscriptions.events": repo.Events, "notifications.event": repo.Events,
 	"change_log.action": audit.Actions,
 	"email_held.reason": repo.HeldReasons, "email_held.outcome": {repo.HeldStored, repo.HeldDuplicate, repo.HeldGone},
-	"pitches.state": repo.PitchStates, "pitches.recipients.state": repo.RecipientStates, "suppressions.reason": repo.SuppressionReasons,
+	"pitches.state": pitches.PitchStates, "pitches.recipients.state": pitches.RecipientStates, "suppressions.reason": pitches.SuppressionReasons,
 }
 
 var (

@@ -236,7 +236,7 @@ func (s *Store) IngestEmail(ctx context.Context, in IncomingEmail) (IngestResult
 		var res IngestResult
 		res, err = s.ingestOnce(ctx, in)
 		if err == nil {
-			s.pitchReply(ctx, in, res) // a reply to a pitch (pitchsend.go)
+			reactions.emailStored(ctx, s, in, res) // a reply to a pitch (package pitches)
 			return res, nil
 		}
 		if !isConflict(err) && !mongo.IsDuplicateKeyError(err) {
@@ -299,7 +299,7 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 	// its message was stored.
 	err = s.writeGroup(ctx, func() ([]mutation, error) {
 		res = IngestResult{Outcome: EmailStored, ThreadID: target.ID, EmailID: msg.ID, MessageID: msg.MessageID}
-		t, m, err := prepare(ctx, s, CollEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
+		t, m, err := Prepare(ctx, s, CollEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
 			if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == in.MessageID }); i >= 0 {
 				res = IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, EmailID: t.Messages[i].ID, MessageID: in.MessageID}
 				return nil // stored meanwhile: nothing changes, nothing is written
@@ -499,7 +499,7 @@ type EmailThreadFilter struct {
 // ListEmailThreads lists threads, newest last message first, _id descending
 // on ties.
 func (s *Store) ListEmailThreads(ctx context.Context, f EmailThreadFilter, limit, offset int) (Page[EmailThread], error) {
-	filter := active(bson.M{}, f.IncludeArchived)
+	filter := Active(bson.M{}, f.IncludeArchived)
 	if f.ContactID != "" {
 		filter["contact_ids"] = f.ContactID
 	}

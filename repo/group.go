@@ -15,10 +15,10 @@ import (
 // write one record each; prepare and creation build the same mutations
 // without writing, and writeGroup writes them together.
 
-// prepare reads record id of coll, lets fn change it, and returns the record
+// Prepare reads record id of coll, lets fn change it, and returns the record
 // and the mutation that stores it; the mutation is nil when fn changed
 // nothing. Like modify's fn, fn may run more than once.
-func prepare[P interface {
+func Prepare[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id, action string, fn func(P) error) (P, *mutation, error) {

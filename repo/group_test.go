@@ -128,7 +128,7 @@ func TestGroupRefusesCreatingRedactedRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, m, err := prepare(ctx, s, CollCampaigns, c.ID, audit.ActionUpdate, func(c *Campaign) error { c.Goals = "g"; return nil })
+	_, m, err := Prepare(ctx, s, CollCampaigns, c.ID, audit.ActionUpdate, func(c *Campaign) error { c.Goals = "g"; return nil })
 	if err != nil || m == nil {
 		t.Fatal(m, err)
 	}

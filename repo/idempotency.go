@@ -68,7 +68,7 @@ func (s *Store) scrubStoredResults(ctx context.Context) error {
 		return err
 	}
 	if n > 0 {
-		s.log.Info().Int("results", n).Msg("removed the agent keys and URL signatures older versions stored with idempotency keys")
+		s.Log.Info().Int("results", n).Msg("removed the agent keys and URL signatures older versions stored with idempotency keys")
 	}
 	return nil
 }

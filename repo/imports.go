@@ -317,7 +317,7 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 	}
 	byEmail := map[string]bson.M{}
 	for _, d := range existing {
-		if e := str(d, "email_lower"); e != "" {
+		if e := Str(d, "email_lower"); e != "" {
 			byEmail[e] = d
 		}
 	}
@@ -380,7 +380,7 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 				continue
 			}
 			if g := contactFlagGuard(ctx, &was, c); g != nil {
-				p.refuse(res, g.field, g.message)
+				p.refuse(res, g.field, g.Message)
 				continue
 			}
 			if err := p.addUpdate(res, CollContacts, raw, c); err != nil {
@@ -429,8 +429,8 @@ func (s *Store) ImportOutlets(ctx context.Context, rows []ImportRow, dryRun bool
 	}
 	byDomain := map[string]bson.M{}
 	for _, d := range existing {
-		dom := websiteDomain(str(d, "website"))
-		if prev, ok := byDomain[dom]; dom != "" && (!ok || str(d, "_id") < str(prev, "_id")) {
+		dom := websiteDomain(Str(d, "website"))
+		if prev, ok := byDomain[dom]; dom != "" && (!ok || Str(d, "_id") < Str(prev, "_id")) {
 			byDomain[dom] = d // several outlets on one domain: the same one every time
 		}
 	}

@@ -242,16 +242,16 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error)
 			s.keys.put(hash, k, gen, t)
 		}
 	}
-	if err := k.unusable(t); err != nil {
+	if err := k.Unusable(t); err != nil {
 		return nil, err
 	}
 	s.noteKeyUse(ctx, k.ID, t)
 	return &k, nil
 }
 
-// unusable says why k may not be used at t (revoked, archived or
+// Unusable says why k may not be used at t (revoked, archived or
 // expired), wrapping ErrBadKey, or nil.
-func (k *AgentKey) unusable(t time.Time) error {
+func (k *AgentKey) Unusable(t time.Time) error {
 	switch {
 	case k.RevokedAt != nil:
 		return errors.Join(ErrBadKey, errors.New("the key was revoked"))
@@ -279,7 +279,7 @@ func (s *Store) AnalystKey(ctx context.Context, id string) (*AgentKey, error) {
 		return nil, err
 	}
 	t := Now()
-	if err := k.unusable(t); err != nil {
+	if err := k.Unusable(t); err != nil {
 		return nil, err
 	}
 	switch {
@@ -307,7 +307,7 @@ func (s *Store) noteKeyUse(ctx context.Context, keyID string, t time.Time) {
 	s.keyUse[keyID] = t
 	s.keyUseMu.Unlock()
 	if err := s.touchKeyUsage(ctx, keyID, t); err != nil {
-		s.log.Warn().Err(err).Str("key_id", keyID).Msg("record key use")
+		s.Log.Warn().Err(err).Str("key_id", keyID).Msg("record key use")
 	}
 }
 

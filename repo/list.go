@@ -42,8 +42,8 @@ func anyField(text string, fields ...string) bson.M {
 	return bson.M{"$or": or}
 }
 
-// active is the filter of records that are not archived, unless includeArchived.
-func active(filter bson.M, includeArchived bool) bson.M {
+// Active is the filter of records that are not archived, unless includeArchived.
+func Active(filter bson.M, includeArchived bool) bson.M {
 	if !includeArchived {
 		filter["archived_at"] = nil
 	}

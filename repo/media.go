@@ -461,13 +461,13 @@ func (s *Store) ListMedia(ctx context.Context, f MediaFilter, limit, offset int)
 	if f.Type != "" {
 		filter["type"] = f.Type
 	}
-	return ListPage[Media](ctx, s, CollMedia, active(filter, f.IncludeArchived),
+	return ListPage[Media](ctx, s, CollMedia, Active(filter, f.IncludeArchived),
 		bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 
 // ArchiveMedia archives a media record; its bytes stay.
 func (s *Store) ArchiveMedia(ctx context.Context, id string) (*Media, error) {
-	return archive[*Media](ctx, s, CollMedia, id, nil)
+	return Archive[*Media](ctx, s, CollMedia, id, nil)
 }
 
 // RestoreMedia restores an archived media record.
@@ -575,8 +575,8 @@ type setting struct {
 	Secret string `bson:"secret,omitempty"`
 }
 
-// signingKey returns the URL-signing secret.
-func (s *Store) signingKey(context.Context) ([]byte, error) {
+// SigningKey returns the URL-signing secret.
+func (s *Store) SigningKey(context.Context) ([]byte, error) {
 	if k := s.mediaKey.Load(); k != nil {
 		return *k, nil
 	}
@@ -625,7 +625,7 @@ func (s *Store) dropStoredSigningSecret(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("media URL secret: remove the copy older versions stored in settings: %w", err)
 	}
-	s.log.Info().Msg("media URL signing: the secret older versions kept in the settings collection was removed; URLs signed before now are refused")
+	s.Log.Info().Msg("media URL signing: the secret older versions kept in the settings collection was removed; URLs signed before now are refused")
 	return nil
 }
 
@@ -645,7 +645,7 @@ func (s *Store) MediaURLExpiry() time.Time {
 // exp. It is a Secret (whoever holds it may act): its kept form is the URL
 // without its signature.
 func (s *Store) SignMediaURL(ctx context.Context, base, id, action string, exp time.Time) (Secret, error) {
-	key, err := s.signingKey(ctx)
+	key, err := s.SigningKey(ctx)
 	if err != nil {
 		return Secret{}, err
 	}
@@ -665,7 +665,7 @@ func (s *Store) CheckMediaURL(ctx context.Context, id, action, expires, signatur
 	if err != nil {
 		return ErrMediaURLInvalid
 	}
-	key, err := s.signingKey(ctx)
+	key, err := s.SigningKey(ctx)
 	if err != nil {
 		return err
 	}

@@ -243,7 +243,7 @@ func (s *Store) RemoveNoteLink(ctx context.Context, linkID string) (*Note, error
 
 // ArchiveNote soft-deletes a note.
 func (s *Store) ArchiveNote(ctx context.Context, id string) (*Note, error) {
-	return archive[*Note](ctx, s, CollNotes, id, nil)
+	return Archive[*Note](ctx, s, CollNotes, id, nil)
 }
 
 // RestoreNote restores an archived note.
@@ -261,7 +261,7 @@ type NoteFilter struct {
 // Search matches title and content literally and case-insensitively
 // (list_text.go: the word index, or the store's pattern).
 func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) (Page[Note], error) {
-	filter := active(bson.M{}, f.IncludeArchived)
+	filter := Active(bson.M{}, f.IncludeArchived)
 	if f.Type != "" {
 		filter["type"] = f.Type
 	}

@@ -181,7 +181,7 @@ func (s *Store) Unsubscribe(ctx context.Context, oppID, userID string) (*Subscri
 	if ledger.CheckID(userID) != nil {
 		return nil, Invalid("user_id", "%q is not a UUID", userID)
 	}
-	sub, err := archive[*Subscription](ctx, s, CollSubscriptions, subscriptionID(oppID, userID), nil)
+	sub, err := Archive[*Subscription](ctx, s, CollSubscriptions, subscriptionID(oppID, userID), nil)
 	if isNotFound(err) {
 		return nil, &Error{Code: CodeNotFound, Field: "opportunity_id", Message: fmt.Sprintf("user %s is not subscribed to opportunity %s", userID, oppID)}
 	}
@@ -375,7 +375,7 @@ func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 			}
 			seen[id] = true
 			owner := ""
-			_, m, err := prepare(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
+			_, m, err := Prepare(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
 				if err := ActFor(ctx, fmt.Sprintf("ids[%d]", i), n.UserID); err != nil {
 					return err
 				}
@@ -460,7 +460,7 @@ func (s *Store) FinishDelivery(ctx context.Context, id, worker string, attempts 
 	lost := false
 	err := s.writeGroup(ctx, func() ([]mutation, error) {
 		lost = false
-		n, m, err := prepare(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
+		n, m, err := Prepare(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
 			if n.Delivery.LeaseOwner != worker {
 				return ErrClaimed
 			}

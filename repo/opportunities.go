@@ -92,7 +92,7 @@ func stageChange(ctx context.Context, stage, lostReason, noteID string) StageCha
 		LostReason: lostReason, NoteID: noteID}
 }
 
-func oneOf(field, v string, allowed []string) error {
+func OneOf(field, v string, allowed []string) error {
 	if !slices.Contains(allowed, v) {
 		return Invalid(field, "%q is not allowed; use one of: %s", v, strings.Join(allowed, ", "))
 	}
@@ -204,7 +204,7 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 	first := stageChange(ctx, o.Stage, o.LostReason, "")
 	first.OverrideReason = strings.TrimSpace(override)
 	o.StageHistory = []StageChange{first}
-	if g, err := s.view().opportunityGuards(ctx, "(new)", nil, o); err != nil || g != nil {
+	if g, err := s.View().opportunityGuards(ctx, "(new)", nil, o); err != nil || g != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -230,14 +230,14 @@ func checkOpportunity(o *Opportunity) error {
 	if strings.TrimSpace(o.Title) == "" {
 		return Invalid("title", "must not be empty")
 	}
-	if err := oneOf("stage", o.Stage, Stages); err != nil {
+	if err := OneOf("stage", o.Stage, Stages); err != nil {
 		return err
 	}
-	if err := oneOf("priority", o.Priority, Priorities); err != nil {
+	if err := OneOf("priority", o.Priority, Priorities); err != nil {
 		return err
 	}
 	if o.Type != "" {
-		if err := oneOf("type", o.Type, OpportunityTypes); err != nil {
+		if err := OneOf("type", o.Type, OpportunityTypes); err != nil {
 			return err
 		}
 	}
@@ -288,7 +288,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 	}
 	var out *Opportunity
 	err := s.writeGroup(ctx, func() ([]mutation, error) {
-		o, m, err := prepare(ctx, s, CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
+		o, m, err := Prepare(ctx, s, CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
 			if err := activeOpportunity(o); err != nil {
 				return err
 			}
@@ -296,7 +296,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 			set(&o.OwnerID, p.OwnerID)
 			if p.Embargo != nil {
 				o.EmbargoUntil, o.EmbargoZone = embargoFields(*p.Embargo)
-				g, err := s.view().embargoCoverage(ctx, "opportunity_id", id, o.EmbargoUntil)
+				g, err := s.View().embargoCoverage(ctx, "opportunity_id", id, o.EmbargoUntil)
 				if err != nil {
 					return err
 				}
@@ -368,7 +368,7 @@ func (s *Store) coverageFollows(ctx context.Context, oppID, campaignID string) (
 	}
 	var muts []mutation
 	for _, c := range ids {
-		_, m, err := prepare(ctx, s, CollCoverage, c.ID, audit.ActionUpdate, func(c *Coverage) error {
+		_, m, err := Prepare(ctx, s, CollCoverage, c.ID, audit.ActionUpdate, func(c *Coverage) error {
 			c.CampaignID = campaignID
 			return nil
 		})
@@ -402,7 +402,7 @@ type StageMove struct {
 // written in the same group as the stage change, after it: both land or
 // neither does.
 func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Opportunity, error) {
-	if err := oneOf("stage", mv.Stage, Stages); err != nil {
+	if err := OneOf("stage", mv.Stage, Stages); err != nil {
 		return nil, err
 	}
 	mv.LostReason = strings.TrimSpace(mv.LostReason)
@@ -428,7 +428,7 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 			noteID = note.ID
 		}
 		from := ""
-		o, m, err := prepare(ctx, s, CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
+		o, m, err := Prepare(ctx, s, CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
 			if err := activeOpportunity(o); err != nil {
 				return err
 			}
@@ -518,7 +518,7 @@ func (s *Store) UnlinkContact(ctx context.Context, oppID, contactID string) (*Op
 
 // ArchiveOpportunity archives an opportunity.
 func (s *Store) ArchiveOpportunity(ctx context.Context, id string) (*Opportunity, error) {
-	return archive[*Opportunity](ctx, s, CollOpportunities, id, nil)
+	return Archive[*Opportunity](ctx, s, CollOpportunities, id, nil)
 }
 
 // RestoreOpportunity restores an archived opportunity.
@@ -553,9 +553,9 @@ func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limi
 		filter["next_action_date"] = bson.M{"$lt": *f.NextActionBefore}
 	}
 	if f.Search != "" {
-		return textListPage[Opportunity](ctx, s, textFilter{coll: CollOpportunities, text: f.Search}, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return textListPage[Opportunity](ctx, s, textFilter{coll: CollOpportunities, text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return ListPage[Opportunity](ctx, s, CollOpportunities, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return ListPage[Opportunity](ctx, s, CollOpportunities, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // OpportunityDetail is an opportunity with its related records, trimmed.
@@ -692,7 +692,7 @@ func snapshot(o *Opportunity) *Opportunity {
 // guard runs the pipeline's guards on the change of opportunity id from
 // was to o, as a tool's error.
 func (s *Store) guard(ctx context.Context, id string, was, o *Opportunity) error {
-	g, err := s.view().opportunityGuards(ctx, id, was, o)
+	g, err := s.View().opportunityGuards(ctx, id, was, o)
 	if err != nil {
 		return err
 	}

@@ -147,7 +147,7 @@ func (s *Store) UpdateOutlet(ctx context.Context, id string, f OutletFields) (*O
 // ArchiveOutlet archives an outlet. Its channels, affiliated contacts and
 // notes are left as they are: they still name it, and show it as archived.
 func (s *Store) ArchiveOutlet(ctx context.Context, id string) (*Outlet, error) {
-	return archive[*Outlet](ctx, s, CollOutlets, id, nil)
+	return Archive[*Outlet](ctx, s, CollOutlets, id, nil)
 }
 
 // RestoreOutlet restores an archived outlet.
@@ -183,9 +183,9 @@ func (s *Store) ListOutlets(ctx context.Context, f OutletFilter, limit, offset i
 		filter["topics"] = element(t)
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return textListPage[Outlet](ctx, s, textFilter{coll: CollOutlets, text: q}, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return textListPage[Outlet](ctx, s, textFilter{coll: CollOutlets, text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return ListPage[Outlet](ctx, s, CollOutlets, active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return ListPage[Outlet](ctx, s, CollOutlets, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // OutletSummary is an outlet as a related record shows it.

@@ -143,8 +143,8 @@ func Modify[P interface {
 	}
 }
 
-// archive sets archived_at of a record; archiving an archived record is an error.
-func archive[P interface {
+// Archive sets archived_at of a record; archiving an archived record is an error.
+func Archive[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id string, check func(P) error) (P, error) {

@@ -200,7 +200,7 @@ func (s *Store) search(ctx context.Context, q SearchQuery, path searchPath, t ti
 // readHits reads the records of k matching filter (the archived ones
 // left out unless asked for) and keeps those holding needle.
 func (s *Store) readHits(ctx context.Context, k searchKind, filter bson.M, includeArchived bool, needle string, t time.Time) ([]SearchHit, error) {
-	active(filter, includeArchived)
+	Active(filter, includeArchived)
 	fields := k.project
 	if fields == nil {
 		fields = k.fields

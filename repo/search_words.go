@@ -193,7 +193,7 @@ func (s *Store) searchWords(ctx context.Context, q SearchQuery) (*SearchResult, 
 		t := Now()
 		res, err := s.search(ctx, q, pathWords, t)
 		if errors.Is(err, errWordsRaced) {
-			s.log.Info().Err(err).Msg("search: asking the store")
+			s.Log.Info().Err(err).Msg("search: asking the store")
 			return s.search(ctx, q, pathStore, t)
 		}
 		if err != nil || !s.IndexChecked() {

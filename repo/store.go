@@ -145,7 +145,7 @@ type Options struct {
 type Store struct {
 	*ledger.Engine
 	client *mongo.Client
-	log    zerolog.Logger
+	Log    zerolog.Logger
 	// schema is the domain's registration (schema.go).
 	schema ledger.Schema
 
@@ -174,6 +174,9 @@ type Store struct {
 // Open connects to uri, applies the index list, detects capabilities, picks
 // the write mode and recovers any write a crash left half-done.
 func Open(ctx context.Context, uri, database string, opts Options) (*Store, error) {
+	if err := checkRegistry(); err != nil {
+		return nil, err
+	}
 	copts := options.Client().ApplyURI(uri).SetTimeout(30 * time.Second).
 		SetBSONOptions(&options.BSONOptions{DefaultDocumentM: true})
 	if opts.Monitor != nil {
@@ -183,7 +186,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	s := &Store{client: client, log: opts.Logger, media: opts.Media.withDefaults()}
+	s := &Store{client: client, Log: opts.Logger, media: opts.Media.withDefaults()}
 	s.schema = domainSchema(s)
 	if err := s.setSigningKey(opts.Media.SigningKey); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))

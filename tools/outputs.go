@@ -13,6 +13,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/access"
 	"outreach/repo/dossiers"
+	"outreach/repo/pitches"
 	"outreach/repo/reports"
 )
 
@@ -155,11 +156,11 @@ var outputs = map[string]*jsonschema.Schema{
 		"status", of[string](), "answers", of[[]repo.Answer]()),
 	"list_questions": list[repo.Message]("questions"),
 	// Pitches
-	"create_pitch": of[repo.Pitch](), "get_pitch": of[repo.Pitch](), "list_pitches": list[repo.Pitch]("pitches"),
-	"update_pitch": of[repo.Pitch](), "approve_pitch": of[repo.Pitch](), "send_pitch": of[repo.Pitch](),
-	"cancel_pitch": of[repo.Pitch](), "archive_pitch": of[repo.Pitch](),
-	"add_suppression": of[repo.Suppression](), "remove_suppression": of[repo.Suppression](),
-	"list_suppressions":      list[repo.Suppression]("suppressions"),
+	"create_pitch": of[pitches.Pitch](), "get_pitch": of[pitches.Pitch](), "list_pitches": list[pitches.Pitch]("pitches"),
+	"update_pitch": of[pitches.Pitch](), "approve_pitch": of[pitches.Pitch](), "send_pitch": of[pitches.Pitch](),
+	"cancel_pitch": of[pitches.Pitch](), "archive_pitch": of[pitches.Pitch](),
+	"add_suppression": of[pitches.Suppression](), "remove_suppression": of[pitches.Suppression](),
+	"list_suppressions":      list[pitches.Suppression]("suppressions"),
 	"request_pitch_approval": of[pitchApprovalRequest](), "check_pitch_approval": of[pitchApprovalCheck](),
 }
 

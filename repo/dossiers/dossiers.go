@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"outreach/repo"
+	"outreach/repo/pitches"
 	"slices"
 	"strings"
 	"time"
@@ -238,7 +239,7 @@ type ContactDossier struct {
 	LatestInteractions *InteractionLog  `json:"latest_interactions"`
 	ComputedAt         time.Time        `json:"computed_at"`
 	// EmailPitches are the pitches to the contact, newest first (pitches.go).
-	EmailPitches []repo.PitchBrief `json:"email_pitches"`
+	EmailPitches []pitches.PitchBrief `json:"email_pitches"`
 }
 
 // ContactDossier gathers a contact's record, affiliations, opportunities,
@@ -332,7 +333,7 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 	if d.LatestInteractions, err = s.InteractionLog(ctx, InteractionQuery{ContactID: id, Limit: interactions}); err != nil {
 		return nil, err
 	}
-	if d.EmailPitches, err = s.ContactPitches(ctx, id); err != nil {
+	if d.EmailPitches, err = pitches.Of(s.Store).ContactPitches(ctx, id); err != nil {
 		return nil, err
 	}
 	for _, p := range d.EmailPitches {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"outreach/repo"
+	"outreach/repo/pitches"
 	"slices"
 	"time"
 
@@ -46,7 +47,7 @@ type interactionScope struct {
 	// pitches filters pitches, recipients their unwound recipients (fields
 	// under "recipients."); recipientOK is the same filter in Go.
 	pitches, recipients bson.M
-	recipientOK         func(p *repo.Pitch, r *repo.PitchRecipient) bool
+	recipientOK         func(p *pitches.Pitch, r *pitches.PitchRecipient) bool
 	// messages filters unwound messages (fields under "messages.").
 	messages bson.M
 	// messageOK is the same filter as messages, evaluated in Go.
@@ -63,13 +64,13 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 	// whatever happened after: bounced, replied).
 	// pitches only narrows (any recipient matches); recipients and
 	// recipientOK decide per recipient.
-	pitches := bson.M{"archived_at": nil, "recipients.sent_at": bson.M{"$exists": true}}
+	pitchFilter := bson.M{"archived_at": nil, "recipients.sent_at": bson.M{"$exists": true}}
 	recipients := bson.M{"recipients.sent_at": bson.M{"$ne": nil}}
-	pitchChecks := []func(*repo.Pitch, *repo.PitchRecipient) bool{func(_ *repo.Pitch, r *repo.PitchRecipient) bool { return r.SentAt != nil }}
+	pitchChecks := []func(*pitches.Pitch, *pitches.PitchRecipient) bool{func(_ *pitches.Pitch, r *pitches.PitchRecipient) bool { return r.SentAt != nil }}
 	if q.ContactID != "" {
-		pitches["recipients.contact_id"] = q.ContactID
+		pitchFilter["recipients.contact_id"] = q.ContactID
 		recipients["recipients.contact_id"] = q.ContactID
-		pitchChecks = append(pitchChecks, func(_ *repo.Pitch, r *repo.PitchRecipient) bool { return r.ContactID == q.ContactID })
+		pitchChecks = append(pitchChecks, func(_ *pitches.Pitch, r *pitches.PitchRecipient) bool { return r.ContactID == q.ContactID })
 		notes["links.contact_id"] = q.ContactID
 		coverage["contact_ids"] = q.ContactID
 		threads["messages.contact_ids"] = q.ContactID
@@ -82,7 +83,7 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 		notes["links.opportunity_id"] = q.OpportunityID
 		coverage["opportunity_id"] = q.OpportunityID
 		threads["opportunity_links.opportunity_id"] = q.OpportunityID
-		pitches["opportunity_id"] = q.OpportunityID
+		pitchFilter["opportunity_id"] = q.OpportunityID
 		checks = append(checks, func(t *repo.EmailThread, _ *repo.EmailMessage) bool {
 			return slices.ContainsFunc(t.OpportunityLinks, func(l repo.EmailOpportunityLink) bool { return l.OpportunityID == q.OpportunityID })
 		})
@@ -110,7 +111,7 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 			bson.M{"recipients.contact_id": bson.M{"$in": contacts}},
 			bson.M{"opportunity_id": bson.M{"$in": opps}},
 		}}}}
-		pitchChecks = append(pitchChecks, func(p *repo.Pitch, r *repo.PitchRecipient) bool {
+		pitchChecks = append(pitchChecks, func(p *pitches.Pitch, r *pitches.PitchRecipient) bool {
 			return slices.Contains(contacts, r.ContactID) || slices.Contains(opps, p.OpportunityID)
 		})
 		checks = append(checks, func(t *repo.EmailThread, m *repo.EmailMessage) bool {
@@ -130,7 +131,7 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 		coverage["published_at"] = dates
 		messages = bson.M{"$and": bson.A{messages, bson.M{"messages.date": dates}}}
 		recipients = bson.M{"$and": bson.A{recipients, bson.M{"recipients.sent_at": dates}}}
-		pitchChecks = append(pitchChecks, func(_ *repo.Pitch, r *repo.PitchRecipient) bool {
+		pitchChecks = append(pitchChecks, func(_ *pitches.Pitch, r *pitches.PitchRecipient) bool {
 			return (q.Since == nil || !r.SentAt.Before(*q.Since)) && (q.Until == nil || !r.SentAt.After(*q.Until))
 		})
 		checks = append(checks, func(_ *repo.EmailThread, m *repo.EmailMessage) bool {
@@ -138,8 +139,8 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 		})
 	}
 	return interactionScope{notes: notes, coverage: coverage, threads: threads, messages: messages,
-		pitches: pitches, recipients: recipients,
-		recipientOK: func(p *repo.Pitch, r *repo.PitchRecipient) bool {
+		pitches: pitchFilter, recipients: recipients,
+		recipientOK: func(p *pitches.Pitch, r *pitches.PitchRecipient) bool {
 			for _, ok := range pitchChecks {
 				if !ok(p, r) {
 					return false
@@ -279,12 +280,12 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	if err != nil {
 		return nil, fmt.Errorf("interaction log pitches: %w", err)
 	}
-	var pitches []repo.Pitch
-	if err := cur.All(ctx, &pitches); err != nil {
+	var sent []pitches.Pitch
+	if err := cur.All(ctx, &sent); err != nil {
 		return nil, err
 	}
-	for i := range pitches {
-		p := &pitches[i]
+	for i := range sent {
+		p := &sent[i]
 		for j := range p.Recipients {
 			r := &p.Recipients[j]
 			if !sc.recipientOK(p, r) {
@@ -335,7 +336,7 @@ func interactionPipeline(sc interactionScope, limit int) mongo.Pipeline {
 			"summary":     bson.M{"$concat": bson.A{orNA("$type"), " - ", orNA("$sentiment"), " - ", orNA("$url")}},
 			"detail_type": "$type"}},
 	}
-	pitches := bson.A{
+	pitchPipeline := bson.A{
 		bson.M{"$match": sc.pitches},
 		bson.M{"$unwind": "$recipients"},
 		bson.M{"$match": sc.recipients},
@@ -350,7 +351,7 @@ func interactionPipeline(sc interactionScope, limit int) mongo.Pipeline {
 			"title": "$title", "summary": firstLineExpr("$content"), "detail_type": "$type"}}},
 		{{Key: "$unionWith", Value: bson.M{"coll": repo.CollEmails, "pipeline": emails}}},
 		{{Key: "$unionWith", Value: bson.M{"coll": repo.CollCoverage, "pipeline": coverage}}},
-		{{Key: "$unionWith", Value: bson.M{"coll": repo.CollPitches, "pipeline": pitches}}},
+		{{Key: "$unionWith", Value: bson.M{"coll": repo.CollPitches, "pipeline": pitchPipeline}}},
 		{{Key: "$sort", Value: bson.D{{Key: "date", Value: -1}, {Key: "id", Value: -1}}}},
 		{{Key: "$facet", Value: bson.M{
 			"total":   bson.A{bson.M{"$count": "n"}},

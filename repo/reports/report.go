@@ -13,6 +13,7 @@ import (
 
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/pitches"
 )
 
 // CoverageReportQuery selects the coverage a report counts: active coverage
@@ -289,11 +290,11 @@ func (s *Store) pitchCounts(ctx context.Context, oppFilter bson.M, since, until 
 		}
 		filter["opportunity_id"] = bson.M{"$in": opps}
 	}
-	var pitches []repo.Pitch
-	if err := s.FindProjected(ctx, repo.CollPitches, filter, bson.M{"recipients": 1}, &pitches); err != nil {
+	var sent []pitches.Pitch
+	if err := s.FindProjected(ctx, repo.CollPitches, filter, bson.M{"recipients": 1}, &sent); err != nil {
 		return pc, err
 	}
-	for _, p := range pitches {
+	for _, p := range sent {
 		counted := false
 		for _, rc := range p.Recipients {
 			if rc.SentAt == nil || rc.SentAt.Before(since) || rc.SentAt.After(until) {
@@ -302,9 +303,9 @@ func (s *Store) pitchCounts(ctx context.Context, oppFilter bson.M, since, until 
 			counted = true
 			pc.RecipientsSent++
 			switch rc.State {
-			case repo.RecipientReplied:
+			case pitches.RecipientReplied:
 				pc.Replied++
-			case repo.RecipientBounced:
+			case pitches.RecipientBounced:
 				pc.Bounced++
 			}
 		}
