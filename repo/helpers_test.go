@@ -21,14 +21,6 @@ import (
 // store in a given write mode, the test actor, crash points, and the
 // invariants every test ends on.
 
-// The core's tests run without the areas above it (they cannot import
-// them), and write no record of theirs: a stored email reacts to nothing
-// here, as it would with no pitch to answer, and no pitch is rolled back.
-func init() {
-	OnEmailStored(func(context.Context, *Store, IncomingEmail, IngestResult) {})
-	RegisterRule(CollPitches, func(context.Context, *RuleView, string, bson.M) error { return nil })
-}
-
 // openStore opens a fresh store in the given write mode: the embedded store
 // (ordered mode only), or a new database on MONGODB_URI.
 func openStore(t *testing.T, mode string) *Store {
