@@ -1,8 +1,13 @@
-// Package repo is the domain: every kind of record, its fields, rules,
-// guards and queries, the dossiers, reports, imports and the outbox. It
-// speaks the engine's vocabulary (package ledger: errors, pages, record ids)
-// and registers its collections with the engine at Open (schema.go); the
-// service's index of the embedded store is package ledger/index.
+// Package repo is the domain's core: the store's face over the engine,
+// the schema it registers (every collection and kind of record), the
+// record helpers, lists, errors, sessions, idempotency, agent keys, the
+// rollback and its rules, and the registry the areas above fill at init
+// (registry.go). The areas are the packages under repo/ (repo/pitches,
+// repo/dossiers, ...): each imports the core and the areas below it, never
+// one above (direction_test.go). The records not yet moved to an area of
+// their own are still here. It speaks the engine's vocabulary (package
+// ledger: errors, pages, record ids); the service's index of the embedded
+// store is package ledger/index.
 //
 // The write path is package ledger (the engine): Store holds the engine
 // and the domain's own state, and every mutation goes through the engine's
