@@ -52,9 +52,9 @@ const (
 	CollEmails        = "email_threads"
 	CollUsers         = "users"
 	CollKeys          = "agent_keys"
-	// OAuth grants of the authorization server (oauth.go).
+	// OAuth grants of the authorization server (repo/access/oauth.go).
 	CollOAuthGrants = "oauth_grants"
-	// The authorization server's clients, requests and sign-ins (oauthas.go).
+	// The authorization server's clients, requests and sign-ins (repo/access/oauthas.go).
 	CollOAuthClients  = "oauth_clients"
 	CollOAuthRequests = "oauth_requests"
 	CollSignIns       = "sign_ins"
@@ -75,7 +75,7 @@ const (
 	CollMessages      = "slack_messages"
 	// Messages of the shared inbox read but not stored (emailheld.go).
 	CollHeld = "email_held"
-	// Pitches and the suppression list (pitches.go, pitchsend.go).
+	// Pitches and the suppression list (repo/pitches).
 	CollPitches      = "pitches"
 	CollSuppressions = "suppressions"
 	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
@@ -165,7 +165,7 @@ type Store struct {
 	targets     atomic.Pointer[[]string] // delivery targets of new notifications (notify.go)
 	pitchWindow atomic.Int64             // the double-pitch window in nanoseconds; 0: the default (guards.go)
 
-	pitchPolicy atomic.Pointer[PitchPolicy] // the operator's pitch settings (pitches.go)
+	pitchPolicy atomic.Pointer[PitchPolicy] // the operator's pitch settings (pitchpolicy.go)
 
 	// turns queues this process's updates of one record (see modify).
 	turns recordTurns

@@ -238,7 +238,7 @@ type ContactDossier struct {
 	Pitches            PitchCounts      `json:"pitches"`
 	LatestInteractions *InteractionLog  `json:"latest_interactions"`
 	ComputedAt         time.Time        `json:"computed_at"`
-	// EmailPitches are the pitches to the contact, newest first (pitches.go).
+	// EmailPitches are the pitches to the contact, newest first (repo/pitches).
 	EmailPitches []pitches.PitchBrief `json:"email_pitches"`
 }
 
