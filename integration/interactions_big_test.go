@@ -17,6 +17,7 @@ import (
 	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/dossiers"
 )
 
 // bigLog is one contact's interaction log of many entries, as seeded.
@@ -141,7 +142,7 @@ func BenchmarkInteractionLog(b *testing.B) {
 	raw := store.RawCollections()
 	b.Run("interaction_log", func(b *testing.B) {
 		for b.Loop() {
-			got, err := store.InteractionLog(ctx, repo.InteractionQuery{ContactID: l.contact, Limit: 50})
+			got, err := dossiers.Of(store).InteractionLog(ctx, dossiers.InteractionQuery{ContactID: l.contact, Limit: 50})
 			if err != nil || got.Showing != 50 {
 				b.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/dossiers"
 )
 
 // A sent pitch is an interaction per recipient it went to (whatever
@@ -80,18 +81,18 @@ func TestInteractionLogPitches(t *testing.T) {
 		return // the builders are compared where the server has $unionWith
 	}
 	since, until := logDay(5, 0), logDay(6, 23)
-	for _, q := range []repo.InteractionQuery{
+	for _, q := range []dossiers.InteractionQuery{
 		{ContactID: w.contact}, {ContactID: w.contact2}, {OpportunityID: w.opportunity}, {OutletID: w.outlet},
 		{ContactID: w.contact, Since: &since, Until: &until}, {ContactID: w.contact, Limit: 1},
 	} {
 		if q.Limit == 0 {
 			q.Limit = 50
 		}
-		a, err := env.Store.InteractionLog(context.Background(), q)
+		a, err := dossiers.Of(env.Store).InteractionLog(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := env.Store.InteractionLogMerged(context.Background(), q)
+		b, err := dossiers.Of(env.Store).InteractionLogMerged(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/dossiers"
 )
 
 type interactionLog struct {
@@ -209,7 +210,7 @@ var updateGolden = flag.Bool("update", false, "rewrite golden files")
 func TestInteractionPipelineGolden(t *testing.T) {
 	env := testenv.New(t)
 	since, until := logDay(1, 0), logDay(30, 0)
-	p, err := env.Store.InteractionPipeline(context.Background(), repo.InteractionQuery{
+	p, err := dossiers.Of(env.Store).InteractionPipeline(context.Background(), dossiers.InteractionQuery{
 		ContactID: "11111111-1111-4111-8111-111111111111", OpportunityID: "22222222-2222-4222-8222-222222222222",
 		OutletID: "33333333-3333-4333-8333-333333333333", Since: &since, Until: &until, Limit: 50})
 	if err != nil {
@@ -247,7 +248,7 @@ func TestInteractionBuildersAgree(t *testing.T) {
 	w := seedLog(t, env)
 	ctx := context.Background()
 	since, until := logDay(2, 0), logDay(3, 23)
-	for _, q := range []repo.InteractionQuery{
+	for _, q := range []dossiers.InteractionQuery{
 		{ContactID: w.contact}, {ContactID: w.contact2}, {OpportunityID: w.opportunity}, {OutletID: w.outlet},
 		{OutletID: w.otherOutlet}, {ContactID: w.contact, OutletID: w.outlet}, {ContactID: w.contact, Since: &since, Until: &until},
 		{ContactID: w.contact, Limit: 2},
@@ -255,11 +256,11 @@ func TestInteractionBuildersAgree(t *testing.T) {
 		if q.Limit == 0 {
 			q.Limit = 50
 		}
-		a, err := env.Store.InteractionLog(ctx, q)
+		a, err := dossiers.Of(env.Store).InteractionLog(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := env.Store.InteractionLogMerged(ctx, q)
+		b, err := dossiers.Of(env.Store).InteractionLogMerged(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}

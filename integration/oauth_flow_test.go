@@ -28,6 +28,7 @@ import (
 	"outreach/integration/testenv"
 	"outreach/oauth"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/server"
 )
 
@@ -36,7 +37,7 @@ import (
 func member(t *testing.T, env *testenv.Env, email string, scopes ...string) string {
 	t.Helper()
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
-	_, token, err := env.Store.InviteMember(ctx, email, "", scopes)
+	_, token, err := access.Of(env.Store).InviteMember(ctx, email, "", scopes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestOAuthGoSDKFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if who.UserID != ada.ID || who.AgentType != repo.AgentTypeOAuth || who.KeyName != "Go Assistant" || strings.Join(who.Scopes, ",") != "read,write" || who.SignedIn != "oauth" {
+	if who.UserID != ada.ID || who.AgentType != access.AgentTypeOAuth || who.KeyName != "Go Assistant" || strings.Join(who.Scopes, ",") != "read,write" || who.SignedIn != "oauth" {
 		t.Errorf("whoami: %+v, want ada (%s) through Go Assistant with read,write, signed in with oauth", who, ada.ID)
 	}
 	id := mk(t, c, "create_outlet", M{"name": "Signed in with OAuth"})
@@ -216,7 +217,7 @@ func TestOAuthGoSDKFlow(t *testing.T) {
 	}
 
 	// Refresh rotation and reuse.
-	grants, err := env.Store.ListOAuthGrants(context.Background(), ada.ID)
+	grants, err := access.Of(env.Store).ListOAuthGrants(context.Background(), ada.ID)
 	if err != nil || len(grants) != 1 {
 		t.Fatalf("grants of ada: %v %v", grants, err)
 	}
@@ -458,7 +459,7 @@ func TestOAuthRefusals(t *testing.T) {
 		if tok.AccessToken == "" || strings.Contains(tok.Scope, "admin") {
 			t.Fatalf("a member without admin asking for it: %+v", tok)
 		}
-		g, err := env.Store.OAuthGrantByToken(context.Background(), tok.AccessToken)
+		g, err := access.Of(env.Store).OAuthGrantByToken(context.Background(), tok.AccessToken)
 		if err != nil || strings.Join(g.Scopes, ",") != "read,write" {
 			t.Errorf("grant scopes: %v %v, want read,write", g, err)
 		}

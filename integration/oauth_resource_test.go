@@ -15,14 +15,15 @@ import (
 	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/access"
 )
 
 // grant records an approval of client by the admin user for resource, as
 // the authorization server does, and returns its access token.
-func grant(t *testing.T, env *testenv.Env, client, resource string, in repo.OAuthGrantInput) (*repo.OAuthGrant, repo.OAuthTokens) {
+func grant(t *testing.T, env *testenv.Env, client, resource string, in access.OAuthGrantInput) (*access.OAuthGrant, access.OAuthTokens) {
 	t.Helper()
 	in.UserID, in.ClientID, in.ClientName, in.Resource = env.AdminUserID, client, client+" app", resource
-	g, tok, err := env.Store.IssueOAuthGrant(audit.WithActor(context.Background(), repo.SystemActor("test-setup")), in)
+	g, tok, err := access.Of(env.Store).IssueOAuthGrant(audit.WithActor(context.Background(), repo.SystemActor("test-setup")), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestOAuthProtectedResource(t *testing.T) {
 	if code != 401 || h != `Bearer resource_metadata="`+metadataURL+`"` {
 		t.Errorf("no token: %d %q", code, h)
 	}
-	_, other := grant(t, env, "https://other.example/client", "https://other.example/mcp", repo.OAuthGrantInput{Scopes: []string{"read"}})
+	_, other := grant(t, env, "https://other.example/client", "https://other.example/mcp", access.OAuthGrantInput{Scopes: []string{"read"}})
 	code, h = postInitialize(t, env.URL, other.Access)
 	if code != 401 || h != `Bearer resource_metadata="`+metadataURL+`", error="invalid_token"` {
 		t.Errorf("token for another audience: %d %q", code, h)
@@ -99,7 +100,7 @@ func TestOAuthProtectedResource(t *testing.T) {
 
 	// A read token works as the member, through the client's agent.
 	const client = "https://claude.example/oauth/client.json"
-	g, tok := grant(t, env, client, resource, repo.OAuthGrantInput{Scopes: []string{"read"}})
+	g, tok := grant(t, env, client, resource, access.OAuthGrantInput{Scopes: []string{"read"}})
 	reader := env.Client(tok.Access, "")
 	var who struct {
 		UserID, AgentID, AgentType, KeyName string
@@ -115,7 +116,7 @@ func TestOAuthProtectedResource(t *testing.T) {
 	wantWho := struct {
 		UserID, AgentID, AgentType, KeyName string
 		Scopes                              []string
-	}{env.AdminUserID, repo.OAuthAgentID(client, env.AdminUserID), repo.AgentTypeOAuth, client + " app", []string{"read"}}
+	}{env.AdminUserID, access.OAuthAgentID(client, env.AdminUserID), access.AgentTypeOAuth, client + " app", []string{"read"}}
 	if d := cmp.Diff(wantWho, who); d != "" {
 		t.Errorf("whoami with an OAuth token (-want +got):\n%s", d)
 	}
@@ -149,7 +150,7 @@ func TestOAuthProtectedResource(t *testing.T) {
 	}
 
 	// A write token writes as the member and the client's agent.
-	_, wtok := grant(t, env, client, resource, repo.OAuthGrantInput{Scopes: []string{"read", "write"}})
+	_, wtok := grant(t, env, client, resource, access.OAuthGrantInput{Scopes: []string{"read", "write"}})
 	writer := env.Client(wtok.Access, "")
 	id := mk(t, writer, "create_outlet", M{"name": "Through OAuth"})
 	var log struct {
@@ -164,13 +165,13 @@ func TestOAuthProtectedResource(t *testing.T) {
 	}
 
 	// Revoked and expired tokens are refused.
-	if _, err := env.Store.RevokeOAuthGrant(audit.WithActor(context.Background(), repo.SystemActor("test")), g.ID, "test"); err != nil {
+	if _, err := access.Of(env.Store).RevokeOAuthGrant(audit.WithActor(context.Background(), repo.SystemActor("test")), g.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if code, h := postInitialize(t, env.URL, tok.Access); code != 401 || !strings.Contains(h, `error="invalid_token"`) {
 		t.Errorf("revoked token: %d %q", code, h)
 	}
-	eg, etok := grant(t, env, client, resource, repo.OAuthGrantInput{Scopes: []string{"read"}, AccessTTL: time.Millisecond})
+	eg, etok := grant(t, env, client, resource, access.OAuthGrantInput{Scopes: []string{"read"}, AccessTTL: time.Millisecond})
 	for time.Now().Before(eg.AccessExpiresAt.Add(time.Millisecond)) {
 		time.Sleep(time.Millisecond) // the clock, not another goroutine, is what the test waits for
 	}
@@ -198,7 +199,7 @@ func TestOAuthOff(t *testing.T) {
 	if code, h := postInitialize(t, env.URL, ""); code != 401 || strings.Contains(h, "resource_metadata") {
 		t.Errorf("401 with OAuth off: %d %q", code, h)
 	}
-	_, tok := grant(t, env, "https://c.example/c.json", env.Base+"/mcp", repo.OAuthGrantInput{Scopes: []string{"read"}})
+	_, tok := grant(t, env, "https://c.example/c.json", env.Base+"/mcp", access.OAuthGrantInput{Scopes: []string{"read"}})
 	if code, _ := postInitialize(t, env.URL, tok.Access); code != 401 {
 		t.Errorf("OAuth token with OAuth off: %d, want 401", code)
 	}
@@ -214,8 +215,8 @@ func TestConnectedClientsTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adminGrant, _ := grant(t, env, "https://a.example/c.json", env.URL, repo.OAuthGrantInput{Scopes: []string{"read"}})
-	eveGrant, eveTok, err := env.Store.IssueOAuthGrant(ctx, repo.OAuthGrantInput{UserID: eve.ID, ClientID: "https://e.example/c.json", ClientName: "Eve's assistant",
+	adminGrant, _ := grant(t, env, "https://a.example/c.json", env.URL, access.OAuthGrantInput{Scopes: []string{"read"}})
+	eveGrant, eveTok, err := access.Of(env.Store).IssueOAuthGrant(ctx, access.OAuthGrantInput{UserID: eve.ID, ClientID: "https://e.example/c.json", ClientName: "Eve's assistant",
 		Resource: env.URL, Scopes: []string{"read", "write"}})
 	if err != nil {
 		t.Fatal(err)

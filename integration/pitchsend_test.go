@@ -25,6 +25,7 @@ import (
 	"outreach/pitchsend"
 	"outreach/pitchsend/mailtest"
 	"outreach/repo"
+	"outreach/repo/pitches"
 )
 
 // Pitches sent for real: Postfix on loopback as the submission server
@@ -363,7 +364,7 @@ func TestPitchCrashAndTwoSenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := e.pitch(t, opp, nil, eve)
-	if _, err := e.Store.SchedulePitch(ctx, id, nil, ""); err != nil {
+	if _, err := pitches.Of(e.Store).SchedulePitch(ctx, id, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s1.Deliver(ctx, id); !errors.Is(err, crash) {
@@ -389,7 +390,7 @@ func TestPitchCrashAndTwoSenders(t *testing.T) {
 
 	// Two senders, one scheduled pitch.
 	id2 := e.pitch(t, opp, M{"override_reason": "second try"}, fay)
-	if _, err := e.Store.SchedulePitch(ctx, id2, nil, ""); err != nil {
+	if _, err := pitches.Of(e.Store).SchedulePitch(ctx, id2, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	a, b := cfg, cfg

@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"net/textproto"
+	"outreach/repo/pitches"
 	"strings"
 
 	"github.com/emersion/go-message"
@@ -97,7 +98,7 @@ func (s *Syncer) bounces(ctx context.Context, raw []byte) bool {
 		if r.action != "failed" && r.action != "delayed" {
 			continue
 		}
-		ok, err := s.store.PitchBounce(ctx, msgID, r.email, r.status, r.diagnostic, r.action == "failed" && strings.HasPrefix(r.status, "5"))
+		ok, err := pitches.Of(s.store).PitchBounce(ctx, msgID, r.email, r.status, r.diagnostic, r.action == "failed" && strings.HasPrefix(r.status, "5"))
 		if err != nil {
 			continue
 		}

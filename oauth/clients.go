@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"outreach/repo"
+	"outreach/repo/access"
 )
 
 // Client ID Metadata Documents: a client whose client_id is an HTTPS URL
@@ -223,8 +223,8 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if len(doc.ClientName) > 200 {
 		doc.ClientName = doc.ClientName[:200]
 	}
-	c := &repo.OAuthClient{ClientName: strings.TrimSpace(doc.ClientName), RedirectURIs: doc.RedirectURIs, ClientURI: doc.ClientURI}
-	if err := s.store.RegisterOAuthClient(actor(r.Context(), "register"), c); err != nil {
+	c := &access.OAuthClient{ClientName: strings.TrimSpace(doc.ClientName), RedirectURIs: doc.RedirectURIs, ClientURI: doc.ClientURI}
+	if err := access.Of(s.store).RegisterOAuthClient(actor(r.Context(), "register"), c); err != nil {
 		s.log.Error().Err(err).Msg("oauth register")
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "server_error", "error_description": "the client could not be registered; try again"})
 		return

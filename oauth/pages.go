@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"outreach/repo"
+	"outreach/repo/access"
 )
 
 // The pages people see: sign-in, consent, setting a password from an
@@ -115,7 +116,7 @@ func (s *Server) secure() bool { return strings.HasPrefix(s.cfg.PublicURL, "http
 func (s *Server) setCookie(w http.ResponseWriter, name, value string) {
 	u, _ := url.Parse(s.cfg.PublicURL)
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: u.Path + "/oauth/", HttpOnly: true, Secure: s.secure(),
-		SameSite: http.SameSiteStrictMode, MaxAge: int(repo.OAuthRequestTTL.Seconds())})
+		SameSite: http.SameSiteStrictMode, MaxAge: int(access.OAuthRequestTTL.Seconds())})
 }
 
 // csrfToken returns this browser's CSRF token, made (and set as a cookie)
@@ -151,7 +152,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	switch r.Method {
 	case http.MethodGet:
-		ar, err := s.store.OAuthRequestByID(ctx, r.URL.Query().Get("id"))
+		ar, err := access.Of(s.store).OAuthRequestByID(ctx, r.URL.Query().Get("id"))
 		if err != nil {
 			s.message(w, http.StatusNotFound, "Sign-in expired", "This sign-in link is unknown or has expired. Start again from your assistant.")
 			return
@@ -164,7 +165,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			s.message(w, http.StatusForbidden, "Form refused", "The form's security token is missing or does not match this browser. Reload the sign-in page and try again.")
 			return
 		}
-		ar, err := s.store.OAuthRequestByID(ctx, r.PostFormValue("id"))
+		ar, err := access.Of(s.store).OAuthRequestByID(ctx, r.PostFormValue("id"))
 		if err != nil {
 			s.message(w, http.StatusNotFound, "Sign-in expired", "This sign-in has expired. Start again from your assistant.")
 			return
@@ -178,8 +179,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			again(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins. Try again after %s UTC.", until.UTC().Format("15:04")))
 			return
 		}
-		si, err := s.store.CheckPassword(ctx, email, r.PostFormValue("password"))
-		if errors.Is(err, repo.ErrBadPassword) {
+		si, err := access.Of(s.store).CheckPassword(ctx, email, r.PostFormValue("password"))
+		if errors.Is(err, access.ErrBadPassword) {
 			s.signins.fail(email, clientIP(r))
 			again(http.StatusUnauthorized, "The email or the password is wrong.")
 			return
@@ -200,10 +201,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 // browser the consent nonce, and shows the consent page: the client, the
 // scopes it would get (as far as allowed, the member's role) and those it
 // would not, and the redirect.
-func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, ar *repo.OAuthRequest, userID, email string, allowed []string) {
+func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, ar *access.OAuthRequest, userID, email string, allowed []string) {
 	nonce := random()
-	ar, err := s.store.UpdateOAuthRequest(actor(r.Context(), "sign-in"), ar.ID, func(x *repo.OAuthRequest) error {
-		x.UserID, x.ConsentHash, x.UpstreamHash, x.Allowed = userID, repo.HashSecret(nonce), "", slices.Clone(allowed)
+	ar, err := access.Of(s.store).UpdateOAuthRequest(actor(r.Context(), "sign-in"), ar.ID, func(x *access.OAuthRequest) error {
+		x.UserID, x.ConsentHash, x.UpstreamHash, x.Allowed = userID, access.HashSecret(nonce), "", slices.Clone(allowed)
 		return nil
 	})
 	if err != nil {
@@ -251,17 +252,17 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	ctx := r.Context()
-	ar, err := s.store.OAuthRequestByID(ctx, r.PostFormValue("id"))
+	ar, err := access.Of(s.store).OAuthRequestByID(ctx, r.PostFormValue("id"))
 	if err != nil {
 		s.message(w, http.StatusNotFound, "Request expired", "This authorization request has expired or was answered. Start again from your assistant.")
 		return
 	}
-	if !sameToken(r, consentCookie) || ar.UserID == "" || subtle.ConstantTimeCompare([]byte(repo.HashSecret(r.PostFormValue("csrf"))), []byte(ar.ConsentHash)) != 1 {
+	if !sameToken(r, consentCookie) || ar.UserID == "" || subtle.ConstantTimeCompare([]byte(access.HashSecret(r.PostFormValue("csrf"))), []byte(ar.ConsentHash)) != 1 {
 		s.message(w, http.StatusForbidden, "Form refused", "The form's security token is missing or does not match this browser's sign-in. Sign in again from your assistant.")
 		return
 	}
 	deny := func(desc string) {
-		if err := s.store.EndOAuthRequest(actor(ctx, "consent"), ar.ID); err != nil {
+		if err := access.Of(s.store).EndOAuthRequest(actor(ctx, "consent"), ar.ID); err != nil {
 			s.log.Error().Err(err).Msg("oauth deny")
 		}
 		u, _ := url.Parse(ar.RedirectURI)
@@ -284,7 +285,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		deny("the member's role allows none of the scopes asked")
 		return
 	}
-	_, err = s.store.UpdateOAuthRequest(actor(ctx, "consent"), ar.ID, func(x *repo.OAuthRequest) error {
+	_, err = access.Of(s.store).UpdateOAuthRequest(actor(ctx, "consent"), ar.ID, func(x *access.OAuthRequest) error {
 		t := time.Now().UTC()
 		x.Scopes, x.ApprovedAt = granted, &t
 		return nil
@@ -304,13 +305,13 @@ func (s *Server) invite(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 		token = r.PostFormValue("token")
 	}
-	si, err := s.store.InviteFor(ctx, token)
+	si, err := access.Of(s.store).InviteFor(ctx, token)
 	if err != nil {
 		s.message(w, http.StatusNotFound, "Invite not valid", "This invite link is unknown, used or expired. Ask an admin for a new one.")
 		return
 	}
 	page := func(code int, msg string) {
-		s.render(w, code, "invite", "'self'", map[string]any{"Title": "Set your password", "Email": si.Email, "Token": token, "Min": repo.MinPassword,
+		s.render(w, code, "invite", "'self'", map[string]any{"Title": "Set your password", "Email": si.Email, "Token": token, "Min": access.MinPassword,
 			"CSRF": s.csrfToken(w, r), "Action": s.action(PathInvite), "Error": msg})
 	}
 	switch r.Method {
@@ -325,7 +326,7 @@ func (s *Server) invite(w http.ResponseWriter, r *http.Request) {
 			page(http.StatusBadRequest, "The two passwords differ.")
 			return
 		}
-		if _, err := s.store.AcceptInvite(actor(ctx, "invite"), token, r.PostFormValue("password")); err != nil {
+		if _, err := access.Of(s.store).AcceptInvite(actor(ctx, "invite"), token, r.PostFormValue("password")); err != nil {
 			var e *repo.Error
 			if errors.As(err, &e) {
 				page(http.StatusBadRequest, e.Message)

@@ -19,6 +19,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/access"
 )
 
 // The authorization server: zitadel/oidc's OpenID provider (package op)
@@ -300,17 +301,17 @@ func (st *storage) CreateAuthRequest(ctx context.Context, ar *oidc.AuthRequest, 
 	if err != nil {
 		return nil, err
 	}
-	r := &repo.OAuthRequest{ClientID: ar.ClientID, ClientName: clientName(c), RedirectURI: ar.RedirectURI, State: ar.State, Nonce: ar.Nonce,
+	r := &access.OAuthRequest{ClientID: ar.ClientID, ClientName: clientName(c), RedirectURI: ar.RedirectURI, State: ar.State, Nonce: ar.Nonce,
 		ResponseMode: string(ar.ResponseMode), Scopes: ourScopes(ar.Scopes), CodeChallenge: ar.CodeChallenge,
 		CodeChallengeMethod: string(ar.CodeChallengeMethod), Resource: st.s.cfg.Resource()}
-	if err := st.s.store.CreateOAuthRequest(actor(ctx, "authorize"), r); err != nil {
+	if err := access.Of(st.s.store).CreateOAuthRequest(actor(ctx, "authorize"), r); err != nil {
 		return nil, err
 	}
 	return authRequest{r}, nil
 }
 
 func (st *storage) AuthRequestByID(ctx context.Context, id string) (op.AuthRequest, error) {
-	r, err := st.s.store.OAuthRequestByID(ctx, id)
+	r, err := access.Of(st.s.store).OAuthRequestByID(ctx, id)
 	if err != nil {
 		return nil, notFound{err}
 	}
@@ -318,7 +319,7 @@ func (st *storage) AuthRequestByID(ctx context.Context, id string) (op.AuthReque
 }
 
 func (st *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
-	r, err := st.s.store.OAuthRequestByCode(ctx, code)
+	r, err := access.Of(st.s.store).OAuthRequestByCode(ctx, code)
 	if err != nil {
 		return nil, notFound{err}
 	}
@@ -326,11 +327,11 @@ func (st *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthR
 }
 
 func (st *storage) SaveAuthCode(ctx context.Context, id, code string) error {
-	return st.s.store.SetOAuthCode(actor(ctx, "authorize"), id, code)
+	return access.Of(st.s.store).SetOAuthCode(actor(ctx, "authorize"), id, code)
 }
 
 func (st *storage) DeleteAuthRequest(ctx context.Context, id string) error {
-	return st.s.store.EndOAuthRequest(actor(ctx, "token"), id)
+	return access.Of(st.s.store).EndOAuthRequest(actor(ctx, "token"), id)
 }
 
 func (st *storage) CreateAccessToken(ctx context.Context, tr op.TokenRequest) (string, time.Time, error) {
@@ -348,7 +349,7 @@ func (st *storage) CreateAccessAndRefreshTokens(ctx context.Context, tr op.Token
 		if rr, ok := tr.(*refreshRequest); ok {
 			clientID = rr.g.ClientID
 		}
-		g, tok, err := st.s.store.RefreshOAuthGrant(ctx, current, clientID)
+		g, tok, err := access.Of(st.s.store).RefreshOAuthGrant(ctx, current, clientID)
 		if err != nil {
 			return "", "", time.Time{}, oauthErr(err)
 		}
@@ -358,7 +359,7 @@ func (st *storage) CreateAccessAndRefreshTokens(ctx context.Context, tr op.Token
 	if !ok {
 		return "", "", time.Time{}, oidc.ErrUnsupportedGrantType()
 	}
-	g, tok, err := st.s.store.IssueOAuthGrant(ctx, repo.OAuthGrantInput{UserID: ar.r.UserID, ClientID: ar.r.ClientID, ClientName: ar.r.ClientName,
+	g, tok, err := access.Of(st.s.store).IssueOAuthGrant(ctx, access.OAuthGrantInput{UserID: ar.r.UserID, ClientID: ar.r.ClientID, ClientName: ar.r.ClientName,
 		Resource: ar.r.Resource, Scopes: ar.r.Scopes})
 	if err != nil {
 		return "", "", time.Time{}, err
@@ -385,7 +386,7 @@ func lastReason(err error) string {
 }
 
 func (st *storage) TokenRequestByRefreshToken(ctx context.Context, rt string) (op.RefreshTokenRequest, error) {
-	g, err := st.s.store.OAuthGrantForRefresh(actor(ctx, "token"), rt)
+	g, err := access.Of(st.s.store).OAuthGrantForRefresh(actor(ctx, "token"), rt)
 	if err != nil {
 		return nil, oauthErr(err)
 	}
@@ -397,7 +398,7 @@ func (st *storage) TerminateSession(context.Context, string, string) error { ret
 // RevokeToken revokes the grant a token belongs to (RFC 7009): a token
 // unknown or of another client changes nothing.
 func (st *storage) RevokeToken(ctx context.Context, token, _, clientID string) *oidc.Error {
-	g, err := st.s.store.OAuthGrantByToken(ctx, token)
+	g, err := access.Of(st.s.store).OAuthGrantByToken(ctx, token)
 	if err != nil {
 		if repo.ErrorCode(err) == repo.CodeNotFound {
 			return nil
@@ -407,15 +408,15 @@ func (st *storage) RevokeToken(ctx context.Context, token, _, clientID string) *
 	if g.ClientID != clientID {
 		return oidc.ErrInvalidClient().WithDescription("the token was issued to another client")
 	}
-	if _, err := st.s.store.RevokeOAuthGrant(actor(ctx, "revoke"), g.ID, "revoked by the client"); err != nil {
+	if _, err := access.Of(st.s.store).RevokeOAuthGrant(actor(ctx, "revoke"), g.ID, "revoked by the client"); err != nil {
 		return oidc.ErrServerError()
 	}
 	return nil
 }
 
 func (st *storage) GetRefreshTokenInfo(ctx context.Context, clientID, token string) (string, string, error) {
-	g, err := st.s.store.OAuthGrantByToken(ctx, token)
-	if err != nil || g.ClientID != clientID || !strings.HasPrefix(token, repo.RefreshTokenPrefix) {
+	g, err := access.Of(st.s.store).OAuthGrantByToken(ctx, token)
+	if err != nil || g.ClientID != clientID || !strings.HasPrefix(token, access.RefreshTokenPrefix) {
 		return "", "", op.ErrInvalidRefreshToken
 	}
 	return g.UserID, token, nil
@@ -458,7 +459,7 @@ func (st *storage) GetClientByClientID(ctx context.Context, id string) (op.Clien
 		}
 		return client{id: id, name: doc.ClientName, redirects: doc.RedirectURIs, loginURL: st.s.cfg.Issuer() + PathLogin}, nil
 	}
-	c, err := st.s.store.OAuthClientByID(ctx, id)
+	c, err := access.Of(st.s.store).OAuthClientByID(ctx, id)
 	if err != nil {
 		return nil, notFound{err}
 	}
@@ -501,7 +502,7 @@ type tokenIDs struct{ store *repo.Store }
 const CodePrefix = "outreach_ac_"
 
 func (t tokenIDs) Encrypt(s string) (string, error) {
-	if id, _, ok := strings.Cut(s, ":"); ok && strings.HasPrefix(id, repo.AccessTokenPrefix) {
+	if id, _, ok := strings.Cut(s, ":"); ok && strings.HasPrefix(id, access.AccessTokenPrefix) {
 		return id, nil
 	}
 	return CodePrefix + random(), nil
@@ -510,7 +511,7 @@ func (t tokenIDs) Encrypt(s string) (string, error) {
 func (t tokenIDs) Decrypt(token string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	g, err := t.store.OAuthGrantByToken(ctx, token)
+	g, err := access.Of(t.store).OAuthGrantByToken(ctx, token)
 	if err != nil {
 		return "", err
 	}
@@ -518,7 +519,7 @@ func (t tokenIDs) Decrypt(token string) (string, error) {
 }
 
 // authRequest is a stored authorization request as the library sees it.
-type authRequest struct{ r *repo.OAuthRequest }
+type authRequest struct{ r *access.OAuthRequest }
 
 func (a authRequest) GetID() string          { return a.r.ID }
 func (a authRequest) GetACR() string         { return "" }
@@ -544,7 +545,7 @@ func (a authRequest) GetSubject() string { return a.r.UserID }
 func (a authRequest) Done() bool         { return a.r.ApprovedAt != nil && a.r.UserID != "" }
 
 // refreshRequest is a grant at a refresh, as the library sees it.
-type refreshRequest struct{ g *repo.OAuthGrant }
+type refreshRequest struct{ g *access.OAuthGrant }
 
 func (r *refreshRequest) GetAMR() []string       { return []string{"pwd"} }
 func (r *refreshRequest) GetAudience() []string  { return []string{r.g.Resource} }

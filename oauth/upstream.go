@@ -14,7 +14,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
-	"outreach/repo"
+	"outreach/repo/access"
 )
 
 // Sign-in through an upstream OpenID Connect provider (Google Workspace,
@@ -94,14 +94,14 @@ func (s *Server) upstreamStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	ar, err := s.store.OAuthRequestByID(ctx, r.URL.Query().Get("id"))
+	ar, err := access.Of(s.store).OAuthRequestByID(ctx, r.URL.Query().Get("id"))
 	if err != nil {
 		s.message(w, http.StatusNotFound, "Sign-in expired", "This sign-in link is unknown or has expired. Start again from your assistant.")
 		return
 	}
 	state, verifier, nonce := ar.ID+"."+random(), oauth2.GenerateVerifier(), random()
-	if _, err := s.store.UpdateOAuthRequest(actor(ctx, "sign-in"), ar.ID, func(x *repo.OAuthRequest) error {
-		x.UpstreamHash = repo.HashSecret(state)
+	if _, err := access.Of(s.store).UpdateOAuthRequest(actor(ctx, "sign-in"), ar.ID, func(x *access.OAuthRequest) error {
+		x.UpstreamHash = access.HashSecret(state)
 		return nil
 	}); err != nil {
 		s.message(w, http.StatusConflict, "Sign-in expired", "This sign-in has expired. Start again from your assistant.")
@@ -110,7 +110,7 @@ func (s *Server) upstreamStart(w http.ResponseWriter, r *http.Request) {
 	u, _ := url.Parse(s.cfg.PublicURL)
 	// Lax: the provider's redirect back is a navigation from another site.
 	http.SetCookie(w, &http.Cookie{Name: upstreamCookie, Value: state + " " + verifier + " " + nonce, Path: u.Path + PathUpstreamCallback,
-		HttpOnly: true, Secure: s.secure(), SameSite: http.SameSiteLaxMode, MaxAge: int(repo.OAuthRequestTTL.Seconds())})
+		HttpOnly: true, Secure: s.secure(), SameSite: http.SameSiteLaxMode, MaxAge: int(access.OAuthRequestTTL.Seconds())})
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, s.up.oauth.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)), http.StatusSeeOther)
 }
@@ -140,8 +140,8 @@ func (s *Server) upstreamCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, _, _ := strings.Cut(state, ".")
-	ar, err := s.store.OAuthRequestByID(ctx, id)
-	if err != nil || ar.UpstreamHash == "" || subtle.ConstantTimeCompare([]byte(repo.HashSecret(state)), []byte(ar.UpstreamHash)) != 1 {
+	ar, err := access.Of(s.store).OAuthRequestByID(ctx, id)
+	if err != nil || ar.UpstreamHash == "" || subtle.ConstantTimeCompare([]byte(access.HashSecret(state)), []byte(ar.UpstreamHash)) != 1 {
 		s.message(w, http.StatusForbidden, "Sign-in expired", "This sign-in has expired or was used. Start again from your assistant.")
 		return
 	}
@@ -166,7 +166,7 @@ func (s *Server) upstreamCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	allowed := DefaultScopes
-	if si, err := s.store.SignInOf(ctx, u.ID); err == nil {
+	if si, err := access.Of(s.store).SignInOf(ctx, u.ID); err == nil {
 		allowed = si.Scopes
 	}
 	http.SetCookie(w, &http.Cookie{Name: upstreamCookie, Value: "", Path: c.Path, MaxAge: -1})

@@ -36,6 +36,7 @@ import (
 	"outreach/audit"
 	"outreach/mailsync"
 	"outreach/repo"
+	"outreach/repo/pitches"
 )
 
 // Security of the SMTP connection.
@@ -196,13 +197,13 @@ func (s *Sender) Run(ctx context.Context) {
 
 // RunOnce sends every pitch that is due now.
 func (s *Sender) RunOnce(ctx context.Context) {
-	ids, err := s.store.DuePitches(ctx)
+	ids, err := pitches.Of(s.store).DuePitches(ctx)
 	if err != nil {
 		s.log.Warn().Err(err).Msg("pitch delivery: list due pitches")
 		return
 	}
 	for _, id := range ids {
-		if _, err := s.Deliver(ctx, id); err != nil && !errors.Is(err, repo.ErrNotDue) {
+		if _, err := s.Deliver(ctx, id); err != nil && !errors.Is(err, pitches.ErrNotDue) {
 			s.log.Warn().Err(err).Str("pitch", id).Msg("pitch delivery")
 		}
 	}
@@ -211,16 +212,16 @@ func (s *Sender) RunOnce(ctx context.Context) {
 // Deliver sends pitch id if it is due: claims it, sends each recipient
 // still to send, and finishes it. A pitch another sender holds, or not yet
 // due, is returned as it is.
-func (s *Sender) Deliver(ctx context.Context, id string) (*repo.Pitch, error) {
+func (s *Sender) Deliver(ctx context.Context, id string) (*pitches.Pitch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, err := s.store.ClaimPitch(ctx, id, s.cfg.Instance, s.cfg.Lease)
-	if errors.Is(err, repo.ErrNotDue) {
-		cur, gerr := s.store.Pitch(ctx, id)
+	p, err := pitches.Of(s.store).ClaimPitch(ctx, id, s.cfg.Instance, s.cfg.Lease)
+	if errors.Is(err, pitches.ErrNotDue) {
+		cur, gerr := pitches.Of(s.store).Pitch(ctx, id)
 		if gerr != nil {
 			return nil, gerr
 		}
-		if cur.State == repo.PitchSending {
+		if cur.State == pitches.PitchSending {
 			return cur, repo.Errorf(repo.CodeFailedPrecondition, "pitch %s is being sent by another instance (%s); get_pitch shows its progress", id, cur.ClaimedBy)
 		}
 		return cur, nil
@@ -229,37 +230,37 @@ func (s *Sender) Deliver(ctx context.Context, id string) (*repo.Pitch, error) {
 		return nil, err
 	}
 	for _, r := range p.Recipients {
-		if r.State != repo.RecipientPending && r.State != repo.RecipientSending {
+		if r.State != pitches.RecipientPending && r.State != pitches.RecipientSending {
 			continue
 		}
 		if err := s.recipient(ctx, p, r); err != nil {
 			return nil, err
 		}
 	}
-	return s.store.FinishPitch(ctx, id, s.cfg.Instance, "")
+	return pitches.Of(s.store).FinishPitch(ctx, id, s.cfg.Instance, "")
 }
 
 // recipient sends one recipient; an error is the store's (the claim lost,
 // the store unavailable), after which the pitch is left to the next sender.
-func (s *Sender) recipient(ctx context.Context, p *repo.Pitch, r repo.PitchRecipient) error {
+func (s *Sender) recipient(ctx context.Context, p *pitches.Pitch, r pitches.PitchRecipient) error {
 	id, owner := p.ID, s.cfg.Instance
-	if r.State == repo.RecipientSending && r.MessageID != "" && s.cfg.Inbox != nil {
+	if r.State == pitches.RecipientSending && r.MessageID != "" && s.cfg.Inbox != nil {
 		found, err := s.cfg.Inbox.HasMessageID(s.cfg.SentMailbox, r.MessageID)
 		if err != nil {
 			return fmt.Errorf("reconcile pitch %s from the Sent folder: %w", id, err)
 		}
 		if found {
-			_, err := s.store.RecordRecipient(ctx, id, owner, r.ContactID, repo.RecipientSent, "", "",
+			_, err := pitches.Of(s.store).RecordRecipient(ctx, id, owner, r.ContactID, pitches.RecipientSent, "", "",
 				"a sender stopped after sending; the copy in the Sent folder shows it went, so it was not sent again")
 			return err
 		}
 	}
-	guard, reason, err := s.store.RecipientGuard(ctx, p, r)
+	guard, reason, err := pitches.Of(s.store).RecipientGuard(ctx, p, r)
 	if err != nil {
 		return err
 	}
 	if guard != "" {
-		_, err := s.store.RecordRecipient(ctx, id, owner, r.ContactID, repo.RecipientSuppressed, guard, reason, "")
+		_, err := pitches.Of(s.store).RecordRecipient(ctx, id, owner, r.ContactID, pitches.RecipientSuppressed, guard, reason, "")
 		return err
 	}
 	msgID := r.MessageID
@@ -268,15 +269,15 @@ func (s *Sender) recipient(ctx context.Context, p *repo.Pitch, r repo.PitchRecip
 	}
 	msg, err := s.message(ctx, p, r, msgID)
 	if err != nil {
-		_, rerr := s.store.RecordRecipient(ctx, id, owner, r.ContactID, repo.RecipientFailed, "", "the message could not be built: "+err.Error(), "")
+		_, rerr := pitches.Of(s.store).RecordRecipient(ctx, id, owner, r.ContactID, pitches.RecipientFailed, "", "the message could not be built: "+err.Error(), "")
 		return rerr
 	}
-	if _, err := s.store.RecordAttempt(ctx, id, owner, r.ContactID, msgID, s.cfg.Lease); err != nil {
+	if _, err := pitches.Of(s.store).RecordAttempt(ctx, id, owner, r.ContactID, msgID, s.cfg.Lease); err != nil {
 		return err
 	}
 	serr := s.send(ctx, msg)
 	if serr != nil && !msg.IsDelivered() {
-		_, err := s.store.RecordRecipient(ctx, id, owner, r.ContactID, repo.RecipientFailed, "", sendReason(serr, msgID), "")
+		_, err := pitches.Of(s.store).RecordRecipient(ctx, id, owner, r.ContactID, pitches.RecipientFailed, "", sendReason(serr, msgID), "")
 		return err
 	}
 	note := ""
@@ -293,7 +294,7 @@ func (s *Sender) recipient(ctx context.Context, p *repo.Pitch, r repo.PitchRecip
 			return err
 		}
 	}
-	_, err = s.store.RecordRecipient(ctx, id, owner, r.ContactID, repo.RecipientSent, "", "", note)
+	_, err = pitches.Of(s.store).RecordRecipient(ctx, id, owner, r.ContactID, pitches.RecipientSent, "", "", note)
 	return err
 }
 
@@ -323,7 +324,7 @@ func domainOf(addr string) string {
 
 // UnsubscribeURL is the signed one-click unsubscribe URL of an address.
 func (s *Sender) UnsubscribeURL(ctx context.Context, email, pitchID string) (string, error) {
-	tok, err := s.store.UnsubscribeToken(ctx, email, pitchID)
+	tok, err := pitches.Of(s.store).UnsubscribeToken(ctx, email, pitchID)
 	if err != nil {
 		return "", err
 	}
@@ -331,23 +332,23 @@ func (s *Sender) UnsubscribeURL(ctx context.Context, email, pitchID string) (str
 }
 
 // message builds recipient r's message.
-func (s *Sender) message(ctx context.Context, p *repo.Pitch, r repo.PitchRecipient, msgID string) (*gomail.Msg, error) {
+func (s *Sender) message(ctx context.Context, p *pitches.Pitch, r pitches.PitchRecipient, msgID string) (*gomail.Msg, error) {
 	unsub, err := s.UnsubscribeURL(ctx, r.Email, p.ID)
 	if err != nil {
 		return nil, err
 	}
 	m := gomail.NewMsg()
 	m.FromMailAddress(s.from)
-	if err := m.AddToFormat(repo.RecipientName(r), r.Email); err != nil {
+	if err := m.AddToFormat(pitches.RecipientName(r), r.Email); err != nil {
 		return nil, err
 	}
-	m.Subject(repo.Merge(p.Subject, r))
+	m.Subject(pitches.Merge(p.Subject, r))
 	m.SetMessageIDWithValue(msgID)
 	m.SetDate()
 	m.SetGenHeader(gomail.Header("List-Unsubscribe"), "<"+unsub+">")
 	m.SetGenHeader(gomail.Header("List-Unsubscribe-Post"), "List-Unsubscribe=One-Click")
 	m.SetGenHeader(gomail.Header("X-Outreach-Pitch"), p.ID)
-	body := repo.Merge(p.Body, r) + "\n\n--\nTo receive no more pitches from us: " + unsub + "\n"
+	body := pitches.Merge(p.Body, r) + "\n\n--\nTo receive no more pitches from us: " + unsub + "\n"
 	m.SetBodyString(gomail.TypeTextPlain, body)
 	return m, nil
 }

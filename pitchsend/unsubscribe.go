@@ -9,6 +9,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/pitches"
 )
 
 // UnsubscribeHandler serves the signed unsubscribe links of pitches. A POST
@@ -23,7 +24,7 @@ func UnsubscribeHandler(store *repo.Store, log zerolog.Logger) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:
-			if _, err := store.CheckUnsubscribeToken(r.Context(), tok); err != nil {
+			if _, err := pitches.Of(store).CheckUnsubscribeToken(r.Context(), tok); err != nil {
 				http.Error(w, "This unsubscribe link is not valid.", http.StatusForbidden)
 				return
 			}
@@ -31,8 +32,8 @@ func UnsubscribeHandler(store *repo.Store, log zerolog.Logger) http.Handler {
 			unsubscribePage.Execute(w, map[string]string{"Token": tok})
 		case http.MethodPost:
 			ctx := audit.WithActor(r.Context(), repo.SystemActor("unsubscribe link"))
-			email, added, err := store.UnsubscribeAddress(ctx, tok)
-			if errors.Is(err, repo.ErrBadUnsubscribe) {
+			email, added, err := pitches.Of(store).UnsubscribeAddress(ctx, tok)
+			if errors.Is(err, pitches.ErrBadUnsubscribe) {
 				http.Error(w, "This unsubscribe link is not valid.", http.StatusForbidden)
 				return
 			}

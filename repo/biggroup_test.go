@@ -43,8 +43,8 @@ func TestLargeSessionRollback(t *testing.T) {
 			// on the embedded store, which is not what is measured here).
 			for i := 0; i < n; i++ {
 				id := uuid.NewString()
-				if _, err := s.write(work, mutation{Coll: collUsers, ID: id, Action: audit.ActionCreate,
-					After: bson.M{"_id": id, "name": fmt.Sprintf("user %d", i), "email": id + "@example.com", "created_at": now(), "updated_at": now(), "archived_at": nil}}); err != nil {
+				if _, err := s.write(work, mutation{Coll: CollUsers, ID: id, Action: audit.ActionCreate,
+					After: bson.M{"_id": id, "name": fmt.Sprintf("user %d", i), "email": id + "@example.com", "created_at": Now(), "updated_at": Now(), "archived_at": nil}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -123,11 +123,11 @@ func TestLargeSessionRollback(t *testing.T) {
 				t.Error("no other write went through while the group was written")
 			}
 			var e audit.Entry
-			if err := s.coll(collChangeLog).FindOne(context.Background(), bson.M{"_id": res.Steps[0].RollbackID}).Decode(&e); err != nil {
+			if err := s.coll(CollChangeLog).FindOne(context.Background(), bson.M{"_id": res.Steps[0].RollbackID}).Decode(&e); err != nil {
 				t.Fatal(err)
 			}
 			var p ledger.Plan
-			if err := s.coll(collPlans).FindOne(context.Background(), bson.M{"_id": e.PlanID}).Decode(&p); err != nil {
+			if err := s.coll(CollPlans).FindOne(context.Background(), bson.M{"_id": e.PlanID}).Decode(&p); err != nil {
 				t.Fatal(err)
 			}
 			if p.State != ledger.PlanApplied || p.Chunks < 2 || p.Count != n {

@@ -57,7 +57,7 @@ type CampaignPatch struct {
 // campaign, unless a campaign of that name exists. Running it again changes
 // nothing.
 func (s *Store) Seed(ctx context.Context) error {
-	n, err := s.count(ctx, collCampaigns, bson.M{"name": GeneralCampaign})
+	n, err := s.count(ctx, CollCampaigns, bson.M{"name": GeneralCampaign})
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
@@ -67,7 +67,7 @@ func (s *Store) Seed(ctx context.Context) error {
 	ctx = audit.WithActor(ctx, SystemActor("seed"))
 	c := &Campaign{Name: GeneralCampaign, Status: "active",
 		Description: "Opportunities created without a campaign join this one."}
-	if err := insert(ctx, s, collCampaigns, c); err != nil {
+	if err := Insert(ctx, s, CollCampaigns, c); err != nil {
 		return fmt.Errorf("seed the %s campaign: %w", GeneralCampaign, err)
 	}
 	return nil
@@ -76,7 +76,7 @@ func (s *Store) Seed(ctx context.Context) error {
 // generalID returns the id of the General campaign.
 func (s *Store) generalID(ctx context.Context) (string, error) {
 	var m Meta
-	err := s.findOne(ctx, collCampaigns, bson.M{"name": GeneralCampaign},
+	err := s.findOne(ctx, CollCampaigns, bson.M{"name": GeneralCampaign},
 		options.FindOne().SetSort(bson.D{{Key: "created_at", Value: 1}, {Key: "_id", Value: 1}})).Decode(&m)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return "", Errorf(CodeFailedPrecondition, "the %s campaign is missing; restart the service to create it, or give campaign_id", GeneralCampaign)
@@ -99,7 +99,7 @@ func (s *Store) checkCampaignName(ctx context.Context, name, id string) (string,
 	}
 	if strings.EqualFold(name, GeneralCampaign) {
 		var m Meta
-		err := s.findOne(ctx, collCampaigns, bson.M{"name": GeneralCampaign}).Decode(&m)
+		err := s.findOne(ctx, CollCampaigns, bson.M{"name": GeneralCampaign}).Decode(&m)
 		if err == nil && m.ID != id {
 			return "", &Error{Code: CodeConflict, Field: "name", Message: fmt.Sprintf("name: %q is reserved for the %s campaign (%s); choose another name", name, GeneralCampaign, m.ID)}
 		}
@@ -134,7 +134,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c *Campaign) (*Campaign, err
 		return nil, err
 	}
 	c.Meta = Meta{}
-	if err := insert(ctx, s, collCampaigns, c); err != nil {
+	if err := Insert(ctx, s, CollCampaigns, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -142,7 +142,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c *Campaign) (*Campaign, err
 
 // Campaign returns a campaign.
 func (s *Store) Campaign(ctx context.Context, id string) (*Campaign, error) {
-	return find[*Campaign](ctx, s, collCampaigns, id)
+	return Find[*Campaign](ctx, s, CollCampaigns, id)
 }
 
 // UpdateCampaign applies p to an active campaign. General keeps its name.
@@ -154,7 +154,7 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 		}
 		p.Name = &name
 	}
-	return modify(ctx, s, collCampaigns, id, audit.ActionUpdate, func(c *Campaign) error {
+	return Modify(ctx, s, CollCampaigns, id, audit.ActionUpdate, func(c *Campaign) error {
 		if c.Archived() {
 			return Errorf(CodeFailedPrecondition, "campaign %s is archived; restore it before changing it", id)
 		}
@@ -172,7 +172,7 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 		set(&c.TargetPlacements, p.TargetPlacements)
 		if p.Embargo != nil {
 			c.EmbargoUntil, c.EmbargoZone = embargoFields(*p.Embargo)
-			g, err := s.view().embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil)
+			g, err := s.View().embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil)
 			if err != nil {
 				return err
 			}
@@ -186,7 +186,7 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 
 // ArchiveCampaign archives a campaign; General cannot be archived.
 func (s *Store) ArchiveCampaign(ctx context.Context, id string) (*Campaign, error) {
-	return archive(ctx, s, collCampaigns, id, func(c *Campaign) error {
+	return Archive(ctx, s, CollCampaigns, id, func(c *Campaign) error {
 		if c.General() {
 			return Errorf(CodeFailedPrecondition, "%s", generalArchived())
 		}
@@ -196,7 +196,7 @@ func (s *Store) ArchiveCampaign(ctx context.Context, id string) (*Campaign, erro
 
 // RestoreCampaign restores an archived campaign.
 func (s *Store) RestoreCampaign(ctx context.Context, id string) (*Campaign, error) {
-	return restore[*Campaign](ctx, s, collCampaigns, id)
+	return restore[*Campaign](ctx, s, CollCampaigns, id)
 }
 
 // CampaignFilter selects campaigns; empty fields do not filter.
@@ -212,9 +212,9 @@ func (s *Store) ListCampaigns(ctx context.Context, f CampaignFilter, limit, offs
 		filter["status"] = f.Status
 	}
 	if f.Search != "" {
-		return textListPage[Campaign](ctx, s, textFilter{coll: collCampaigns, text: f.Search}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+		return textListPage[Campaign](ctx, s, textFilter{coll: CollCampaigns, text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return listPage[Campaign](ctx, s, collCampaigns, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return ListPage[Campaign](ctx, s, CollCampaigns, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // CampaignMetrics are a campaign's summary figures, computed from the active
@@ -247,7 +247,7 @@ type CoverageTally struct {
 	TotalReach  int64          `json:"total_reach"`
 }
 
-func newCoverageTally() CoverageTally {
+func NewCoverageTally() CoverageTally {
 	c := CoverageTally{ByType: map[string]int{}, BySentiment: map[string]int{NoSentiment: 0}}
 	for _, ty := range CoverageTypes {
 		c.ByType[ty] = 0
@@ -258,7 +258,7 @@ func newCoverageTally() CoverageTally {
 	return c
 }
 
-func (c *CoverageTally) add(typ, sentiment string, reach *int64) {
+func (c *CoverageTally) Add(typ, sentiment string, reach *int64) {
 	c.Total++
 	c.ByType[typ]++
 	if sentiment == "" {
@@ -266,7 +266,7 @@ func (c *CoverageTally) add(typ, sentiment string, reach *int64) {
 	}
 	c.BySentiment[sentiment]++
 	if reach != nil {
-		c.TotalReach = addFigures(c.TotalReach, *reach)
+		c.TotalReach = AddFigures(c.TotalReach, *reach)
 	}
 }
 
@@ -283,7 +283,7 @@ const NoSentiment = "unspecified"
 // with $in queries: the embedded store has no $lookup and no $group
 // accumulators beyond $sum.
 func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetrics, error) {
-	t := now()
+	t := Now()
 	m := &CampaignMetrics{ComputedAt: t}
 	m.Opportunities.ByStage = map[string]int{}
 	for _, st := range Stages {
@@ -293,7 +293,7 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 		Stage          string     `bson:"stage"`
 		NextActionDate *time.Time `bson:"next_action_date"`
 	}
-	if err := s.findProjected(ctx, collOpportunities, bson.M{"campaign_id": id, "archived_at": nil},
+	if err := s.FindProjected(ctx, CollOpportunities, bson.M{"campaign_id": id, "archived_at": nil},
 		bson.M{"stage": 1, "next_action_date": 1}, &opps); err != nil {
 		return nil, err
 	}
@@ -317,14 +317,14 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 		m.WinRate = &r
 	}
 	c := &m.Coverage
-	c.CoverageTally = newCoverageTally()
+	c.CoverageTally = NewCoverageTally()
 	var cov []struct {
 		Type      string `bson:"type"`
 		Sentiment string `bson:"sentiment"`
 		OutletID  string `bson:"outlet_id"`
 		Reach     *int64 `bson:"reach"`
 	}
-	if err := s.findProjected(ctx, collCoverage, bson.M{"campaign_id": id, "archived_at": nil},
+	if err := s.FindProjected(ctx, CollCoverage, bson.M{"campaign_id": id, "archived_at": nil},
 		bson.M{"type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1}, &cov); err != nil {
 		return nil, err
 	}
@@ -340,7 +340,7 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 			ID   string `bson:"_id"`
 			Tier *int64 `bson:"tier"`
 		}
-		if err := s.findProjected(ctx, collOutlets, bson.M{"_id": bson.M{"$in": outletIDs}}, bson.M{"tier": 1}, &outlets); err != nil {
+		if err := s.FindProjected(ctx, CollOutlets, bson.M{"_id": bson.M{"$in": outletIDs}}, bson.M{"tier": 1}, &outlets); err != nil {
 			return nil, err
 		}
 		for _, o := range outlets {
@@ -348,7 +348,7 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 		}
 	}
 	for _, x := range cov {
-		c.add(x.Type, x.Sentiment, x.Reach)
+		c.Add(x.Type, x.Sentiment, x.Reach)
 		if tier1[x.OutletID] {
 			c.Tier1++
 		}
@@ -379,7 +379,7 @@ func (s *Store) CampaignHeadlines(ctx context.Context, ids []string) (map[string
 		CampaignID string `bson:"campaign_id"`
 		Stage      string `bson:"stage"`
 	}
-	if err := s.findProjected(ctx, collOpportunities, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
+	if err := s.FindProjected(ctx, CollOpportunities, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
 		bson.M{"campaign_id": 1, "stage": 1}, &opps); err != nil {
 		return nil, err
 	}
@@ -398,7 +398,7 @@ func (s *Store) CampaignHeadlines(ctx context.Context, ids []string) (map[string
 	var cov []struct {
 		CampaignID string `bson:"campaign_id"`
 	}
-	if err := s.findProjected(ctx, collCoverage, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
+	if err := s.FindProjected(ctx, CollCoverage, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
 		bson.M{"campaign_id": 1}, &cov); err != nil {
 		return nil, err
 	}
@@ -408,9 +408,9 @@ func (s *Store) CampaignHeadlines(ctx context.Context, ids []string) (map[string
 	return out, nil
 }
 
-// findProjected decodes every document of coll matching filter, with
+// FindProjected decodes every document of coll matching filter, with
 // projection, into out (a pointer to a slice).
-func (s *Store) findProjected(ctx context.Context, coll string, filter, projection bson.M, out any) error {
+func (s *Store) FindProjected(ctx context.Context, coll string, filter, projection bson.M, out any) error {
 	opts := options.Find()
 	if projection != nil {
 		opts.SetProjection(projection)
@@ -429,10 +429,10 @@ func set[T any](dst *T, v *T) {
 // trillion, far enough from the int64 limit that sums of them never wrap.
 const MaxFigure = 1_000_000_000_000
 
-// addFigures adds two figures of 0 or more, held at the largest int64
+// AddFigures adds two figures of 0 or more, held at the largest int64
 // rather than wrapping: a figure stored before MaxFigure (or by hand) must
 // not turn a total negative.
-func addFigures(a, b int64) int64 {
+func AddFigures(a, b int64) int64 {
 	if b < 0 {
 		b = 0
 	}

@@ -83,10 +83,10 @@ func (s *Store) CreateChannel(ctx context.Context, outletID string, f ChannelFie
 	if err := f.apply(c, true); err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, collOutlets, "outlet_id", outletID); err != nil {
+	if err := s.MustExist(ctx, CollOutlets, "outlet_id", outletID); err != nil {
 		return nil, err
 	}
-	if err := insert(ctx, s, collChannels, c); err != nil {
+	if err := Insert(ctx, s, CollChannels, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -94,7 +94,7 @@ func (s *Store) CreateChannel(ctx context.Context, outletID string, f ChannelFie
 
 // Channel returns one channel, archived or not.
 func (s *Store) Channel(ctx context.Context, id string) (*Channel, error) {
-	return find[*Channel](ctx, s, collChannels, id)
+	return Find[*Channel](ctx, s, CollChannels, id)
 }
 
 // UpdateChannel changes the given fields of an active channel; its outlet
@@ -103,8 +103,8 @@ func (s *Store) UpdateChannel(ctx context.Context, id string, f ChannelFields) (
 	if f.empty() {
 		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
 	}
-	return modify(ctx, s, collChannels, id, audit.ActionUpdate, func(c *Channel) error {
-		if err := refuseArchived(collChannels, &c.Meta); err != nil {
+	return Modify(ctx, s, CollChannels, id, audit.ActionUpdate, func(c *Channel) error {
+		if err := refuseArchived(CollChannels, &c.Meta); err != nil {
 			return err
 		}
 		return f.apply(c, false)
@@ -113,13 +113,13 @@ func (s *Store) UpdateChannel(ctx context.Context, id string, f ChannelFields) (
 
 // ArchiveChannel archives a channel.
 func (s *Store) ArchiveChannel(ctx context.Context, id string) (*Channel, error) {
-	return archive[*Channel](ctx, s, collChannels, id, nil)
+	return Archive[*Channel](ctx, s, CollChannels, id, nil)
 }
 
 // RestoreChannel restores an archived channel, whether or not its outlet is
 // archived (archiving an outlet never touched its channels either).
 func (s *Store) RestoreChannel(ctx context.Context, id string) (*Channel, error) {
-	return restore[*Channel](ctx, s, collChannels, id)
+	return restore[*Channel](ctx, s, CollChannels, id)
 }
 
 // ChannelFilter selects channels; zero fields do not filter.
@@ -134,7 +134,7 @@ func (s *Store) ListChannels(ctx context.Context, f ChannelFilter, limit, offset
 	filter := bson.M{}
 	if f.OutletID != "" {
 		if _, err := s.Outlet(ctx, f.OutletID); err != nil {
-			return Page[Channel]{}, withField(err, "outlet_id")
+			return Page[Channel]{}, WithField(err, "outlet_id")
 		}
 		filter["outlet_id"] = f.OutletID
 	}
@@ -144,7 +144,7 @@ func (s *Store) ListChannels(ctx context.Context, f ChannelFilter, limit, offset
 		}
 		filter["type"] = f.Type
 	}
-	return listPage[Channel](ctx, s, collChannels, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return ListPage[Channel](ctx, s, CollChannels, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // ChannelDetail is a channel with its parent outlet (archived or not).

@@ -29,7 +29,7 @@ func TestConcurrentUpdatesLoseNoWrite(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range each {
-				_, err := modify(ctx, s, collUsers, u.ID, audit.ActionUpdate, func(u *User) error {
+				_, err := Modify(ctx, s, CollUsers, u.ID, audit.ActionUpdate, func(u *User) error {
 					u.Name += string(rune('a' + w))
 					return nil
 				})

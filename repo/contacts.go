@@ -180,7 +180,7 @@ func (s *Store) checkEmailFree(ctx context.Context, emailLower, self string) err
 	if emailLower == "" {
 		return nil
 	}
-	other, err := s.view().emailHolder(ctx, emailLower, self)
+	other, err := s.View().emailHolder(ctx, emailLower, self)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 	if err := f.apply(c, true); err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, collUsers, "owner_id", nonEmpty(c.OwnerID)...); err != nil {
+	if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(c.OwnerID)...); err != nil {
 		return nil, err
 	}
 	for i, id := range outletIDs {
@@ -205,7 +205,7 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 			return nil, Invalid("outlet_ids", "outlet %s is listed twice", id)
 		}
 	}
-	if err := s.mustExist(ctx, collOutlets, "outlet_ids", outletIDs...); err != nil {
+	if err := s.MustExist(ctx, CollOutlets, "outlet_ids", outletIDs...); err != nil {
 		return nil, err
 	}
 	if err := s.checkEmailFree(ctx, c.EmailLower, ""); err != nil {
@@ -214,7 +214,7 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 	for i, id := range outletIDs {
 		c.Affiliations = append(c.Affiliations, Affiliation{ID: uuid.NewString(), OutletID: id, IsPrimary: i == 0})
 	}
-	if err := insert(ctx, s, collContacts, c); err != nil {
+	if err := Insert(ctx, s, CollContacts, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -222,7 +222,7 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 
 // Contact returns one contact, archived or not.
 func (s *Store) Contact(ctx context.Context, id string) (*Contact, error) {
-	return find[*Contact](ctx, s, collContacts, id)
+	return Find[*Contact](ctx, s, CollContacts, id)
 }
 
 // UpdateContact changes the given fields of an active contact.
@@ -231,7 +231,7 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
 	}
 	if f.OwnerID != nil {
-		if err := s.mustExist(ctx, collUsers, "owner_id", nonEmpty(strings.TrimSpace(*f.OwnerID))...); err != nil {
+		if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(strings.TrimSpace(*f.OwnerID))...); err != nil {
 			return nil, err
 		}
 	}
@@ -244,8 +244,8 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 			return nil, err
 		}
 	}
-	return modify(ctx, s, collContacts, id, audit.ActionUpdate, func(c *Contact) error {
-		if err := refuseArchived(collContacts, &c.Meta); err != nil {
+	return Modify(ctx, s, CollContacts, id, audit.ActionUpdate, func(c *Contact) error {
+		if err := refuseArchived(CollContacts, &c.Meta); err != nil {
 			return err
 		}
 		was := *c
@@ -253,7 +253,7 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 			return err
 		}
 		if g := contactFlagGuard(ctx, &was, c); g != nil {
-			return &Error{Code: CodePermissionDenied, Field: g.field, Message: g.message}
+			return &Error{Code: CodePermissionDenied, Field: g.field, Message: g.Message}
 		}
 		return nil
 	})
@@ -261,7 +261,7 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 
 // ArchiveContact archives a contact; its address becomes free for another.
 func (s *Store) ArchiveContact(ctx context.Context, id string) (*Contact, error) {
-	return archive[*Contact](ctx, s, collContacts, id, nil)
+	return Archive[*Contact](ctx, s, CollContacts, id, nil)
 }
 
 // RestoreContact restores an archived contact, unless an active contact
@@ -276,7 +276,7 @@ func (s *Store) RestoreContact(ctx context.Context, id string) (*Contact, error)
 			return nil, err
 		}
 	}
-	return restore[*Contact](ctx, s, collContacts, id)
+	return restore[*Contact](ctx, s, CollContacts, id)
 }
 
 // AffiliationInput is what add_contact_outlet takes.
@@ -293,13 +293,13 @@ func (s *Store) AddContactOutlet(ctx context.Context, in AffiliationInput) (*Con
 	if in.StartedOn != nil && in.EndedOn != nil && in.EndedOn.Before(*in.StartedOn) {
 		return nil, nil, Invalid("ended_on", "is before started_on")
 	}
-	if err := s.mustExist(ctx, collOutlets, "outlet_id", in.OutletID); err != nil {
+	if err := s.MustExist(ctx, CollOutlets, "outlet_id", in.OutletID); err != nil {
 		return nil, nil, err
 	}
 	a := Affiliation{ID: uuid.NewString(), OutletID: in.OutletID, Role: strings.TrimSpace(in.Role),
 		IsPrimary: in.IsPrimary, StartedOn: in.StartedOn, EndedOn: in.EndedOn}
-	c, err := modify(ctx, s, collContacts, in.ContactID, audit.ActionLink, func(c *Contact) error {
-		if err := refuseArchived(collContacts, &c.Meta); err != nil {
+	c, err := Modify(ctx, s, CollContacts, in.ContactID, audit.ActionLink, func(c *Contact) error {
+		if err := refuseArchived(CollContacts, &c.Meta); err != nil {
 			return err
 		}
 		for _, x := range c.Affiliations {
@@ -328,12 +328,12 @@ func (s *Store) AddContactOutlet(ctx context.Context, in AffiliationInput) (*Con
 // brings it back with its id.
 func (s *Store) RemoveContactOutlet(ctx context.Context, affiliationID string) (*Contact, *Affiliation, error) {
 	var owner Contact
-	if err := s.findOne(ctx, collContacts, bson.M{"affiliations.id": affiliationID}).Decode(&owner); err != nil {
+	if err := s.findOne(ctx, CollContacts, bson.M{"affiliations.id": affiliationID}).Decode(&owner); err != nil {
 		return nil, nil, ledger.DriverErr(err, "affiliation", affiliationID)
 	}
 	var removed Affiliation
-	c, err := modify(ctx, s, collContacts, owner.ID, audit.ActionUnlink, func(c *Contact) error {
-		if err := refuseArchived(collContacts, &c.Meta); err != nil {
+	c, err := Modify(ctx, s, CollContacts, owner.ID, audit.ActionUnlink, func(c *Contact) error {
+		if err := refuseArchived(CollContacts, &c.Meta); err != nil {
 			return err
 		}
 		i := slices.IndexFunc(c.Affiliations, func(a Affiliation) bool { return a.ID == affiliationID })
@@ -365,7 +365,7 @@ func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset
 	filter := bson.M{}
 	if f.OutletID != "" {
 		if _, err := s.Outlet(ctx, f.OutletID); err != nil {
-			return Page[Contact]{}, withField(err, "outlet_id")
+			return Page[Contact]{}, WithField(err, "outlet_id")
 		}
 		filter["affiliations.outlet_id"] = f.OutletID
 	}
@@ -376,9 +376,9 @@ func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset
 		filter["is_freelance"] = *f.IsFreelance
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return textListPage[Contact](ctx, s, textFilter{coll: collContacts, text: q}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+		return textListPage[Contact](ctx, s, textFilter{coll: CollContacts, text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return listPage[Contact](ctx, s, collContacts, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return ListPage[Contact](ctx, s, CollContacts, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // ContactOutlet is an affiliation joined with its outlet, as get_contact shows it.
@@ -426,7 +426,7 @@ func (s *Store) ContactDetail(ctx context.Context, id string) (*ContactDetail, e
 		ids = append(ids, a.OutletID)
 	}
 	var outlets []Outlet
-	if err := s.findAll(ctx, collOutlets, bson.M{"_id": bson.M{"$in": ids}}, nil, &outlets); err != nil {
+	if err := s.findAll(ctx, CollOutlets, bson.M{"_id": bson.M{"$in": ids}}, nil, &outlets); err != nil {
 		return nil, err
 	}
 	byID := map[string]*Outlet{}
@@ -442,8 +442,8 @@ func (s *Store) ContactDetail(ctx context.Context, id string) (*ContactDetail, e
 	}
 	// Opportunities are another group's records: read only the fields shown.
 	var opps []bson.M
-	err = s.findAll(ctx, collOpportunities, bson.M{"contact_ids": id},
-		options.Find().SetSort(newestFirst).SetProjection(bson.M{"title": 1, "stage": 1, "archived_at": 1}), &opps)
+	err = s.findAll(ctx, CollOpportunities, bson.M{"contact_ids": id},
+		options.Find().SetSort(NewestFirst).SetProjection(bson.M{"title": 1, "stage": 1, "archived_at": 1}), &opps)
 	if err != nil {
 		return nil, err
 	}
@@ -455,8 +455,8 @@ func (s *Store) ContactDetail(ctx context.Context, id string) (*ContactDetail, e
 	return d, nil
 }
 
-// withField names field on a not_found error about an id given in it.
-func withField(err error, field string) error {
+// WithField names field on a not_found error about an id given in it.
+func WithField(err error, field string) error {
 	if e, ok := err.(*Error); ok && e.Code == CodeNotFound && e.Field == "" {
 		return &Error{Code: e.Code, Field: field, Message: field + ": " + e.Message}
 	}

@@ -83,7 +83,7 @@ func checkCoverage(c *Coverage) error {
 			return Invalid("url", "%q is not an absolute http(s) URL", c.URL)
 		}
 	}
-	if err := oneOf("type", c.Type, CoverageTypes); err != nil {
+	if err := OneOf("type", c.Type, CoverageTypes); err != nil {
 		return err
 	}
 	for _, e := range []struct {
@@ -91,7 +91,7 @@ func checkCoverage(c *Coverage) error {
 		allowed  []string
 	}{{"sentiment", c.Sentiment, Sentiments}, {"depth", c.Depth, Depths}, {"share_of_voice", c.ShareOfVoice, SharesOfVoice}, {"initiated_by", c.InitiatedBy, Initiators}} {
 		if e.v != "" {
-			if err := oneOf(e.field, e.v, e.allowed); err != nil {
+			if err := OneOf(e.field, e.v, e.allowed); err != nil {
 				return err
 			}
 		}
@@ -107,8 +107,8 @@ func checkCoverage(c *Coverage) error {
 
 // checkCoverageLinks checks that every id given in p names an active record.
 func (s *Store) checkCoverageLinks(ctx context.Context, p CoveragePatch) error {
-	return s.checkRefs(ctx, []ref{{collOutlets, "outlet_id", p.OutletID}, {collChannels, "channel_id", p.ChannelID},
-		{collOpportunities, "opportunity_id", p.OpportunityID}}, p.ContactIDs)
+	return s.checkRefs(ctx, []ref{{CollOutlets, "outlet_id", p.OutletID}, {CollChannels, "channel_id", p.ChannelID},
+		{CollOpportunities, "opportunity_id", p.OpportunityID}}, p.ContactIDs)
 }
 
 // opportunityPlace returns the campaign and outlet of opportunity id ("" for none).
@@ -120,7 +120,7 @@ func (s *Store) opportunityPlace(ctx context.Context, id string) (campaignID, ou
 		CampaignID string `bson:"campaign_id"`
 		OutletID   string `bson:"outlet_id"`
 	}
-	err = s.coll(collOpportunities).FindOne(ctx, bson.M{"_id": id}, options.FindOne().SetProjection(bson.M{"campaign_id": 1, "outlet_id": 1})).Decode(&o)
+	err = s.coll(CollOpportunities).FindOne(ctx, bson.M{"_id": id}, options.FindOne().SetProjection(bson.M{"campaign_id": 1, "outlet_id": 1})).Decode(&o)
 	if err != nil {
 		return "", "", ledger.DriverErr(err, "opportunity", id)
 	}
@@ -143,7 +143,7 @@ func (s *Store) applyPlace(ctx context.Context, c *Coverage, outlet, channel, op
 	if c.OutletID, c.ChannelID, err = s.place(ctx, c.OutletID, c.ChannelID, outlet, channel); err != nil {
 		return err
 	}
-	g, err := s.view().coverageEmbargo(ctx, c)
+	g, err := s.View().coverageEmbargo(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 	if c.Type == "" {
 		c.Type = DefaultCoverageType
 	}
-	c.ContactIDs = uniqueIDs(c.ContactIDs)
+	c.ContactIDs = UniqueIDs(c.ContactIDs)
 	if err := checkCoverage(c); err != nil {
 		return nil, err
 	}
@@ -171,11 +171,11 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 		return nil, err
 	}
 	c.Meta = Meta{}
-	if err := insertWithEvents(ctx, s, collCoverage, c, func() ([]event, error) {
+	if err := insertWithEvents(ctx, s, CollCoverage, c, func() ([]event, error) {
 		if c.OpportunityID == "" {
 			return nil, nil
 		}
-		o, err := find[*Opportunity](ctx, s, collOpportunities, c.OpportunityID)
+		o, err := Find[*Opportunity](ctx, s, CollOpportunities, c.OpportunityID)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +190,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 
 // Coverage returns one coverage record.
 func (s *Store) Coverage(ctx context.Context, id string) (*Coverage, error) {
-	return find[*Coverage](ctx, s, collCoverage, id)
+	return Find[*Coverage](ctx, s, CollCoverage, id)
 }
 
 // UpdateCoverage applies p to active coverage.
@@ -198,7 +198,7 @@ func (s *Store) UpdateCoverage(ctx context.Context, id string, p CoveragePatch) 
 	if err := s.checkCoverageLinks(ctx, p); err != nil {
 		return nil, err
 	}
-	return modify(ctx, s, collCoverage, id, audit.ActionUpdate, func(c *Coverage) error {
+	return Modify(ctx, s, CollCoverage, id, audit.ActionUpdate, func(c *Coverage) error {
 		if c.Archived() {
 			return Errorf(CodeFailedPrecondition, "coverage %s is archived; restore it before changing it", id)
 		}
@@ -215,7 +215,7 @@ func (s *Store) UpdateCoverage(ctx context.Context, id string, p CoveragePatch) 
 		set(&c.SpokespersonQuoted, p.SpokespersonQuoted)
 		set(&c.Reach, p.Reach)
 		if p.ContactIDs != nil {
-			c.ContactIDs = uniqueIDs(*p.ContactIDs)
+			c.ContactIDs = UniqueIDs(*p.ContactIDs)
 		}
 		if c.ContactIDs == nil {
 			c.ContactIDs = []string{}
@@ -229,7 +229,7 @@ func (s *Store) UpdateCoverage(ctx context.Context, id string, p CoveragePatch) 
 
 // ArchiveCoverage archives coverage.
 func (s *Store) ArchiveCoverage(ctx context.Context, id string) (*Coverage, error) {
-	return archive[*Coverage](ctx, s, collCoverage, id, nil)
+	return Archive[*Coverage](ctx, s, CollCoverage, id, nil)
 }
 
 // RestoreCoverage restores archived coverage.
@@ -237,14 +237,14 @@ func (s *Store) RestoreCoverage(ctx context.Context, id string) (*Coverage, erro
 	if c, err := s.Coverage(ctx, id); err == nil && c.Archived() {
 		back := *c
 		back.ArchivedAt = nil
-		if g, err := s.view().coverageEmbargo(ctx, &back); err != nil || g != nil {
+		if g, err := s.View().coverageEmbargo(ctx, &back); err != nil || g != nil {
 			if err != nil {
 				return nil, err
 			}
 			return nil, g.toolError()
 		}
 	}
-	return restore[*Coverage](ctx, s, collCoverage, id)
+	return restore[*Coverage](ctx, s, CollCoverage, id)
 }
 
 // CoverageFilter selects coverage; empty fields do not filter.
@@ -267,9 +267,9 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 	ledger.Between(filter, "published_at", f.Since, f.Until)
 	sort := bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return textListPage[Coverage](ctx, s, textFilter{coll: collCoverage, text: f.Search}, active(filter, f.IncludeArchived), sort, limit, offset)
+		return textListPage[Coverage](ctx, s, textFilter{coll: CollCoverage, text: f.Search}, Active(filter, f.IncludeArchived), sort, limit, offset)
 	}
-	return listPage[Coverage](ctx, s, collCoverage, active(filter, f.IncludeArchived), sort, limit, offset)
+	return ListPage[Coverage](ctx, s, CollCoverage, Active(filter, f.IncludeArchived), sort, limit, offset)
 }
 
 // CoverageDetail is coverage with its related records, trimmed.
@@ -298,22 +298,22 @@ func (s *Store) CoverageDetail(ctx context.Context, id string) (*CoverageDetail,
 		return nil, err
 	}
 	d := &CoverageDetail{Coverage: c}
-	if d.Outlet, err = s.trimmedOne(ctx, collOutlets, c.OutletID, trimOutlet); err != nil {
+	if d.Outlet, err = s.trimmedOne(ctx, CollOutlets, c.OutletID, trimOutlet); err != nil {
 		return nil, err
 	}
-	if d.Channel, err = s.trimmedOne(ctx, collChannels, c.ChannelID, trimChannel); err != nil {
+	if d.Channel, err = s.trimmedOne(ctx, CollChannels, c.ChannelID, trimChannel); err != nil {
 		return nil, err
 	}
-	if d.Opportunity, err = s.trimmedOne(ctx, collOpportunities, c.OpportunityID, trimOpportunity); err != nil {
+	if d.Opportunity, err = s.trimmedOne(ctx, CollOpportunities, c.OpportunityID, trimOpportunity); err != nil {
 		return nil, err
 	}
-	if d.Campaign, err = s.trimmedOne(ctx, collCampaigns, c.CampaignID, trimCampaign); err != nil {
+	if d.Campaign, err = s.trimmedOne(ctx, CollCampaigns, c.CampaignID, trimCampaign); err != nil {
 		return nil, err
 	}
-	if d.Contacts, err = s.trimmed(ctx, collContacts, byIDs(c.ContactIDs), nil, trimContact); err != nil {
+	if d.Contacts, err = s.Trimmed(ctx, CollContacts, ByIDs(c.ContactIDs), nil, TrimContact); err != nil {
 		return nil, err
 	}
-	if d.Media, err = s.trimmed(ctx, collMedia, bson.M{"coverage_id": id, "archived_at": nil}, newestFirst, trimMedia); err != nil {
+	if d.Media, err = s.Trimmed(ctx, CollMedia, bson.M{"coverage_id": id, "archived_at": nil}, NewestFirst, trimMedia); err != nil {
 		return nil, err
 	}
 	return d, nil

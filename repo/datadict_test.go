@@ -1,4 +1,4 @@
-package repo
+package repo_test
 
 import (
 	"flag"
@@ -21,6 +21,9 @@ import (
 	"outreach/audit"
 	"outreach/indexes"
 	"outreach/ledger"
+	"outreach/repo"
+	"outreach/repo/access"
+	"outreach/repo/pitches"
 )
 
 var updateDictionary = flag.Bool("update-dictionary", false, "rewrite the generated part of docs/data-dictionary.md")
@@ -33,46 +36,46 @@ var dictionaryDocs = []struct {
 	coll string
 	doc  any
 }{
-	{collOutlets, Outlet{}}, {collChannels, Channel{}}, {collContacts, Contact{}}, {collCampaigns, Campaign{}},
-	{collOpportunities, Opportunity{}}, {collCoverage, Coverage{}}, {collMedia, Media{}}, {collNotes, Note{}},
-	{collEmails, EmailThread{}}, {collUsers, User{}}, {collKeys, AgentKey{}}, {collOAuthGrants, OAuthGrant{}}, {collOAuthClients, OAuthClient{}}, {collOAuthRequests, OAuthRequest{}}, {collSignIns, SignIn{}}, {collSettings, EmailSyncState{}},
-	{collSubscriptions, Subscription{}}, {collNotifications, Notification{}}, {collMessages, Message{}},
-	{collHeld, HeldEmail{}}, {collPitches, Pitch{}}, {collSuppressions, Suppression{}}, {collChangeLog, audit.Entry{}},
+	{repo.CollOutlets, repo.Outlet{}}, {repo.CollChannels, repo.Channel{}}, {repo.CollContacts, repo.Contact{}}, {repo.CollCampaigns, repo.Campaign{}},
+	{repo.CollOpportunities, repo.Opportunity{}}, {repo.CollCoverage, repo.Coverage{}}, {repo.CollMedia, repo.Media{}}, {repo.CollNotes, repo.Note{}},
+	{repo.CollEmails, repo.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
+	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, repo.Message{}},
+	{repo.CollHeld, repo.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollChangeLog, audit.Entry{}},
 }
 
 // dictionaryBookkeeping are the collections of the write path's and the
 // transport's own bookkeeping: described in prose, not field by field.
 var dictionaryBookkeeping = map[string]string{
-	collKeyUsage:         "a key's `last_used_at`, at most once a minute (usage is not a change: no change entry)",
-	collCounters:         "the change log's `seq` counter",
-	collPlans:            "rollback plans in progress (the ordered write protocol)",
-	collIntents:          "write-ahead intents of the serial protocol: per process, the entries of the batch it is writing",
-	collPlanSteps:        "the steps of a rollback plan",
-	collSessions:         "which agent a session id belongs to (the first that wrote in it)",
-	collDeliveries:       "a notification's delivery state per target (the outbox)",
-	collFiles:            "GridFS: one document per stored media file (bucket `fs`)",
-	collChunks:           "GridFS: the bytes of media files",
-	collProbes:           "the capability probes' scratch documents: each start of the service tests what the server can do (transactions, atomic updates, `$unionWith`, text search) on five small documents of its own; not records",
+	repo.CollKeyUsage:    "a key's `last_used_at`, at most once a minute (usage is not a change: no change entry)",
+	repo.CollCounters:    "the change log's `seq` counter",
+	repo.CollPlans:       "rollback plans in progress (the ordered write protocol)",
+	repo.CollIntents:     "write-ahead intents of the serial protocol: per process, the entries of the batch it is writing",
+	repo.CollPlanSteps:   "the steps of a rollback plan",
+	repo.CollSessions:    "which agent a session id belongs to (the first that wrote in it)",
+	repo.CollDeliveries:  "a notification's delivery state per target (the outbox)",
+	repo.CollFiles:       "GridFS: one document per stored media file (bucket `fs`)",
+	repo.CollChunks:      "GridFS: the bytes of media files",
+	repo.CollProbes:      "the capability probes' scratch documents: each start of the service tests what the server can do (transactions, atomic updates, `$unionWith`, text search) on five small documents of its own; not records",
 	ledger.CollStoreInfo: "the store's format version (`format`), recorded at its first start: a binary refuses a store of a newer format, naming it",
 	ledger.CollRestore:   "the restore that filled the store (`outreach restore`): the backup, its counter, `incomplete` until the restored store is verified (then every start refuses it), `complete` after",
-	collIdempotency:      "idempotency keys of mutating calls: per API key, the arguments' hash and the first result, kept 24 h (a retry is answered from here)",
+	repo.CollIdempotency: "idempotency keys of mutating calls: per API key, the arguments' hash and the first result, kept 24 h (a retry is answered from here)",
 }
 
 // dictionaryEnums are the allowed values of enumerated fields.
 var dictionaryEnums = map[string][]string{
-	"outlets.type": OutletTypes, "outlets.tier": {"1", "2", "3"},
-	"channels.type": ChannelTypes, "channels.frequency": ChannelFrequencies,
-	"campaigns.status":    CampaignStatuses,
-	"opportunities.stage": Stages, "opportunities.priority": Priorities, "opportunities.type": OpportunityTypes,
-	"opportunities.stage_history.stage": Stages,
-	"coverage.type":                     CoverageTypes, "coverage.sentiment": Sentiments, "coverage.depth": Depths,
-	"coverage.share_of_voice": SharesOfVoice, "coverage.initiated_by": Initiators,
-	"media.type": MediaTypes, "notes.type": NoteTypes, "agent_keys.agent_type": AgentTypes,
-	"agent_keys.scopes":    {ScopeRead, ScopeWrite, ScopeAdmin},
-	"subscriptions.events": Events, "notifications.event": Events,
+	"outlets.type": repo.OutletTypes, "outlets.tier": {"1", "2", "3"},
+	"channels.type": repo.ChannelTypes, "channels.frequency": repo.ChannelFrequencies,
+	"campaigns.status":    repo.CampaignStatuses,
+	"opportunities.stage": repo.Stages, "opportunities.priority": repo.Priorities, "opportunities.type": repo.OpportunityTypes,
+	"opportunities.stage_history.stage": repo.Stages,
+	"coverage.type":                     repo.CoverageTypes, "coverage.sentiment": repo.Sentiments, "coverage.depth": repo.Depths,
+	"coverage.share_of_voice": repo.SharesOfVoice, "coverage.initiated_by": repo.Initiators,
+	"media.type": repo.MediaTypes, "notes.type": repo.NoteTypes, "agent_keys.agent_type": repo.AgentTypes,
+	"agent_keys.scopes":    {repo.ScopeRead, repo.ScopeWrite, repo.ScopeAdmin},
+	"subscriptions.events": repo.Events, "notifications.event": repo.Events,
 	"change_log.action": audit.Actions,
-	"email_held.reason": HeldReasons, "email_held.outcome": {HeldStored, HeldDuplicate, HeldGone},
-	"pitches.state": PitchStates, "pitches.recipients.state": RecipientStates, "suppressions.reason": SuppressionReasons,
+	"email_held.reason": repo.HeldReasons, "email_held.outcome": {repo.HeldStored, repo.HeldDuplicate, repo.HeldGone},
+	"pitches.state": pitches.PitchStates, "pitches.recipients.state": pitches.RecipientStates, "suppressions.reason": pitches.SuppressionReasons,
 }
 
 var (

@@ -65,6 +65,6 @@ func freeForm(field string, obj map[string]any) (map[string]any, error) {
 	return obj, nil
 }
 
-// newestFirst is the order of every directory list: newest first, with _id
+// NewestFirst is the order of every directory list: newest first, with _id
 // breaking ties between records created in the same millisecond.
-var newestFirst = bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}
+var NewestFirst = bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}

@@ -58,17 +58,17 @@ func createAt(t *testing.T, ctx context.Context, s *Store, coll string, m *Meta,
 
 func TestDirectoryPagingWithIdenticalTimestamps(t *testing.T) {
 	s, ctx := openTestStore(t)
-	at := now()
+	at := Now()
 	outletID := ""
 	for i := range 7 {
 		o := &Outlet{Name: fmt.Sprintf("Outlet %d", i), Type: "publication", Topics: []string{"AI"}}
-		createAt(t, ctx, s, collOutlets, &o.Meta, o, at)
+		createAt(t, ctx, s, CollOutlets, &o.Meta, o, at)
 		outletID = o.ID
 		c := &Contact{FirstName: "R", LastName: fmt.Sprint(i), Name: fmt.Sprintf("R %d", i), Beats: []string{"AI"},
 			Affiliations: []Affiliation{{ID: uuid.NewString(), OutletID: outletID}}}
-		createAt(t, ctx, s, collContacts, &c.Meta, c, at)
+		createAt(t, ctx, s, CollContacts, &c.Meta, c, at)
 		ch := &Channel{OutletID: outletID, Type: "website"}
-		createAt(t, ctx, s, collChannels, &ch.Meta, ch, at)
+		createAt(t, ctx, s, CollChannels, &ch.Meta, ch, at)
 	}
 	ids := func(all func(limit, offset int) ([]string, int64)) {
 		t.Helper()
@@ -145,12 +145,12 @@ func TestContactDetailShowsOpportunities(t *testing.T) {
 	// names matter here.
 	opp := func(title, stage string, contacts []string, archived bool) string {
 		id := uuid.NewString()
-		t0 := now()
+		t0 := Now()
 		doc := bson.M{"_id": id, "title": title, "stage": stage, "contact_ids": contacts, "created_at": t0, "updated_at": t0, "archived_at": nil}
 		if archived {
 			doc["archived_at"] = t0
 		}
-		if _, err := s.write(ctx, mutation{Coll: collOpportunities, ID: id, Action: audit.ActionCreate, After: doc}); err != nil {
+		if _, err := s.write(ctx, mutation{Coll: CollOpportunities, ID: id, Action: audit.ActionCreate, After: doc}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Millisecond) // distinct created_at, so the order below is the creation order

@@ -3,6 +3,7 @@ package repo
 import (
 	"context"
 	"fmt"
+	"net/mail"
 	"slices"
 	"strings"
 	"time"
@@ -85,7 +86,7 @@ func (s *Store) HoldEmail(ctx context.Context, h HeldEmail) error {
 		h.Date = &d
 	}
 	for attempt := 0; attempt < 3; attempt++ {
-		_, err := modify(ctx, s, collHeld, h.ID, audit.ActionUpdate, func(cur *HeldEmail) error {
+		_, err := Modify(ctx, s, CollHeld, h.ID, audit.ActionUpdate, func(cur *HeldEmail) error {
 			// Held again after a rollback archived it: it is held, as it was.
 			cur.Reason, cur.Detail, cur.ResolvedAt, cur.Outcome, cur.ArchivedAt = h.Reason, h.Detail, nil, "", nil
 			if h.MessageID != "" || h.From != "" {
@@ -101,7 +102,7 @@ func (s *Store) HoldEmail(ctx context.Context, h HeldEmail) error {
 		}
 		fresh := h
 		fresh.ResolvedAt, fresh.Outcome = nil, ""
-		err = insert(ctx, s, collHeld, &fresh)
+		err = Insert(ctx, s, CollHeld, &fresh)
 		if isConflict(err) {
 			continue // held by another sync meanwhile: update that one
 		}
@@ -113,9 +114,9 @@ func (s *Store) HoldEmail(ctx context.Context, h HeldEmail) error {
 // ResolveHeldEmail records that a held message is no longer held: outcome
 // is stored, duplicate or gone. A message not held is left alone.
 func (s *Store) ResolveHeldEmail(ctx context.Context, account, mailbox string, uidValidity, uid int64, outcome string) error {
-	_, err := modify(ctx, s, collHeld, HeldEmailID(account, mailbox, uidValidity, uid), audit.ActionUpdate, func(h *HeldEmail) error {
+	_, err := Modify(ctx, s, CollHeld, HeldEmailID(account, mailbox, uidValidity, uid), audit.ActionUpdate, func(h *HeldEmail) error {
 		if h.ResolvedAt == nil {
-			t := now()
+			t := Now()
 			h.ResolvedAt, h.Outcome = &t, outcome
 		}
 		return nil
@@ -132,10 +133,10 @@ func (s *Store) ResolveHeldEmail(ctx context.Context, account, mailbox string, u
 // back too.
 func (s *Store) HeldEmails(ctx context.Context, account, mailbox string) ([]HeldEmail, error) {
 	var out []HeldEmail
-	err := s.findAll(ctx, collHeld, bson.M{"account": account, "mailbox": mailbox, "resolved_at": nil, "archived_at": nil},
+	err := s.findAll(ctx, CollHeld, bson.M{"account": account, "mailbox": mailbox, "resolved_at": nil, "archived_at": nil},
 		options.Find().SetSort(bson.D{{Key: "uid_validity", Value: 1}, {Key: "uid", Value: 1}}), &out)
 	if err != nil {
-		return nil, ledger.DriverErr(err, kinds[collHeld], "query")
+		return nil, ledger.DriverErr(err, kinds[CollHeld], "query")
 	}
 	return out, nil
 }
@@ -171,7 +172,7 @@ func (s *Store) ClaimableHeld(ctx context.Context, held []HeldEmail) ([]HeldEmai
 func heldAddresses(h HeldEmail) []string {
 	var out []string
 	for _, a := range slices.Concat([]string{h.From}, h.To, h.Cc) {
-		if a = bareAddress(a); a != "" {
+		if a = BareAddress(a); a != "" {
 			out = append(out, a)
 		}
 	}
@@ -198,16 +199,16 @@ func (s *Store) EmailSyncStatus(ctx context.Context, reason string, limit, offse
 		return nil, Invalid("reason", "%q is not a reason a message is held; use one of: %s", reason, strings.Join(HeldReasons, ", "))
 	}
 	st := &SyncStatus{Mailboxes: []EmailSyncState{}, ByReason: map[string]int{}, Limit: limit, Offset: offset}
-	if err := s.findAll(ctx, collSettings, bson.M{"name": "email_sync"}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}), &st.Mailboxes); err != nil {
+	if err := s.findAll(ctx, CollSettings, bson.M{"name": "email_sync"}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}), &st.Mailboxes); err != nil {
 		return nil, ledger.DriverErr(err, "setting", "email sync state")
 	}
 	slices.SortFunc(st.Mailboxes, func(a, b EmailSyncState) int {
 		return strings.Compare(a.Account+"\x00"+a.Mailbox, b.Account+"\x00"+b.Mailbox)
 	})
 	for _, r := range HeldReasons {
-		n, err := s.coll(collHeld).CountDocuments(ctx, bson.M{"resolved_at": nil, "archived_at": nil, "reason": r})
+		n, err := s.coll(CollHeld).CountDocuments(ctx, bson.M{"resolved_at": nil, "archived_at": nil, "reason": r})
 		if err != nil {
-			return nil, ledger.DriverErr(err, kinds[collHeld], "count")
+			return nil, ledger.DriverErr(err, kinds[CollHeld], "count")
 		}
 		st.ByReason[r] = int(n)
 		st.HeldTotal += int(n)
@@ -216,10 +217,18 @@ func (s *Store) EmailSyncStatus(ctx context.Context, reason string, limit, offse
 	if reason != "" {
 		filter["reason"] = reason
 	}
-	p, err := listPage[HeldEmail](ctx, s, collHeld, filter, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	p, err := ListPage[HeldEmail](ctx, s, CollHeld, filter, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 	if err != nil {
 		return nil, err
 	}
 	st.Held, st.Showing = p.Items, len(p.Items)
 	return st, nil
+}
+
+// BareAddress is the lower-case address of a From header ("Ann <a@x.org>" → "a@x.org").
+func BareAddress(s string) string {
+	if a, err := mail.ParseAddress(s); err == nil {
+		return strings.ToLower(a.Address)
+	}
+	return strings.ToLower(strings.TrimSpace(s))
 }

@@ -175,7 +175,7 @@ func (s *Store) contactsByAddress(ctx context.Context, addrs []string) (map[stri
 	if len(lower) == 0 {
 		return out, nil
 	}
-	cur, err := s.find(ctx, collContacts, bson.M{"email_lower": bson.M{"$in": lower}, "archived_at": nil},
+	cur, err := s.find(ctx, CollContacts, bson.M{"email_lower": bson.M{"$in": lower}, "archived_at": nil},
 		options.Find().SetProjection(bson.M{"_id": 1, "email_lower": 1}).SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return nil, ledger.DriverErr(err, "contact", "query")
@@ -199,7 +199,7 @@ func (s *Store) contactsByAddress(ctx context.Context, addrs []string) (map[stri
 // by one of keys, or nil.
 func (s *Store) threadWith(ctx context.Context, filter bson.M) (*EmailThread, error) {
 	var t EmailThread
-	err := s.findOne(ctx, collEmails, filter, options.FindOne().SetSort(bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}})).Decode(&t)
+	err := s.findOne(ctx, CollEmails, filter, options.FindOne().SetSort(bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}})).Decode(&t)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
@@ -228,7 +228,7 @@ func (s *Store) IngestEmail(ctx context.Context, in IncomingEmail) (IngestResult
 		return IngestResult{}, Invalid("message_id", "a message needs a key (its Message-ID or a content key)")
 	}
 	if in.Date.IsZero() {
-		in.Date = now()
+		in.Date = Now()
 	}
 	in.Date = in.Date.UTC().Truncate(time.Millisecond)
 	var err error
@@ -236,7 +236,7 @@ func (s *Store) IngestEmail(ctx context.Context, in IncomingEmail) (IngestResult
 		var res IngestResult
 		res, err = s.ingestOnce(ctx, in)
 		if err == nil {
-			s.pitchReply(ctx, in, res) // a reply to a pitch (pitchsend.go)
+			reactions.emailStored(ctx, s, in, res) // a reply to a pitch (package pitches)
 			return res, nil
 		}
 		if !isConflict(err) && !mongo.IsDuplicateKeyError(err) {
@@ -288,7 +288,7 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		t := &EmailThread{Subject: in.Subject, SubjectKey: SubjectKey(in.Subject), ContactIDs: contacts,
 			OpportunityLinks: []EmailOpportunityLink{}, Messages: []EmailMessage{msg}}
 		t.settle()
-		if err := insert(ctx, s, collEmails, t); err != nil {
+		if err := Insert(ctx, s, CollEmails, t); err != nil {
 			return IngestResult{}, err
 		}
 		return IngestResult{Outcome: EmailStored, ThreadID: t.ID, EmailID: msg.ID, MessageID: msg.MessageID, NewThread: true}, nil
@@ -299,7 +299,7 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 	// its message was stored.
 	err = s.writeGroup(ctx, func() ([]mutation, error) {
 		res = IngestResult{Outcome: EmailStored, ThreadID: target.ID, EmailID: msg.ID, MessageID: msg.MessageID}
-		t, m, err := prepare(ctx, s, collEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
+		t, m, err := Prepare(ctx, s, CollEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
 			if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == in.MessageID }); i >= 0 {
 				res = IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, EmailID: t.Messages[i].ID, MessageID: in.MessageID}
 				return nil // stored meanwhile: nothing changes, nothing is written
@@ -341,7 +341,7 @@ func (s *Store) emailEvents(ctx context.Context, t *EmailThread, m *EmailMessage
 	}
 	var out []mutation
 	for _, l := range t.OpportunityLinks {
-		o, err := find[*Opportunity](ctx, s, collOpportunities, l.OpportunityID)
+		o, err := Find[*Opportunity](ctx, s, CollOpportunities, l.OpportunityID)
 		if isNotFound(err) {
 			continue
 		}
@@ -486,7 +486,7 @@ func (s *Store) threadFor(ctx context.Context, in IncomingEmail, contacts []stri
 
 // EmailThread returns one thread.
 func (s *Store) EmailThread(ctx context.Context, id string) (*EmailThread, error) {
-	return find[*EmailThread](ctx, s, collEmails, id)
+	return Find[*EmailThread](ctx, s, CollEmails, id)
 }
 
 // EmailThreadFilter selects threads for ListEmailThreads.
@@ -499,7 +499,7 @@ type EmailThreadFilter struct {
 // ListEmailThreads lists threads, newest last message first, _id descending
 // on ties.
 func (s *Store) ListEmailThreads(ctx context.Context, f EmailThreadFilter, limit, offset int) (Page[EmailThread], error) {
-	filter := active(bson.M{}, f.IncludeArchived)
+	filter := Active(bson.M{}, f.IncludeArchived)
 	if f.ContactID != "" {
 		filter["contact_ids"] = f.ContactID
 	}
@@ -507,7 +507,7 @@ func (s *Store) ListEmailThreads(ctx context.Context, f EmailThreadFilter, limit
 		filter["opportunity_links.opportunity_id"] = f.OpportunityID
 	}
 	ledger.Between(filter, "last_message_at", f.Since, nil)
-	return listPage[EmailThread](ctx, s, collEmails, filter, bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	return ListPage[EmailThread](ctx, s, CollEmails, filter, bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 
 // EmailHit is one message found by SearchEmails or ContactEmails, with its thread.
@@ -525,13 +525,13 @@ func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int,
 		return strings.Contains(strings.ToLower(m.Subject), q) || strings.Contains(strings.ToLower(m.BodyText), q) ||
 			strings.Contains(strings.ToLower(m.From), q)
 	}
-	t := textFilter{coll: collEmails, text: query, textIndex: true}
+	t := textFilter{coll: CollEmails, text: query, textIndex: true}
 	ids, ok, err := s.textIDs(ctx, t)
 	if err != nil {
 		return 0, nil, err
 	}
 	if ok { // the threads the word index found, read by _id
-		raws, err := s.FetchByID(ctx, collEmails, ids)
+		raws, err := s.FetchByID(ctx, CollEmails, ids)
 		var threads []EmailThread
 		if err == nil {
 			err = ledger.DecodeAll(raws, &threads)
@@ -553,7 +553,7 @@ func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int,
 // ContactEmails returns the messages that involve a contact (From, To or
 // Cc), newest first, since a date when given.
 func (s *Store) ContactEmails(ctx context.Context, contactID string, since *time.Time, limit int) (int, []EmailHit, error) {
-	if _, err := find[*Contact](ctx, s, collContacts, contactID); err != nil {
+	if _, err := Find[*Contact](ctx, s, CollContacts, contactID); err != nil {
 		return 0, nil, err
 	}
 	filter := bson.M{"archived_at": nil, "messages.contact_ids": contactID}
@@ -565,7 +565,7 @@ func (s *Store) ContactEmails(ctx context.Context, contactID string, since *time
 // messages reads the threads of filter and returns the total and the first
 // limit of their messages that keep accepts, newest first.
 func (s *Store) messages(ctx context.Context, filter bson.M, keep func(*EmailThread, *EmailMessage) bool, limit int) (int, []EmailHit, error) {
-	cur, err := s.find(ctx, collEmails, filter)
+	cur, err := s.find(ctx, CollEmails, filter)
 	if err != nil {
 		return 0, nil, ledger.DriverErr(err, "email thread", "query")
 	}
@@ -608,11 +608,11 @@ func (s *Store) LinkEmailOpportunity(ctx context.Context, threadID, opportunityI
 	if _, err := s.EmailThread(ctx, threadID); err != nil {
 		return nil, nil, err
 	}
-	if err := s.mustExist(ctx, collOpportunities, "opportunity_id", opportunityID); err != nil {
+	if err := s.MustExist(ctx, CollOpportunities, "opportunity_id", opportunityID); err != nil {
 		return nil, nil, err
 	}
 	var link EmailOpportunityLink
-	t, err := modify(ctx, s, collEmails, threadID, audit.ActionLink, func(t *EmailThread) error {
+	t, err := Modify(ctx, s, CollEmails, threadID, audit.ActionLink, func(t *EmailThread) error {
 		if t.ArchivedAt != nil {
 			return Errorf(CodeFailedPrecondition, "email thread %s is archived; it cannot be linked", t.ID)
 		}
@@ -620,7 +620,7 @@ func (s *Store) LinkEmailOpportunity(ctx context.Context, threadID, opportunityI
 			return &Error{Code: CodeConflict, Field: "opportunity_id", Message: fmt.Sprintf("opportunity_id: thread %s is already linked to opportunity %s (link %s)", t.ID, opportunityID, t.OpportunityLinks[i].ID),
 				Details: map[string]string{"link_id": t.OpportunityLinks[i].ID}}
 		}
-		link = EmailOpportunityLink{ID: uuid.NewString(), OpportunityID: opportunityID, LinkedAt: now()}
+		link = EmailOpportunityLink{ID: uuid.NewString(), OpportunityID: opportunityID, LinkedAt: Now()}
 		t.OpportunityLinks = append(t.OpportunityLinks, link)
 		return nil
 	})
@@ -637,10 +637,10 @@ func (s *Store) UnlinkEmailOpportunity(ctx context.Context, linkID string) (*Ema
 		return nil, NotFound("email opportunity link", linkID)
 	}
 	var owner Meta
-	if err := s.findOne(ctx, collEmails, bson.M{"opportunity_links.id": linkID}).Decode(&owner); err != nil {
+	if err := s.findOne(ctx, CollEmails, bson.M{"opportunity_links.id": linkID}).Decode(&owner); err != nil {
 		return nil, ledger.DriverErr(err, "email opportunity link", linkID)
 	}
-	return modify(ctx, s, collEmails, owner.ID, audit.ActionUnlink, func(t *EmailThread) error {
+	return Modify(ctx, s, CollEmails, owner.ID, audit.ActionUnlink, func(t *EmailThread) error {
 		if t.ArchivedAt != nil {
 			return Errorf(CodeFailedPrecondition, "email thread %s is archived; it cannot be changed", t.ID)
 		}
@@ -676,7 +676,7 @@ func syncStateID(account, mailbox string) string {
 // has the zero state.
 func (s *Store) EmailSyncState(ctx context.Context, account, mailbox string) (EmailSyncState, error) {
 	var st EmailSyncState
-	err := s.coll(collSettings).FindOne(ctx, bson.M{"_id": syncStateID(account, mailbox)}).Decode(&st)
+	err := s.coll(CollSettings).FindOne(ctx, bson.M{"_id": syncStateID(account, mailbox)}).Decode(&st)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return EmailSyncState{Name: "email_sync", Account: account, Mailbox: mailbox}, nil
 	}
@@ -698,18 +698,18 @@ func (s *Store) SaveEmailSyncState(ctx context.Context, account, mailbox string,
 		}
 		if cur.ID == "" {
 			st := &EmailSyncState{Meta: Meta{ID: id}, Name: "email_sync", Account: account, Mailbox: mailbox,
-				UIDValidity: uidValidity, LastUID: lastUID, SyncedAt: now()}
-			err = insert(ctx, s, collSettings, st)
+				UIDValidity: uidValidity, LastUID: lastUID, SyncedAt: Now()}
+			err = Insert(ctx, s, CollSettings, st)
 			if isConflict(err) {
 				continue // another instance created it first
 			}
 			return err
 		}
-		_, err = modify(ctx, s, collSettings, id, audit.ActionUpdate, func(st *EmailSyncState) error {
+		_, err = Modify(ctx, s, CollSettings, id, audit.ActionUpdate, func(st *EmailSyncState) error {
 			if st.UIDValidity == uidValidity && st.LastUID >= lastUID {
 				return nil
 			}
-			st.UIDValidity, st.LastUID, st.SyncedAt = uidValidity, lastUID, now()
+			st.UIDValidity, st.LastUID, st.SyncedAt = uidValidity, lastUID, Now()
 			return nil
 		})
 		return err
@@ -765,12 +765,12 @@ func (s *Store) EmailThreadDetail(ctx context.Context, id string) (*EmailThreadD
 		return nil, err
 	}
 	d := &EmailThreadDetail{EmailThread: t, Opportunities: []map[string]any{}}
-	if d.Contacts, err = s.trimmed(ctx, collContacts, bson.M{"_id": bson.M{"$in": nonNil(t.ContactIDs)}}, bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}},
+	if d.Contacts, err = s.Trimmed(ctx, CollContacts, bson.M{"_id": bson.M{"$in": nonNil(t.ContactIDs)}}, bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}},
 		[]string{"name", "email", "archived_at"}); err != nil {
 		return nil, err
 	}
 	for _, l := range t.OpportunityLinks {
-		o, err := s.trimmedOne(ctx, collOpportunities, l.OpportunityID, []string{"title", "stage", "archived_at"})
+		o, err := s.trimmedOne(ctx, CollOpportunities, l.OpportunityID, []string{"title", "stage", "archived_at"})
 		if err != nil {
 			return nil, err
 		}

@@ -20,7 +20,7 @@ func (s *Store) Fixture(ctx context.Context, coll string, fields map[string]any)
 	if id == "" {
 		id = uuid.NewString()
 	}
-	t := now()
+	t := Now()
 	after := bson.M{"_id": id, "created_at": t, "updated_at": t, "archived_at": nil}
 	for k, v := range fields {
 		after[k] = v

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -14,10 +15,10 @@ import (
 // write one record each; prepare and creation build the same mutations
 // without writing, and writeGroup writes them together.
 
-// prepare reads record id of coll, lets fn change it, and returns the record
+// Prepare reads record id of coll, lets fn change it, and returns the record
 // and the mutation that stores it; the mutation is nil when fn changed
 // nothing. Like modify's fn, fn may run more than once.
-func prepare[P interface {
+func Prepare[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id, action string, fn func(P) error) (P, *mutation, error) {
@@ -47,7 +48,7 @@ func prepare[P interface {
 		return rec, nil, nil
 	}
 	m := rec.meta()
-	m.UpdatedAt = now()
+	m.UpdatedAt = Now()
 	after["updated_at"] = m.UpdatedAt
 	return rec, &mutation{Coll: coll, ID: id, Action: action, Before: before, After: after, Version: m.Version}, nil
 }
@@ -62,7 +63,7 @@ func creation[P interface {
 	if m.ID == "" {
 		m.ID = uuid.NewString()
 	}
-	t := now()
+	t := Now()
 	m.CreatedAt, m.UpdatedAt, m.ArchivedAt = t, t, nil
 	after, err := ledger.ToM(rec)
 	if err != nil {

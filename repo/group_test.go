@@ -91,13 +91,13 @@ func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			notes, err := s.coll(collNotes).CountDocuments(ctx, bson.M{"links.opportunity_id": o.ID})
+			notes, err := s.coll(CollNotes).CountDocuments(ctx, bson.M{"links.opportunity_id": o.ID})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.landed {
 				last := got.StageHistory[len(got.StageHistory)-1]
-				n, _ := s.coll(collNotes).CountDocuments(ctx, bson.M{"_id": last.NoteID})
+				n, _ := s.coll(CollNotes).CountDocuments(ctx, bson.M{"_id": last.NoteID})
 				if got.Stage != "pitched" || notes != 1 || n != 1 {
 					t.Errorf("rolled forward: stage %s, %d notes, history note found %d; want pitched with its note", got.Stage, notes, n)
 				}
@@ -128,18 +128,18 @@ func TestGroupRefusesCreatingRedactedRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, m, err := prepare(ctx, s, collCampaigns, c.ID, audit.ActionUpdate, func(c *Campaign) error { c.Goals = "g"; return nil })
+	_, m, err := Prepare(ctx, s, CollCampaigns, c.ID, audit.ActionUpdate, func(c *Campaign) error { c.Goals = "g"; return nil })
 	if err != nil || m == nil {
 		t.Fatal(m, err)
 	}
-	k, err := creation(collKeys, &AgentKey{Name: "k", KeyHash: "h"})
+	k, err := creation(CollKeys, &AgentKey{Name: "k", KeyHash: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.write(ctx, *m, k); err == nil {
 		t.Fatal("a group creating an agent key was written")
 	}
-	n, _ := s.coll(collKeys).CountDocuments(ctx, bson.M{})
+	n, _ := s.coll(CollKeys).CountDocuments(ctx, bson.M{})
 	if got, _ := s.Campaign(ctx, c.ID); got.Goals != "" || n != 0 {
 		t.Errorf("refused group wrote: goals %q, %d keys", got.Goals, n)
 	}

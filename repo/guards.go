@@ -56,30 +56,30 @@ func (s *Store) PitchWindow() time.Duration {
 	return DefaultPitchWindow
 }
 
-// pitchedOrLater reports whether stage is pitched or a later open stage,
+// PitchedOrLater reports whether stage is pitched or a later open stage,
 // or won: the stages at which the team has been in touch.
-func pitchedOrLater(stage string) bool {
+func PitchedOrLater(stage string) bool {
 	return stage != StageLost && slices.Index(Stages, stage) >= slices.Index(Stages, StagePitched)
 }
 
 // guardError is a refused guard: the rule's name, its message, and the
 // argument the tools name.
 type guardError struct {
-	rule, field, message string
+	rule, field, Message string
 }
 
 // toolError is the guard as a tool's error: failed_precondition naming the
 // field.
 func (g *guardError) toolError() error {
-	return &Error{Code: CodeFailedPrecondition, Field: g.field, Message: g.message}
+	return &Error{Code: CodeFailedPrecondition, Field: g.field, Message: g.Message}
 }
 
 // asViolation is the guard as a broken rule of a rollback.
 func (g *guardError) asViolation() error {
-	return violation(g.rule, "%s; a rollback cannot bring back a state this guard forbids", g.message)
+	return Violated(g.rule, "%s; a rollback cannot bring back a state this guard forbids", g.Message)
 }
 
-func contactLabel(c *Contact) string {
+func ContactLabel(c *Contact) string {
 	name := strings.TrimSpace(c.Name)
 	if name == "" {
 		name = strings.TrimSpace(c.FirstName + " " + c.LastName)
@@ -90,16 +90,16 @@ func contactLabel(c *Contact) string {
 // opportunityGuards checks the proposed state o of opportunity id against
 // its stored state was (nil for a new one): the do-not-contact guard, then
 // the double-pitch guard. It returns nil when both hold.
-func (v *ruleView) opportunityGuards(ctx context.Context, id string, was, o *Opportunity) (*guardError, error) {
-	if o.Archived() || !pitchedOrLater(o.Stage) {
+func (v *RuleView) opportunityGuards(ctx context.Context, id string, was, o *Opportunity) (*guardError, error) {
+	if o.Archived() || !PitchedOrLater(o.Stage) {
 		return nil, nil
 	}
-	entering := was == nil || was.Archived() || !pitchedOrLater(was.Stage)
+	entering := was == nil || was.Archived() || !PitchedOrLater(was.Stage)
 	for _, cid := range o.ContactIDs {
 		if !entering && slices.Contains(was.ContactIDs, cid) {
 			continue
 		}
-		st, err := v.record(ctx, collContacts, cid)
+		st, err := v.record(ctx, CollContacts, cid)
 		if err != nil || st == nil {
 			return nil, err
 		}
@@ -114,9 +114,9 @@ func (v *ruleView) opportunityGuards(ctx context.Context, id string, was, o *Opp
 				what = fmt.Sprintf("is on opportunity %s, which therefore cannot move to %s", id, o.Stage)
 				field = "stage"
 			}
-			return &guardError{rule: "do_not_contact", field: field, message: fmt.Sprintf(
+			return &guardError{rule: "do_not_contact", field: field, Message: fmt.Sprintf(
 				"contact %s is marked do-not-contact (reason on record: %q) and %s; remove the contact from the opportunity (remove_opportunity_contact) or, if they agreed to be contacted again, an admin clears do_not_contact with update_contact",
-				contactLabel(c), c.DoNotContactReason, what)}, nil
+				ContactLabel(c), c.DoNotContactReason, what)}, nil
 		}
 	}
 	// Restoring an archived pitched opportunity is not a new pitch.
@@ -126,17 +126,17 @@ func (v *ruleView) opportunityGuards(ctx context.Context, id string, was, o *Opp
 	if n := len(o.StageHistory); n > 0 && o.StageHistory[n-1].Stage == StagePitched && o.StageHistory[n-1].OverrideReason != "" {
 		return nil, nil
 	}
-	return v.doublePitch(ctx, id, o)
+	return v.DoublePitch(ctx, id, o)
 }
 
-// doublePitch finds, for each contact of o, the latest pitch of that
+// DoublePitch finds, for each contact of o, the latest pitch of that
 // contact by another active opportunity within the pitch window.
-func (v *ruleView) doublePitch(ctx context.Context, id string, o *Opportunity) (*guardError, error) {
+func (v *RuleView) DoublePitch(ctx context.Context, id string, o *Opportunity) (*guardError, error) {
 	window := v.s.PitchWindow()
-	since := now().Add(-window)
+	since := Now().Add(-window)
 	for _, cid := range o.ContactIDs {
-		others, err := v.matching(ctx, collOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
-			return str(st, "_id") != id && st["archived_at"] == nil
+		others, err := v.matching(ctx, CollOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
+			return Str(st, "_id") != id && st["archived_at"] == nil
 		})
 		if err != nil {
 			return nil, err
@@ -146,7 +146,7 @@ func (v *ruleView) doublePitch(ctx context.Context, id string, o *Opportunity) (
 			bestAt time.Time
 		)
 		for _, st := range others {
-			other, err := decodeState[Opportunity](str(st, "_id"), st)
+			other, err := decodeState[Opportunity](Str(st, "_id"), st)
 			if err != nil {
 				return nil, err
 			}
@@ -163,23 +163,23 @@ func (v *ruleView) doublePitch(ctx context.Context, id string, o *Opportunity) (
 			continue
 		}
 		who := cid
-		if st, err := v.record(ctx, collContacts, cid); err == nil && st != nil {
+		if st, err := v.record(ctx, CollContacts, cid); err == nil && st != nil {
 			if c, err := decodeState[Contact](cid, st); err == nil {
-				who = contactLabel(c)
+				who = ContactLabel(c)
 			}
 		}
 		owner, err := v.ownerLabel(ctx, best)
 		if err != nil {
 			return nil, err
 		}
-		return &guardError{rule: "double_pitch", field: "override_reason", message: fmt.Sprintf(
+		return &guardError{rule: "double_pitch", field: "override_reason", Message: fmt.Sprintf(
 			"contact %s was already pitched by the team on %s in opportunity %s (%q, owner: %s), within the %s double-pitch window; coordinate with the owner, or pass override_reason to pitch anyway (it is kept in the stage history)",
-			who, bestAt.UTC().Format(time.RFC3339), best.ID, best.Title, owner, windowText(window))}, nil
+			who, bestAt.UTC().Format(time.RFC3339), best.ID, best.Title, owner, WindowText(window))}, nil
 	}
 	return nil, nil
 }
 
-func windowText(d time.Duration) string {
+func WindowText(d time.Duration) string {
 	if d%(24*time.Hour) == 0 {
 		return fmt.Sprintf("%d-day", d/(24*time.Hour))
 	}
@@ -188,7 +188,7 @@ func windowText(d time.Duration) string {
 
 // ownerLabel names the owner of o: its owner_id, or else whoever moved it
 // to pitched last, as "Name (user id)".
-func (v *ruleView) ownerLabel(ctx context.Context, o *Opportunity) (string, error) {
+func (v *RuleView) ownerLabel(ctx context.Context, o *Opportunity) (string, error) {
 	uid := o.OwnerID
 	suffix := ""
 	if uid == "" {
@@ -202,14 +202,14 @@ func (v *ruleView) ownerLabel(ctx context.Context, o *Opportunity) (string, erro
 	if uid == "" {
 		return "none set", nil
 	}
-	st, err := v.record(ctx, collUsers, uid)
+	st, err := v.record(ctx, CollUsers, uid)
 	if err != nil {
 		return "", err
 	}
 	if st == nil {
 		return uid + suffix, nil
 	}
-	return fmt.Sprintf("%s (%s%s)", str(st, "name"), uid, suffix), nil
+	return fmt.Sprintf("%s (%s%s)", Str(st, "name"), uid, suffix), nil
 }
 
 // contactFlagGuard checks that do_not_contact is cleared only by a key with
@@ -222,18 +222,18 @@ func contactFlagGuard(ctx context.Context, was, c *Contact) *guardError {
 	if slices.Contains(a.Scopes, ScopeAdmin) || a.UserID == SystemActor("").UserID {
 		return nil
 	}
-	return &guardError{rule: "do_not_contact_admin", field: "do_not_contact", message: fmt.Sprintf(
+	return &guardError{rule: "do_not_contact_admin", field: "do_not_contact", Message: fmt.Sprintf(
 		"contact %s is marked do-not-contact (reason on record: %q); only a key with the admin scope can clear the flag",
-		contactLabel(was), was.DoNotContactReason)}
+		ContactLabel(was), was.DoNotContactReason)}
 }
 
-// embargoOf returns the embargo in force on coverage placed in opportunity
+// EmbargoOf returns the embargo in force on coverage placed in opportunity
 // oppID and campaign campaignID: the later of the two embargoes, and which
 // record sets it.
-func (v *ruleView) embargoOf(ctx context.Context, oppID, campaignID string) (time.Time, string, error) {
+func (v *RuleView) EmbargoOf(ctx context.Context, oppID, campaignID string) (time.Time, string, error) {
 	var until time.Time
 	src := ""
-	for _, r := range []struct{ coll, id string }{{collOpportunities, oppID}, {collCampaigns, campaignID}} {
+	for _, r := range []struct{ coll, id string }{{CollOpportunities, oppID}, {CollCampaigns, campaignID}} {
 		if r.id == "" {
 			continue
 		}
@@ -267,15 +267,15 @@ func dateOf(v any) (time.Time, bool) {
 
 // coverageEmbargo checks that active coverage c is not published before
 // the embargo of its opportunity or campaign.
-func (v *ruleView) coverageEmbargo(ctx context.Context, c *Coverage) (*guardError, error) {
+func (v *RuleView) coverageEmbargo(ctx context.Context, c *Coverage) (*guardError, error) {
 	if c.Archived() {
 		return nil, nil
 	}
-	until, src, err := v.embargoOf(ctx, c.OpportunityID, c.CampaignID)
+	until, src, err := v.EmbargoOf(ctx, c.OpportunityID, c.CampaignID)
 	if err != nil || until.IsZero() || !c.PublishedAt.Before(until) {
 		return nil, err
 	}
-	return &guardError{rule: "embargo", field: "published_at", message: fmt.Sprintf(
+	return &guardError{rule: "embargo", field: "published_at", Message: fmt.Sprintf(
 		"coverage %q would be published at %s, before the embargo of %s lifts at %s; coverage cannot be recorded as published before the embargo: give a published_at at or after it, or change embargo_until on the %s",
 		c.Title, c.PublishedAt.UTC().Format(time.RFC3339), src, until.Format(time.RFC3339), strings.Fields(src)[0])}, nil
 }
@@ -283,21 +283,21 @@ func (v *ruleView) coverageEmbargo(ctx context.Context, c *Coverage) (*guardErro
 // embargoCoverage checks, for an opportunity or campaign (field names the
 // link in coverage) whose embargo is until, that none of its active
 // coverage was published before it.
-func (v *ruleView) embargoCoverage(ctx context.Context, field, id string, until *time.Time) (*guardError, error) {
+func (v *RuleView) embargoCoverage(ctx context.Context, field, id string, until *time.Time) (*guardError, error) {
 	if until == nil {
 		return nil, nil
 	}
-	early, err := v.matching(ctx, collCoverage, bson.M{field: id, "archived_at": nil}, func(st bson.M) bool {
+	early, err := v.matching(ctx, CollCoverage, bson.M{field: id, "archived_at": nil}, func(st bson.M) bool {
 		t, ok := dateOf(st["published_at"])
-		return str(st, field) == id && st["archived_at"] == nil && ok && t.Before(*until)
+		return Str(st, field) == id && st["archived_at"] == nil && ok && t.Before(*until)
 	})
 	if err != nil || len(early) == 0 {
 		return nil, err
 	}
 	t, _ := dateOf(early[0]["published_at"])
-	return &guardError{rule: "embargo", field: "embargo_until", message: fmt.Sprintf(
+	return &guardError{rule: "embargo", field: "embargo_until", Message: fmt.Sprintf(
 		"coverage %s (%q) was published at %s, before the embargo_until %s; an embargo cannot start after coverage it covers was published: correct that coverage's published_at first, or choose an earlier embargo_until",
-		str(early[0], "_id"), str(early[0], "title"), t.Format(time.RFC3339), until.UTC().Format(time.RFC3339))}, nil
+		Str(early[0], "_id"), Str(early[0], "title"), t.Format(time.RFC3339), until.UTC().Format(time.RFC3339))}, nil
 }
 
 // Embargo is an embargo as given: the instant, and the zone offset it was

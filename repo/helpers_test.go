@@ -99,7 +99,7 @@ func crashAt(s *Store, point string, n int) *bool {
 func userState(t *testing.T, s *Store, id string) (bson.M, int64) {
 	t.Helper()
 	var raw bson.M
-	if err := s.coll(collUsers).FindOne(context.Background(), bson.M{"_id": id}).Decode(&raw); err != nil {
+	if err := s.coll(CollUsers).FindOne(context.Background(), bson.M{"_id": id}).Decode(&raw); err != nil {
 		t.Fatal(err)
 	}
 	if lb, ok := raw[fieldLockedBy]; ok {
@@ -121,7 +121,7 @@ func renamed(st bson.M, name string) bson.M {
 func appliedEntries(t *testing.T, s *Store, filter bson.M) int64 {
 	t.Helper()
 	filter["state"] = audit.StateApplied
-	n, err := s.coll(collChangeLog).CountDocuments(context.Background(), filter)
+	n, err := s.coll(CollChangeLog).CountDocuments(context.Background(), filter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func groupMutations(t *testing.T, s *Store, ctx context.Context, tag string, cha
 	}
 	for i, id := range order {
 		after := renamed(st[id], fmt.Sprintf("%s-%d", tag, i))
-		muts = append(muts, mutation{Coll: collUsers, ID: id, Action: audit.ActionRollback, Before: st[id], After: after, Version: ver[id]})
+		muts = append(muts, mutation{Coll: CollUsers, ID: id, Action: audit.ActionRollback, Before: st[id], After: after, Version: ver[id]})
 		st[id], ver[id] = after, ver[id]+1
 		want[id] = after["name"].(string)
 	}
@@ -182,7 +182,7 @@ const modeSerial = "serial"
 func renameMutation(t *testing.T, s *Store, id, name string) mutation {
 	t.Helper()
 	before, v := userState(t, s, id)
-	return mutation{Coll: collUsers, ID: id, Action: audit.ActionUpdate, Before: before, After: renamed(before, name), Version: v}
+	return mutation{Coll: CollUsers, ID: id, Action: audit.ActionUpdate, Before: before, After: renamed(before, name), Version: v}
 }
 
 func newUser(t *testing.T, s *Store, ctx context.Context) string {
@@ -195,6 +195,6 @@ func newUser(t *testing.T, s *Store, ctx context.Context) string {
 }
 
 func rename(ctx context.Context, s *Store, id, name string) error {
-	_, err := modify(ctx, s, collUsers, id, audit.ActionUpdate, func(u *User) error { u.Name = name; return nil })
+	_, err := Modify(ctx, s, CollUsers, id, audit.ActionUpdate, func(u *User) error { u.Name = name; return nil })
 	return err
 }

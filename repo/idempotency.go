@@ -13,7 +13,7 @@ import (
 // claims (ledger.Idempotency); the domain says what a stored result must
 // not keep.
 
-const collIdempotency = ledger.CollIdempotency
+const CollIdempotency = ledger.CollIdempotency
 
 // IdempotencyTTL is how long a key is kept: a repeat after that is a new call.
 const IdempotencyTTL = ledger.IdempotencyTTL
@@ -68,7 +68,7 @@ func (s *Store) scrubStoredResults(ctx context.Context) error {
 		return err
 	}
 	if n > 0 {
-		s.log.Info().Int("results", n).Msg("removed the agent keys and URL signatures older versions stored with idempotency keys")
+		s.Log.Info().Int("results", n).Msg("removed the agent keys and URL signatures older versions stored with idempotency keys")
 	}
 	return nil
 }

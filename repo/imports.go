@@ -284,7 +284,7 @@ func updateMutation(coll string, raw bson.M, rec record) (*mutation, []string, e
 	}
 	slices.Sort(changed)
 	m := rec.meta()
-	m.UpdatedAt = now()
+	m.UpdatedAt = Now()
 	after["updated_at"] = m.UpdatedAt
 	return &mutation{Coll: coll, ID: m.ID, Action: audit.ActionUpdate, Before: before, After: after, Version: m.Version}, changed, nil
 }
@@ -294,7 +294,7 @@ func (s *Store) userIDs(ctx context.Context) ([]string, error) {
 	var users []struct {
 		ID string `bson:"_id"`
 	}
-	if err := s.findProjected(ctx, collUsers, bson.M{"archived_at": nil}, bson.M{"_id": 1}, &users); err != nil {
+	if err := s.FindProjected(ctx, CollUsers, bson.M{"archived_at": nil}, bson.M{"_id": 1}, &users); err != nil {
 		return nil, err
 	}
 	out := make([]string, len(users))
@@ -312,12 +312,12 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 	// One read of the active contacts with an address, matched in Go: a
 	// long $in is a scan per value on the embedded store.
 	var existing []bson.M
-	if err := s.findAll(ctx, collContacts, bson.M{"archived_at": nil, "email_lower": bson.M{"$exists": true}}, nil, &existing); err != nil {
+	if err := s.findAll(ctx, CollContacts, bson.M{"archived_at": nil, "email_lower": bson.M{"$exists": true}}, nil, &existing); err != nil {
 		return nil, err
 	}
 	byEmail := map[string]bson.M{}
 	for _, d := range existing {
-		if e := str(d, "email_lower"); e != "" {
+		if e := Str(d, "email_lower"); e != "" {
 			byEmail[e] = d
 		}
 	}
@@ -380,10 +380,10 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 				continue
 			}
 			if g := contactFlagGuard(ctx, &was, c); g != nil {
-				p.refuse(res, g.field, g.message)
+				p.refuse(res, g.field, g.Message)
 				continue
 			}
-			if err := p.addUpdate(res, collContacts, raw, c); err != nil {
+			if err := p.addUpdate(res, CollContacts, raw, c); err != nil {
 				return nil, err
 			}
 			continue
@@ -393,7 +393,7 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 			p.refuse(res, AsError(err).Field, AsError(err).Message)
 			continue
 		}
-		if err := addCreate(p, res, collContacts, c, dryRun); err != nil {
+		if err := addCreate(p, res, CollContacts, c, dryRun); err != nil {
 			return nil, err
 		}
 	}
@@ -424,13 +424,13 @@ func (s *Store) ImportOutlets(ctx context.Context, rows []ImportRow, dryRun bool
 		return nil, Invalid("rows", "has %d rows; at most %d are imported in one call: split the file", len(rows), MaxImportRows)
 	}
 	var existing []bson.M
-	if err := s.findAll(ctx, collOutlets, bson.M{"archived_at": nil, "website": bson.M{"$exists": true, "$ne": ""}}, nil, &existing); err != nil {
+	if err := s.findAll(ctx, CollOutlets, bson.M{"archived_at": nil, "website": bson.M{"$exists": true, "$ne": ""}}, nil, &existing); err != nil {
 		return nil, err
 	}
 	byDomain := map[string]bson.M{}
 	for _, d := range existing {
-		dom := websiteDomain(str(d, "website"))
-		if prev, ok := byDomain[dom]; dom != "" && (!ok || str(d, "_id") < str(prev, "_id")) {
+		dom := websiteDomain(Str(d, "website"))
+		if prev, ok := byDomain[dom]; dom != "" && (!ok || Str(d, "_id") < Str(prev, "_id")) {
 			byDomain[dom] = d // several outlets on one domain: the same one every time
 		}
 	}
@@ -488,7 +488,7 @@ func (s *Store) ImportOutlets(ctx context.Context, rows []ImportRow, dryRun bool
 				p.refuse(res, AsError(err).Field, AsError(err).Message)
 				continue
 			}
-			if err := p.addUpdate(res, collOutlets, raw, o); err != nil {
+			if err := p.addUpdate(res, CollOutlets, raw, o); err != nil {
 				return nil, err
 			}
 			continue
@@ -498,7 +498,7 @@ func (s *Store) ImportOutlets(ctx context.Context, rows []ImportRow, dryRun bool
 			p.refuse(res, AsError(err).Field, AsError(err).Message)
 			continue
 		}
-		if err := addCreate(p, res, collOutlets, o, dryRun); err != nil {
+		if err := addCreate(p, res, CollOutlets, o, dryRun); err != nil {
 			return nil, err
 		}
 	}

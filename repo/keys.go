@@ -148,7 +148,7 @@ func WellFormedKey(key string) string {
 	return ""
 }
 
-func hashKey(key string) string {
+func HashKey(key string) string {
 	h := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(h[:])
 }
@@ -220,8 +220,8 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error)
 	if why := WellFormedKey(key); why != "" {
 		return nil, errors.Join(ErrBadKey, errors.New(why))
 	}
-	hash := hashKey(key)
-	t := now()
+	hash := HashKey(key)
+	t := Now()
 	var (
 		k   AgentKey
 		gen uint64
@@ -231,7 +231,7 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error)
 		k, gen, ok = s.keys.get(hash, t)
 	}
 	if !ok {
-		err := s.coll(collKeys).FindOne(ctx, bson.M{"key_hash": hash}).Decode(&k)
+		err := s.coll(CollKeys).FindOne(ctx, bson.M{"key_hash": hash}).Decode(&k)
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			return nil, errors.Join(ErrBadKey, errors.New("unknown key"))
 		}
@@ -242,16 +242,16 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*AgentKey, error)
 			s.keys.put(hash, k, gen, t)
 		}
 	}
-	if err := k.unusable(t); err != nil {
+	if err := k.Unusable(t); err != nil {
 		return nil, err
 	}
 	s.noteKeyUse(ctx, k.ID, t)
 	return &k, nil
 }
 
-// unusable says why k may not be used at t (revoked, archived or
+// Unusable says why k may not be used at t (revoked, archived or
 // expired), wrapping ErrBadKey, or nil.
-func (k *AgentKey) unusable(t time.Time) error {
+func (k *AgentKey) Unusable(t time.Time) error {
 	switch {
 	case k.RevokedAt != nil:
 		return errors.Join(ErrBadKey, errors.New("the key was revoked"))
@@ -271,15 +271,15 @@ func (k *AgentKey) unusable(t time.Time) error {
 // tells the client no more than that authentication failed.
 func (s *Store) AnalystKey(ctx context.Context, id string) (*AgentKey, error) {
 	var k AgentKey
-	err := s.coll(collKeys).FindOne(ctx, bson.M{"_id": id}).Decode(&k)
+	err := s.coll(CollKeys).FindOne(ctx, bson.M{"_id": id}).Decode(&k)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, errors.Join(ErrBadKey, errors.New("no agent key has this id"))
 	}
 	if err != nil {
 		return nil, err
 	}
-	t := now()
-	if err := k.unusable(t); err != nil {
+	t := Now()
+	if err := k.Unusable(t); err != nil {
 		return nil, err
 	}
 	switch {
@@ -307,7 +307,7 @@ func (s *Store) noteKeyUse(ctx context.Context, keyID string, t time.Time) {
 	s.keyUse[keyID] = t
 	s.keyUseMu.Unlock()
 	if err := s.touchKeyUsage(ctx, keyID, t); err != nil {
-		s.log.Warn().Err(err).Str("key_id", keyID).Msg("record key use")
+		s.Log.Warn().Err(err).Str("key_id", keyID).Msg("record key use")
 	}
 }
 
@@ -344,7 +344,7 @@ func (s *Store) CreateKey(ctx context.Context, in NewKeyInput) (*AgentKey, strin
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
 		return nil, "", Invalid("expires_at", "must be in the future")
 	}
-	if err := s.mustExist(ctx, collUsers, "user_id", in.UserID); err != nil {
+	if err := s.MustExist(ctx, CollUsers, "user_id", in.UserID); err != nil {
 		return nil, "", err
 	}
 	key := NewKey()
@@ -354,8 +354,8 @@ func (s *Store) CreateKey(ctx context.Context, in NewKeyInput) (*AgentKey, strin
 		return nil, "", err
 	}
 	k := &AgentKey{Meta: Meta{ID: id}, UserID: in.UserID, Name: strings.TrimSpace(in.Name), AgentID: id, AgentType: in.AgentType,
-		Scopes: in.Scopes, KeyHash: hashKey(key), SCRAM: verifier, DisplayPrefix: key[:len(KeyPrefix)+6] + "…", ExpiresAt: in.ExpiresAt}
-	if err := insert(ctx, s, collKeys, k); err != nil {
+		Scopes: in.Scopes, KeyHash: HashKey(key), SCRAM: verifier, DisplayPrefix: key[:len(KeyPrefix)+6] + "…", ExpiresAt: in.ExpiresAt}
+	if err := Insert(ctx, s, CollKeys, k); err != nil {
 		return nil, "", err
 	}
 	return k, key, nil
@@ -367,7 +367,7 @@ func (s *Store) ListKeys(ctx context.Context, userID string) ([]AgentKey, error)
 	if userID != "" {
 		filter["user_id"] = userID
 	}
-	cur, err := s.coll(collKeys).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}))
+	cur, err := s.coll(CollKeys).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}))
 	if err != nil {
 		return nil, err
 	}
@@ -379,7 +379,7 @@ func (s *Store) ListKeys(ctx context.Context, userID string) ([]AgentKey, error)
 		var u struct {
 			LastUsedAt time.Time `bson:"last_used_at"`
 		}
-		if err := s.coll(collKeyUsage).FindOne(ctx, bson.M{"_id": keys[i].ID}).Decode(&u); err == nil {
+		if err := s.coll(CollKeyUsage).FindOne(ctx, bson.M{"_id": keys[i].ID}).Decode(&u); err == nil {
 			keys[i].LastUsedAt = &u.LastUsedAt
 		}
 	}
@@ -388,11 +388,11 @@ func (s *Store) ListKeys(ctx context.Context, userID string) ([]AgentKey, error)
 
 // RevokeKey revokes a key; it fails on its very next request.
 func (s *Store) RevokeKey(ctx context.Context, id string) (*AgentKey, error) {
-	return modify(ctx, s, collKeys, id, audit.ActionUpdate, func(k *AgentKey) error {
+	return Modify(ctx, s, CollKeys, id, audit.ActionUpdate, func(k *AgentKey) error {
 		if k.RevokedAt != nil {
 			return Errorf(CodeFailedPrecondition, "agent key %s was already revoked at %s", id, k.RevokedAt.Format(time.RFC3339))
 		}
-		t := now()
+		t := Now()
 		k.RevokedAt = &t
 		return nil
 	})
@@ -411,7 +411,7 @@ func (s *Store) CreateUser(ctx context.Context, name, email, slackUserID string)
 		return nil, &Error{Code: CodeConflict, Field: "email", Message: "a user with email " + email + " already exists: " + existing.ID}
 	}
 	u := &User{Name: strings.TrimSpace(name), Email: email, SlackUserID: slackUserID}
-	if err := insert(ctx, s, collUsers, u); err != nil {
+	if err := Insert(ctx, s, CollUsers, u); err != nil {
 		return nil, err
 	}
 	return u, nil
@@ -420,7 +420,7 @@ func (s *Store) CreateUser(ctx context.Context, name, email, slackUserID string)
 // UserByEmail finds a team member by email.
 func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
 	var u User
-	err := s.coll(collUsers).FindOne(ctx, bson.M{"email": strings.ToLower(strings.TrimSpace(email))}).Decode(&u)
+	err := s.coll(CollUsers).FindOne(ctx, bson.M{"email": strings.ToLower(strings.TrimSpace(email))}).Decode(&u)
 	if err != nil {
 		return nil, ledger.DriverErr(err, "user", email)
 	}
@@ -429,12 +429,12 @@ func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
 
 // User returns a team member.
 func (s *Store) User(ctx context.Context, id string) (*User, error) {
-	return find[*User](ctx, s, collUsers, id)
+	return Find[*User](ctx, s, CollUsers, id)
 }
 
 // ListUsers lists team members by name.
 func (s *Store) ListUsers(ctx context.Context) ([]User, error) {
-	cur, err := s.coll(collUsers).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}))
+	cur, err := s.coll(CollUsers).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}))
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +445,7 @@ func (s *Store) ListUsers(ctx context.Context) ([]User, error) {
 // Bootstrap creates the first admin user and key on an empty store and
 // returns the key; on a store that has any key it returns "".
 func (s *Store) Bootstrap(ctx context.Context) (string, error) {
-	n, err := s.coll(collKeys).CountDocuments(ctx, bson.M{})
+	n, err := s.coll(CollKeys).CountDocuments(ctx, bson.M{})
 	if err != nil || n > 0 {
 		return "", err
 	}

@@ -14,9 +14,9 @@ import (
 // Page is one page of a list (the engine's, ledger.Page).
 type Page[T any] = ledger.Page[T]
 
-// listPage returns the records of coll matching filter in sort order, with a
+// ListPage returns the records of coll matching filter in sort order, with a
 // total count (ledger.List: from the engine's index or the store).
-func listPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
+func ListPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
 	return ledger.List[T](ctx, s.Engine, coll, filter, sort, limit, offset)
 }
 
@@ -42,8 +42,8 @@ func anyField(text string, fields ...string) bson.M {
 	return bson.M{"$or": or}
 }
 
-// active is the filter of records that are not archived, unless includeArchived.
-func active(filter bson.M, includeArchived bool) bson.M {
+// Active is the filter of records that are not archived, unless includeArchived.
+func Active(filter bson.M, includeArchived bool) bson.M {
 	if !includeArchived {
 		filter["archived_at"] = nil
 	}

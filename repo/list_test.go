@@ -21,13 +21,13 @@ import (
 func TestListPageAnswersAlike(t *testing.T) {
 	s, ctx := openTestStore(t)
 	for i := range 7 {
-		if _, err := s.Fixture(ctx, collOutlets, map[string]any{"name": fmt.Sprintf("o%d", i), "tier": i % 2}); err != nil {
+		if _, err := s.Fixture(ctx, CollOutlets, map[string]any{"name": fmt.Sprintf("o%d", i), "tier": i % 2}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sort := bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}
 	for _, filter := range []bson.M{{}, {"tier": 1}, {"name": "none"}} {
-		want, err := s.coll(collOutlets).CountDocuments(ctx, filter)
+		want, err := s.coll(CollOutlets).CountDocuments(ctx, filter)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,12 +35,12 @@ func TestListPageAnswersAlike(t *testing.T) {
 			for _, offset := range []int{0, 1, 3, 4, 6, 7, 8, 20} {
 				name := fmt.Sprintf("filter %v limit %d offset %d", filter, limit, offset)
 				*s.Internals().SerialWrites = true
-				one, err := listPage[Outlet](ctx, s, collOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
+				one, err := ListPage[Outlet](ctx, s, CollOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
 				if err != nil {
 					t.Fatal(err)
 				}
 				*s.Internals().SerialWrites = false
-				two, err := listPage[Outlet](ctx, s, collOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
+				two, err := ListPage[Outlet](ctx, s, CollOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
 				*s.Internals().SerialWrites = true
 				if err != nil {
 					t.Fatal(err)
@@ -79,8 +79,8 @@ func BenchmarkListPage(b *testing.B) {
 		if i%3 == 0 {
 			contact = "hot"
 		}
-		if _, err := s.Fixture(ctx, collNotes, map[string]any{"title": fmt.Sprintf("n%d", i), "content": "a call about the launch plan and the embargoed briefing",
-			"occurred_at": now(), "links": []map[string]any{{"id": fmt.Sprint(i), "contact_id": contact}}}); err != nil {
+		if _, err := s.Fixture(ctx, CollNotes, map[string]any{"title": fmt.Sprintf("n%d", i), "content": "a call about the launch plan and the embargoed briefing",
+			"occurred_at": Now(), "links": []map[string]any{{"id": fmt.Sprint(i), "contact_id": contact}}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -94,7 +94,7 @@ func BenchmarkListPage(b *testing.B) {
 			*s.Internals().SerialWrites = mode.serial
 			defer func() { *s.Internals().SerialWrites = true }()
 			for b.Loop() {
-				p, err := listPage[Note](ctx, s, collNotes, filter(), sort, 50, 0)
+				p, err := ListPage[Note](ctx, s, CollNotes, filter(), sort, 50, 0)
 				if err != nil || p.Total != n/3 || len(p.Items) != 50 {
 					b.Fatal(err, p.Total, len(p.Items))
 				}

@@ -36,13 +36,13 @@ import (
 
 // listTexts are the fields each list's free-text filter reads.
 var listTexts = map[string][]string{
-	collNotes:         {"title", "content"},
-	collContacts:      {"name", "email"},
-	collOutlets:       {"name", "website"},
-	collCampaigns:     {"name", "description", "goals"},
-	collOpportunities: {"title", "description", "next_action"},
-	collCoverage:      {"title", "summary", "url"},
-	collEmails:        {"messages.subject", "messages.body_text", "messages.from"},
+	CollNotes:         {"title", "content"},
+	CollContacts:      {"name", "email"},
+	CollOutlets:       {"name", "website"},
+	CollCampaigns:     {"name", "description", "goals"},
+	CollOpportunities: {"title", "description", "next_action"},
+	CollCoverage:      {"title", "summary", "url"},
+	CollEmails:        {"messages.subject", "messages.body_text", "messages.from"},
 }
 
 // maxTextReads is the most records a free-text filter reads by _id to
@@ -78,7 +78,7 @@ func textListPage[T any](ctx context.Context, s *Store, t textFilter, filter bso
 	}
 	bounded, cancel := s.byPattern(ctx, t, filter)
 	defer cancel()
-	page, err := listPage[T](bounded, s, t.coll, filter, sort, limit, offset)
+	page, err := ListPage[T](bounded, s, t.coll, filter, sort, limit, offset)
 	return page, s.boundErr(ctx, bounded, t, err)
 }
 
@@ -108,7 +108,7 @@ func (s *Store) boundErr(ctx, bounded context.Context, t textFilter, err error) 
 
 // searchField is the parameter a list's free-text filter is given as.
 func searchField(coll string) string {
-	if coll == collEmails {
+	if coll == CollEmails {
 		return "query"
 	}
 	return "search"

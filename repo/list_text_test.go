@@ -88,22 +88,22 @@ func TestListTextWordIndexAnswersAsTheStore(t *testing.T) {
 		records[coll] = append(records[coll], id)
 	}
 	for range 30 {
-		put(collOutlets, map[string]any{"name": listText(rng, 3), "website": "https://" + listText(rng, 1) + ".org", "description": listText(rng, 8),
+		put(CollOutlets, map[string]any{"name": listText(rng, 3), "website": "https://" + listText(rng, 1) + ".org", "description": listText(rng, 8),
 			"topics": []string{listText(rng, 1)}})
-		put(collContacts, map[string]any{"name": listText(rng, 3), "email": listText(rng, 1) + "@example.org", "title": listText(rng, 3),
+		put(CollContacts, map[string]any{"name": listText(rng, 3), "email": listText(rng, 1) + "@example.org", "title": listText(rng, 3),
 			"bio": listText(rng, 10), "beats": []string{listText(rng, 1)}, "affiliations": bson.A{}})
-		put(collCampaigns, map[string]any{"name": listText(rng, 3), "description": listText(rng, 8), "goals": listText(rng, 4), "status": "active"})
-		put(collOpportunities, map[string]any{"title": listText(rng, 3), "description": listText(rng, 8), "next_action": listText(rng, 3),
+		put(CollCampaigns, map[string]any{"name": listText(rng, 3), "description": listText(rng, 8), "goals": listText(rng, 4), "status": "active"})
+		put(CollOpportunities, map[string]any{"title": listText(rng, 3), "description": listText(rng, 8), "next_action": listText(rng, 3),
 			"stage": "researching", "contact_ids": bson.A{}})
-		put(collCoverage, map[string]any{"title": listText(rng, 3), "summary": listText(rng, 8), "url": "https://x.org/" + listText(rng, 1),
+		put(CollCoverage, map[string]any{"title": listText(rng, 3), "summary": listText(rng, 8), "url": "https://x.org/" + listText(rng, 1),
 			"full_text": listText(rng, 20), "published_at": day(), "type": "article", "contact_ids": bson.A{}})
-		put(collNotes, map[string]any{"title": listText(rng, 3), "content": listText(rng, 12), "type": "meeting", "occurred_at": day(), "links": bson.A{}})
+		put(CollNotes, map[string]any{"title": listText(rng, 3), "content": listText(rng, 12), "type": "meeting", "occurred_at": day(), "links": bson.A{}})
 		var msgs bson.A
 		for range rng.IntN(3) + 1 {
 			msgs = append(msgs, bson.M{"id": uuid.NewString(), "message_id": uuid.NewString(), "from": listText(rng, 2), "to": bson.A{},
 				"subject": listText(rng, 3), "date": day(), "body_text": listText(rng, 12), "contact_ids": bson.A{}})
 		}
-		put(collEmails, map[string]any{"subject": listText(rng, 3), "messages": msgs, "contact_ids": bson.A{}, "opportunity_links": bson.A{},
+		put(CollEmails, map[string]any{"subject": listText(rng, 3), "messages": msgs, "contact_ids": bson.A{}, "opportunity_links": bson.A{},
 			"last_message_at": day()})
 	}
 	needles := []string{"launch", "LAUNCH", "aunch", "laun", "launch plan", "h p", "cafe", "CAFÉ", "café", "zoe", "ZOË", "c++", "a.b", "(guide)",
@@ -178,19 +178,19 @@ func TestListTextWordIndexAnswersAsTheStore(t *testing.T) {
 	}
 	compare("created")
 	for range 40 { // words leave records and join others
-		coll := []string{collNotes, collCoverage, collContacts, collCampaigns, collEmails}[rng.IntN(5)]
+		coll := []string{CollNotes, CollCoverage, CollContacts, CollCampaigns, CollEmails}[rng.IntN(5)]
 		id := records[coll][rng.IntN(len(records[coll]))]
 		set := bson.M{}
 		switch coll {
-		case collNotes:
+		case CollNotes:
 			set["content"] = listText(rng, 10)
-		case collCoverage:
+		case CollCoverage:
 			set["summary"], set["full_text"] = listText(rng, 6), listText(rng, 10)
-		case collContacts:
+		case CollContacts:
 			set["name"] = listText(rng, 2)
-		case collCampaigns:
+		case CollCampaigns:
 			set["description"] = listText(rng, 6)
-		case collEmails:
+		case CollEmails:
 			set["messages"] = bson.A{bson.M{"id": uuid.NewString(), "message_id": uuid.NewString(), "from": listText(rng, 2), "to": bson.A{},
 				"subject": listText(rng, 3), "date": day(), "body_text": listText(rng, 12), "contact_ids": bson.A{}}}
 		}
@@ -237,7 +237,7 @@ func TestFoldIsOneForEveryCaseClass(t *testing.T) {
 // a list and on search_emails alike.
 func TestListTextPatternIsBounded(t *testing.T) {
 	s, ctx := openTestStore(t)
-	if _, err := s.Fixture(ctx, collNotes, map[string]any{"title": "a@b", "content": "x", "type": "meeting", "occurred_at": time.Now(), "links": bson.A{}}); err != nil {
+	if _, err := s.Fixture(ctx, CollNotes, map[string]any{"title": "a@b", "content": "x", "type": "meeting", "occurred_at": time.Now(), "links": bson.A{}}); err != nil {
 		t.Fatal(err)
 	}
 	waitIndexes(t, s)

@@ -143,12 +143,12 @@ func (s *Store) CreatePendingMedia(ctx context.Context, coverageID, filename, mi
 	if err := checkMimeType(mimeType); err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, collCoverage, "coverage_id", coverageID); err != nil {
+	if err := s.MustExist(ctx, CollCoverage, "coverage_id", coverageID); err != nil {
 		return nil, err
 	}
 	exp := expires.UTC().Truncate(time.Millisecond)
 	m := &Media{CoverageID: coverageID, State: MediaPendingUpload, Filename: filename, MimeType: mimeType, UploadExpiresAt: &exp}
-	if err := insert(ctx, s, collMedia, m); err != nil {
+	if err := Insert(ctx, s, CollMedia, m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -203,7 +203,7 @@ func (s *Store) storeBytes(ctx context.Context, m *Media, r io.Reader, max int64
 // uploaded with a version-guarded write. A URL thus writes its bytes into
 // the store once, whatever a holder of it retries.
 func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Media, error) {
-	m, err := find[*Media](ctx, s, collMedia, id)
+	m, err := Find[*Media](ctx, s, CollMedia, id)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Me
 		return nil, err
 	}
 	var created audit.Entry
-	if err := s.findOne(ctx, collChangeLog, bson.M{"collection": collMedia, "record_id": id, "action": audit.ActionCreate, "state": audit.StateApplied}).Decode(&created); err != nil {
+	if err := s.findOne(ctx, CollChangeLog, bson.M{"collection": CollMedia, "record_id": id, "action": audit.ActionCreate, "state": audit.StateApplied}).Decode(&created); err != nil {
 		return nil, ledger.DriverErr(err, "media creation", id)
 	}
 	ctx = audit.WithActor(ctx, audit.Actor{UserID: created.UserID, AgentID: created.AgentID, SessionID: created.SessionID, Tool: "upload_media_url (PUT)"})
@@ -230,7 +230,7 @@ func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Me
 		return nil, Invalid("body", "the upload is empty; PUT the file's bytes as the request body")
 	}
 	// The URL may have been used while this body was arriving.
-	if m, err = find[*Media](ctx, s, collMedia, id); err != nil {
+	if m, err = Find[*Media](ctx, s, CollMedia, id); err != nil {
 		return nil, err
 	}
 	if err := uploadable(m); err != nil {
@@ -245,11 +245,11 @@ func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Me
 	// in this process also take turns (the embedded store has one process).
 	s.uploadMu.Lock()
 	defer s.uploadMu.Unlock()
-	return modify(ctx, s, collMedia, id, audit.ActionUpdate, func(m *Media) error {
+	return Modify(ctx, s, CollMedia, id, audit.ActionUpdate, func(m *Media) error {
 		if err := uploadable(m); err != nil {
 			return err
 		}
-		t := now()
+		t := Now()
 		m.State, m.FileID, m.SizeBytes, m.SHA256, m.UploadedAt, m.UploadExpiresAt = MediaUploaded, fileID, &n, sum, &t, nil
 		return nil
 	})
@@ -334,7 +334,7 @@ func (s *Store) AttachMedia(ctx context.Context, in AttachInput) (*Media, error)
 	if err := CheckFreeForm("metadata", in.Metadata); err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, collCoverage, "coverage_id", in.CoverageID); err != nil {
+	if err := s.MustExist(ctx, CollCoverage, "coverage_id", in.CoverageID); err != nil {
 		return nil, err
 	}
 	check := func(m *Media) error {
@@ -350,7 +350,7 @@ func (s *Store) AttachMedia(ctx context.Context, in AttachInput) (*Media, error)
 		}
 		return nil
 	}
-	m, err := find[*Media](ctx, s, collMedia, in.MediaID)
+	m, err := Find[*Media](ctx, s, CollMedia, in.MediaID)
 	if err != nil {
 		if ErrorCode(err) == CodeNotFound {
 			return nil, NotFoundField("media_id", "media", in.MediaID)
@@ -360,12 +360,12 @@ func (s *Store) AttachMedia(ctx context.Context, in AttachInput) (*Media, error)
 	if err := check(m); err != nil {
 		return nil, err
 	}
-	return modify(ctx, s, collMedia, in.MediaID, audit.ActionUpdate, func(m *Media) error {
+	return Modify(ctx, s, CollMedia, in.MediaID, audit.ActionUpdate, func(m *Media) error {
 		if err := check(m); err != nil {
 			return err
 		}
 		if m.State != MediaAttached {
-			t := now()
+			t := Now()
 			m.State, m.AttachedAt = MediaAttached, &t
 		}
 		m.Type = in.Type
@@ -405,7 +405,7 @@ func (s *Store) CreateInlineMedia(ctx context.Context, in InlineInput) (*Media, 
 	if len(in.Data) > InlineMediaMaxBytes {
 		return nil, Invalid("content_base64", "the file is %d bytes; inline uploads are capped at %d bytes (512 KiB): use upload_media_url for larger files", len(in.Data), InlineMediaMaxBytes)
 	}
-	if err := s.mustExist(ctx, collCoverage, "coverage_id", in.CoverageID); err != nil {
+	if err := s.MustExist(ctx, CollCoverage, "coverage_id", in.CoverageID); err != nil {
 		return nil, err
 	}
 	m := &Media{Meta: Meta{ID: uuid.NewString()}, CoverageID: in.CoverageID, Type: in.Type, Filename: in.Filename, MimeType: in.MimeType}
@@ -413,9 +413,9 @@ func (s *Store) CreateInlineMedia(ctx context.Context, in InlineInput) (*Media, 
 	if err != nil {
 		return nil, err
 	}
-	t := now()
+	t := Now()
 	m.State, m.FileID, m.SizeBytes, m.SHA256, m.UploadedAt, m.AttachedAt = MediaAttached, fileID, &n, sum, &t, &t
-	if err := insert(ctx, s, collMedia, m); err != nil {
+	if err := Insert(ctx, s, CollMedia, m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -432,12 +432,12 @@ type MediaCoverage struct {
 
 // Media returns one media record and its coverage (nil if that is gone).
 func (s *Store) Media(ctx context.Context, id string) (*Media, *MediaCoverage, error) {
-	m, err := find[*Media](ctx, s, collMedia, id)
+	m, err := Find[*Media](ctx, s, CollMedia, id)
 	if err != nil {
 		return nil, nil, err
 	}
 	var c MediaCoverage
-	if err := s.coll(collCoverage).FindOne(ctx, bson.M{"_id": m.CoverageID}).Decode(&c); err != nil {
+	if err := s.coll(CollCoverage).FindOne(ctx, bson.M{"_id": m.CoverageID}).Decode(&c); err != nil {
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			return m, nil, nil
 		}
@@ -461,18 +461,18 @@ func (s *Store) ListMedia(ctx context.Context, f MediaFilter, limit, offset int)
 	if f.Type != "" {
 		filter["type"] = f.Type
 	}
-	return listPage[Media](ctx, s, collMedia, active(filter, f.IncludeArchived),
+	return ListPage[Media](ctx, s, CollMedia, Active(filter, f.IncludeArchived),
 		bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 
 // ArchiveMedia archives a media record; its bytes stay.
 func (s *Store) ArchiveMedia(ctx context.Context, id string) (*Media, error) {
-	return archive[*Media](ctx, s, collMedia, id, nil)
+	return Archive[*Media](ctx, s, CollMedia, id, nil)
 }
 
 // RestoreMedia restores an archived media record.
 func (s *Store) RestoreMedia(ctx context.Context, id string) (*Media, error) {
-	return restore[*Media](ctx, s, collMedia, id)
+	return restore[*Media](ctx, s, CollMedia, id)
 }
 
 // ---------------------------------------------------------------------------
@@ -488,7 +488,7 @@ func (s *Store) OpenMediaBytes(ctx context.Context, m *Media) (io.ReadCloser, er
 		Length    int64 `bson:"length"`
 		ChunkSize int32 `bson:"chunkSize"`
 	}
-	if err := s.coll(collFiles).FindOne(ctx, bson.M{"_id": m.FileID}).Decode(&file); err != nil {
+	if err := s.coll(CollFiles).FindOne(ctx, bson.M{"_id": m.FileID}).Decode(&file); err != nil {
 		return nil, ledger.DriverErr(err, "media file", m.FileID)
 	}
 	// MongoDB streams a sort on files_id+n from its index. FerretDB sorts in
@@ -498,7 +498,7 @@ func (s *Store) OpenMediaBytes(ctx context.Context, m *Media) (io.ReadCloser, er
 	if !strings.HasPrefix(s.Capabilities().Server, "FerretDB") {
 		opts.SetSort(bson.D{{Key: "files_id", Value: 1}, {Key: "n", Value: 1}})
 	}
-	cur, err := s.coll(collChunks).Find(ctx, bson.M{"files_id": m.FileID}, opts)
+	cur, err := s.coll(CollChunks).Find(ctx, bson.M{"files_id": m.FileID}, opts)
 	if err != nil {
 		return nil, ledger.DriverErr(err, "media file", m.FileID)
 	}
@@ -575,8 +575,8 @@ type setting struct {
 	Secret string `bson:"secret,omitempty"`
 }
 
-// signingKey returns the URL-signing secret.
-func (s *Store) signingKey(context.Context) ([]byte, error) {
+// SigningKey returns the URL-signing secret.
+func (s *Store) SigningKey(context.Context) ([]byte, error) {
 	if k := s.mediaKey.Load(); k != nil {
 		return *k, nil
 	}
@@ -606,7 +606,7 @@ func (s *Store) setSigningKey(key []byte) error {
 // working (they live minutes), and a store that never had one is untouched.
 func (s *Store) dropStoredSigningSecret(ctx context.Context) error {
 	var st setting
-	err := s.coll(collSettings).FindOne(ctx, bson.M{"_id": signingID, "secret": bson.M{"$exists": true}}).Decode(&st)
+	err := s.coll(CollSettings).FindOne(ctx, bson.M{"_id": signingID, "secret": bson.M{"$exists": true}}).Decode(&st)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil
 	}
@@ -614,10 +614,10 @@ func (s *Store) dropStoredSigningSecret(ctx context.Context) error {
 		return fmt.Errorf("media URL secret: %w", err)
 	}
 	ctx = audit.WithActor(ctx, SystemActor("media-url-signing"))
-	_, err = modify(ctx, s, collSettings, signingID, audit.ActionArchive, func(st *setting) error {
+	_, err = Modify(ctx, s, CollSettings, signingID, audit.ActionArchive, func(st *setting) error {
 		st.Secret = ""
 		if st.ArchivedAt == nil {
-			t := now()
+			t := Now()
 			st.ArchivedAt = &t
 		}
 		return nil
@@ -625,7 +625,7 @@ func (s *Store) dropStoredSigningSecret(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("media URL secret: remove the copy older versions stored in settings: %w", err)
 	}
-	s.log.Info().Msg("media URL signing: the secret older versions kept in the settings collection was removed; URLs signed before now are refused")
+	s.Log.Info().Msg("media URL signing: the secret older versions kept in the settings collection was removed; URLs signed before now are refused")
 	return nil
 }
 
@@ -645,7 +645,7 @@ func (s *Store) MediaURLExpiry() time.Time {
 // exp. It is a Secret (whoever holds it may act): its kept form is the URL
 // without its signature.
 func (s *Store) SignMediaURL(ctx context.Context, base, id, action string, exp time.Time) (Secret, error) {
-	key, err := s.signingKey(ctx)
+	key, err := s.SigningKey(ctx)
 	if err != nil {
 		return Secret{}, err
 	}
@@ -665,7 +665,7 @@ func (s *Store) CheckMediaURL(ctx context.Context, id, action, expires, signatur
 	if err != nil {
 		return ErrMediaURLInvalid
 	}
-	key, err := s.signingKey(ctx)
+	key, err := s.SigningKey(ctx)
 	if err != nil {
 		return err
 	}

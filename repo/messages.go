@@ -60,7 +60,7 @@ func (s *Store) RecordSend(ctx context.Context, m *Message) error {
 	if (m.Kind == MessageKindQuestion || m.Kind == MessageKindPitchApproval) && m.Status == "" {
 		m.Status = QuestionOpen
 	}
-	mut, err := creation(collMessages, m)
+	mut, err := creation(CollMessages, m)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (s *Store) RecordSend(ctx context.Context, m *Message) error {
 
 // Question returns one question.
 func (s *Store) Question(ctx context.Context, id string) (*Message, error) {
-	m, err := find[*Message](ctx, s, collMessages, id)
+	m, err := Find[*Message](ctx, s, CollMessages, id)
 	if err != nil {
 		return nil, err
 	}
@@ -88,14 +88,14 @@ func (s *Store) Question(ctx context.Context, id string) (*Message, error) {
 // RecordAnswers stores the replies read from a question's thread; a
 // question with a reply is answered. Replies already stored write nothing.
 func (s *Store) RecordAnswers(ctx context.Context, id string, answers []Answer) (*Message, error) {
-	return modify(ctx, s, collMessages, id, audit.ActionUpdate, func(m *Message) error {
+	return Modify(ctx, s, CollMessages, id, audit.ActionUpdate, func(m *Message) error {
 		if slices.EqualFunc(m.Answers, answers, func(a, b Answer) bool { return a.TS == b.TS && a.Text == b.Text && a.User == b.User }) {
 			return nil
 		}
 		m.Answers = answers
 		if len(answers) > 0 && m.Status != QuestionAnswered {
 			m.Status = QuestionAnswered
-			t := now()
+			t := Now()
 			m.AnsweredAt = &t
 		}
 		return nil
@@ -108,5 +108,5 @@ func (s *Store) Questions(ctx context.Context, status string, limit, offset int)
 	if status != "" {
 		f["status"] = status
 	}
-	return listPage[Message](ctx, s, collMessages, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	return ListPage[Message](ctx, s, CollMessages, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }

@@ -61,17 +61,17 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 	day := func() time.Time { return base.Add(time.Duration(rng.IntN(40)) * 24 * time.Hour) }
 	var notes, coverage, threads []string
 	for _, c := range contacts {
-		if _, err := s.Fixture(ctx, collContacts, map[string]any{"_id": c, "name": "Contact " + c, "affiliations": bson.A{}}); err != nil {
+		if _, err := s.Fixture(ctx, CollContacts, map[string]any{"_id": c, "name": "Contact " + c, "affiliations": bson.A{}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, o := range outlets {
-		if _, err := s.Fixture(ctx, collOutlets, map[string]any{"_id": o, "name": "Outlet " + o}); err != nil {
+		if _, err := s.Fixture(ctx, CollOutlets, map[string]any{"_id": o, "name": "Outlet " + o}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, p := range opps {
-		if _, err := s.Fixture(ctx, collOpportunities, map[string]any{"_id": p, "title": "Opportunity " + p, "stage": "identified", "contact_ids": bson.A{}}); err != nil {
+		if _, err := s.Fixture(ctx, CollOpportunities, map[string]any{"_id": p, "title": "Opportunity " + p, "stage": "identified", "contact_ids": bson.A{}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,7 +89,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 			}
 			links = append(links, l)
 		}
-		id, err := s.Fixture(ctx, collNotes, map[string]any{"type": pick([]string{"call", "meeting"}), "title": "t", "content": "c", "occurred_at": day(), "links": links})
+		id, err := s.Fixture(ctx, CollNotes, map[string]any{"type": pick([]string{"call", "meeting"}), "title": "t", "content": "c", "occurred_at": day(), "links": links})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			cov["opportunity_id"] = pick(opps)
 		}
-		if id, err = s.Fixture(ctx, collCoverage, cov); err != nil {
+		if id, err = s.Fixture(ctx, CollCoverage, cov); err != nil {
 			t.Fatal(err)
 		}
 		coverage = append(coverage, id)
@@ -111,7 +111,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 			}
 			msgs = append(msgs, bson.M{"id": uuid.NewString(), "message_id": uuid.NewString(), "from": "a@x.org", "to": bson.A{}, "subject": "s", "date": d, "body_text": "b", "contact_ids": bson.A{pick(contacts)}})
 		}
-		if id, err = s.Fixture(ctx, collEmails, map[string]any{"subject": "s", "messages": msgs, "contact_ids": bson.A{}, "opportunity_links": bson.A{bson.M{"id": uuid.NewString(), "opportunity_id": pick(opps), "linked_at": base}}, "last_message_at": last}); err != nil {
+		if id, err = s.Fixture(ctx, CollEmails, map[string]any{"subject": "s", "messages": msgs, "contact_ids": bson.A{}, "opportunity_links": bson.A{bson.M{"id": uuid.NewString(), "opportunity_id": pick(opps), "linked_at": base}}, "last_message_at": last}); err != nil {
 			t.Fatal(err)
 		}
 		threads = append(threads, id)
@@ -158,10 +158,10 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 	compare("after creates")
 	for range 20 {
 		i := rng.IntN(len(notes))
-		if err := update(collNotes, notes[i], bson.M{"occurred_at": day(), "links": bson.A{bson.M{"id": uuid.NewString(), "contact_id": pick(contacts), "created_at": base}}}); err != nil {
+		if err := update(CollNotes, notes[i], bson.M{"occurred_at": day(), "links": bson.A{bson.M{"id": uuid.NewString(), "contact_id": pick(contacts), "created_at": base}}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := update(collCoverage, coverage[rng.IntN(len(coverage))], bson.M{"archived_at": base, "outlet_id": pick(outlets)}); err != nil {
+		if err := update(CollCoverage, coverage[rng.IntN(len(coverage))], bson.M{"archived_at": base, "outlet_id": pick(outlets)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -171,13 +171,13 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 	var muts []mutation
 	for _, id := range notes[:5] {
 		var cur bson.M
-		if err := s.coll(collNotes).FindOne(context.Background(), bson.M{"_id": id}).Decode(&cur); err != nil {
+		if err := s.coll(CollNotes).FindOne(context.Background(), bson.M{"_id": id}).Decode(&cur); err != nil {
 			t.Fatal(err)
 		}
 		v, _ := ledger.AsInt(cur[fieldVersion])
 		after := ledger.Strip(cur)
 		after["occurred_at"] = base.Add(-24 * time.Hour)
-		muts = append(muts, mutation{Coll: collNotes, ID: id, Action: "update", Before: ledger.Strip(cur), After: after, Version: v})
+		muts = append(muts, mutation{Coll: CollNotes, ID: id, Action: "update", Before: ledger.Strip(cur), After: after, Version: v})
 	}
 	if _, err := s.write(sctx, muts...); err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 	// Writes that fail at each step, with recovery after each.
 	for _, point := range []string{"entry", "record", "entry-insert", "applied"} {
 		crashAt(s, point, 1)
-		err := update(collNotes, notes[rng.IntN(len(notes))], bson.M{"links": bson.A{bson.M{"id": uuid.NewString(), "outlet_id": pick(outlets), "created_at": base}}})
+		err := update(CollNotes, notes[rng.IntN(len(notes))], bson.M{"links": bson.A{bson.M{"id": uuid.NewString(), "outlet_id": pick(outlets), "created_at": base}}})
 		*s.Internals().Hook = nil
 		if err == nil {
 			t.Fatalf("a write crashed at %s succeeded", point)
@@ -211,14 +211,14 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		before[fmt.Sprint(q)] = ids
 	}
 	// A fetch the index covers gives what the store gives for the same projection.
-	proj := projection(trimCoverage)
-	got, ok := s.Internals().Covered(collCoverage, coverage, proj)
+	proj := projection(TrimCoverage)
+	got, ok := s.Internals().Covered(CollCoverage, coverage, proj)
 	if !ok || len(got) != len(coverage) {
 		t.Fatalf("the index does not cover %v (%v, %d of %d)", proj, ok, len(got), len(coverage))
 	}
 	for i, id := range coverage {
 		var want, have bson.M
-		if err := s.coll(collCoverage).FindOne(context.Background(), bson.M{"_id": id}, options.FindOne().SetProjection(proj)).Decode(&want); err != nil {
+		if err := s.coll(CollCoverage).FindOne(context.Background(), bson.M{"_id": id}, options.FindOne().SetProjection(proj)).Decode(&want); err != nil {
 			t.Fatal(err)
 		}
 		if err := ledger.DecodeRaw(got[i], &have); err != nil {
@@ -229,7 +229,7 @@ func TestIndexesAnswerAsTheStoreThroughWritesFaultsAndRestart(t *testing.T) {
 		}
 	}
 	for _, p := range []bson.M{{"summary": 1}, {"archived_at": 0}, {"links.contact_id": 1}} {
-		if _, ok := s.Internals().Covered(collCoverage, coverage[:1], p); ok {
+		if _, ok := s.Internals().Covered(CollCoverage, coverage[:1], p); ok {
 			t.Errorf("the index covered %v, which it cannot", p)
 		}
 	}
@@ -265,36 +265,36 @@ func listQueries(contacts, outlets, opps []string, base time.Time) []mirrorQuery
 	for _, c := range contacts {
 		for _, page := range [][2]int64{{0, 50}, {0, 3}, {3, 3}, {100, 10}} {
 			qs = append(qs,
-				mirrorQuery{coll: collNotes, filter: bson.M{"links.contact_id": c, "archived_at": nil}, sort: byDate("occurred_at"), skip: page[0], limit: page[1]},
-				mirrorQuery{coll: collCoverage, filter: bson.M{"contact_ids": c, "archived_at": nil}, sort: byDate("published_at"), skip: page[0], limit: page[1]},
-				mirrorQuery{coll: collEmails, filter: bson.M{"messages.contact_ids": c, "archived_at": nil}, sort: byDate("last_message_at"), skip: page[0], limit: page[1]},
+				mirrorQuery{coll: CollNotes, filter: bson.M{"links.contact_id": c, "archived_at": nil}, sort: byDate("occurred_at"), skip: page[0], limit: page[1]},
+				mirrorQuery{coll: CollCoverage, filter: bson.M{"contact_ids": c, "archived_at": nil}, sort: byDate("published_at"), skip: page[0], limit: page[1]},
+				mirrorQuery{coll: CollEmails, filter: bson.M{"messages.contact_ids": c, "archived_at": nil}, sort: byDate("last_message_at"), skip: page[0], limit: page[1]},
 			)
 		}
 		qs = append(qs,
-			mirrorQuery{coll: collNotes, filter: bson.M{"links.contact_id": c, "archived_at": nil, "occurred_at": bson.M{"$gte": base.Add(5 * 24 * time.Hour), "$lte": base.Add(20 * 24 * time.Hour)}}, sort: byDate("occurred_at")},
-			mirrorQuery{coll: collEmails, filter: bson.M{"$or": bson.A{bson.M{"messages.contact_ids": c}, bson.M{"contact_ids": c}}, "archived_at": nil}},
-			mirrorQuery{coll: collChangeLog, filter: bson.M{"record_id": c, "state": "applied"}, sort: bson.D{{Key: "seq", Value: -1}}},
+			mirrorQuery{coll: CollNotes, filter: bson.M{"links.contact_id": c, "archived_at": nil, "occurred_at": bson.M{"$gte": base.Add(5 * 24 * time.Hour), "$lte": base.Add(20 * 24 * time.Hour)}}, sort: byDate("occurred_at")},
+			mirrorQuery{coll: CollEmails, filter: bson.M{"$or": bson.A{bson.M{"messages.contact_ids": c}, bson.M{"contact_ids": c}}, "archived_at": nil}},
+			mirrorQuery{coll: CollChangeLog, filter: bson.M{"record_id": c, "state": "applied"}, sort: bson.D{{Key: "seq", Value: -1}}},
 		)
 	}
 	for _, o := range outlets {
 		qs = append(qs,
-			mirrorQuery{coll: collNotes, filter: bson.M{"links.outlet_id": o, "archived_at": nil}, sort: byDate("occurred_at"), limit: 50},
-			mirrorQuery{coll: collCoverage, filter: bson.M{"outlet_id": o, "archived_at": nil}, sort: byDate("published_at")},
-			mirrorQuery{coll: collCoverage, filter: bson.M{"outlet_id": o}, sort: byDate("published_at")},
+			mirrorQuery{coll: CollNotes, filter: bson.M{"links.outlet_id": o, "archived_at": nil}, sort: byDate("occurred_at"), limit: 50},
+			mirrorQuery{coll: CollCoverage, filter: bson.M{"outlet_id": o, "archived_at": nil}, sort: byDate("published_at")},
+			mirrorQuery{coll: CollCoverage, filter: bson.M{"outlet_id": o}, sort: byDate("published_at")},
 		)
 	}
 	for _, p := range opps {
 		qs = append(qs,
-			mirrorQuery{coll: collNotes, filter: bson.M{"links.opportunity_id": bson.M{"$in": bson.A{p, "none"}}, "archived_at": nil}},
-			mirrorQuery{coll: collCoverage, filter: bson.M{"opportunity_id": p, "archived_at": nil}, sort: byDate("published_at")},
-			mirrorQuery{coll: collEmails, filter: bson.M{"opportunity_links.opportunity_id": p, "archived_at": nil}, sort: byDate("last_message_at")},
+			mirrorQuery{coll: CollNotes, filter: bson.M{"links.opportunity_id": bson.M{"$in": bson.A{p, "none"}}, "archived_at": nil}},
+			mirrorQuery{coll: CollCoverage, filter: bson.M{"opportunity_id": p, "archived_at": nil}, sort: byDate("published_at")},
+			mirrorQuery{coll: CollEmails, filter: bson.M{"opportunity_links.opportunity_id": p, "archived_at": nil}, sort: byDate("last_message_at")},
 		)
 	}
 	qs = append(qs,
-		mirrorQuery{coll: collChangeLog, filter: bson.M{"session_id": "s-group", "state": "applied"}, sort: bson.D{{Key: "seq", Value: -1}}},
-		mirrorQuery{coll: collChangeLog, filter: bson.M{"session_id": "s-test"}, sort: bson.D{{Key: "seq", Value: -1}}, skip: 5, limit: 20},
-		mirrorQuery{coll: collChangeLog, filter: bson.M{"collection": collNotes, "at": bson.M{"$gte": base}}, sort: bson.D{{Key: "seq", Value: -1}}, limit: 50},
-		mirrorQuery{coll: collNotes, filter: bson.M{"archived_at": nil}, sort: byDate("occurred_at"), limit: 50},
+		mirrorQuery{coll: CollChangeLog, filter: bson.M{"session_id": "s-group", "state": "applied"}, sort: bson.D{{Key: "seq", Value: -1}}},
+		mirrorQuery{coll: CollChangeLog, filter: bson.M{"session_id": "s-test"}, sort: bson.D{{Key: "seq", Value: -1}}, skip: 5, limit: 20},
+		mirrorQuery{coll: CollChangeLog, filter: bson.M{"collection": CollNotes, "at": bson.M{"$gte": base}}, sort: bson.D{{Key: "seq", Value: -1}}, limit: 50},
+		mirrorQuery{coll: CollNotes, filter: bson.M{"archived_at": nil}, sort: byDate("occurred_at"), limit: 50},
 	)
 	return qs
 }
@@ -321,12 +321,12 @@ func TestIndexBuildWhileWriting(t *testing.T) {
 	}
 	s := openStore(t, "")
 	ctx := testCtx()
-	contact, err := s.Fixture(ctx, collContacts, map[string]any{"name": "Ann", "affiliations": bson.A{}})
+	contact, err := s.Fixture(ctx, CollContacts, map[string]any{"name": "Ann", "affiliations": bson.A{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	note := func(i int) {
-		if _, err := s.Fixture(ctx, collNotes, map[string]any{"type": "call", "title": fmt.Sprint("n", i), "content": "c",
+		if _, err := s.Fixture(ctx, CollNotes, map[string]any{"type": "call", "title": fmt.Sprint("n", i), "content": "c",
 			"occurred_at": time.Now().UTC().Truncate(time.Millisecond), "links": bson.A{bson.M{"id": uuid.NewString(), "contact_id": contact, "created_at": time.Now().UTC()}}}); err != nil {
 			t.Error(err)
 		}
@@ -345,17 +345,17 @@ func TestIndexBuildWhileWriting(t *testing.T) {
 			written++
 			note(100 + reads) // a write while the build reads
 		case 2:
-			s.Internals().IndexLost(collNotes, errors.New("a write's outcome is unknown")) // the build must be redone
+			s.Internals().IndexLost(CollNotes, errors.New("a write's outcome is unknown")) // the build must be redone
 		}
 		return nil
 	}
-	s.Internals().IndexLost(collNotes, errors.New("test: rebuild"))
+	s.Internals().IndexLost(CollNotes, errors.New("test: rebuild"))
 	waitIndexes(t, s)
 	*s.Internals().Hook = nil
 	if reads <= len(mirrorSpecs) {
 		t.Errorf("%d collection reads: the build overlapping a lost write was not redone", reads)
 	}
-	ids, total, ok := s.Internals().IndexIDs(collNotes, bson.M{"links.contact_id": contact, "archived_at": nil}, nil, 0, 0)
+	ids, total, ok := s.Internals().IndexIDs(CollNotes, bson.M{"links.contact_id": contact, "archived_at": nil}, nil, 0, 0)
 	if !ok || total != int64(5+written) || len(ids) != 5+written {
 		t.Errorf("index: %d notes of the contact (ok %v), want %d", total, ok, 5+written)
 	}

@@ -54,10 +54,10 @@ var linkKinds = []struct {
 	get       func(NoteLink) string
 	set       func(*NoteLink, string)
 }{
-	{"contact_ids", collContacts, func(t LinkTargets) []string { return t.ContactIDs }, func(l NoteLink) string { return l.ContactID }, func(l *NoteLink, id string) { l.ContactID = id }},
-	{"outlet_ids", collOutlets, func(t LinkTargets) []string { return t.OutletIDs }, func(l NoteLink) string { return l.OutletID }, func(l *NoteLink, id string) { l.OutletID = id }},
-	{"opportunity_ids", collOpportunities, func(t LinkTargets) []string { return t.OpportunityIDs }, func(l NoteLink) string { return l.OpportunityID }, func(l *NoteLink, id string) { l.OpportunityID = id }},
-	{"channel_ids", collChannels, func(t LinkTargets) []string { return t.ChannelIDs }, func(l NoteLink) string { return l.ChannelID }, func(l *NoteLink, id string) { l.ChannelID = id }},
+	{"contact_ids", CollContacts, func(t LinkTargets) []string { return t.ContactIDs }, func(l NoteLink) string { return l.ContactID }, func(l *NoteLink, id string) { l.ContactID = id }},
+	{"outlet_ids", CollOutlets, func(t LinkTargets) []string { return t.OutletIDs }, func(l NoteLink) string { return l.OutletID }, func(l *NoteLink, id string) { l.OutletID = id }},
+	{"opportunity_ids", CollOpportunities, func(t LinkTargets) []string { return t.OpportunityIDs }, func(l NoteLink) string { return l.OpportunityID }, func(l *NoteLink, id string) { l.OpportunityID = id }},
+	{"channel_ids", CollChannels, func(t LinkTargets) []string { return t.ChannelIDs }, func(l NoteLink) string { return l.ChannelID }, func(l *NoteLink, id string) { l.ChannelID = id }},
 }
 
 // newLinks checks that every target exists and is active, and returns the
@@ -66,7 +66,7 @@ var linkKinds = []struct {
 // add_note_link's single ids.
 func (s *Store) newLinks(ctx context.Context, have []NoteLink, t LinkTargets, singular bool) ([]NoteLink, error) {
 	var out []NoteLink
-	at := now()
+	at := Now()
 	for _, k := range linkKinds {
 		field := k.arg
 		if singular {
@@ -78,7 +78,7 @@ func (s *Store) newLinks(ctx context.Context, have []NoteLink, t LinkTargets, si
 			if slices.ContainsFunc(out, func(l NoteLink) bool { return k.get(l) == id }) {
 				continue
 			}
-			if err := s.mustExist(ctx, k.coll, field, id); err != nil {
+			if err := s.MustExist(ctx, k.coll, field, id); err != nil {
 				return nil, err
 			}
 			if slices.ContainsFunc(have, func(l NoteLink) bool { return k.get(l) == id }) {
@@ -118,15 +118,15 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 	if in.OccurredAt != nil {
 		n.OccurredAt = *in.OccurredAt
 	} else {
-		n.OccurredAt = now()
+		n.OccurredAt = Now()
 	}
-	if err := insertWithEvents(ctx, s, collNotes, n, func() ([]event, error) {
+	if err := insertWithEvents(ctx, s, CollNotes, n, func() ([]event, error) {
 		var evs []event
 		for _, l := range n.Links {
 			if l.OpportunityID == "" {
 				continue
 			}
-			o, err := find[*Opportunity](ctx, s, collOpportunities, l.OpportunityID)
+			o, err := Find[*Opportunity](ctx, s, CollOpportunities, l.OpportunityID)
 			if err != nil {
 				return nil, err
 			}
@@ -143,7 +143,7 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 
 // Note returns one note.
 func (s *Store) Note(ctx context.Context, id string) (*Note, error) {
-	return find[*Note](ctx, s, collNotes, id)
+	return Find[*Note](ctx, s, CollNotes, id)
 }
 
 // NoteChanges are update_note's fields; nil leaves a field as it is.
@@ -157,7 +157,7 @@ func (s *Store) UpdateNote(ctx context.Context, id string, c NoteChanges) (*Note
 	if c.Type != nil && !slices.Contains(NoteTypes, *c.Type) {
 		return nil, Invalid("type", "%q is not a note type; use one of: %s", *c.Type, strings.Join(NoteTypes, ", "))
 	}
-	return modify(ctx, s, collNotes, id, audit.ActionUpdate, func(n *Note) error {
+	return Modify(ctx, s, CollNotes, id, audit.ActionUpdate, func(n *Note) error {
 		if err := activeNote(n); err != nil {
 			return err
 		}
@@ -194,7 +194,7 @@ func (s *Store) AddNoteLinks(ctx context.Context, noteID string, t LinkTargets) 
 		return nil, nil, err
 	}
 	var added []NoteLink
-	n, err := modify(ctx, s, collNotes, noteID, audit.ActionLink, func(n *Note) error {
+	n, err := Modify(ctx, s, CollNotes, noteID, audit.ActionLink, func(n *Note) error {
 		if err := activeNote(n); err != nil {
 			return err
 		}
@@ -222,10 +222,10 @@ func (s *Store) RemoveNoteLink(ctx context.Context, linkID string) (*Note, error
 		return nil, NotFound("note link", linkID)
 	}
 	var owner Meta
-	if err := s.findOne(ctx, collNotes, bson.M{"links.id": linkID}).Decode(&owner); err != nil {
+	if err := s.findOne(ctx, CollNotes, bson.M{"links.id": linkID}).Decode(&owner); err != nil {
 		return nil, ledger.DriverErr(err, "note link", linkID)
 	}
-	return modify(ctx, s, collNotes, owner.ID, audit.ActionUnlink, func(n *Note) error {
+	return Modify(ctx, s, CollNotes, owner.ID, audit.ActionUnlink, func(n *Note) error {
 		if err := activeNote(n); err != nil {
 			return err
 		}
@@ -243,12 +243,12 @@ func (s *Store) RemoveNoteLink(ctx context.Context, linkID string) (*Note, error
 
 // ArchiveNote soft-deletes a note.
 func (s *Store) ArchiveNote(ctx context.Context, id string) (*Note, error) {
-	return archive[*Note](ctx, s, collNotes, id, nil)
+	return Archive[*Note](ctx, s, CollNotes, id, nil)
 }
 
 // RestoreNote restores an archived note.
 func (s *Store) RestoreNote(ctx context.Context, id string) (*Note, error) {
-	return restore[*Note](ctx, s, collNotes, id)
+	return restore[*Note](ctx, s, CollNotes, id)
 }
 
 // NoteFilter selects notes for ListNotes.
@@ -261,7 +261,7 @@ type NoteFilter struct {
 // Search matches title and content literally and case-insensitively
 // (list_text.go: the word index, or the store's pattern).
 func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) (Page[Note], error) {
-	filter := active(bson.M{}, f.IncludeArchived)
+	filter := Active(bson.M{}, f.IncludeArchived)
 	if f.Type != "" {
 		filter["type"] = f.Type
 	}
@@ -276,9 +276,9 @@ func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) 
 	}
 	sort := bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return textListPage[Note](ctx, s, textFilter{coll: collNotes, text: f.Search, textIndex: true}, filter, sort, limit, offset)
+		return textListPage[Note](ctx, s, textFilter{coll: CollNotes, text: f.Search, textIndex: true}, filter, sort, limit, offset)
 	}
-	return listPage[Note](ctx, s, collNotes, filter, sort, limit, offset)
+	return ListPage[Note](ctx, s, CollNotes, filter, sort, limit, offset)
 }
 
 // textPhrase makes a $text search of the query as one literal phrase.
@@ -305,9 +305,9 @@ func (s *Store) Entity(ctx context.Context, coll, id string) LinkedEntity {
 	e.Archived = doc["archived_at"] != nil
 	str := func(k string) string { v, _ := doc[k].(string); return v }
 	switch coll {
-	case collContacts:
+	case CollContacts:
 		e.Name = strings.TrimSpace(str("first_name") + " " + str("last_name"))
-	case collOpportunities, collCoverage:
+	case CollOpportunities, CollCoverage:
 		e.Name = str("title")
 	default:
 		e.Name = str("name")
@@ -319,12 +319,12 @@ func (s *Store) Entity(ctx context.Context, coll, id string) LinkedEntity {
 func LinkEntity(l NoteLink) (coll, id string) {
 	switch {
 	case l.ContactID != "":
-		return collContacts, l.ContactID
+		return CollContacts, l.ContactID
 	case l.OutletID != "":
-		return collOutlets, l.OutletID
+		return CollOutlets, l.OutletID
 	case l.OpportunityID != "":
-		return collOpportunities, l.OpportunityID
+		return CollOpportunities, l.OpportunityID
 	default:
-		return collChannels, l.ChannelID
+		return CollChannels, l.ChannelID
 	}
 }

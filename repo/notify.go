@@ -141,18 +141,18 @@ func (s *Store) Subscribe(ctx context.Context, oppID, userID string, events []st
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, collOpportunities, "opportunity_id", oppID); err != nil {
+	if err := s.MustExist(ctx, CollOpportunities, "opportunity_id", oppID); err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, collUsers, "user_id", userID); err != nil {
+	if err := s.MustExist(ctx, CollUsers, "user_id", userID); err != nil {
 		return nil, err
 	}
 	id := subscriptionID(oppID, userID)
 	for attempt := 1; ; attempt++ {
-		sub, err := find[*Subscription](ctx, s, collSubscriptions, id)
+		sub, err := Find[*Subscription](ctx, s, CollSubscriptions, id)
 		if isNotFound(err) {
 			sub = &Subscription{Meta: Meta{ID: id}, OpportunityID: oppID, UserID: userID, Events: events}
-			err = insert(ctx, s, collSubscriptions, sub)
+			err = Insert(ctx, s, CollSubscriptions, sub)
 			if isConflict(err) && attempt < 3 {
 				continue // another subscribe created it: update that one
 			}
@@ -165,7 +165,7 @@ func (s *Store) Subscribe(ctx context.Context, oppID, userID string, events []st
 		if sub.Archived() {
 			action = audit.ActionRestore
 		}
-		return modify(ctx, s, collSubscriptions, id, action, func(sub *Subscription) error {
+		return Modify(ctx, s, CollSubscriptions, id, action, func(sub *Subscription) error {
 			sub.ArchivedAt = nil
 			sub.Events = events
 			return nil
@@ -181,7 +181,7 @@ func (s *Store) Unsubscribe(ctx context.Context, oppID, userID string) (*Subscri
 	if ledger.CheckID(userID) != nil {
 		return nil, Invalid("user_id", "%q is not a UUID", userID)
 	}
-	sub, err := archive[*Subscription](ctx, s, collSubscriptions, subscriptionID(oppID, userID), nil)
+	sub, err := Archive[*Subscription](ctx, s, CollSubscriptions, subscriptionID(oppID, userID), nil)
 	if isNotFound(err) {
 		return nil, &Error{Code: CodeNotFound, Field: "opportunity_id", Message: fmt.Sprintf("user %s is not subscribed to opportunity %s", userID, oppID)}
 	}
@@ -203,13 +203,13 @@ type SubscriptionView struct {
 
 // Subscriptions lists user's active subscriptions, newest first.
 func (s *Store) Subscriptions(ctx context.Context, userID string, limit, offset int) (Page[SubscriptionView], error) {
-	p, err := listPage[SubscriptionView](ctx, s, collSubscriptions, bson.M{"user_id": userID, "archived_at": nil},
+	p, err := ListPage[SubscriptionView](ctx, s, CollSubscriptions, bson.M{"user_id": userID, "archived_at": nil},
 		bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 	if err != nil {
 		return p, err
 	}
 	for i := range p.Items {
-		o, err := find[*Opportunity](ctx, s, collOpportunities, p.Items[i].OpportunityID)
+		o, err := Find[*Opportunity](ctx, s, CollOpportunities, p.Items[i].OpportunityID)
 		if err != nil {
 			return p, err
 		}
@@ -221,7 +221,7 @@ func (s *Store) Subscriptions(ctx context.Context, userID string, limit, offset 
 // subscribers returns the active subscriptions to opportunity oppID that
 // ask for event.
 func (s *Store) subscribers(ctx context.Context, oppID, event string) ([]Subscription, error) {
-	cur, err := s.coll(collSubscriptions).Find(ctx, bson.M{"opportunity_id": oppID, "archived_at": nil},
+	cur, err := s.coll(CollSubscriptions).Find(ctx, bson.M{"opportunity_id": oppID, "archived_at": nil},
 		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return nil, ledger.DriverErr(err, "subscription", oppID)
@@ -272,7 +272,7 @@ func (s *Store) eventMutations(ctx context.Context, ev event) ([]mutation, error
 	if err != nil || len(subs) == 0 {
 		return nil, err
 	}
-	t := now()
+	t := Now()
 	var targets []TargetStatus
 	for _, name := range s.deliveryTargets() {
 		targets = append(targets, TargetStatus{Target: name})
@@ -287,7 +287,7 @@ func (s *Store) eventMutations(ctx context.Context, ev event) ([]mutation, error
 		if ev.key != "" {
 			n.ID = uuid.NewSHA1(uuid.NameSpaceOID, []byte("notification/"+ev.key+"/"+sub.UserID)).String()
 		}
-		m, err := creation(collNotifications, n)
+		m, err := creation(CollNotifications, n)
 		if err != nil {
 			return nil, err
 		}
@@ -310,7 +310,7 @@ func stageEvent(o *Opportunity, from string) event {
 func (s *Store) rollbackEvents(ctx context.Context, muts []mutation) ([]mutation, error) {
 	var out []mutation
 	for _, m := range muts {
-		if m.Coll != collOpportunities || m.Before == nil {
+		if m.Coll != CollOpportunities || m.Before == nil {
 			continue
 		}
 		from, _ := m.Before["stage"].(string)
@@ -336,7 +336,7 @@ func (s *Store) Notifications(ctx context.Context, userID string, unreadOnly boo
 	if unreadOnly {
 		f["read_at"] = nil
 	}
-	return listPage[Notification](ctx, s, collNotifications, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	return ListPage[Notification](ctx, s, CollNotifications, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 
 // ActFor checks that the caller may act on userID's own data (their
@@ -375,13 +375,13 @@ func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 			}
 			seen[id] = true
 			owner := ""
-			_, m, err := prepare(ctx, s, collNotifications, id, audit.ActionUpdate, func(n *Notification) error {
+			_, m, err := Prepare(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
 				if err := ActFor(ctx, fmt.Sprintf("ids[%d]", i), n.UserID); err != nil {
 					return err
 				}
 				owner = n.UserID
 				if n.ReadAt == nil {
-					t := now()
+					t := Now()
 					n.ReadAt = &t
 				}
 				return nil
@@ -411,7 +411,7 @@ func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 // DueNotifications returns up to limit notifications a worker may try now:
 // not done, due, and not held by a live lease.
 func (s *Store) DueNotifications(ctx context.Context, at time.Time, limit int) ([]Notification, error) {
-	cur, err := s.coll(collNotifications).Find(ctx, bson.M{"delivery.done": false, "delivery.next_attempt_at": bson.M{"$lte": at}},
+	cur, err := s.coll(CollNotifications).Find(ctx, bson.M{"delivery.done": false, "delivery.next_attempt_at": bson.M{"$lte": at}},
 		options.Find().SetSort(bson.D{{Key: "delivery.next_attempt_at", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(int64(limit)))
 	if err != nil {
 		return nil, ledger.DriverErr(err, "notification", "due")
@@ -436,8 +436,8 @@ var ErrClaimed = errors.New("the notification is being delivered by another work
 // until lease has passed. The claim is a version-guarded write: of workers
 // claiming at once, one wins and the others get ErrClaimed (or find it done).
 func (s *Store) ClaimNotification(ctx context.Context, id, worker string, lease time.Duration) (*Notification, error) {
-	return modify(ctx, s, collNotifications, id, audit.ActionUpdate, func(n *Notification) error {
-		t := now()
+	return Modify(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
+		t := Now()
 		if n.Delivery.Done {
 			return ErrClaimed
 		}
@@ -460,7 +460,7 @@ func (s *Store) FinishDelivery(ctx context.Context, id, worker string, attempts 
 	lost := false
 	err := s.writeGroup(ctx, func() ([]mutation, error) {
 		lost = false
-		n, m, err := prepare(ctx, s, collNotifications, id, audit.ActionUpdate, func(n *Notification) error {
+		n, m, err := Prepare(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
 			if n.Delivery.LeaseOwner != worker {
 				return ErrClaimed
 			}
@@ -503,7 +503,7 @@ func (s *Store) FinishDelivery(ctx context.Context, id, worker string, attempts 
 			a := attempts[i]
 			a.Meta = Meta{}
 			a.NotificationID, a.Worker = id, worker
-			am, err := creation(collDeliveries, &a)
+			am, err := creation(CollDeliveries, &a)
 			if err != nil {
 				return nil, err
 			}
@@ -519,7 +519,7 @@ func (s *Store) FinishDelivery(ctx context.Context, id, worker string, attempts 
 
 // DeliveryAttempts lists the attempts to deliver notification id, oldest first.
 func (s *Store) DeliveryAttempts(ctx context.Context, id string) ([]DeliveryAttempt, error) {
-	cur, err := s.coll(collDeliveries).Find(ctx, bson.M{"notification_id": id}, options.Find().SetSort(bson.D{{Key: "started_at", Value: 1}, {Key: "_id", Value: 1}}))
+	cur, err := s.coll(CollDeliveries).Find(ctx, bson.M{"notification_id": id}, options.Find().SetSort(bson.D{{Key: "started_at", Value: 1}, {Key: "_id", Value: 1}}))
 	if err != nil {
 		return nil, ledger.DriverErr(err, "delivery", id)
 	}
@@ -529,7 +529,7 @@ func (s *Store) DeliveryAttempts(ctx context.Context, id string) ([]DeliveryAtte
 
 // Notification returns one notification.
 func (s *Store) Notification(ctx context.Context, id string) (*Notification, error) {
-	return find[*Notification](ctx, s, collNotifications, id)
+	return Find[*Notification](ctx, s, CollNotifications, id)
 }
 
 // NotifyDueActions creates a next_action_due notification for each
@@ -539,7 +539,7 @@ func (s *Store) Notification(ctx context.Context, id string) (*Notification, err
 // another instance) finds it made and writes nothing. It returns how many
 // notifications it created.
 func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error) {
-	cur, err := s.find(ctx, collOpportunities, bson.M{"archived_at": nil, "next_action_date": bson.M{"$lte": at}})
+	cur, err := s.find(ctx, CollOpportunities, bson.M{"archived_at": nil, "next_action_date": bson.M{"$lte": at}})
 	if err != nil {
 		return 0, ledger.DriverErr(err, "opportunity", "due")
 	}
@@ -564,7 +564,7 @@ func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error)
 		fresh := muts[:0]
 		for _, m := range muts {
 			var meta Meta
-			err := s.coll(collNotifications).FindOne(ctx, bson.M{"_id": m.ID}).Decode(&meta)
+			err := s.coll(CollNotifications).FindOne(ctx, bson.M{"_id": m.ID}).Decode(&meta)
 			if errors.Is(err, mongo.ErrNoDocuments) {
 				fresh = append(fresh, m)
 			} else if err != nil {

@@ -25,7 +25,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 	}
 	s.SetDeliveryTargets([]string{TargetWebhook})
 	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := insert(ctx, s, collUsers, u); err != nil {
+	if err := Insert(ctx, s, CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
 	type point struct {
@@ -71,7 +71,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := s.coll(collNotifications).CountDocuments(ctx, bson.M{"opportunity_id": o.ID, "event": EventStageChanged})
+			n, err := s.coll(CollNotifications).CountDocuments(ctx, bson.M{"opportunity_id": o.ID, "event": EventStageChanged})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +97,7 @@ func TestClaimHasOneWinner(t *testing.T) {
 	}
 	s.SetDeliveryTargets([]string{TargetWebhook})
 	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := insert(ctx, s, collUsers, u); err != nil {
+	if err := Insert(ctx, s, CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
 	o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "claims"})
@@ -111,7 +111,7 @@ func TestClaimHasOneWinner(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n Notification
-	if err := s.coll(collNotifications).FindOne(ctx, bson.M{"opportunity_id": o.ID}).Decode(&n); err != nil {
+	if err := s.coll(CollNotifications).FindOne(ctx, bson.M{"opportunity_id": o.ID}).Decode(&n); err != nil {
 		t.Fatal(err)
 	}
 	const workers = 8
@@ -150,7 +150,7 @@ func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	}
 	s.SetDeliveryTargets([]string{TargetWebhook})
 	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := insert(ctx, s, collUsers, u); err != nil {
+	if err := Insert(ctx, s, CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
 	o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "lease"})
@@ -163,7 +163,7 @@ func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	if _, err := s.ChangeStage(ctx, o.ID, StageMove{Stage: "drafting"}); err != nil {
 		t.Fatal(err)
 	}
-	due, err := s.DueNotifications(ctx, now(), 10)
+	due, err := s.DueNotifications(ctx, Now(), 10)
 	if err != nil || len(due) != 1 {
 		t.Fatalf("due: %v %d", err, len(due))
 	}
@@ -178,12 +178,12 @@ func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	if _, err := s.ClaimNotification(ctx, id, "third", time.Minute); !errors.Is(err, ErrClaimed) {
 		t.Fatalf("claim during a live lease: %v", err)
 	}
-	slow := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: now().Add(-time.Second)}}
-	if _, err := s.FinishDelivery(ctx, id, "slow", slow, now()); !errors.Is(err, ErrClaimed) {
+	slow := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: Now().Add(-time.Second)}}
+	if _, err := s.FinishDelivery(ctx, id, "slow", slow, Now()); !errors.Is(err, ErrClaimed) {
 		t.Fatalf("finish by the worker that lost its lease: %v", err)
 	}
-	fast := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: now()}}
-	n, err := s.FinishDelivery(ctx, id, "fast", fast, now())
+	fast := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: Now()}}
+	n, err := s.FinishDelivery(ctx, id, "fast", fast, Now())
 	if err != nil || !n.Delivery.Done || n.Delivery.Targets[0].Attempts != 1 {
 		t.Fatalf("finish by the lease holder: %v %+v", err, n)
 	}

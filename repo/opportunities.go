@@ -88,19 +88,19 @@ type StageBy struct {
 
 func stageChange(ctx context.Context, stage, lostReason, noteID string) StageChange {
 	a, _ := audit.ActorFrom(ctx)
-	return StageChange{Stage: stage, At: now(), By: StageBy{UserID: a.UserID, AgentID: a.AgentID, SessionID: a.SessionID},
+	return StageChange{Stage: stage, At: Now(), By: StageBy{UserID: a.UserID, AgentID: a.AgentID, SessionID: a.SessionID},
 		LostReason: lostReason, NoteID: noteID}
 }
 
-func oneOf(field, v string, allowed []string) error {
+func OneOf(field, v string, allowed []string) error {
 	if !slices.Contains(allowed, v) {
 		return Invalid(field, "%q is not allowed; use one of: %s", v, strings.Join(allowed, ", "))
 	}
 	return nil
 }
 
-// uniqueIDs returns ids without repeats, in first-seen order, never nil.
-func uniqueIDs(ids []string) []string {
+// UniqueIDs returns ids without repeats, in first-seen order, never nil.
+func UniqueIDs(ids []string) []string {
 	out := []string{}
 	for _, id := range ids {
 		if !slices.Contains(out, id) {
@@ -128,7 +128,7 @@ func (s *Store) place(ctx context.Context, curOutlet, curChannel string, outlet,
 	var ch struct {
 		OutletID string `bson:"outlet_id"`
 	}
-	if err := s.coll(collChannels).FindOne(ctx, bson.M{"_id": newChannel}, options.FindOne().SetProjection(bson.M{"outlet_id": 1})).Decode(&ch); err != nil {
+	if err := s.coll(CollChannels).FindOne(ctx, bson.M{"_id": newChannel}, options.FindOne().SetProjection(bson.M{"outlet_id": 1})).Decode(&ch); err != nil {
 		return "", "", ledger.DriverErr(err, "channel", newChannel)
 	}
 	if channel != nil && outlet == nil {
@@ -196,21 +196,21 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 	if o.OutletID, o.ChannelID, err = s.place(ctx, "", "", nilIfEmpty(o.OutletID), nilIfEmpty(o.ChannelID)); err != nil {
 		return nil, err
 	}
-	o.ContactIDs = uniqueIDs(o.ContactIDs)
-	if err := s.mustExist(ctx, collUsers, "owner_id", nonEmpty(o.OwnerID)...); err != nil {
+	o.ContactIDs = UniqueIDs(o.ContactIDs)
+	if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(o.OwnerID)...); err != nil {
 		return nil, err
 	}
 	o.Meta = Meta{}
 	first := stageChange(ctx, o.Stage, o.LostReason, "")
 	first.OverrideReason = strings.TrimSpace(override)
 	o.StageHistory = []StageChange{first}
-	if g, err := s.view().opportunityGuards(ctx, "(new)", nil, o); err != nil || g != nil {
+	if g, err := s.View().opportunityGuards(ctx, "(new)", nil, o); err != nil || g != nil {
 		if err != nil {
 			return nil, err
 		}
 		return nil, g.toolError()
 	}
-	if err := insert(ctx, s, collOpportunities, o); err != nil {
+	if err := Insert(ctx, s, CollOpportunities, o); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -230,14 +230,14 @@ func checkOpportunity(o *Opportunity) error {
 	if strings.TrimSpace(o.Title) == "" {
 		return Invalid("title", "must not be empty")
 	}
-	if err := oneOf("stage", o.Stage, Stages); err != nil {
+	if err := OneOf("stage", o.Stage, Stages); err != nil {
 		return err
 	}
-	if err := oneOf("priority", o.Priority, Priorities); err != nil {
+	if err := OneOf("priority", o.Priority, Priorities); err != nil {
 		return err
 	}
 	if o.Type != "" {
-		if err := oneOf("type", o.Type, OpportunityTypes); err != nil {
+		if err := OneOf("type", o.Type, OpportunityTypes); err != nil {
 			return err
 		}
 	}
@@ -253,13 +253,13 @@ func checkOpportunity(o *Opportunity) error {
 
 // checkLinks checks that every id given in p names an active record.
 func (s *Store) checkLinks(ctx context.Context, p OpportunityPatch) error {
-	return s.checkRefs(ctx, []ref{{collCampaigns, "campaign_id", p.CampaignID}, {collOutlets, "outlet_id", p.OutletID},
-		{collChannels, "channel_id", p.ChannelID}}, p.ContactIDs)
+	return s.checkRefs(ctx, []ref{{CollCampaigns, "campaign_id", p.CampaignID}, {CollOutlets, "outlet_id", p.OutletID},
+		{CollChannels, "channel_id", p.ChannelID}}, p.ContactIDs)
 }
 
 // Opportunity returns an opportunity.
 func (s *Store) Opportunity(ctx context.Context, id string) (*Opportunity, error) {
-	return find[*Opportunity](ctx, s, collOpportunities, id)
+	return Find[*Opportunity](ctx, s, CollOpportunities, id)
 }
 
 func activeOpportunity(o *Opportunity) error {
@@ -282,13 +282,13 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 		return nil, err
 	}
 	if p.OwnerID != nil {
-		if err := s.mustExist(ctx, collUsers, "owner_id", nonEmpty(*p.OwnerID)...); err != nil {
+		if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(*p.OwnerID)...); err != nil {
 			return nil, err
 		}
 	}
 	var out *Opportunity
 	err := s.writeGroup(ctx, func() ([]mutation, error) {
-		o, m, err := prepare(ctx, s, collOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
+		o, m, err := Prepare(ctx, s, CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
 			if err := activeOpportunity(o); err != nil {
 				return err
 			}
@@ -296,7 +296,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 			set(&o.OwnerID, p.OwnerID)
 			if p.Embargo != nil {
 				o.EmbargoUntil, o.EmbargoZone = embargoFields(*p.Embargo)
-				g, err := s.view().embargoCoverage(ctx, "opportunity_id", id, o.EmbargoUntil)
+				g, err := s.View().embargoCoverage(ctx, "opportunity_id", id, o.EmbargoUntil)
 				if err != nil {
 					return err
 				}
@@ -320,7 +320,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 			}
 			set(&o.LostReason, p.LostReason)
 			if p.ContactIDs != nil {
-				o.ContactIDs = uniqueIDs(*p.ContactIDs)
+				o.ContactIDs = UniqueIDs(*p.ContactIDs)
 			}
 			if o.ContactIDs == nil {
 				o.ContactIDs = []string{}
@@ -363,12 +363,12 @@ func (s *Store) coverageFollows(ctx context.Context, oppID, campaignID string) (
 	var ids []struct {
 		ID string `bson:"_id"`
 	}
-	if err := s.findProjected(ctx, collCoverage, bson.M{"opportunity_id": oppID}, bson.M{"_id": 1}, &ids); err != nil {
+	if err := s.FindProjected(ctx, CollCoverage, bson.M{"opportunity_id": oppID}, bson.M{"_id": 1}, &ids); err != nil {
 		return nil, err
 	}
 	var muts []mutation
 	for _, c := range ids {
-		_, m, err := prepare(ctx, s, collCoverage, c.ID, audit.ActionUpdate, func(c *Coverage) error {
+		_, m, err := Prepare(ctx, s, CollCoverage, c.ID, audit.ActionUpdate, func(c *Coverage) error {
 			c.CampaignID = campaignID
 			return nil
 		})
@@ -402,7 +402,7 @@ type StageMove struct {
 // written in the same group as the stage change, after it: both land or
 // neither does.
 func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Opportunity, error) {
-	if err := oneOf("stage", mv.Stage, Stages); err != nil {
+	if err := OneOf("stage", mv.Stage, Stages); err != nil {
 		return nil, err
 	}
 	mv.LostReason = strings.TrimSpace(mv.LostReason)
@@ -428,7 +428,7 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 			noteID = note.ID
 		}
 		from := ""
-		o, m, err := prepare(ctx, s, collOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
+		o, m, err := Prepare(ctx, s, CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
 			if err := activeOpportunity(o); err != nil {
 				return err
 			}
@@ -477,18 +477,18 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 // through creation rather than CreateNote (the opportunity is known to
 // exist: it is changed in the same group).
 func noteForStage(oppID, stage, content string) (mutation, error) {
-	t := now()
+	t := Now()
 	n := &Note{Type: NoteTypes[0], Title: "Stage changed to " + stage, Content: content, OccurredAt: t,
 		Links: []NoteLink{{ID: uuid.NewString(), OpportunityID: oppID, CreatedAt: t}}}
-	return creation(collNotes, n)
+	return creation(CollNotes, n)
 }
 
 // LinkContact adds a contact to an opportunity.
 func (s *Store) LinkContact(ctx context.Context, oppID, contactID string) (*Opportunity, error) {
-	if err := s.mustExist(ctx, collContacts, "contact_id", contactID); err != nil {
+	if err := s.MustExist(ctx, CollContacts, "contact_id", contactID); err != nil {
 		return nil, err
 	}
-	return modify(ctx, s, collOpportunities, oppID, audit.ActionLink, func(o *Opportunity) error {
+	return Modify(ctx, s, CollOpportunities, oppID, audit.ActionLink, func(o *Opportunity) error {
 		if err := activeOpportunity(o); err != nil {
 			return err
 		}
@@ -503,7 +503,7 @@ func (s *Store) LinkContact(ctx context.Context, oppID, contactID string) (*Oppo
 
 // UnlinkContact removes a contact from an opportunity.
 func (s *Store) UnlinkContact(ctx context.Context, oppID, contactID string) (*Opportunity, error) {
-	return modify(ctx, s, collOpportunities, oppID, audit.ActionUnlink, func(o *Opportunity) error {
+	return Modify(ctx, s, CollOpportunities, oppID, audit.ActionUnlink, func(o *Opportunity) error {
 		if err := activeOpportunity(o); err != nil {
 			return err
 		}
@@ -518,7 +518,7 @@ func (s *Store) UnlinkContact(ctx context.Context, oppID, contactID string) (*Op
 
 // ArchiveOpportunity archives an opportunity.
 func (s *Store) ArchiveOpportunity(ctx context.Context, id string) (*Opportunity, error) {
-	return archive[*Opportunity](ctx, s, collOpportunities, id, nil)
+	return Archive[*Opportunity](ctx, s, CollOpportunities, id, nil)
 }
 
 // RestoreOpportunity restores an archived opportunity.
@@ -530,7 +530,7 @@ func (s *Store) RestoreOpportunity(ctx context.Context, id string) (*Opportunity
 			return nil, err
 		}
 	}
-	return restore[*Opportunity](ctx, s, collOpportunities, id)
+	return restore[*Opportunity](ctx, s, CollOpportunities, id)
 }
 
 // OpportunityFilter selects opportunities; empty fields do not filter.
@@ -553,9 +553,9 @@ func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limi
 		filter["next_action_date"] = bson.M{"$lt": *f.NextActionBefore}
 	}
 	if f.Search != "" {
-		return textListPage[Opportunity](ctx, s, textFilter{coll: collOpportunities, text: f.Search}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+		return textListPage[Opportunity](ctx, s, textFilter{coll: CollOpportunities, text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return listPage[Opportunity](ctx, s, collOpportunities, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return ListPage[Opportunity](ctx, s, CollOpportunities, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // OpportunityDetail is an opportunity with its related records, trimmed.
@@ -574,8 +574,8 @@ var (
 	trimCampaign = []string{"name", "status", "archived_at"}
 	trimOutlet   = []string{"name", "type", "tier", "website", "archived_at"}
 	trimChannel  = []string{"outlet_id", "name", "type", "url", "archived_at"}
-	trimContact  = []string{"first_name", "last_name", "email", "title", "do_not_contact", "archived_at"}
-	trimCoverage = []string{"title", "url", "published_at", "type", "sentiment", "reach", "outlet_id"}
+	TrimContact  = []string{"first_name", "last_name", "email", "title", "do_not_contact", "archived_at"}
+	TrimCoverage = []string{"title", "url", "published_at", "type", "sentiment", "reach", "outlet_id"}
 	trimThread   = []string{"subject", "last_message_at"}
 )
 
@@ -588,23 +588,23 @@ func (s *Store) OpportunityDetail(ctx context.Context, id string) (*OpportunityD
 		return nil, err
 	}
 	d := &OpportunityDetail{Opportunity: o}
-	if d.Campaign, err = s.trimmedOne(ctx, collCampaigns, o.CampaignID, trimCampaign); err != nil {
+	if d.Campaign, err = s.trimmedOne(ctx, CollCampaigns, o.CampaignID, trimCampaign); err != nil {
 		return nil, err
 	}
-	if d.Outlet, err = s.trimmedOne(ctx, collOutlets, o.OutletID, trimOutlet); err != nil {
+	if d.Outlet, err = s.trimmedOne(ctx, CollOutlets, o.OutletID, trimOutlet); err != nil {
 		return nil, err
 	}
-	if d.Channel, err = s.trimmedOne(ctx, collChannels, o.ChannelID, trimChannel); err != nil {
+	if d.Channel, err = s.trimmedOne(ctx, CollChannels, o.ChannelID, trimChannel); err != nil {
 		return nil, err
 	}
-	if d.Contacts, err = s.trimmed(ctx, collContacts, byIDs(o.ContactIDs), nil, trimContact); err != nil {
+	if d.Contacts, err = s.Trimmed(ctx, CollContacts, ByIDs(o.ContactIDs), nil, TrimContact); err != nil {
 		return nil, err
 	}
-	if d.Coverage, err = s.trimmed(ctx, collCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
-		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, trimCoverage); err != nil {
+	if d.Coverage, err = s.Trimmed(ctx, CollCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
+		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, TrimCoverage); err != nil {
 		return nil, err
 	}
-	if d.EmailThreads, err = s.trimmed(ctx, collEmails, bson.M{"opportunity_links.opportunity_id": id, "archived_at": nil},
+	if d.EmailThreads, err = s.Trimmed(ctx, CollEmails, bson.M{"opportunity_links.opportunity_id": id, "archived_at": nil},
 		bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, trimThread); err != nil {
 		return nil, err
 	}
@@ -628,9 +628,9 @@ func (s *Store) trimmedOne(ctx context.Context, coll, id string, fields []string
 	return trim(doc), nil
 }
 
-// trimmed returns fields of the records of coll matching filter, in sort
+// Trimmed returns fields of the records of coll matching filter, in sort
 // order (by _id when sort is nil). Never nil.
-func (s *Store) trimmed(ctx context.Context, coll string, filter bson.M, sort bson.D, fields []string) ([]map[string]any, error) {
+func (s *Store) Trimmed(ctx context.Context, coll string, filter bson.M, sort bson.D, fields []string) ([]map[string]any, error) {
 	if sort == nil {
 		sort = bson.D{{Key: "_id", Value: 1}}
 	}
@@ -673,8 +673,8 @@ func trim(doc bson.M) map[string]any {
 	return out
 }
 
-// byIDs is the filter of the records with the given ids; never a null $in.
-func byIDs(ids []string) bson.M {
+// ByIDs is the filter of the records with the given ids; never a null $in.
+func ByIDs(ids []string) bson.M {
 	if ids == nil {
 		ids = []string{}
 	}
@@ -692,7 +692,7 @@ func snapshot(o *Opportunity) *Opportunity {
 // guard runs the pipeline's guards on the change of opportunity id from
 // was to o, as a tool's error.
 func (s *Store) guard(ctx context.Context, id string, was, o *Opportunity) error {
-	g, err := s.view().opportunityGuards(ctx, id, was, o)
+	g, err := s.View().opportunityGuards(ctx, id, was, o)
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func (s *Store) CreateOutlet(ctx context.Context, f OutletFields) (*Outlet, erro
 	if err := f.apply(o, true); err != nil {
 		return nil, err
 	}
-	if err := insert(ctx, s, collOutlets, o); err != nil {
+	if err := Insert(ctx, s, CollOutlets, o); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -128,7 +128,7 @@ func (s *Store) CreateOutlet(ctx context.Context, f OutletFields) (*Outlet, erro
 
 // Outlet returns one outlet, archived or not.
 func (s *Store) Outlet(ctx context.Context, id string) (*Outlet, error) {
-	return find[*Outlet](ctx, s, collOutlets, id)
+	return Find[*Outlet](ctx, s, CollOutlets, id)
 }
 
 // UpdateOutlet changes the given fields of an active outlet.
@@ -136,8 +136,8 @@ func (s *Store) UpdateOutlet(ctx context.Context, id string, f OutletFields) (*O
 	if f.empty() {
 		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
 	}
-	return modify(ctx, s, collOutlets, id, audit.ActionUpdate, func(o *Outlet) error {
-		if err := refuseArchived(collOutlets, &o.Meta); err != nil {
+	return Modify(ctx, s, CollOutlets, id, audit.ActionUpdate, func(o *Outlet) error {
+		if err := refuseArchived(CollOutlets, &o.Meta); err != nil {
 			return err
 		}
 		return f.apply(o, false)
@@ -147,12 +147,12 @@ func (s *Store) UpdateOutlet(ctx context.Context, id string, f OutletFields) (*O
 // ArchiveOutlet archives an outlet. Its channels, affiliated contacts and
 // notes are left as they are: they still name it, and show it as archived.
 func (s *Store) ArchiveOutlet(ctx context.Context, id string) (*Outlet, error) {
-	return archive[*Outlet](ctx, s, collOutlets, id, nil)
+	return Archive[*Outlet](ctx, s, CollOutlets, id, nil)
 }
 
 // RestoreOutlet restores an archived outlet.
 func (s *Store) RestoreOutlet(ctx context.Context, id string) (*Outlet, error) {
-	return restore[*Outlet](ctx, s, collOutlets, id)
+	return restore[*Outlet](ctx, s, CollOutlets, id)
 }
 
 // OutletFilter selects outlets; zero fields do not filter.
@@ -183,9 +183,9 @@ func (s *Store) ListOutlets(ctx context.Context, f OutletFilter, limit, offset i
 		filter["topics"] = element(t)
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return textListPage[Outlet](ctx, s, textFilter{coll: collOutlets, text: q}, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+		return textListPage[Outlet](ctx, s, textFilter{coll: CollOutlets, text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
-	return listPage[Outlet](ctx, s, collOutlets, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return ListPage[Outlet](ctx, s, CollOutlets, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
 
 // OutletSummary is an outlet as a related record shows it.
@@ -243,14 +243,14 @@ func (s *Store) OutletDetail(ctx context.Context, id string) (*OutletDetail, err
 	d := &OutletDetail{Outlet: o, Channels: []ChannelSummary{}, Contacts: []AffiliatedContact{}}
 	byName := options.Find().SetSort(bson.D{{Key: "archived_at", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}})
 	var channels []Channel
-	if err := s.findAll(ctx, collChannels, bson.M{"outlet_id": id}, byName, &channels); err != nil {
+	if err := s.findAll(ctx, CollChannels, bson.M{"outlet_id": id}, byName, &channels); err != nil {
 		return nil, err
 	}
 	for _, c := range channels {
 		d.Channels = append(d.Channels, ChannelSummary{ID: c.ID, Name: c.Name, Type: c.Type, URL: c.URL, Frequency: c.Frequency, Archived: c.Archived()})
 	}
 	var contacts []Contact
-	if err := s.findAll(ctx, collContacts, bson.M{"affiliations.outlet_id": id}, byName, &contacts); err != nil {
+	if err := s.findAll(ctx, CollContacts, bson.M{"affiliations.outlet_id": id}, byName, &contacts); err != nil {
 		return nil, err
 	}
 	for _, c := range contacts {

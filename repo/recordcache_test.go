@@ -57,7 +57,7 @@ func TestRecordCacheAnswersAsTheStore(t *testing.T) {
 		t.Helper()
 		// Twice: the first read may fill the cache, the second is served by it.
 		for range 2 {
-			for _, r := range []struct{ coll, id string }{{collContacts, c.ID}, {collContacts, other.ID}, {collNotes, notes[0]}, {collNotes, notes[1]}, {collNotes, notes[2]}} {
+			for _, r := range []struct{ coll, id string }{{CollContacts, c.ID}, {CollContacts, other.ID}, {CollNotes, notes[0]}, {CollNotes, notes[1]}, {CollNotes, notes[2]}} {
 				var got bson.Raw
 				if err := s.ByID(ctx, r.coll, r.id, &got); err != nil {
 					t.Fatalf("%s: read %s/%s: %v", stage, r.coll, r.id, err)
@@ -72,7 +72,7 @@ func TestRecordCacheAnswersAsTheStore(t *testing.T) {
 					t.Fatalf("%s: get note: %v", stage, err)
 				}
 				var want Note
-				if err := ledger.DecodeRaw(stored(collNotes, id), &want); err != nil {
+				if err := ledger.DecodeRaw(stored(CollNotes, id), &want); err != nil {
 					t.Fatal(err)
 				}
 				if !reflect.DeepEqual(*got, want) {
@@ -80,10 +80,10 @@ func TestRecordCacheAnswersAsTheStore(t *testing.T) {
 				}
 			}
 			var contact bson.M
-			if err := ledger.DecodeRaw(stored(collContacts, c.ID), &contact); err != nil {
+			if err := ledger.DecodeRaw(stored(CollContacts, c.ID), &contact); err != nil {
 				t.Fatal(err)
 			}
-			e := s.Entity(ctx, collContacts, c.ID)
+			e := s.Entity(ctx, CollContacts, c.ID)
 			if want := strings.TrimSpace(contact["first_name"].(string) + " " + contact["last_name"].(string)); e.Name != want || e.Archived != (contact["archived_at"] != nil) {
 				t.Errorf("%s: linked contact %+v, stored %q (archived %v)", stage, e, want, contact["archived_at"] != nil)
 			}
@@ -96,7 +96,7 @@ func TestRecordCacheAnswersAsTheStore(t *testing.T) {
 			}
 			for _, got := range page.Items {
 				var want Note
-				if err := ledger.DecodeRaw(stored(collNotes, got.ID), &want); err != nil {
+				if err := ledger.DecodeRaw(stored(CollNotes, got.ID), &want); err != nil {
 					t.Fatal(err)
 				}
 				if !reflect.DeepEqual(got, want) {
@@ -135,7 +135,7 @@ func TestRecordCacheAnswersAsTheStore(t *testing.T) {
 
 	// A group: two records changed as one unit (the serial plan).
 	var muts []mutation
-	for _, r := range []struct{ coll, id, field, value string }{{collNotes, notes[1], "title", "two, in a group"}, {collContacts, c.ID, "first_name", "Augusta"}} {
+	for _, r := range []struct{ coll, id, field, value string }{{CollNotes, notes[1], "title", "two, in a group"}, {CollContacts, c.ID, "first_name", "Augusta"}} {
 		var cur bson.M
 		if err := ledger.DecodeRaw(stored(r.coll, r.id), &cur); err != nil {
 			t.Fatal(err)
@@ -170,14 +170,14 @@ func TestRecordCacheAnswersAsTheStore(t *testing.T) {
 	// the engine could not tell, and the index is rebuilt. Then the store is
 	// put back the same way, so that the store ends as the write path left it.
 	var before bson.M
-	if err := ledger.DecodeRaw(stored(collNotes, notes[0]), &before); err != nil {
+	if err := ledger.DecodeRaw(stored(CollNotes, notes[0]), &before); err != nil {
 		t.Fatal(err)
 	}
 	for _, title := range []string{"landed without a reply", before["title"].(string)} {
-		if _, err := s.coll(collNotes).UpdateOne(context.Background(), bson.M{"_id": notes[0]}, bson.M{"$set": bson.M{"title": title}}); err != nil {
+		if _, err := s.coll(CollNotes).UpdateOne(context.Background(), bson.M{"_id": notes[0]}, bson.M{"$set": bson.M{"title": title}}); err != nil {
 			t.Fatal(err)
 		}
-		s.Internals().IndexLost(collNotes, errors.New("the store failed without a reply"))
+		s.Internals().IndexLost(CollNotes, errors.New("the store failed without a reply"))
 		waitIndexes(t, s)
 		check("after a lost write: " + title)
 	}

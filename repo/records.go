@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
 	"outreach/ledger"
@@ -35,11 +36,11 @@ func (m *Meta) Archived() bool { return m.ArchivedAt != nil }
 
 type record interface{ meta() *Meta }
 
-// now is the service's clock, truncated to what BSON dates keep.
-func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+// Now is the service's clock, truncated to what BSON dates keep.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
-// insert creates rec in coll through the write path.
-func insert[P interface {
+// Insert creates rec in coll through the write path.
+func Insert[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll string, rec P) error {
@@ -47,7 +48,7 @@ func insert[P interface {
 	if m.ID == "" {
 		m.ID = uuid.NewString()
 	}
-	t := now()
+	t := Now()
 	m.CreatedAt, m.UpdatedAt, m.ArchivedAt = t, t, nil
 	after, err := ledger.ToM(rec)
 	if err != nil {
@@ -61,8 +62,8 @@ func insert[P interface {
 	return nil
 }
 
-// find returns the record id of coll, or a not_found error naming its kind.
-func find[P interface {
+// Find returns the record id of coll, or a not_found error naming its kind.
+func Find[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id string) (P, error) {
@@ -77,7 +78,7 @@ func find[P interface {
 	return rec, nil
 }
 
-// modify reads record id of coll, lets fn change it, and writes it through
+// Modify reads record id of coll, lets fn change it, and writes it through
 // the write path guarded by the version it read. A lost race is retried on
 // the fresh state (fn runs again), so concurrent updates never lose a write.
 // fn returning an error writes nothing. An update that changes nothing writes
@@ -90,7 +91,7 @@ func find[P interface {
 // as it stands, instead of losing the race and running out of retries. The
 // version guard still decides: another process, a rollback or a group may
 // write between the read and the write.
-func modify[P interface {
+func Modify[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id, action string, fn func(P) error) (P, error) {
@@ -127,7 +128,7 @@ func modify[P interface {
 			return rec, nil
 		}
 		m := rec.meta()
-		m.UpdatedAt = now()
+		m.UpdatedAt = Now()
 		after["updated_at"] = m.UpdatedAt
 		entries, err := s.write(ctx, mutation{Coll: coll, ID: id, Action: action, Before: before, After: after, Version: m.Version})
 		if isConflict(err) && errors.Is(err, ErrConflict) && attempt < attempts {
@@ -142,12 +143,12 @@ func modify[P interface {
 	}
 }
 
-// archive sets archived_at of a record; archiving an archived record is an error.
-func archive[P interface {
+// Archive sets archived_at of a record; archiving an archived record is an error.
+func Archive[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id string, check func(P) error) (P, error) {
-	return modify(ctx, s, coll, id, audit.ActionArchive, func(rec P) error {
+	return Modify(ctx, s, coll, id, audit.ActionArchive, func(rec P) error {
 		m := rec.meta()
 		if m.ArchivedAt != nil {
 			return Errorf(CodeFailedPrecondition, "%s %s is already archived (since %s); restore it first", kinds[coll], id, m.ArchivedAt.Format(time.RFC3339))
@@ -157,7 +158,7 @@ func archive[P interface {
 				return err
 			}
 		}
-		t := now()
+		t := Now()
 		m.ArchivedAt = &t
 		return nil
 	})
@@ -168,7 +169,7 @@ func restore[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id string) (P, error) {
-	return modify(ctx, s, coll, id, audit.ActionRestore, func(rec P) error {
+	return Modify(ctx, s, coll, id, audit.ActionRestore, func(rec P) error {
 		m := rec.meta()
 		if m.ArchivedAt == nil {
 			return Errorf(CodeFailedPrecondition, "%s %s is not archived", kinds[coll], id)
@@ -178,9 +179,9 @@ func restore[P interface {
 	})
 }
 
-// mustExist checks that each id names an active record of coll; field names
+// MustExist checks that each id names an active record of coll; field names
 // the argument in the error.
-func (s *Store) mustExist(ctx context.Context, coll, field string, ids ...string) error {
+func (s *Store) MustExist(ctx context.Context, coll, field string, ids ...string) error {
 	for _, id := range ids {
 		if err := ledger.CheckID(id); err != nil {
 			return Invalid(field, "%q is not a UUID", id)
@@ -211,7 +212,7 @@ type ref struct {
 func (s *Store) checkRefs(ctx context.Context, refs []ref, contactIDs *[]string) error {
 	for _, r := range refs {
 		if r.id != nil && *r.id != "" {
-			if err := s.mustExist(ctx, r.coll, r.field, *r.id); err != nil {
+			if err := s.MustExist(ctx, r.coll, r.field, *r.id); err != nil {
 				return err
 			}
 		}
@@ -223,7 +224,7 @@ func (s *Store) checkRefs(ctx context.Context, refs []ref, contactIDs *[]string)
 				continue // looked up already
 			}
 			seen[id] = true
-			if err := s.mustExist(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
+			if err := s.MustExist(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), id); err != nil {
 				return err
 			}
 		}
@@ -291,4 +292,23 @@ func (r *recordTurns) take(ctx context.Context, key string) (func(), error) {
 		leave()
 		return nil, ctx.Err()
 	}
+}
+
+// DistinctIDs returns the ids of the records of coll matching filter.
+func (s *Store) DistinctIDs(ctx context.Context, coll string, filter bson.M) ([]string, error) {
+	cur, err := s.find(ctx, coll, filter, options.Find().SetProjection(bson.M{"_id": 1}))
+	if err != nil {
+		return nil, err
+	}
+	var docs []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
+	}
+	return ids, nil
 }

@@ -107,7 +107,7 @@ type ViolationDetail struct {
 
 // adminCollections are written by admin tools only: rolling back their
 // changes (un-revoking a key, say) needs the admin scope as well.
-var adminCollections = map[string]bool{collUsers: true, collKeys: true, collOAuthGrants: true, collOAuthClients: true, collOAuthRequests: true, collSignIns: true}
+var adminCollections = map[string]bool{CollUsers: true, CollKeys: true, CollOAuthGrants: true, CollOAuthClients: true, CollOAuthRequests: true, CollSignIns: true}
 
 const rollbackAttempts = 5
 
@@ -145,7 +145,7 @@ func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions
 			}
 			return nil, &Error{Code: CodeFailedPrecondition, Message: msg, Details: map[string]string{"rolled_back_by": rs[0].ID}}
 		}
-		p := audit.PlanRollback([]audit.Entry{*c}, records, nil, now())
+		p := audit.PlanRollback([]audit.Entry{*c}, records, nil, Now())
 		res, err := s.runPlan(ctx, p, stored, o)
 		if errors.Is(err, ErrConflict) && attempt < rollbackAttempts {
 			time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
@@ -165,7 +165,7 @@ func (s *Store) RollbackChange(ctx context.Context, id string, o RollbackOptions
 func (s *Store) RollbackSession(ctx context.Context, sessionID string, o RollbackOptions) (*Rollback, error) {
 	for attempt := 1; ; attempt++ {
 		var changes []audit.Entry
-		cur, err := s.find(ctx, collChangeLog, bson.M{"session_id": sessionID, "state": audit.StateApplied},
+		cur, err := s.find(ctx, CollChangeLog, bson.M{"session_id": sessionID, "state": audit.StateApplied},
 			options.Find().SetSort(bson.D{{Key: "seq", Value: -1}}))
 		if err != nil {
 			return nil, ledger.DriverErr(err, "session", sessionID)
@@ -213,7 +213,7 @@ func (s *Store) RollbackSession(ctx context.Context, sessionID string, o Rollbac
 			}
 		}
 		o.progress(0, total, fmt.Sprintf("read %d records", len(records)))
-		p := audit.PlanRollback(changes, records, skip, now())
+		p := audit.PlanRollback(changes, records, skip, Now())
 		res, err := s.runPlan(ctx, p, stored, o)
 		if errors.Is(err, ErrConflict) && attempt < rollbackAttempts {
 			time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
@@ -243,7 +243,7 @@ func asUpdates(changes []audit.Entry) []audit.Entry {
 	out := changes
 	for i, c := range changes {
 		b := singletonBefore(c)
-		secret := c.Collection == collSettings && c.RecordID == signingID && c.Reversible
+		secret := c.Collection == CollSettings && c.RecordID == signingID && c.Reversible
 		if b == nil && !secret {
 			continue
 		}
@@ -262,7 +262,7 @@ func asUpdates(changes []audit.Entry) []audit.Entry {
 
 // irreversible says why change c cannot be rolled back.
 func irreversible(c audit.Entry) string {
-	if c.Collection == collSettings && c.RecordID == signingID {
+	if c.Collection == CollSettings && c.RecordID == signingID {
 		return "it changed the record that held the media URL signing secret in older versions; the secret now lives outside the store (docs/security.md: Secrets)"
 	}
 	return "a " + c.Action + " left the system: it cannot be undone"

@@ -30,13 +30,13 @@ func TestRollbackListsWhatCannotBeReversed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := modify(work, s, collUsers, u.ID, audit.ActionUpdate, func(u *User) error { u.Name = "Anne"; return nil }); err != nil {
+	if _, err := Modify(work, s, CollUsers, u.ID, audit.ActionUpdate, func(u *User) error { u.Name = "Anne"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	before, v := userState(t, s, u.ID)
 	after := renamed(before, "Anne")
 	after["slack_user_id"] = "U123"
-	sent, err := s.write(work, mutation{Coll: collUsers, ID: u.ID, Action: audit.ActionSend, Before: before, After: after, Version: v, Irreversible: true})
+	sent, err := s.write(work, mutation{Coll: CollUsers, ID: u.ID, Action: audit.ActionSend, Before: before, After: after, Version: v, Irreversible: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func rollbackOfALockedRecord(t *testing.T, mode string) {
 	ctx := testCtx()
 	muts, _, _ := groupMutations(t, s, ctx, "lock", false)
 	var create audit.Entry
-	if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"record_id": muts[0].ID}).Decode(&create); err != nil {
+	if err := s.coll(CollChangeLog).FindOne(ctx, bson.M{"record_id": muts[0].ID}).Decode(&create); err != nil {
 		t.Fatal(err)
 	}
 	if mode == modeSerial {
@@ -134,7 +134,7 @@ func TestSessionRollbackCrashIsAllOrNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 				ids = append(ids, u.ID)
-				if _, err := modify(work, s, collUsers, u.ID, audit.ActionUpdate, func(u *User) error { u.Name += "2"; return nil }); err != nil {
+				if _, err := Modify(work, s, CollUsers, u.ID, audit.ActionUpdate, func(u *User) error { u.Name += "2"; return nil }); err != nil {
 					t.Fatal(err)
 				}
 			}

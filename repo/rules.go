@@ -27,24 +27,24 @@ import (
 // record as archived), so a rollback that restores history may restore such
 // a link. A link to a record that does not exist is refused.
 
-// stateRule checks state, the proposed state of record id of one kind,
+// StateRule checks state, the proposed state of record id of one kind,
 // against the records around it as v shows them. It returns a *RuleViolation
 // for a broken rule, and any other error when it could not check.
-type stateRule func(ctx context.Context, v *ruleView, id string, state bson.M) error
+type StateRule func(ctx context.Context, v *RuleView, id string, state bson.M) error
 
 // stateRules holds the rule of each kind of record a rollback may write.
 // Users, agent keys and settings are changed by admin tools only and have no
 // rule across fields or records.
-var stateRules = map[string]stateRule{
-	collOutlets:       outletRule,
-	collContacts:      contactRule,
-	collChannels:      channelRule,
-	collCampaigns:     campaignRule,
-	collOpportunities: opportunityRule,
-	collCoverage:      coverageRule,
-	collMedia:         mediaRule,
-	collNotes:         noteRule,
-	collEmails:        emailThreadRule,
+var stateRules = map[string]StateRule{
+	CollOutlets:       outletRule,
+	CollContacts:      contactRule,
+	CollChannels:      channelRule,
+	CollCampaigns:     campaignRule,
+	CollOpportunities: opportunityRule,
+	CollCoverage:      coverageRule,
+	CollMedia:         mediaRule,
+	CollNotes:         noteRule,
+	CollEmails:        emailThreadRule,
 }
 
 // RuleViolation is a broken rule of a record kind: the rule's name and a
@@ -56,7 +56,7 @@ type RuleViolation struct {
 
 func (v *RuleViolation) Error() string { return v.Rule + ": " + v.Message }
 
-func violation(rule, format string, args ...any) *RuleViolation {
+func Violated(rule, format string, args ...any) *RuleViolation {
 	return &RuleViolation{Rule: rule, Message: fmt.Sprintf(format, args...)}
 }
 
@@ -64,16 +64,16 @@ func violation(rule, format string, args ...any) *RuleViolation {
 // a violation of rule.
 func fieldViolation(rule string, err error) error {
 	if e, ok := err.(*Error); ok && (e.Code == CodeInvalid || e.Code == CodeFailedPrecondition) {
-		return violation(rule, "%s; change the record with its update tool first, or roll back the later change of that field too", e.Message)
+		return Violated(rule, "%s; change the record with its update tool first, or roll back the later change of that field too", e.Message)
 	}
 	return err
 }
 
-// ruleView shows the records as a set of pending writes would leave them:
+// RuleView shows the records as a set of pending writes would leave them:
 // pending states (by audit.RecordKey) win over the stored ones. With no
 // pending states it is the store as it is, which is what the tools check
 // against.
-type ruleView struct {
+type RuleView struct {
 	s       *Store
 	pending map[string]bson.M
 	// read, when set (a plan's check: every step against the same view),
@@ -82,11 +82,11 @@ type ruleView struct {
 	read map[string]bson.M
 }
 
-func (s *Store) view() *ruleView { return &ruleView{s: s} }
+func (s *Store) View() *RuleView { return &RuleView{s: s} }
 
 // record returns the state of record id of coll, or nil when it does not
 // exist.
-func (v *ruleView) record(ctx context.Context, coll, id string) (bson.M, error) {
+func (v *RuleView) record(ctx context.Context, coll, id string) (bson.M, error) {
 	if st, ok := v.pending[audit.RecordKey(coll, id)]; ok {
 		return st, nil
 	}
@@ -118,7 +118,7 @@ func (v *ruleView) record(ctx context.Context, coll, id string) (bson.M, error) 
 // matching returns the records of coll for which match holds, as the view
 // shows them. filter narrows the stored records read and must hold for
 // every record match accepts.
-func (v *ruleView) matching(ctx context.Context, coll string, filter bson.M, match func(bson.M) bool) ([]bson.M, error) {
+func (v *RuleView) matching(ctx context.Context, coll string, filter bson.M, match func(bson.M) bool) ([]bson.M, error) {
 	var docs []bson.M
 	if err := v.s.findAll(ctx, coll, filter, nil, &docs); err != nil {
 		return nil, err
@@ -147,7 +147,7 @@ func (v *ruleView) matching(ctx context.Context, coll string, filter bson.M, mat
 
 // linked checks that id, named by what (e.g. "outlet_id"), is a record of
 // coll. An archived record counts: see the package rules above.
-func (v *ruleView) linked(ctx context.Context, coll, what, id string) error {
+func (v *RuleView) linked(ctx context.Context, coll, what, id string) error {
 	if id == "" {
 		return nil
 	}
@@ -156,12 +156,12 @@ func (v *ruleView) linked(ctx context.Context, coll, what, id string) error {
 		return err
 	}
 	if st == nil {
-		return violation("link_target_exists", "%s names %s %s, which does not exist; a link must name an existing record: remove that link from the record first (its update or unlink tool), or leave this change as it is", what, kinds[coll], id)
+		return Violated("link_target_exists", "%s names %s %s, which does not exist; a link must name an existing record: remove that link from the record first (its update or unlink tool), or leave this change as it is", what, kinds[coll], id)
 	}
 	return nil
 }
 
-func str(st bson.M, k string) string { s, _ := st[k].(string); return s }
+func Str(st bson.M, k string) string { s, _ := st[k].(string); return s }
 
 // decodeState decodes a proposed state into a record of its kind.
 func decodeState[T any](id string, state bson.M) (*T, error) {
@@ -179,10 +179,10 @@ func noteLinksRule(noteID string, links int) *RuleViolation {
 	if links > 0 {
 		return nil
 	}
-	return violation("note_has_link", "note %s would have no links, and a note must be linked to at least one entity: link it to another entity first (add_note_link, after restore_note if it is archived), then retry; or archive the note instead", noteID)
+	return Violated("note_has_link", "note %s would have no links, and a note must be linked to at least one entity: link it to another entity first (add_note_link, after restore_note if it is archived), then retry; or archive the note instead", noteID)
 }
 
-func noteRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
+func noteRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
 	n, err := decodeState[Note](id, state)
 	if err != nil {
 		return err
@@ -201,20 +201,20 @@ func noteRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
 
 // emailHolder returns the active contact other than self whose address is
 // emailLower (lower-cased), as v shows the contacts, or nil.
-func (v *ruleView) emailHolder(ctx context.Context, emailLower, self string) (*Contact, error) {
+func (v *RuleView) emailHolder(ctx context.Context, emailLower, self string) (*Contact, error) {
 	if emailLower == "" {
 		return nil, nil
 	}
-	holders, err := v.matching(ctx, collContacts, bson.M{"email_lower": emailLower}, func(st bson.M) bool {
-		return str(st, "_id") != self && st["archived_at"] == nil && str(st, "email_lower") == emailLower
+	holders, err := v.matching(ctx, CollContacts, bson.M{"email_lower": emailLower}, func(st bson.M) bool {
+		return Str(st, "_id") != self && st["archived_at"] == nil && Str(st, "email_lower") == emailLower
 	})
 	if err != nil || len(holders) == 0 {
 		return nil, err
 	}
-	return decodeState[Contact](str(holders[0], "_id"), holders[0])
+	return decodeState[Contact](Str(holders[0], "_id"), holders[0])
 }
 
-func contactRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
+func contactRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
 	c, err := decodeState[Contact](id, state)
 	if err != nil {
 		return err
@@ -225,10 +225,10 @@ func contactRule(ctx context.Context, v *ruleView, id string, state bson.M) erro
 			return err
 		}
 		if other != nil {
-			return violation("contact_email_unique", "contact %s would be active with the address %s, which active contact %s (%s) has, and an address belongs to one active contact: change the address of one of them (update_contact) or archive the other first, then retry", id, c.Email, other.ID, other.Name)
+			return Violated("contact_email_unique", "contact %s would be active with the address %s, which active contact %s (%s) has, and an address belongs to one active contact: change the address of one of them (update_contact) or archive the other first, then retry", id, c.Email, other.ID, other.Name)
 		}
 	}
-	stored, err := v.s.view().record(ctx, collContacts, id)
+	stored, err := v.s.View().record(ctx, CollContacts, id)
 	if err != nil {
 		return err
 	}
@@ -241,37 +241,37 @@ func contactRule(ctx context.Context, v *ruleView, id string, state bson.M) erro
 			return g.asViolation()
 		}
 	}
-	if err := v.linked(ctx, collUsers, "owner_id", c.OwnerID); err != nil {
+	if err := v.linked(ctx, CollUsers, "owner_id", c.OwnerID); err != nil {
 		return err
 	}
 	primary := ""
 	for i, a := range c.Affiliations {
 		if slices.ContainsFunc(c.Affiliations[:i], func(x Affiliation) bool { return x.OutletID == a.OutletID }) {
-			return violation("affiliation_once", "contact %s would be affiliated twice with outlet %s; remove one of the two affiliations first (remove_contact_outlet), then retry", id, a.OutletID)
+			return Violated("affiliation_once", "contact %s would be affiliated twice with outlet %s; remove one of the two affiliations first (remove_contact_outlet), then retry", id, a.OutletID)
 		}
 		if a.IsPrimary {
 			if primary != "" {
-				return violation("one_primary_affiliation", "contact %s would have two primary affiliations (%s and %s); remove one of them (remove_contact_outlet) or add it again without is_primary first, then retry", id, primary, a.ID)
+				return Violated("one_primary_affiliation", "contact %s would have two primary affiliations (%s and %s); remove one of them (remove_contact_outlet) or add it again without is_primary first, then retry", id, primary, a.ID)
 			}
 			primary = a.ID
 		}
-		if err := v.linked(ctx, collOutlets, fmt.Sprintf("affiliation %s", a.ID), a.OutletID); err != nil {
+		if err := v.linked(ctx, CollOutlets, fmt.Sprintf("affiliation %s", a.ID), a.OutletID); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func outletRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
+func outletRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
 	o, err := decodeState[Outlet](id, state)
 	if err != nil {
 		return err
 	}
 	if strings.TrimSpace(o.Name) == "" {
-		return violation("outlet_fields", "outlet %s would have no name; give it one with update_outlet first", id)
+		return Violated("outlet_fields", "outlet %s would have no name; give it one with update_outlet first", id)
 	}
 	if !slices.Contains(OutletTypes, o.Type) {
-		return violation("outlet_fields", "outlet %s would have type %q, which is not one of %s; set it with update_outlet first", id, o.Type, strings.Join(OutletTypes, ", "))
+		return Violated("outlet_fields", "outlet %s would have type %q, which is not one of %s; set it with update_outlet first", id, o.Type, strings.Join(OutletTypes, ", "))
 	}
 	return nil
 }
@@ -285,19 +285,19 @@ func channelOutletError(channelID, channelOutlet, outlet string) string {
 	return fmt.Sprintf("channel %s belongs to outlet %s, not to outlet %s; give a channel of outlet %s, or clear channel_id with \"\"", channelID, channelOutlet, outlet, outlet)
 }
 
-func channelRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
-	outlet := str(state, "outlet_id")
+func channelRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
+	outlet := Str(state, "outlet_id")
 	if outlet == "" {
-		return violation("channel_outlet", "channel %s would belong to no outlet, and every channel belongs to one outlet for good; leave this change as it is", id)
+		return Violated("channel_outlet", "channel %s would belong to no outlet, and every channel belongs to one outlet for good; leave this change as it is", id)
 	}
-	stored, err := v.s.view().record(ctx, collChannels, id)
+	stored, err := v.s.View().record(ctx, CollChannels, id)
 	if err != nil {
 		return err
 	}
-	if was := str(stored, "outlet_id"); was != "" && was != outlet {
-		return violation("channel_outlet", "channel %s would move from outlet %s to outlet %s, and a channel belongs to one outlet for good; create a channel of outlet %s instead", id, was, outlet, outlet)
+	if was := Str(stored, "outlet_id"); was != "" && was != outlet {
+		return Violated("channel_outlet", "channel %s would move from outlet %s to outlet %s, and a channel belongs to one outlet for good; create a channel of outlet %s instead", id, was, outlet, outlet)
 	}
-	return v.linked(ctx, collOutlets, "outlet_id", outlet)
+	return v.linked(ctx, CollOutlets, "outlet_id", outlet)
 }
 
 // generalArchived is the rule that the General campaign is never archived.
@@ -305,7 +305,7 @@ func generalArchived() string {
 	return fmt.Sprintf("the %s campaign cannot be archived: opportunities created without a campaign join it", GeneralCampaign)
 }
 
-func campaignRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
+func campaignRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
 	c, err := decodeState[Campaign](id, state)
 	if err != nil {
 		return err
@@ -313,16 +313,16 @@ func campaignRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 	if err := checkCampaign(c); err != nil {
 		return fieldViolation("campaign_fields", err)
 	}
-	stored, err := v.s.view().record(ctx, collCampaigns, id)
+	stored, err := v.s.View().record(ctx, CollCampaigns, id)
 	if err != nil {
 		return err
 	}
-	if str(stored, "name") == GeneralCampaign || c.General() {
+	if Str(stored, "name") == GeneralCampaign || c.General() {
 		if c.Archived() {
-			return violation("general_campaign", "%s; leave this change as it is", generalArchived())
+			return Violated("general_campaign", "%s; leave this change as it is", generalArchived())
 		}
 		if !c.General() {
-			return violation("general_campaign", "the %s campaign cannot be renamed (to %q): it collects opportunities created without a campaign; leave this change as it is", GeneralCampaign, c.Name)
+			return Violated("general_campaign", "the %s campaign cannot be renamed (to %q): it collects opportunities created without a campaign; leave this change as it is", GeneralCampaign, c.Name)
 		}
 	}
 	if g, err := v.embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil); err != nil || g != nil {
@@ -332,38 +332,38 @@ func campaignRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 		return g.asViolation()
 	}
 	if strings.EqualFold(c.Name, GeneralCampaign) {
-		others, err := v.matching(ctx, collCampaigns, bson.M{"name": GeneralCampaign}, func(st bson.M) bool {
-			return str(st, "_id") != id && str(st, "name") == GeneralCampaign
+		others, err := v.matching(ctx, CollCampaigns, bson.M{"name": GeneralCampaign}, func(st bson.M) bool {
+			return Str(st, "_id") != id && Str(st, "name") == GeneralCampaign
 		})
 		if err != nil {
 			return err
 		}
 		if len(others) > 0 {
-			return violation("general_campaign", "campaign %s would be named %q, which is reserved for the %s campaign (%s); rename it with update_campaign first", id, c.Name, GeneralCampaign, str(others[0], "_id"))
+			return Violated("general_campaign", "campaign %s would be named %q, which is reserved for the %s campaign (%s); rename it with update_campaign first", id, c.Name, GeneralCampaign, Str(others[0], "_id"))
 		}
 	}
 	return nil
 }
 
 // channelOf checks that channel (if any) exists and belongs to outlet.
-func (v *ruleView) channelOf(ctx context.Context, what, channel, outlet string) error {
+func (v *RuleView) channelOf(ctx context.Context, what, channel, outlet string) error {
 	if channel == "" {
 		return nil
 	}
-	ch, err := v.record(ctx, collChannels, channel)
+	ch, err := v.record(ctx, CollChannels, channel)
 	if err != nil {
 		return err
 	}
 	if ch == nil {
-		return v.linked(ctx, collChannels, "channel_id", channel)
+		return v.linked(ctx, CollChannels, "channel_id", channel)
 	}
-	if co := str(ch, "outlet_id"); co != outlet {
-		return violation("channel_of_outlet", "%s would have %s; change its outlet_id or channel_id with its update tool first, then retry", what, channelOutletError(channel, co, outlet))
+	if co := Str(ch, "outlet_id"); co != outlet {
+		return Violated("channel_of_outlet", "%s would have %s; change its outlet_id or channel_id with its update tool first, then retry", what, channelOutletError(channel, co, outlet))
 	}
 	return nil
 }
 
-func opportunityRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
+func opportunityRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
 	o, err := decodeState[Opportunity](id, state)
 	if err != nil {
 		return err
@@ -372,25 +372,25 @@ func opportunityRule(ctx context.Context, v *ruleView, id string, state bson.M) 
 		return fieldViolation("opportunity_fields", err)
 	}
 	if o.CampaignID == "" {
-		return violation("opportunity_campaign", "opportunity %s would be in no campaign, and every opportunity is in one; leave this change as it is", id)
+		return Violated("opportunity_campaign", "opportunity %s would be in no campaign, and every opportunity is in one; leave this change as it is", id)
 	}
-	for _, l := range []struct{ coll, field, id string }{{collCampaigns, "campaign_id", o.CampaignID}, {collOutlets, "outlet_id", o.OutletID}} {
+	for _, l := range []struct{ coll, field, id string }{{CollCampaigns, "campaign_id", o.CampaignID}, {CollOutlets, "outlet_id", o.OutletID}} {
 		if err := v.linked(ctx, l.coll, l.field, l.id); err != nil {
 			return err
 		}
 	}
 	for i, c := range o.ContactIDs {
-		if err := v.linked(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
+		if err := v.linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
 			return err
 		}
 	}
 	if err := v.channelOf(ctx, "opportunity "+id, o.ChannelID, o.OutletID); err != nil {
 		return err
 	}
-	if err := v.linked(ctx, collUsers, "owner_id", o.OwnerID); err != nil {
+	if err := v.linked(ctx, CollUsers, "owner_id", o.OwnerID); err != nil {
 		return err
 	}
-	stored, err := v.s.view().record(ctx, collOpportunities, id)
+	stored, err := v.s.View().record(ctx, CollOpportunities, id)
 	if err != nil {
 		return err
 	}
@@ -411,26 +411,26 @@ func opportunityRule(ctx context.Context, v *ruleView, id string, state bson.M) 
 		return g.asViolation()
 	}
 	// Coverage follows its opportunity's campaign.
-	off, err := v.matching(ctx, collCoverage, bson.M{"opportunity_id": id}, func(st bson.M) bool {
-		return str(st, "opportunity_id") == id && str(st, "campaign_id") != o.CampaignID
+	off, err := v.matching(ctx, CollCoverage, bson.M{"opportunity_id": id}, func(st bson.M) bool {
+		return Str(st, "opportunity_id") == id && Str(st, "campaign_id") != o.CampaignID
 	})
 	if err != nil {
 		return err
 	}
 	if len(off) > 0 {
-		return coverageCampaign(str(off[0], "_id"), str(off[0], "campaign_id"), id, o.CampaignID)
+		return coverageCampaign(Str(off[0], "_id"), Str(off[0], "campaign_id"), id, o.CampaignID)
 	}
 	return nil
 }
 
 func coverageCampaign(coverageID, coverageCampaign, oppID, oppCampaign string) *RuleViolation {
 	if oppID == "" {
-		return violation("coverage_campaign", "coverage %s would be in campaign %s without an opportunity, and coverage takes its campaign from its opportunity: set its opportunity_id with update_coverage first, then retry", coverageID, coverageCampaign)
+		return Violated("coverage_campaign", "coverage %s would be in campaign %s without an opportunity, and coverage takes its campaign from its opportunity: set its opportunity_id with update_coverage first, then retry", coverageID, coverageCampaign)
 	}
-	return violation("coverage_campaign", "coverage %s would be in campaign %s while its opportunity %s is in campaign %s, and coverage is always in its opportunity's campaign: move the opportunity with update_opportunity (campaign_id), which moves its coverage along, or roll back the opportunity's and the coverage's changes together (rollback_session)", coverageID, coverageCampaign, oppID, oppCampaign)
+	return Violated("coverage_campaign", "coverage %s would be in campaign %s while its opportunity %s is in campaign %s, and coverage is always in its opportunity's campaign: move the opportunity with update_opportunity (campaign_id), which moves its coverage along, or roll back the opportunity's and the coverage's changes together (rollback_session)", coverageID, coverageCampaign, oppID, oppCampaign)
 }
 
-func coverageRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
+func coverageRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
 	c, err := decodeState[Coverage](id, state)
 	if err != nil {
 		return err
@@ -438,13 +438,13 @@ func coverageRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 	if err := checkCoverage(c); err != nil {
 		return fieldViolation("coverage_fields", err)
 	}
-	for _, l := range []struct{ coll, field, id string }{{collOutlets, "outlet_id", c.OutletID}, {collOpportunities, "opportunity_id", c.OpportunityID}} {
+	for _, l := range []struct{ coll, field, id string }{{CollOutlets, "outlet_id", c.OutletID}, {CollOpportunities, "opportunity_id", c.OpportunityID}} {
 		if err := v.linked(ctx, l.coll, l.field, l.id); err != nil {
 			return err
 		}
 	}
 	for i, ct := range c.ContactIDs {
-		if err := v.linked(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), ct); err != nil {
+		if err := v.linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), ct); err != nil {
 			return err
 		}
 	}
@@ -453,11 +453,11 @@ func coverageRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 	}
 	campaign := ""
 	if c.OpportunityID != "" {
-		opp, err := v.record(ctx, collOpportunities, c.OpportunityID)
+		opp, err := v.record(ctx, CollOpportunities, c.OpportunityID)
 		if err != nil {
 			return err
 		}
-		campaign = str(opp, "campaign_id")
+		campaign = Str(opp, "campaign_id")
 	}
 	if c.CampaignID != campaign {
 		return coverageCampaign(id, c.CampaignID, c.OpportunityID, campaign)
@@ -472,22 +472,22 @@ func coverageRule(ctx context.Context, v *ruleView, id string, state bson.M) err
 	return nil
 }
 
-func mediaRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
-	return v.linked(ctx, collCoverage, "coverage_id", str(state, "coverage_id"))
+func mediaRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
+	return v.linked(ctx, CollCoverage, "coverage_id", Str(state, "coverage_id"))
 }
 
-func emailThreadRule(ctx context.Context, v *ruleView, id string, state bson.M) error {
+func emailThreadRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
 	t, err := decodeState[EmailThread](id, state)
 	if err != nil {
 		return err
 	}
 	for i, c := range t.ContactIDs {
-		if err := v.linked(ctx, collContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
+		if err := v.linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
 			return err
 		}
 	}
 	for _, l := range t.OpportunityLinks {
-		if err := v.linked(ctx, collOpportunities, fmt.Sprintf("opportunity link %s", l.ID), l.OpportunityID); err != nil {
+		if err := v.linked(ctx, CollOpportunities, fmt.Sprintf("opportunity link %s", l.ID), l.OpportunityID); err != nil {
 			return err
 		}
 	}
@@ -501,7 +501,7 @@ func emailThreadRule(ctx context.Context, v *ruleView, id string, state bson.M) 
 // step before its opportunity). It returns the violations by the index of
 // the step that writes the record's final state.
 func (s *Store) checkRules(ctx context.Context, p audit.Plan) (map[int][]RuleViolation, error) {
-	v := &ruleView{s: s, pending: map[string]bson.M{}, read: map[string]bson.M{}}
+	v := &RuleView{s: s, pending: map[string]bson.M{}, read: map[string]bson.M{}}
 	last := map[string]int{}
 	for i, st := range p.Steps {
 		if st.To == nil {

@@ -35,7 +35,7 @@ func TestRollbackChecksEachLinkedRecordOnce(t *testing.T) {
 		if e.CommandName != "find" {
 			return
 		}
-		if c, ok := e.Command.Lookup("find").StringValueOK(); !ok || c != collContacts {
+		if c, ok := e.Command.Lookup("find").StringValueOK(); !ok || c != CollContacts {
 			return
 		}
 		if id, ok := e.Command.Lookup("filter", "_id").StringValueOK(); ok && id == contactID.Load().(string) {

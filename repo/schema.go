@@ -13,28 +13,28 @@ import (
 // write path; the engine's files read it from there, never from here.
 func domainSchema(s *Store) ledger.Schema {
 	return ledger.Schema{Kinds: kinds, Redacted: redacted, Records: slices.Clone(recordCollections), Index: withWords(mirrorSpecs),
-		Caches: map[string]func(){collKeys: s.keys.invalidate}}
+		Caches: map[string]func(){CollKeys: s.keys.invalidate}}
 }
 
 // redacted lists, per collection, fields whose values never enter change_log.
-var redacted = map[string][]string{collKeys: {"key_hash", "scram"}, collOAuthGrants: {"access_hash", "refresh_hash", "used_refresh_hashes"},
-	collOAuthRequests: {"code_hash", "consent_hash", "upstream_hash", "code_challenge", "state", "nonce"}, collSignIns: {"password_hash", "invite_hash"}, collSettings: {"secret"}}
+var redacted = map[string][]string{CollKeys: {"key_hash", "scram"}, CollOAuthGrants: {"access_hash", "refresh_hash", "used_refresh_hashes"},
+	CollOAuthRequests: {"code_hash", "consent_hash", "upstream_hash", "code_challenge", "state", "nonce"}, CollSignIns: {"password_hash", "invite_hash"}, CollSettings: {"secret"}}
 
 // recordCollections are the collections written through the write path.
-var recordCollections = []string{collOutlets, collContacts, collChannels, collCampaigns, collOpportunities,
-	collCoverage, collMedia, collNotes, collEmails, collUsers, collKeys, collOAuthGrants, collOAuthClients, collOAuthRequests, collSignIns, collSettings,
-	collSubscriptions, collNotifications, collDeliveries, collMessages, collHeld, collPitches, collSuppressions}
+var recordCollections = []string{CollOutlets, CollContacts, CollChannels, CollCampaigns, CollOpportunities,
+	CollCoverage, CollMedia, CollNotes, CollEmails, CollUsers, CollKeys, CollOAuthGrants, CollOAuthClients, CollOAuthRequests, CollSignIns, CollSettings,
+	CollSubscriptions, CollNotifications, CollDeliveries, CollMessages, CollHeld, CollPitches, CollSuppressions}
 
 // RecordCollections are the collections Verify checks record by record.
 func RecordCollections() []string { return append([]string(nil), recordCollections...) }
 
 // kind names a collection's records in messages.
 var kinds = map[string]string{
-	collOutlets: "outlet", collContacts: "contact", collChannels: "channel", collCampaigns: "campaign",
-	collOpportunities: "opportunity", collCoverage: "coverage", collMedia: "media", collNotes: "note",
-	collEmails: "email thread", collUsers: "user", collKeys: "agent key", collOAuthGrants: "OAuth grant", collOAuthClients: "OAuth client", collOAuthRequests: "authorization request", collSignIns: "sign-in", collSettings: "setting",
-	collSubscriptions: "subscription", collNotifications: "notification", collDeliveries: "delivery", collMessages: "Slack message",
-	collHeld: "held email", collPitches: "pitch", collSuppressions: "suppression",
+	CollOutlets: "outlet", CollContacts: "contact", CollChannels: "channel", CollCampaigns: "campaign",
+	CollOpportunities: "opportunity", CollCoverage: "coverage", CollMedia: "media", CollNotes: "note",
+	CollEmails: "email thread", CollUsers: "user", CollKeys: "agent key", CollOAuthGrants: "OAuth grant", CollOAuthClients: "OAuth client", CollOAuthRequests: "authorization request", CollSignIns: "sign-in", CollSettings: "setting",
+	CollSubscriptions: "subscription", CollNotifications: "notification", CollDeliveries: "delivery", CollMessages: "Slack message",
+	CollHeld: "held email", CollPitches: "pitch", CollSuppressions: "suppression",
 }
 
 // kindOf names a collection's records in messages, whatever the collection.
@@ -55,19 +55,19 @@ func kindOf(coll string) string {
 // (withWords), and Drop keeps the large text out of the store's answers
 // while the index builds.
 var mirrorSpecs = map[string]index.Spec{
-	collNotes: {Keep: []string{"archived_at", "type", "occurred_at", "links", fieldVersion, fieldLastChange, fieldLockedBy},
+	CollNotes: {Keep: []string{"archived_at", "type", "occurred_at", "links", fieldVersion, fieldLastChange, fieldLockedBy},
 		Drop: []string{"content"}, Keys: []string{"links.contact_id", "links.outlet_id", "links.opportunity_id", "links.id"}},
-	collCoverage: {Keep: []string{"archived_at", "title", "url", "published_at", "type", "sentiment", "reach",
+	CollCoverage: {Keep: []string{"archived_at", "title", "url", "published_at", "type", "sentiment", "reach",
 		"outlet_id", "channel_id", "opportunity_id", "campaign_id", "contact_ids", fieldVersion, fieldLastChange, fieldLockedBy},
 		Drop: []string{"summary", "full_text"}, Keys: []string{"contact_ids", "outlet_id", "opportunity_id", "campaign_id"}},
-	collEmails: {Keep: []string{"archived_at", "subject", "subject_key", "last_message_at", "contact_ids", "opportunity_links",
+	CollEmails: {Keep: []string{"archived_at", "subject", "subject_key", "last_message_at", "contact_ids", "opportunity_links",
 		"messages.contact_ids", "messages.message_id", fieldVersion, fieldLastChange, fieldLockedBy},
 		Drop: []string{"messages.body_text", "messages.references", "messages.attachments"}, Keys: []string{"messages.contact_ids", "contact_ids", "opportunity_links.opportunity_id", "opportunity_links.id"}},
-	collChangeLog: {Keep: []string{"seq", "at", "collection", "record_id", "action", "state", "user_id", "agent_id", "session_id",
+	CollChangeLog: {Keep: []string{"seq", "at", "collection", "record_id", "action", "state", "user_id", "agent_id", "session_id",
 		"reverts", "idempotency_key"},
 		Drop: []string{"before", "after", "sealed"}, Keys: []string{"record_id", "session_id", "idempotency_key", "reverts"}},
-	collOpportunities: {Drop: []string{"notes", "pitch"}, Keys: []string{"contact_ids", "outlet_id", "campaign_id"}},
-	collContacts:      {Drop: []string{"notes", "bio"}, Keys: []string{"affiliations.outlet_id", "affiliations.id", "email_lower"}},
-	collOutlets:       {Drop: []string{"notes", "description"}},
-	collCampaigns:     {Drop: []string{"notes", "description", "brief"}},
+	CollOpportunities: {Drop: []string{"notes", "pitch"}, Keys: []string{"contact_ids", "outlet_id", "campaign_id"}},
+	CollContacts:      {Drop: []string{"notes", "bio"}, Keys: []string{"affiliations.outlet_id", "affiliations.id", "email_lower"}},
+	CollOutlets:       {Drop: []string{"notes", "description"}},
+	CollCampaigns:     {Drop: []string{"notes", "description", "brief"}},
 }

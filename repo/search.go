@@ -33,12 +33,12 @@ type searchKind struct {
 }
 
 var searchKinds = []searchKind{
-	{kind: "outlet", coll: collOutlets, fields: []string{"name", "website", "description", "topics"}, date: "updated_at"},
-	{kind: "contact", coll: collContacts, fields: []string{"name", "email", "title", "bio", "beats", "location"}, date: "updated_at"},
-	{kind: "opportunity", coll: collOpportunities, fields: []string{"title", "description", "next_action"}, date: "updated_at"},
-	{kind: "coverage", coll: collCoverage, fields: []string{"title", "summary", "url", "full_text"}, date: "published_at"},
-	{kind: "note", coll: collNotes, fields: []string{"title", "content"}, date: "occurred_at"},
-	{kind: "email", coll: collEmails, fields: []string{"subject", "messages.subject", "messages.body_text", "messages.from"}, date: "last_message_at",
+	{kind: "outlet", coll: CollOutlets, fields: []string{"name", "website", "description", "topics"}, date: "updated_at"},
+	{kind: "contact", coll: CollContacts, fields: []string{"name", "email", "title", "bio", "beats", "location"}, date: "updated_at"},
+	{kind: "opportunity", coll: CollOpportunities, fields: []string{"title", "description", "next_action"}, date: "updated_at"},
+	{kind: "coverage", coll: CollCoverage, fields: []string{"title", "summary", "url", "full_text"}, date: "published_at"},
+	{kind: "note", coll: CollNotes, fields: []string{"title", "content"}, date: "occurred_at"},
+	{kind: "email", coll: CollEmails, fields: []string{"subject", "messages.subject", "messages.body_text", "messages.from"}, date: "last_message_at",
 		project: []string{"subject", "messages", "last_message_at"}},
 }
 
@@ -92,14 +92,14 @@ const MaxSearchQuery = 200
 // the page shown is read.
 func (s *Store) Search(ctx context.Context, q SearchQuery) (*SearchResult, error) {
 	if s.Capabilities().TextSearch && wordsOnly(q.Query) {
-		return s.search(ctx, q, pathText, now())
+		return s.search(ctx, q, pathText, Now())
 	}
 	return s.searchWords(ctx, q)
 }
 
 // SearchLiteral always asks the store for a pattern (for comparing the paths).
 func (s *Store) SearchLiteral(ctx context.Context, q SearchQuery) (*SearchResult, error) {
-	return s.search(ctx, q, pathStore, now())
+	return s.search(ctx, q, pathStore, Now())
 }
 
 // searchPath is how a search finds its candidates.
@@ -200,7 +200,7 @@ func (s *Store) search(ctx context.Context, q SearchQuery, path searchPath, t ti
 // readHits reads the records of k matching filter (the archived ones
 // left out unless asked for) and keeps those holding needle.
 func (s *Store) readHits(ctx context.Context, k searchKind, filter bson.M, includeArchived bool, needle string, t time.Time) ([]SearchHit, error) {
-	active(filter, includeArchived)
+	Active(filter, includeArchived)
 	fields := k.project
 	if fields == nil {
 		fields = k.fields
@@ -287,7 +287,7 @@ func untitledLine(k searchKind, d bson.M) (string, bool) {
 		return "", false
 	}
 	content, _ := d["content"].(string)
-	line := firstLine(content)
+	line := FirstLine(content)
 	return line, line != ""
 }
 
@@ -298,7 +298,7 @@ func hitTitle(k searchKind, d bson.M) string {
 		if t := str("title"); t != "" {
 			return t
 		}
-		if line := firstLine(str("content")); line != "" {
+		if line := FirstLine(str("content")); line != "" {
 			return line
 		}
 		return "(untitled note)"
@@ -589,4 +589,18 @@ func snippet(v string, at, to int) string {
 		out += "…"
 	}
 	return out
+}
+
+// SummaryLen caps a summary, in characters.
+const SummaryLen = 200
+
+// FirstLine is the first line of text, trimmed, at most summaryLen
+// characters: the Go twin of the pipeline's firstLineExpr.
+func FirstLine(text string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	line = strings.TrimSpace(line)
+	if r := []rune(line); len(r) > SummaryLen {
+		line = string(r[:SummaryLen])
+	}
+	return line
 }

@@ -190,10 +190,10 @@ func (s *Store) completeHits(ctx context.Context, q SearchQuery, page []SearchHi
 // the store's, as the index's other answers are.
 func (s *Store) searchWords(ctx context.Context, q SearchQuery) (*SearchResult, error) {
 	for attempt := 0; ; attempt++ {
-		t := now()
+		t := Now()
 		res, err := s.search(ctx, q, pathWords, t)
 		if errors.Is(err, errWordsRaced) {
-			s.log.Info().Err(err).Msg("search: asking the store")
+			s.Log.Info().Err(err).Msg("search: asking the store")
 			return s.search(ctx, q, pathStore, t)
 		}
 		if err != nil || !s.IndexChecked() {

@@ -86,26 +86,26 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 		records[coll] = append(records[coll], id)
 	}
 	for range 25 {
-		put(collOutlets, map[string]any{"name": searchText(rng, 3), "website": "https://" + searchText(rng, 1) + ".org", "description": searchText(rng, 8),
+		put(CollOutlets, map[string]any{"name": searchText(rng, 3), "website": "https://" + searchText(rng, 1) + ".org", "description": searchText(rng, 8),
 			"topics": []string{searchText(rng, 2), searchText(rng, 1)}, "updated_at": day()})
-		put(collContacts, map[string]any{"name": searchText(rng, 3), "email": "x@example.org", "title": searchText(rng, 3), "bio": searchText(rng, 10),
+		put(CollContacts, map[string]any{"name": searchText(rng, 3), "email": "x@example.org", "title": searchText(rng, 3), "bio": searchText(rng, 10),
 			"beats": []string{searchText(rng, 1)}, "location": searchText(rng, 2), "affiliations": bson.A{}, "updated_at": day()})
-		put(collOpportunities, map[string]any{"title": searchText(rng, 3), "description": searchText(rng, 8), "next_action": searchText(rng, 3),
+		put(CollOpportunities, map[string]any{"title": searchText(rng, 3), "description": searchText(rng, 8), "next_action": searchText(rng, 3),
 			"stage": "identified", "contact_ids": bson.A{}, "updated_at": day()})
-		put(collCoverage, map[string]any{"title": searchText(rng, 3), "summary": searchText(rng, 8), "url": "https://x.org/" + searchText(rng, 1),
+		put(CollCoverage, map[string]any{"title": searchText(rng, 3), "summary": searchText(rng, 8), "url": "https://x.org/" + searchText(rng, 1),
 			"full_text": searchText(rng, 20), "published_at": day(), "type": "article", "contact_ids": bson.A{}})
 		title := searchText(rng, 3)
 		if rng.IntN(3) == 0 {
 			title = "" // an untitled note: its first line is its title
 		}
-		put(collNotes, map[string]any{"title": title, "content": searchText(rng, 4) + "\n" + searchText(rng, 10), "type": "call",
+		put(CollNotes, map[string]any{"title": title, "content": searchText(rng, 4) + "\n" + searchText(rng, 10), "type": "call",
 			"occurred_at": day(), "links": bson.A{}})
 		var msgs bson.A
 		for range rng.IntN(3) + 1 {
 			msgs = append(msgs, bson.M{"id": uuid.NewString(), "message_id": uuid.NewString(), "from": searchText(rng, 2), "to": bson.A{},
 				"subject": searchText(rng, 3), "date": day(), "body_text": searchText(rng, 12), "contact_ids": bson.A{}})
 		}
-		put(collEmails, map[string]any{"subject": searchText(rng, 3), "messages": msgs, "contact_ids": bson.A{}, "opportunity_links": bson.A{},
+		put(CollEmails, map[string]any{"subject": searchText(rng, 3), "messages": msgs, "contact_ids": bson.A{}, "opportunity_links": bson.A{},
 			"last_message_at": day()})
 	}
 	needles := []string{"launch", "LAUNCH", "aunch", "laun", "launch plan", "h p", "cafe", "CAFÉ", "zoe", "ZOË", "c++", "C+", "a.b", "axb", "(guide)",
@@ -114,7 +114,7 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 	for _, texts := range records {
 		for range 3 {
 			var d bson.M
-			if err := s.coll(collNotes).FindOne(context.Background(), bson.M{"_id": texts[rng.IntN(len(texts))]}).Decode(&d); err == nil {
+			if err := s.coll(CollNotes).FindOne(context.Background(), bson.M{"_id": texts[rng.IntN(len(texts))]}).Decode(&d); err == nil {
 				c := []rune(d["content"].(string))
 				i := rng.IntN(len(c))
 				needles = append(needles, string(c[i:min(len(c), i+1+rng.IntN(10))]))
@@ -156,16 +156,16 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 	}
 	compare("created", needles)
 	for range 30 { // words leave records and join others
-		coll := []string{collNotes, collCoverage, collOutlets}[rng.IntN(3)]
+		coll := []string{CollNotes, CollCoverage, CollOutlets}[rng.IntN(3)]
 		ids := records[coll]
 		set := bson.M{}
 		switch coll {
-		case collNotes:
+		case CollNotes:
 			set["content"] = searchText(rng, 10)
 			if rng.IntN(2) == 0 {
 				set["title"] = ""
 			}
-		case collCoverage:
+		case CollCoverage:
 			set["title"], set["full_text"] = searchText(rng, 3), searchText(rng, 10)
 		default:
 			set["name"], set["archived_at"] = searchText(rng, 2), nil
@@ -173,7 +173,7 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 		updateFixture(t, s, coll, ids[rng.IntN(len(ids))], set)
 	}
 	compare("updated", needles)
-	if _, err := s.Fixture(ctx, collNotes, map[string]any{"title": "Budget", "content": "The zanzibar quarterly numbers", "type": "call", "occurred_at": day(), "links": bson.A{}}); err != nil {
+	if _, err := s.Fixture(ctx, CollNotes, map[string]any{"title": "Budget", "content": "The zanzibar quarterly numbers", "type": "call", "occurred_at": day(), "links": bson.A{}}); err != nil {
 		t.Fatal(err)
 	}
 	before := patterns.Load()

@@ -59,7 +59,7 @@ func TestStoredSigningSecretIsRemoved(t *testing.T) {
 	s, ctx := openTestStore(t)
 	const old = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	st := &setting{Meta: Meta{ID: signingID}, Name: "media_url_signing", Secret: old}
-	if err := insert(audit.WithActor(ctx, SystemActor("media-url-signing")), s, collSettings, st); err != nil {
+	if err := Insert(audit.WithActor(ctx, SystemActor("media-url-signing")), s, CollSettings, st); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // the second finds nothing to do
@@ -68,13 +68,13 @@ func TestStoredSigningSecretIsRemoved(t *testing.T) {
 		}
 	}
 	var raw bson.M
-	if err := s.coll(collSettings).FindOne(ctx, bson.M{"_id": signingID}).Decode(&raw); err != nil {
+	if err := s.coll(CollSettings).FindOne(ctx, bson.M{"_id": signingID}).Decode(&raw); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := raw["secret"]; ok || raw["archived_at"] == nil {
 		t.Errorf("the settings record after: %v; want no secret, archived", raw)
 	}
-	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{"record_id": signingID})
+	cur, err := s.coll(CollChangeLog).Find(ctx, bson.M{"record_id": signingID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestStoredSigningSecretIsRemoved(t *testing.T) {
 		t.Errorf("change entries of the settings record: %+v", entries)
 	}
 	var all []bson.M
-	cur, err = s.coll(collChangeLog).Find(context.Background(), bson.M{})
+	cur, err = s.coll(CollChangeLog).Find(context.Background(), bson.M{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestStoredResultsAreScrubbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []Idempotency
-	cur, err := s.coll(collIdempotency).Find(ctx, bson.M{}, nil)
+	cur, err := s.coll(CollIdempotency).Find(ctx, bson.M{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,19 +81,19 @@ func serialRestart(t *testing.T, clean bool) {
 			t.Fatal(err)
 		}
 	}
-	pending, err := s.coll(collIntents).CountDocuments(ctx, bson.M{"state": audit.StatePending})
+	pending, err := s.coll(CollIntents).CountDocuments(ctx, bson.M{"state": audit.StatePending})
 	if err != nil || pending != 1 {
 		t.Fatalf("%d intents left pending (%v); while the process runs, the last write's intent is left unmarked by design", pending, err)
 	}
 	maxSeq := func(s *Store) int64 {
 		var e audit.Entry
-		if err := s.coll(collChangeLog).FindOne(ctx, bson.M{}, options.FindOne().SetSort(bson.D{{Key: "seq", Value: -1}})).Decode(&e); err != nil {
+		if err := s.coll(CollChangeLog).FindOne(ctx, bson.M{}, options.FindOne().SetSort(bson.D{{Key: "seq", Value: -1}})).Decode(&e); err != nil {
 			t.Fatal(err)
 		}
 		return e.Seq
 	}
 	before := maxSeq(s)
-	entries, err := s.coll(collChangeLog).CountDocuments(ctx, bson.M{})
+	entries, err := s.coll(CollChangeLog).CountDocuments(ctx, bson.M{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +108,10 @@ func serialRestart(t *testing.T, clean bool) {
 	if err != nil || rep != (RecoveryReport{}) {
 		t.Fatalf("recovery after a stop: %+v %v; want nothing to settle", rep, err)
 	}
-	if n, _ := s.coll(collChangeLog).CountDocuments(ctx, bson.M{}); n != entries {
+	if n, _ := s.coll(CollChangeLog).CountDocuments(ctx, bson.M{}); n != entries {
 		t.Errorf("%d entries after restart; want the %d written before it", n, entries)
 	}
-	if pending, _ := s.coll(collIntents).CountDocuments(ctx, bson.M{"state": audit.StatePending}); pending != 0 {
+	if pending, _ := s.coll(CollIntents).CountDocuments(ctx, bson.M{"state": audit.StatePending}); pending != 0 {
 		t.Errorf("%d intents still pending after the start's recovery", pending)
 	}
 	if err := rename(ctx, s, id, "after restart"); err != nil {

@@ -31,7 +31,7 @@ const ImplicitIdle = 30 * time.Minute
 const ImplicitPrefix = "auto-"
 
 // sessionClock is the implicit sessions' clock (a test moves it on).
-var sessionClock = now
+var sessionClock = Now
 
 // MaxSessionID is the longest agent session id, in visible ASCII characters.
 const MaxSessionID = 128
@@ -84,7 +84,7 @@ func (s *Store) StartSession(ctx context.Context, label string) (*Session, error
 		return nil, Invalid("label", "is %d characters; use at most %d", len([]rune(label)), MaxLabel)
 	}
 	sess := &Session{ID: "s-" + uuid.NewString(), Label: label, AgentID: a.AgentID, UserID: a.UserID,
-		Kind: "started", Started: true, StartedAt: now()}
+		Kind: "started", Started: true, StartedAt: Now()}
 	doc := bson.M{"_id": sess.ID, "agent_id": sess.AgentID, "user_id": sess.UserID, "key_id": a.KeyID,
 		"created_at": sess.StartedAt, "started": true}
 	if label != "" {
@@ -144,7 +144,7 @@ func (s *Store) readImplicitFacts(ctx context.Context, prefix string) (implicitF
 		At        time.Time `bson:"at"`
 		Seq       int64     `bson:"seq"`
 	}
-	err := s.findOne(ctx, collChangeLog, bson.M{"session_id": match, "state": audit.StateApplied},
+	err := s.findOne(ctx, CollChangeLog, bson.M{"session_id": match, "state": audit.StateApplied},
 		options.FindOne().SetSort(bson.D{{Key: "seq", Value: -1}}).SetProjection(bson.M{"session_id": 1, "at": 1, "seq": 1})).Decode(&last)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return f, err
@@ -156,7 +156,7 @@ func (s *Store) readImplicitFacts(ctx context.Context, prefix string) (implicitF
 		ID        string    `bson:"_id"`
 		CreatedAt time.Time `bson:"created_at"`
 	}
-	err = s.coll(collSessions).FindOne(ctx, bson.M{"_id": match},
+	err = s.coll(CollSessions).FindOne(ctx, bson.M{"_id": match},
 		options.FindOne().SetSort(bson.D{{Key: "created_at", Value: -1}})).Decode(&bound)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return f, err
@@ -183,11 +183,11 @@ func (s *Store) Sessions(ctx context.Context, f SessionFilter, limit, offset int
 	if f.UserID != "" {
 		filter["user_id"] = f.UserID
 	}
-	total, err := s.coll(collSessions).CountDocuments(ctx, filter)
+	total, err := s.coll(CollSessions).CountDocuments(ctx, filter)
 	if err != nil {
 		return Page[Session]{}, ledger.DriverErr(err, "session", "list")
 	}
-	cur, err := s.coll(collSessions).Find(ctx, filter, options.Find().
+	cur, err := s.coll(CollSessions).Find(ctx, filter, options.Find().
 		SetSort(bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: 1}}).SetSkip(int64(offset)).SetLimit(int64(limit)))
 	if err != nil {
 		return Page[Session]{}, ledger.DriverErr(err, "session", "list")
@@ -213,7 +213,7 @@ func (s *Store) sessionActivity(ctx context.Context, sess *Session) error {
 	default:
 		sess.Kind = "named"
 	}
-	cur, err := s.find(ctx, collChangeLog, bson.M{"session_id": sess.ID, "state": audit.StateApplied},
+	cur, err := s.find(ctx, CollChangeLog, bson.M{"session_id": sess.ID, "state": audit.StateApplied},
 		options.Find().SetProjection(bson.M{"before": 0, "after": 0}))
 	if err != nil {
 		return ledger.DriverErr(err, "session", sess.ID)

@@ -25,7 +25,7 @@ func implicitSessionEndsAfterIdleness(t *testing.T, s *Store) {
 	base := time.Date(2026, 11, 24, 9, 0, 30, 0, time.UTC)
 	clock := base
 	sessionClock = func() time.Time { return clock }
-	t.Cleanup(func() { sessionClock = now })
+	t.Cleanup(func() { sessionClock = Now })
 	a := audit.Actor{UserID: "u1", AgentID: "agent-1", KeyID: "key-1", Tool: "test"}
 	b := audit.Actor{UserID: "u1", AgentID: "agent-2", KeyID: "key-2", Tool: "test"}
 	write := func(actor audit.Actor, n int) string {

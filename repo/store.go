@@ -1,8 +1,13 @@
-// Package repo is the domain: every kind of record, its fields, rules,
-// guards and queries, the dossiers, reports, imports and the outbox. It
-// speaks the engine's vocabulary (package ledger: errors, pages, record ids)
-// and registers its collections with the engine at Open (schema.go); the
-// service's index of the embedded store is package ledger/index.
+// Package repo is the domain's core: the store's face over the engine,
+// the schema it registers (every collection and kind of record), the
+// record helpers, lists, errors, sessions, idempotency, agent keys, the
+// rollback and its rules, and the registry the areas above fill at init
+// (registry.go). The areas are the packages under repo/ (repo/pitches,
+// repo/dossiers, ...): each imports the core and the areas below it, never
+// one above (direction_test.go). The records not yet moved to an area of
+// their own are still here. It speaks the engine's vocabulary (package
+// ledger: errors, pages, record ids); the service's index of the embedded
+// store is package ledger/index.
 //
 // The write path is package ledger (the engine): Store holds the engine
 // and the domain's own state, and every mutation goes through the engine's
@@ -36,46 +41,46 @@ const (
 
 // Collections. The names are what an analyst sees in mongosh.
 const (
-	collOutlets       = "outlets"
-	collContacts      = "contacts"
-	collChannels      = "channels"
-	collCampaigns     = "campaigns"
-	collOpportunities = "opportunities"
-	collCoverage      = "coverage"
-	collMedia         = "media"
-	collNotes         = "notes"
-	collEmails        = "email_threads"
-	collUsers         = "users"
-	collKeys          = "agent_keys"
-	// OAuth grants of the authorization server (oauth.go).
-	collOAuthGrants = "oauth_grants"
-	// The authorization server's clients, requests and sign-ins (oauthas.go).
-	collOAuthClients  = "oauth_clients"
-	collOAuthRequests = "oauth_requests"
-	collSignIns       = "sign_ins"
-	collKeyUsage      = ledger.CollKeyUsage
-	collChangeLog     = ledger.CollChangeLog
-	collCounters      = ledger.CollCounters
-	collPlans         = ledger.CollPlans
-	collIntents       = ledger.CollIntents
-	collPlanSteps     = ledger.CollPlanSteps
-	collSessions      = ledger.CollSessions
-	collSettings      = "settings"
+	CollOutlets       = "outlets"
+	CollContacts      = "contacts"
+	CollChannels      = "channels"
+	CollCampaigns     = "campaigns"
+	CollOpportunities = "opportunities"
+	CollCoverage      = "coverage"
+	CollMedia         = "media"
+	CollNotes         = "notes"
+	CollEmails        = "email_threads"
+	CollUsers         = "users"
+	CollKeys          = "agent_keys"
+	// OAuth grants of the authorization server (repo/access/oauth.go).
+	CollOAuthGrants = "oauth_grants"
+	// The authorization server's clients, requests and sign-ins (repo/access/oauthas.go).
+	CollOAuthClients  = "oauth_clients"
+	CollOAuthRequests = "oauth_requests"
+	CollSignIns       = "sign_ins"
+	CollKeyUsage      = ledger.CollKeyUsage
+	CollChangeLog     = ledger.CollChangeLog
+	CollCounters      = ledger.CollCounters
+	CollPlans         = ledger.CollPlans
+	CollIntents       = ledger.CollIntents
+	CollPlanSteps     = ledger.CollPlanSteps
+	CollSessions      = ledger.CollSessions
+	CollSettings      = "settings"
 	// The capability probes' scratch documents (ledger/probe.go).
-	collProbes = ledger.CollProbes
+	CollProbes = ledger.CollProbes
 	// The outbox and team messaging (notify.go, messages.go).
-	collSubscriptions = "subscriptions"
-	collNotifications = "notifications"
-	collDeliveries    = "deliveries"
-	collMessages      = "slack_messages"
+	CollSubscriptions = "subscriptions"
+	CollNotifications = "notifications"
+	CollDeliveries    = "deliveries"
+	CollMessages      = "slack_messages"
 	// Messages of the shared inbox read but not stored (emailheld.go).
-	collHeld = "email_held"
-	// Pitches and the suppression list (pitches.go, pitchsend.go).
-	collPitches      = "pitches"
-	collSuppressions = "suppressions"
+	CollHeld = "email_held"
+	// Pitches and the suppression list (repo/pitches).
+	CollPitches      = "pitches"
+	CollSuppressions = "suppressions"
 	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
-	collFiles  = ledger.CollFiles
-	collChunks = ledger.CollChunks
+	CollFiles  = ledger.CollFiles
+	CollChunks = ledger.CollChunks
 )
 
 // SecretCollections are the collections the analyst endpoint never shows:
@@ -83,12 +88,12 @@ const (
 // verifiers, the OAuth server's token, code and password hashes, the media URL signing secret, stored tool results), or the
 // write path's own bookkeeping, which carries a pending create's redacted
 // values until it lands.
-var SecretCollections = []string{collKeys, collOAuthGrants, collOAuthClients, collOAuthRequests, collSignIns, collSettings, collIdempotency, collIntents, collPlans, collPlanSteps}
+var SecretCollections = []string{CollKeys, CollOAuthGrants, CollOAuthClients, CollOAuthRequests, CollSignIns, CollSettings, CollIdempotency, CollIntents, CollPlans, CollPlanSteps}
 
 // SecretFields are, per collection, the fields the analyst endpoint never
 // shows: a pending change entry's sealed values (a create's redacted
 // fields, until the entry settles).
-var SecretFields = map[string][]string{collChangeLog: {"sealed"}}
+var SecretFields = map[string][]string{CollChangeLog: {"sealed"}}
 
 // Capabilities are what the connected server can do, detected at start
 // (ledger.Capabilities).
@@ -145,7 +150,7 @@ type Options struct {
 type Store struct {
 	*ledger.Engine
 	client *mongo.Client
-	log    zerolog.Logger
+	Log    zerolog.Logger
 	// schema is the domain's registration (schema.go).
 	schema ledger.Schema
 
@@ -160,7 +165,7 @@ type Store struct {
 	targets     atomic.Pointer[[]string] // delivery targets of new notifications (notify.go)
 	pitchWindow atomic.Int64             // the double-pitch window in nanoseconds; 0: the default (guards.go)
 
-	pitchPolicy atomic.Pointer[PitchPolicy] // the operator's pitch settings (pitches.go)
+	pitchPolicy atomic.Pointer[PitchPolicy] // the operator's pitch settings (pitchpolicy.go)
 
 	// turns queues this process's updates of one record (see modify).
 	turns recordTurns
@@ -174,6 +179,9 @@ type Store struct {
 // Open connects to uri, applies the index list, detects capabilities, picks
 // the write mode and recovers any write a crash left half-done.
 func Open(ctx context.Context, uri, database string, opts Options) (*Store, error) {
+	if err := checkRegistry(); err != nil {
+		return nil, err
+	}
 	copts := options.Client().ApplyURI(uri).SetTimeout(30 * time.Second).
 		SetBSONOptions(&options.BSONOptions{DefaultDocumentM: true})
 	if opts.Monitor != nil {
@@ -183,7 +191,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	s := &Store{client: client, log: opts.Logger, media: opts.Media.withDefaults()}
+	s := &Store{client: client, Log: opts.Logger, media: opts.Media.withDefaults()}
 	s.schema = domainSchema(s)
 	if err := s.setSigningKey(opts.Media.SigningKey); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
@@ -203,7 +211,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 		return nil, err
 	}
 	eng, err := ledger.Open(ctx, client, database, probeKey, ledger.Options{RecordCache: cacheBytes, WriteMode: opts.WriteMode, Lease: opts.Lease,
-		Exclusive: opts.Exclusive, Logger: opts.Logger, TextSearch: opts.TextSearch, TextColl: collNotes,
+		Exclusive: opts.Exclusive, Logger: opts.Logger, TextSearch: opts.TextSearch, TextColl: CollNotes,
 		ApplyIndexes: indexes.Apply, PrepareStore: opts.PrepareStore, IndexCheckpoint: opts.IndexCheckpoint, Lookups: opts.Lookups,
 		IndexCheck: opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1", Schema: s.schema})
 	if err != nil {

@@ -44,7 +44,7 @@ func TestConcurrentCreatesOfAFixedID(t *testing.T) {
 	if len(got.Competitors) != 1 || got.Competitors[0] != "First" || got.Version != 2 {
 		t.Errorf("settings after both: %+v, want competitors [First] at version 2 (the first writer retried as an update)", got)
 	}
-	cur, err := s.coll(collChangeLog).Find(ctx, bson.M{"record_id": orgSettingsID})
+	cur, err := s.coll(CollChangeLog).Find(ctx, bson.M{"record_id": orgSettingsID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestSameChangeIsRolledBackOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var change audit.Entry
-	if err := s.coll(collChangeLog).FindOne(ctx, bson.M{"record_id": id, "action": audit.ActionUpdate}).Decode(&change); err != nil {
+	if err := s.coll(CollChangeLog).FindOne(ctx, bson.M{"record_id": id, "action": audit.ActionUpdate}).Decode(&change); err != nil {
 		t.Fatal(err)
 	}
 	// The first rollback stops when its record has landed and its entry

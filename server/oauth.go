@@ -15,6 +15,7 @@ import (
 	"outreach/audit"
 	"outreach/oauth"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/tools"
 )
 
@@ -24,9 +25,9 @@ const OAuthKey = "oauth_grant"
 
 // oauthActor is the actor of an OAuth grant: the member who approved the
 // client, as the client's agent (one per client and member).
-func oauthActor(g *repo.OAuthGrant) audit.Actor {
+func oauthActor(g *access.OAuthGrant) audit.Actor {
 	return audit.Actor{UserID: g.UserID, AgentID: g.AgentID, KeyID: g.AgentID, KeyName: g.ClientName,
-		AgentType: repo.AgentTypeOAuth, Scopes: slices.Clone(g.Scopes)}
+		AgentType: access.AgentTypeOAuth, Scopes: slices.Clone(g.Scopes)}
 }
 
 // scopeChallenge answers 403 with an insufficient_scope challenge to a
@@ -70,7 +71,7 @@ func oauthVerifier(store *repo.Store, cfg *oauth.Config, implicit func(context.C
 		if cfg == nil {
 			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, oauth.ErrDisabled)
 		}
-		g, err := store.AuthenticateOAuth(r.Context(), token, cfg.Resource())
+		g, err := access.Of(store).AuthenticateOAuth(r.Context(), token, cfg.Resource())
 		if errors.Is(err, repo.ErrBadKey) {
 			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, lastReason(err))
 		}

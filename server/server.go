@@ -18,6 +18,7 @@ import (
 	"outreach/oauth"
 	"outreach/pitchsend"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/tools"
 )
 
@@ -55,7 +56,7 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 	implicit := implicitSession(store)
 	verifyOAuth := oauthVerifier(store, ocfg, implicit)
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
-		if strings.HasPrefix(token, repo.AccessTokenPrefix) {
+		if strings.HasPrefix(token, access.AccessTokenPrefix) {
 			return verifyOAuth(r, token)
 		}
 		k, err := store.Authenticate(ctx, token)

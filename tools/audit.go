@@ -7,6 +7,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/server/version"
 )
 
@@ -107,7 +108,7 @@ func Audit(s *repo.Store, o options) []Tool {
 			func(ctx context.Context, _ *noIn) (any, error) {
 				a, _ := audit.ActorFrom(ctx)
 				how := "key"
-				if a.AgentType == repo.AgentTypeOAuth {
+				if a.AgentType == access.AgentTypeOAuth {
 					how = "oauth"
 				}
 				return map[string]any{"user_id": a.UserID, "agent_id": a.AgentID, "agent_type": a.AgentType,

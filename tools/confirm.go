@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"outreach/repo"
+	"outreach/repo/pitches"
 )
 
 // Confirmations before consequential steps: rolling back a session of more
@@ -67,14 +68,14 @@ var confirmations = map[string]func(ctx context.Context, s *repo.Store, args map
 	},
 	"approve_pitch": func(ctx context.Context, s *repo.Store, args map[string]any) (string, error) {
 		p := pitchOf(ctx, s, args)
-		if p == nil || p.State != repo.PitchDraft {
+		if p == nil || p.State != pitches.PitchDraft {
 			return "", nil // the call says why it cannot be approved
 		}
 		return fmt.Sprintf("Approve pitch %q to %s for sending (content hash %.12s)?", p.Subject, recipientsOf(p), p.ContentHash), nil
 	},
 	"send_pitch": func(ctx context.Context, s *repo.Store, args map[string]any) (string, error) {
 		p := pitchOf(ctx, s, args)
-		if p == nil || (p.State != repo.PitchApproved && p.State != repo.PitchScheduled) {
+		if p == nil || (p.State != pitches.PitchApproved && p.State != pitches.PitchScheduled) {
 			return "", nil // the call says why it cannot be sent
 		}
 		when := "now"
@@ -125,19 +126,19 @@ func importQuestion(noun string) func(context.Context, *repo.Store, map[string]a
 }
 
 // pitchOf is the pitch a call names, or nil (the call reports why).
-func pitchOf(ctx context.Context, s *repo.Store, args map[string]any) *repo.Pitch {
+func pitchOf(ctx context.Context, s *repo.Store, args map[string]any) *pitches.Pitch {
 	id, _ := args["id"].(string)
 	if s == nil || checkUUID("id", id) != nil {
 		return nil
 	}
-	p, err := s.Pitch(ctx, strings.ToLower(id))
+	p, err := pitches.Of(s).Pitch(ctx, strings.ToLower(id))
 	if err != nil {
 		return nil
 	}
 	return p
 }
 
-func recipientsOf(p *repo.Pitch) string {
+func recipientsOf(p *pitches.Pitch) string {
 	if len(p.Recipients) == 1 {
 		return p.Recipients[0].Email
 	}

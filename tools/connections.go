@@ -7,6 +7,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/access"
 )
 
 // Connections lists and revokes the clients team members connected by
@@ -40,7 +41,7 @@ func Connections(s *repo.Store) []Tool {
 				if userID != a.UserID && !isAdmin(a) {
 					return nil, &repo.Error{Code: repo.CodePermissionDenied, Message: "another member's connected clients need the admin scope; leave user_id and all out to see your own"}
 				}
-				gs, err := s.ListOAuthGrants(ctx, userID)
+				gs, err := access.Of(s).ListOAuthGrants(ctx, userID)
 				if err != nil {
 					return nil, err
 				}
@@ -52,7 +53,7 @@ func Connections(s *repo.Store) []Tool {
 					return nil, err
 				}
 				a, _ := audit.ActorFrom(ctx)
-				g, err := s.OAuthGrant(ctx, in.ID)
+				g, err := access.Of(s).OAuthGrant(ctx, in.ID)
 				if err != nil {
 					return nil, err
 				}
@@ -62,7 +63,7 @@ func Connections(s *repo.Store) []Tool {
 				if g.RevokedAt != nil {
 					return nil, repo.Errorf(repo.CodeFailedPrecondition, "grant %s was already revoked (%s)", g.ID, g.RevokedReason)
 				}
-				return s.RevokeOAuthGrant(ctx, g.ID, fmt.Sprintf("revoked by user %s", a.UserID))
+				return access.Of(s).RevokeOAuthGrant(ctx, g.ID, fmt.Sprintf("revoked by user %s", a.UserID))
 			}),
 	}
 }

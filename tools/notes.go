@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"outreach/repo"
+	"outreach/repo/dossiers"
 )
 
 // Notes is the Notes group, exactly as the specification names it: notes,
@@ -212,7 +213,7 @@ func Notes(s *repo.Store) []Tool {
 				if in.ContactID == "" && in.OutletID == "" && in.OpportunityID == "" {
 					return nil, repo.Invalid("contact_id", "give at least one of contact_id, outlet_id, opportunity_id")
 				}
-				q := repo.InteractionQuery{ContactID: in.ContactID, OutletID: in.OutletID, OpportunityID: in.OpportunityID, Limit: limit}
+				q := dossiers.InteractionQuery{ContactID: in.ContactID, OutletID: in.OutletID, OpportunityID: in.OpportunityID, Limit: limit}
 				if err := checkOptionalUUIDs("contact_id", in.ContactID, "outlet_id", in.OutletID, "opportunity_id", in.OpportunityID); err != nil {
 					return nil, err
 				}
@@ -225,7 +226,7 @@ func Notes(s *repo.Store) []Tool {
 				if q.Since != nil && q.Until != nil && q.Until.Before(*q.Since) {
 					return nil, repo.Invalid("until", "is before since")
 				}
-				return s.InteractionLog(ctx, q)
+				return dossiers.Of(s).InteractionLog(ctx, q)
 			}),
 	}
 }

@@ -12,6 +12,10 @@ import (
 	"outreach/backup"
 	"outreach/mailsync"
 	"outreach/repo"
+	"outreach/repo/access"
+	"outreach/repo/dossiers"
+	"outreach/repo/pitches"
+	"outreach/repo/reports"
 )
 
 // Structured output. Every tool declares an outputSchema, derived from the Go
@@ -78,7 +82,7 @@ var outputs = map[string]*jsonschema.Schema{
 	"restore_coverage":           of[repo.Coverage](),
 
 	// Reports, settings, imports
-	"get_coverage_report": of[repo.CoverageReport](),
+	"get_coverage_report": of[reports.CoverageReport](),
 	"get_settings":        of[repo.OrgSettings](),
 	"update_settings":     of[repo.OrgSettings](),
 	"import_contacts":     of[repo.ImportResult](),
@@ -93,12 +97,12 @@ var outputs = map[string]*jsonschema.Schema{
 	"remove_note_link":       of[noteResult](),
 	"archive_note":           of[noteResult](),
 	"restore_note":           of[noteResult](),
-	"get_interaction_log":    of[repo.InteractionLog](),
+	"get_interaction_log":    of[dossiers.InteractionLog](),
 	"search":                 object("total", of[int](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "search_path", of[string](), "hits", of[[]repo.SearchHit]()),
-	"get_contact_dossier":    of[repo.ContactDossier](),
-	"get_outlet_dossier":     of[repo.OutletDossier](),
-	"get_opportunity_status": of[repo.OpportunityStatus](),
-	"get_agenda":             of[repo.Agenda](),
+	"get_contact_dossier":    of[dossiers.ContactDossier](),
+	"get_outlet_dossier":     of[dossiers.OutletDossier](),
+	"get_opportunity_status": of[dossiers.OpportunityStatus](),
+	"get_agenda":             of[dossiers.Agenda](),
 
 	// Audit, service, keys
 	"get_change_log":   list[audit.Entry]("changes"),
@@ -112,8 +116,8 @@ var outputs = map[string]*jsonschema.Schema{
 	"enable_toolset": of[toolsetsResult](),
 	"whoami": object("user_id", of[string](), "agent_id", of[string](), "agent_type", of[string](),
 		"key_id", of[string](), "key_name", of[string](), "scopes", of[[]string](), "session_id", of[string](), "signed_in_with", of[string]()),
-	"list_connected_clients":  object("total", of[int](), "connected_clients", of[[]repo.OAuthGrant]()),
-	"revoke_connected_client": of[repo.OAuthGrant](),
+	"list_connected_clients":  object("total", of[int](), "connected_clients", of[[]access.OAuthGrant]()),
+	"revoke_connected_client": of[access.OAuthGrant](),
 	"get_service_info":        optional(object("version", of[string](), "store", of[repo.Capabilities]()), "backup", of[backup.Status]()),
 	"create_agent_key":        object("key", of[string](), "agent_key", of[*repo.AgentKey](), "note", of[string]()),
 	"list_agent_keys":         object("total", of[int](), "agent_keys", of[[]repo.AgentKey]()),
@@ -153,11 +157,11 @@ var outputs = map[string]*jsonschema.Schema{
 		"status", of[string](), "answers", of[[]repo.Answer]()),
 	"list_questions": list[repo.Message]("questions"),
 	// Pitches
-	"create_pitch": of[repo.Pitch](), "get_pitch": of[repo.Pitch](), "list_pitches": list[repo.Pitch]("pitches"),
-	"update_pitch": of[repo.Pitch](), "approve_pitch": of[repo.Pitch](), "send_pitch": of[repo.Pitch](),
-	"cancel_pitch": of[repo.Pitch](), "archive_pitch": of[repo.Pitch](),
-	"add_suppression": of[repo.Suppression](), "remove_suppression": of[repo.Suppression](),
-	"list_suppressions":      list[repo.Suppression]("suppressions"),
+	"create_pitch": of[pitches.Pitch](), "get_pitch": of[pitches.Pitch](), "list_pitches": list[pitches.Pitch]("pitches"),
+	"update_pitch": of[pitches.Pitch](), "approve_pitch": of[pitches.Pitch](), "send_pitch": of[pitches.Pitch](),
+	"cancel_pitch": of[pitches.Pitch](), "archive_pitch": of[pitches.Pitch](),
+	"add_suppression": of[pitches.Suppression](), "remove_suppression": of[pitches.Suppression](),
+	"list_suppressions":      list[pitches.Suppression]("suppressions"),
 	"request_pitch_approval": of[pitchApprovalRequest](), "check_pitch_approval": of[pitchApprovalCheck](),
 }
 

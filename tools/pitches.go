@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"outreach/repo"
+	"outreach/repo/pitches"
 )
 
 // PitchSender sends a pitch that is due (package pitchsend).
 type PitchSender interface {
-	Deliver(ctx context.Context, id string) (*repo.Pitch, error)
+	Deliver(ctx context.Context, id string) (*pitches.Pitch, error)
 }
 
 // WithPitchSender gives send_pitch the team mailbox's sender.
@@ -74,14 +75,14 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 				if err := checkUUIDs("contact_ids", in.ContactIDs); err != nil {
 					return nil, err
 				}
-				return s.CreatePitch(ctx, repo.PitchInput{OpportunityID: in.OpportunityID, ContactIDs: in.ContactIDs, Subject: in.Subject, Body: in.Body})
+				return pitches.Of(s).CreatePitch(ctx, pitches.PitchInput{OpportunityID: in.OpportunityID, ContactIDs: in.ContactIDs, Subject: in.Subject, Body: in.Body})
 			}),
 		newTool("get_pitch", "One pitch: its state, content hash, approval (who, when, which content), schedule and each recipient's state (pending, sending, sent, bounced, replied, suppressed with the guard and reason, failed) with the Message-ID sent.", read,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.Pitch(ctx, in.ID)
+				return pitches.Of(s).Pitch(ctx, in.ID)
 			}),
 		newTool("list_pitches", "List pitches, newest first, by opportunity, recipient contact and state.", read,
 			func(ctx context.Context, in *listIn) (any, error) {
@@ -95,10 +96,10 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 				if err := optUUID("contact_id", in.ContactID); err != nil {
 					return nil, err
 				}
-				if err := checkOptEnums(optEnum{"state", in.State, repo.PitchStates}); err != nil {
+				if err := checkOptEnums(optEnum{"state", in.State, pitches.PitchStates}); err != nil {
 					return nil, err
 				}
-				p, err := s.ListPitches(ctx, repo.PitchFilter{OpportunityID: in.OpportunityID, ContactID: in.ContactID, State: in.State, IncludeArchived: in.IncludeArchived}, limit, offset)
+				p, err := pitches.Of(s).ListPitches(ctx, pitches.PitchFilter{OpportunityID: in.OpportunityID, ContactID: in.ContactID, State: in.State, IncludeArchived: in.IncludeArchived}, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -114,28 +115,28 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 						return nil, err
 					}
 				}
-				return s.UpdatePitch(ctx, in.ID, repo.PitchPatch{Subject: in.Subject, Body: in.Body, ContactIDs: in.ContactIDs})
+				return pitches.Of(s).UpdatePitch(ctx, in.ID, pitches.PitchPatch{Subject: in.Subject, Body: in.Body, ContactIDs: in.ContactIDs})
 			}),
 		newTool("approve_pitch", "Approve a draft pitch for sending. Needs a key with the scope the operator's policy names (admin by default) and a different agent and key than the one that drafted it. The approval records who, when and the content hash approved; an edit voids it. override_reason lets it go to contacts the team pitched within the double-pitch window.", change,
 			func(ctx context.Context, in *approveIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.ApprovePitch(ctx, in.ID, in.ContentHash, in.OverrideReason)
+				return pitches.Of(s).ApprovePitch(ctx, in.ID, in.ContentHash, in.OverrideReason)
 			}),
 		newTool("send_pitch", "Send an approved pitch from the team mailbox, now or at scheduled_at (the delivery worker sends it when due). Just before each recipient's SMTP transaction the guards are checked again: do-not-contact, the suppression list, an embargo on the opportunity or campaign, the double-pitch window and the daily and per-domain caps; a refused recipient is suppressed with the reason, the others go. A send cannot be rolled back. A sent pitch moves its opportunity to pitched.", send,
 			func(ctx context.Context, in *sendIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				at, zone, err := s.PitchSchedule(ctx, in.ID, in.ScheduledAt)
+				at, zone, err := pitches.Of(s).PitchSchedule(ctx, in.ID, in.ScheduledAt)
 				if err != nil {
 					return nil, err
 				}
 				if sender == nil {
 					return nil, repo.Errorf(repo.CodeFailedPrecondition, "no outgoing mail server is configured (OUTREACH_SMTP_ADDR); pitches can be drafted and approved but not sent")
 				}
-				p, err := s.SchedulePitch(ctx, in.ID, at, zone)
+				p, err := pitches.Of(s).SchedulePitch(ctx, in.ID, at, zone)
 				if err != nil || p.ScheduledAt.After(time.Now()) {
 					return p, err
 				}
@@ -146,18 +147,18 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.CancelPitch(ctx, in.ID)
+				return pitches.Of(s).CancelPitch(ctx, in.ID)
 			}),
 		newTool("archive_pitch", "Archive a pitch that is not scheduled or sending (soft delete).", change,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.ArchivePitch(ctx, in.ID)
+				return pitches.Of(s).ArchivePitch(ctx, in.ID)
 			}),
 		newTool("add_suppression", "Put an address on the suppression list by hand: no pitch is sent to it. Hard bounces and unsubscribe links add addresses themselves.", change,
 			func(ctx context.Context, in *supIn) (any, error) {
-				sup, added, err := s.AddSuppression(ctx, in.Email, repo.SuppressManual, in.Note, "")
+				sup, added, err := pitches.Of(s).AddSuppression(ctx, in.Email, pitches.SuppressManual, in.Note, "")
 				if err != nil {
 					return nil, err
 				}
@@ -168,7 +169,7 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 			}),
 		newTool("remove_suppression", "Take an address off the suppression list (for example after the journalist asked to be pitched again). Needs the admin scope.", change,
 			func(ctx context.Context, in *supOutIn) (any, error) {
-				return s.RemoveSuppression(ctx, in.Email)
+				return pitches.Of(s).RemoveSuppression(ctx, in.Email)
 			}),
 		newTool("list_suppressions", "List the suppression list, newest first: address, reason (hard_bounce, unsubscribe, manual), note and the pitch that caused it.", read,
 			func(ctx context.Context, in *supListIn) (any, error) {
@@ -176,10 +177,10 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				if err := checkOptEnums(optEnum{"reason", in.Reason, repo.SuppressionReasons}); err != nil {
+				if err := checkOptEnums(optEnum{"reason", in.Reason, pitches.SuppressionReasons}); err != nil {
 					return nil, err
 				}
-				p, err := s.ListSuppressions(ctx, in.Reason, limit, offset)
+				p, err := pitches.Of(s).ListSuppressions(ctx, in.Reason, limit, offset)
 				if err != nil {
 					return nil, err
 				}

@@ -8,6 +8,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/pitches"
 	"outreach/slackmsg"
 )
 
@@ -39,11 +40,11 @@ func PitchApprovals(s *repo.Store, slack *slackmsg.Client) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				p, err := s.Pitch(ctx, strings.ToLower(in.ID))
+				p, err := pitches.Of(s).Pitch(ctx, strings.ToLower(in.ID))
 				if err != nil {
 					return nil, err
 				}
-				if p.Archived() || p.State != repo.PitchDraft {
+				if p.Archived() || p.State != pitches.PitchDraft {
 					return nil, &repo.Error{Code: repo.CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s is %s; only a draft is put up for approval", p.ID, pitchStateOf(p))}
 				}
 				if err := ready("request_pitch_approval"); err != nil {
@@ -66,7 +67,7 @@ func PitchApprovals(s *repo.Store, slack *slackmsg.Client) []Tool {
 				if err := checkUUID("request_id", in.RequestID); err != nil {
 					return nil, err
 				}
-				req, err := s.PitchApprovalRequest(ctx, strings.ToLower(in.RequestID))
+				req, err := pitches.Of(s).PitchApprovalRequest(ctx, strings.ToLower(in.RequestID))
 				if err != nil {
 					return nil, err
 				}
@@ -86,11 +87,11 @@ func PitchApprovals(s *repo.Store, slack *slackmsg.Client) []Tool {
 				}
 				out := &pitchApprovalCheck{RequestID: req.ID, PitchID: req.PitchID, ContentHash: req.ContentHash, Status: "waiting", Ignored: []ignoredAnswer{}}
 				for _, a := range answers {
-					verdict := repo.SlackVerdict(a.Text)
+					verdict := pitches.SlackVerdict(a.Text)
 					if verdict == "" {
 						continue
 					}
-					u, _, err := s.SlackApprover(ctx, a.User)
+					u, _, err := pitches.Of(s).SlackApprover(ctx, a.User)
 					if err != nil {
 						if repo.ErrorCode(err) != repo.CodePermissionDenied {
 							return nil, err
@@ -103,13 +104,13 @@ func PitchApprovals(s *repo.Store, slack *slackmsg.Client) []Tool {
 						out.Status = "denied"
 						break
 					}
-					p, err := s.Pitch(ctx, req.PitchID)
+					p, err := pitches.Of(s).Pitch(ctx, req.PitchID)
 					if err != nil {
 						return nil, err
 					}
 					// Read again after the approval was recorded: nothing more.
-					if p.Approval == nil || p.Approval.ContentHash != req.ContentHash || p.Approval.By.AgentID != repo.SlackAgent(a.User) {
-						if p, err = s.ApprovePitchFromSlack(ctx, req, a.User); err != nil {
+					if p.Approval == nil || p.Approval.ContentHash != req.ContentHash || p.Approval.By.AgentID != pitches.SlackAgent(a.User) {
+						if p, err = pitches.Of(s).ApprovePitchFromSlack(ctx, req, a.User); err != nil {
 							return nil, err
 						}
 					}
@@ -138,7 +139,7 @@ type pitchApprovalCheck struct {
 	// Status is waiting, approved or denied.
 	Status    string          `json:"status"`
 	DecidedBy *slackDecider   `json:"decided_by,omitempty"`
-	Pitch     *repo.Pitch     `json:"pitch,omitempty"`
+	Pitch     *pitches.Pitch  `json:"pitch,omitempty"`
 	Ignored   []ignoredAnswer `json:"ignored"`
 }
 
@@ -157,7 +158,7 @@ type ignoredAnswer struct {
 	Reason string `json:"reason"`
 }
 
-func pitchStateOf(p *repo.Pitch) string {
+func pitchStateOf(p *pitches.Pitch) string {
 	if p.Archived() {
 		return "archived"
 	}
@@ -166,14 +167,14 @@ func pitchStateOf(p *repo.Pitch) string {
 
 // approvalText is a pitch as posted for approval: who asks, subject,
 // recipients, the body's start, the content hash and how to answer.
-func approvalText(p *repo.Pitch) string {
+func approvalText(p *pitches.Pitch) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, ":envelope: *Approve this pitch?* %s\n*Subject:* %s\n*To:* ", p.ID, p.Subject)
 	for i, r := range p.Recipients {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s <%s>", repo.RecipientName(r), r.Email)
+		fmt.Fprintf(&b, "%s <%s>", pitches.RecipientName(r), r.Email)
 	}
 	fmt.Fprintf(&b, "\n*From:* %s\n>%s", p.From, strings.ReplaceAll(clip(p.Body), "\n", "\n>"))
 	fmt.Fprintf(&b, "\n*Content hash:* `%s`", p.ContentHash)

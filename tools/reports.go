@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"outreach/repo"
+	"outreach/repo/reports"
 )
 
 // Reports is the Reports group: the coverage report and the organisation
@@ -27,7 +28,7 @@ func Reports(s *repo.Store) []Tool {
 	return []Tool{
 		newTool("get_coverage_report", "The coverage report over any date range (by published_at, both ends inclusive), for a campaign, a set of outlets, or the whole team: counts by type, sentiment and outlet tier; reach counted two ways, each labelled (total impressions = sum of reach per item; unique audience = audience_size once per outlet); share of voice against the tracked competitors (see update_settings); a trend by week (Monday 00:00 UTC); and, only when a rate is configured, a labelled AVE; and the pitches sent in the range and scope, with replies and bounces so far. Sums stop at the largest figure instead of wrapping (reach.saturated says so). Archived coverage is not counted.", read,
 			func(ctx context.Context, in *reportIn) (any, error) {
-				q := repo.CoverageReportQuery{CampaignID: in.CampaignID, OutletIDs: in.OutletIDs, Until: time.Now().UTC()}
+				q := reports.CoverageReportQuery{CampaignID: in.CampaignID, OutletIDs: in.OutletIDs, Until: time.Now().UTC()}
 				if err := optUUID("campaign_id", in.CampaignID); err != nil {
 					return nil, err
 				}
@@ -56,7 +57,7 @@ func Reports(s *repo.Store) []Tool {
 				if since != nil {
 					q.Since = *since
 				}
-				return s.CoverageReport(ctx, q)
+				return reports.Of(s).CoverageReport(ctx, q)
 			}),
 		newTool("get_settings", "The organisation settings: the competitor names share of voice tracks, and the AVE rate and currency (null when AVE is off).", read,
 			func(ctx context.Context, _ *noIn) (any, error) { return s.Settings(ctx) }),

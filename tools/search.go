@@ -7,6 +7,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/dossiers"
 )
 
 // Search is the Search group: one query across every kind of record, the
@@ -76,7 +77,7 @@ func Search(s *repo.Store) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				return s.ContactDossier(ctx, in.ContactID, n)
+				return dossiers.Of(s).ContactDossier(ctx, in.ContactID, n)
 			}),
 		newTool("get_outlet_dossier", "Everything known about an outlet: the record, its channels, contacts (current and past), opportunities by stage, coverage counts by sentiment and by type with total reach, and the latest interactions.", read,
 			func(ctx context.Context, in *outletIn) (any, error) {
@@ -87,7 +88,7 @@ func Search(s *repo.Store) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				return s.OutletDossier(ctx, in.OutletID, n)
+				return dossiers.Of(s).OutletDossier(ctx, in.OutletID, n)
 			}),
 		newTool("get_opportunity_status", "Where an opportunity stands: its stage and days in it, the stage history with how long each stage lasted, the next action and whether it is overdue, its contacts and coverage, whether a contact replied by email since the latest pitch, and the latest interactions.", read,
 			func(ctx context.Context, in *statusIn) (any, error) {
@@ -102,7 +103,7 @@ func Search(s *repo.Store) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				return s.OpportunityStatus(ctx, in.OpportunityID, asOf, n)
+				return dossiers.Of(s).OpportunityStatus(ctx, in.OpportunityID, asOf, n)
 			}),
 		newTool("get_agenda", "What needs doing, for the whole team or one member, most urgent first: next actions overdue, pitches with no reply after no_reply_days, replies in email threads not linked to any opportunity (team only), next actions due within due_days, embargoes lifting within embargo_days (opportunities; campaigns for the team), and open opportunities untouched for untouched_days. Each item gives its reason, a message, and the record's type and id.", read,
 			func(ctx context.Context, in *agendaIn) (any, error) {
@@ -110,7 +111,7 @@ func Search(s *repo.Store) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				q := repo.AgendaQuery{UserID: in.UserID, Limit: limit, Offset: offset}
+				q := dossiers.AgendaQuery{UserID: in.UserID, Limit: limit, Offset: offset}
 				for _, p := range []struct {
 					v    *int
 					def  int
@@ -140,7 +141,7 @@ func Search(s *repo.Store) []Tool {
 				if q.AsOf, err = optAsOf(in.AsOf); err != nil {
 					return nil, err
 				}
-				return s.Agenda(ctx, q)
+				return dossiers.Of(s).Agenda(ctx, q)
 			}),
 	}
 }
@@ -149,7 +150,7 @@ func Search(s *repo.Store) []Tool {
 // field's tags, checked on decoding).
 func interactions(n *int) (int, error) {
 	if n == nil {
-		return repo.DefaultInteractions, nil
+		return dossiers.DefaultInteractions, nil
 	}
 	return *n, nil
 }

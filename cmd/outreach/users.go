@@ -15,6 +15,7 @@ import (
 
 	"outreach/oauth"
 	"outreach/repo"
+	"outreach/repo/access"
 )
 
 // users runs `outreach users invite|clients|disconnect`: the team members'
@@ -60,16 +61,16 @@ func users(ctx context.Context, cfg config, args []string, stdout, stderr io.Wri
 func executeUsers(ctx context.Context, store *repo.Store, c command, out io.Writer) error {
 	switch c.Name {
 	case "users invite":
-		u, token, err := store.InviteMember(ctx, c.UserEmail, c.KeyName, c.Scopes)
+		u, token, err := access.Of(store).InviteMember(ctx, c.UserEmail, c.KeyName, c.Scopes)
 		if err != nil {
 			return err
 		}
-		si, err := store.SignInOf(ctx, u.ID)
+		si, err := access.Of(store).SignInOf(ctx, u.ID)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "Invite for %s (%s), allowed scopes %s; the link works once, for %s. Send it to them:\n\n    %s%s?token=%s\n\n",
-			u.Name, u.Email, strings.Join(si.Scopes, ","), repo.InviteTTL, c.PublicURL, oauth.PathInvite, url.QueryEscape(token))
+			u.Name, u.Email, strings.Join(si.Scopes, ","), access.InviteTTL, c.PublicURL, oauth.PathInvite, url.QueryEscape(token))
 		return nil
 	case "users clients":
 		userID := ""
@@ -80,7 +81,7 @@ func executeUsers(ctx context.Context, store *repo.Store, c command, out io.Writ
 			}
 			userID = u.ID
 		}
-		gs, err := store.ListOAuthGrants(ctx, userID)
+		gs, err := access.Of(store).ListOAuthGrants(ctx, userID)
 		if err != nil {
 			return err
 		}
@@ -90,14 +91,14 @@ func executeUsers(ctx context.Context, store *repo.Store, c command, out io.Writ
 		}
 		return nil
 	case "users disconnect":
-		g, err := store.OAuthGrant(ctx, c.ID)
+		g, err := access.Of(store).OAuthGrant(ctx, c.ID)
 		if err != nil {
 			return err
 		}
 		if g.RevokedAt != nil {
 			return fmt.Errorf("grant %s was already revoked at %s", g.ID, g.RevokedAt.Format(time.RFC3339))
 		}
-		if _, err := store.RevokeOAuthGrant(ctx, g.ID, "revoked by an operator"); err != nil {
+		if _, err := access.Of(store).RevokeOAuthGrant(ctx, g.ID, "revoked by an operator"); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "disconnected %s (%s for user %s)\n", g.ID, g.ClientName, g.UserID)

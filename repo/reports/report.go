@@ -1,8 +1,7 @@
-package repo
+package reports
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,163 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"outreach/audit"
 	"outreach/ledger"
+	"outreach/repo"
+	"outreach/repo/pitches"
 )
-
-// Organisation settings: one record in settings, written through the write
-// path like any other (update_settings), so its history is in the change
-// log and a rollback restores it.
-
-// OrgSettings are the organisation-level settings of the coverage report.
-type OrgSettings struct {
-	Meta `bson:",inline"`
-	Name string `bson:"name" json:"-"`
-	// Competitors are the names share of voice looks for in coverage
-	// titles and summaries.
-	Competitors []string `bson:"competitors" json:"competitors"`
-	// AVERatePerThousand is the advertising-value rate per thousand
-	// impressions; nil: no AVE in reports.
-	AVERatePerThousand *float64 `bson:"ave_rate_per_thousand,omitempty" json:"ave_rate_per_thousand"`
-	AVECurrency        string   `bson:"ave_currency,omitempty" json:"ave_currency,omitempty"`
-}
-
-var orgSettingsID = uuid.NewSHA1(uuid.MustParse("8d3c1f4e-2b6a-4e7d-9c5b-1a2f3e4d5c6b"), []byte("organisation")).String()
-
-// The organisation settings are a singleton: they exist, holding their
-// defaults, before anyone sets them (get_settings answers the defaults), and
-// they are never archived. So the change that first stored them is, to a
-// rollback, an update from the defaults: rolling it back sets the fields it
-// wrote back to their defaults (a conflict where one changed since), and the
-// record stays active, as a rollback of any later update leaves it. A
-// mailbox's sync state is a singleton of the same kind (EmailSyncState reads
-// it whatever its state), with the zero mark as its default.
-
-// singletonBefore returns the state a rollback treats as the before of c
-// when c is the create of a singleton record (its defaults, with the
-// record's own id and dates), or nil.
-func singletonBefore(c audit.Entry) bson.M {
-	if c.Collection != collSettings || c.Before != nil || c.Action != audit.ActionCreate {
-		return nil
-	}
-	var zero any
-	switch name, _ := c.After["name"].(string); {
-	case c.RecordID == orgSettingsID:
-		zero = &OrgSettings{Name: "organisation", Competitors: []string{}}
-	case name == "email_sync":
-		// A mailbox's sync state: never synced is its zero mark, so the
-		// rollback of its first sync moves the mark back to the start and
-		// the next sync reads the mailbox again, as after the rollback of
-		// any later sync.
-		account, _ := c.After["account"].(string)
-		mailbox, _ := c.After["mailbox"].(string)
-		zero = &EmailSyncState{Name: name, Account: account, Mailbox: mailbox}
-	default:
-		return nil
-	}
-	def, err := ledger.ToM(zero)
-	if err != nil {
-		return nil
-	}
-	for _, k := range []string{"_id", "created_at", "updated_at", "archived_at"} {
-		if v, ok := c.After[k]; ok {
-			def[k] = v
-		} else {
-			delete(def, k)
-		}
-	}
-	return def
-}
-
-// MaxCompetitors bounds the competitor list.
-const MaxCompetitors = 50
-
-// Settings returns the organisation settings (empty when never set).
-func (s *Store) Settings(ctx context.Context) (*OrgSettings, error) {
-	st := &OrgSettings{}
-	err := s.coll(collSettings).FindOne(ctx, bson.M{"_id": orgSettingsID}).Decode(st)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return &OrgSettings{Meta: Meta{ID: orgSettingsID}, Name: "organisation", Competitors: []string{}}, nil
-	}
-	if err != nil {
-		return nil, ledger.DriverErr(err, "setting", "organisation")
-	}
-	if st.Competitors == nil {
-		st.Competitors = []string{}
-	}
-	return st, nil
-}
-
-// SettingsPatch changes the organisation settings: nil leaves a field.
-type SettingsPatch struct {
-	Competitors *[]string
-	// AVERate: a pointer to nil clears the rate.
-	AVERate     **float64
-	AVECurrency *string
-}
-
-// UpdateSettings applies p to the organisation settings.
-func (s *Store) UpdateSettings(ctx context.Context, p SettingsPatch) (*OrgSettings, error) {
-	var names []string
-	if p.Competitors != nil {
-		if len(*p.Competitors) > MaxCompetitors {
-			return nil, Invalid("competitors", "has %d names; the most is %d", len(*p.Competitors), MaxCompetitors)
-		}
-		names = []string{}
-		for i, n := range *p.Competitors {
-			n = strings.TrimSpace(n)
-			if n == "" || len(n) > 200 {
-				return nil, Invalid("competitors", "name %d is empty or longer than 200 characters", i)
-			}
-			if !slices.ContainsFunc(names, func(x string) bool { return strings.EqualFold(x, n) }) {
-				names = append(names, n)
-			}
-		}
-	}
-	if p.AVERate != nil && *p.AVERate != nil {
-		r := **p.AVERate
-		if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || r > 1e9 {
-			return nil, Invalid("ave_rate_per_thousand", "must be 0 to 1e9 (currency per thousand impressions), or null to turn AVE off")
-		}
-	}
-	if p.AVECurrency != nil && len(strings.TrimSpace(*p.AVECurrency)) > 10 {
-		return nil, Invalid("ave_currency", "must be a short currency code such as EUR or USD")
-	}
-	apply := func(st *OrgSettings) error {
-		if names != nil {
-			st.Competitors = names
-		}
-		if p.AVERate != nil {
-			st.AVERatePerThousand = *p.AVERate
-		}
-		setText(&st.AVECurrency, p.AVECurrency)
-		if st.Competitors == nil {
-			st.Competitors = []string{}
-		}
-		return nil
-	}
-	for attempt := 0; attempt < 5; attempt++ {
-		cur, err := s.Settings(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if cur.CreatedAt.IsZero() {
-			_ = apply(cur)
-			cur.Meta = Meta{ID: orgSettingsID}
-			err = insert(ctx, s, collSettings, cur)
-			if isConflict(err) {
-				continue // created meanwhile
-			}
-			return cur, err
-		}
-		return modify(ctx, s, collSettings, orgSettingsID, audit.ActionUpdate, apply)
-	}
-	return nil, Errorf(CodeConflict, "the settings changed while being updated; retry")
-}
 
 // CoverageReportQuery selects the coverage a report counts: active coverage
 // published in [Since, Until], of one campaign, of a set of outlets, or of
@@ -276,49 +124,49 @@ func weekStart(t time.Time) time.Time {
 // it gives the same figures on every store.
 func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*CoverageReport, error) {
 	if q.Until.Before(q.Since) {
-		return nil, Invalid("until", "%s is before since %s", q.Until.Format(time.RFC3339), q.Since.Format(time.RFC3339))
+		return nil, repo.Invalid("until", "%s is before since %s", q.Until.Format(time.RFC3339), q.Since.Format(time.RFC3339))
 	}
-	r := &CoverageReport{Scope: "team", Since: q.Since, Until: q.Until, ComputedAt: now(),
+	r := &CoverageReport{Scope: "team", Since: q.Since, Until: q.Until, ComputedAt: repo.Now(),
 		ByType: map[string]int{}, BySentiment: map[string]int{unrated: 0}, ByTier: map[string]int{"1": 0, "2": 0, "3": 0, untiered: 0},
 		Trend: []WeekTrend{}}
-	for _, t := range CoverageTypes {
+	for _, t := range repo.CoverageTypes {
 		r.ByType[t] = 0
 	}
-	for _, t := range Sentiments {
+	for _, t := range repo.Sentiments {
 		r.BySentiment[t] = 0
 	}
 	filter := bson.M{"archived_at": nil, "published_at": bson.M{"$gte": q.Since, "$lte": q.Until}}
 	var oppFilter bson.M // the scope's opportunities, for the pitches; nil: the team's
 	switch {
 	case q.CampaignID != "" && len(q.OutletIDs) > 0:
-		return nil, Invalid("outlet_ids", "give either campaign_id or outlet_ids (or neither, for the team), not both")
+		return nil, repo.Invalid("outlet_ids", "give either campaign_id or outlet_ids (or neither, for the team), not both")
 	case q.CampaignID != "":
 		if _, err := s.Campaign(ctx, q.CampaignID); err != nil {
-			return nil, withField(err, "campaign_id")
+			return nil, repo.WithField(err, "campaign_id")
 		}
 		filter["campaign_id"] = q.CampaignID
 		oppFilter = bson.M{"campaign_id": q.CampaignID}
 		r.Scope, r.CampaignID = "campaign", q.CampaignID
 	case len(q.OutletIDs) > 0:
-		ids := uniqueIDs(q.OutletIDs)
+		ids := repo.UniqueIDs(q.OutletIDs)
 		for _, id := range ids {
-			if _, err := find[*Outlet](ctx, s, collOutlets, id); err != nil {
-				return nil, withField(err, "outlet_ids")
+			if _, err := repo.Find[*repo.Outlet](ctx, s.Store, repo.CollOutlets, id); err != nil {
+				return nil, repo.WithField(err, "outlet_ids")
 			}
 		}
 		filter["outlet_id"] = bson.M{"$in": ids}
 		oppFilter = bson.M{"outlet_id": bson.M{"$in": ids}}
 		r.Scope, r.OutletIDs = "outlets", ids
 	}
-	n, err := s.count(ctx, collCoverage, filter)
+	n, err := s.Count(ctx, repo.CollCoverage, filter)
 	if err != nil {
 		return nil, ledger.DriverErr(err, "coverage", "report")
 	}
 	if n > MaxReportItems {
-		return nil, Errorf(CodeFailedPrecondition, "the range holds %d coverage items, more than the %d one report reads; narrow since/until or the scope", n, MaxReportItems)
+		return nil, repo.Errorf(repo.CodeFailedPrecondition, "the range holds %d coverage items, more than the %d one report reads; narrow since/until or the scope", n, MaxReportItems)
 	}
-	var items []Coverage
-	if err := s.findProjected(ctx, collCoverage, filter, bson.M{"title": 1, "summary": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}, &items); err != nil {
+	var items []repo.Coverage
+	if err := s.FindProjected(ctx, repo.CollCoverage, filter, bson.M{"title": 1, "summary": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}, &items); err != nil {
 		return nil, err
 	}
 	settings, err := s.Settings(ctx)
@@ -331,11 +179,11 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 			outletIDs = append(outletIDs, c.OutletID)
 		}
 	}
-	var outlets []Outlet
-	if err := s.findProjected(ctx, collOutlets, byIDs(outletIDs), bson.M{"tier": 1, "audience_size": 1}, &outlets); err != nil {
+	var outlets []repo.Outlet
+	if err := s.FindProjected(ctx, repo.CollOutlets, repo.ByIDs(outletIDs), bson.M{"tier": 1, "audience_size": 1}, &outlets); err != nil {
 		return nil, err
 	}
-	byOutlet := map[string]*Outlet{}
+	byOutlet := map[string]*repo.Outlet{}
 	for i := range outlets {
 		byOutlet[outlets[i].ID] = &outlets[i]
 	}
@@ -366,7 +214,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		} else {
 			r.Reach.ItemsWithoutReach++
 		}
-		r.Reach.TotalImpressions = addFigures(r.Reach.TotalImpressions, reach)
+		r.Reach.TotalImpressions = repo.AddFigures(r.Reach.TotalImpressions, reach)
 		text := strings.ToLower(c.Title + "\n" + c.Summary)
 		for i, name := range lowered {
 			if strings.Contains(text, name) {
@@ -380,7 +228,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 			weeks[wk] = w
 		}
 		w.Items++
-		w.TotalImpressions = addFigures(w.TotalImpressions, reach)
+		w.TotalImpressions = repo.AddFigures(w.TotalImpressions, reach)
 	}
 	for _, id := range outletIDs {
 		o := byOutlet[id]
@@ -388,7 +236,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 			r.Reach.OutletsWithoutSize++
 			continue
 		}
-		r.Reach.UniqueAudience = addFigures(r.Reach.UniqueAudience, *o.AudienceSize)
+		r.Reach.UniqueAudience = repo.AddFigures(r.Reach.UniqueAudience, *o.AudienceSize)
 	}
 	r.Reach.Saturated = r.Reach.TotalImpressions == math.MaxInt64 || r.Reach.UniqueAudience == math.MaxInt64
 	r.Share.Ours = r.Items
@@ -436,17 +284,17 @@ func (s *Store) pitchCounts(ctx context.Context, oppFilter bson.M, since, until 
 	pc := ReportPitches{Label: labelPitches}
 	filter := bson.M{"archived_at": nil, "recipients.sent_at": bson.M{"$gte": since, "$lte": until}}
 	if oppFilter != nil {
-		opps, err := s.distinctIDs(ctx, collOpportunities, oppFilter)
+		opps, err := s.DistinctIDs(ctx, repo.CollOpportunities, oppFilter)
 		if err != nil {
 			return pc, err
 		}
 		filter["opportunity_id"] = bson.M{"$in": opps}
 	}
-	var pitches []Pitch
-	if err := s.findProjected(ctx, collPitches, filter, bson.M{"recipients": 1}, &pitches); err != nil {
+	var sent []pitches.Pitch
+	if err := s.FindProjected(ctx, repo.CollPitches, filter, bson.M{"recipients": 1}, &sent); err != nil {
 		return pc, err
 	}
-	for _, p := range pitches {
+	for _, p := range sent {
 		counted := false
 		for _, rc := range p.Recipients {
 			if rc.SentAt == nil || rc.SentAt.Before(since) || rc.SentAt.After(until) {
@@ -455,9 +303,9 @@ func (s *Store) pitchCounts(ctx context.Context, oppFilter bson.M, since, until 
 			counted = true
 			pc.RecipientsSent++
 			switch rc.State {
-			case RecipientReplied:
+			case pitches.RecipientReplied:
 				pc.Replied++
-			case RecipientBounced:
+			case pitches.RecipientBounced:
 				pc.Bounced++
 			}
 		}

@@ -1,4 +1,4 @@
-package repo
+package pitches
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/ledger"
+	"outreach/repo"
 )
 
 // The sending side of pitches: the suppression list, the claim a sender
@@ -35,7 +37,7 @@ var SuppressionReasons = []string{SuppressHardBounce, SuppressUnsubscribe, Suppr
 
 // Suppression is an address pitches are never sent to.
 type Suppression struct {
-	Meta       `bson:",inline"`
+	repo.Meta  `bson:",inline"`
 	Email      string `bson:"email" json:"email"`
 	EmailLower string `bson:"email_lower" json:"-"`
 	Reason     string `bson:"reason" json:"reason"`
@@ -48,7 +50,7 @@ type Suppression struct {
 func normalAddress(field, email string) (string, string, error) {
 	a, err := mail.ParseAddress(strings.TrimSpace(email))
 	if err != nil || a.Name != "" {
-		return "", "", Invalid(field, "%q is not an email address", email)
+		return "", "", repo.Invalid(field, "%q is not an email address", email)
 	}
 	return a.Address, strings.ToLower(a.Address), nil
 }
@@ -56,7 +58,7 @@ func normalAddress(field, email string) (string, string, error) {
 // Suppressed returns the active suppression of an address, or nil.
 func (s *Store) Suppressed(ctx context.Context, email string) (*Suppression, error) {
 	var out []Suppression
-	if err := s.findAll(ctx, collSuppressions, bson.M{"email_lower": strings.ToLower(strings.TrimSpace(email)), "archived_at": nil}, nil, &out); err != nil {
+	if err := s.FindAll(ctx, repo.CollSuppressions, bson.M{"email_lower": strings.ToLower(strings.TrimSpace(email)), "archived_at": nil}, nil, &out); err != nil {
 		return nil, err
 	}
 	for i := range out {
@@ -70,7 +72,7 @@ func (s *Store) Suppressed(ctx context.Context, email string) (*Suppression, err
 // AddSuppression puts an address on the suppression list. An address
 // already on it is answered with its suppression and added reports false.
 func (s *Store) AddSuppression(ctx context.Context, email, reason, note, pitchID string) (sup *Suppression, added bool, err error) {
-	if err := oneOf("reason", reason, SuppressionReasons); err != nil {
+	if err := repo.OneOf("reason", reason, SuppressionReasons); err != nil {
 		return nil, false, err
 	}
 	addr, lower, err := normalAddress("email", email)
@@ -81,7 +83,7 @@ func (s *Store) AddSuppression(ctx context.Context, email, reason, note, pitchID
 		return cur, false, err
 	}
 	sup = &Suppression{Email: addr, EmailLower: lower, Reason: reason, Note: strings.TrimSpace(note), PitchID: pitchID}
-	if err := insert(ctx, s, collSuppressions, sup); err != nil {
+	if err := repo.Insert(ctx, s.Store, repo.CollSuppressions, sup); err != nil {
 		return nil, false, err
 	}
 	return sup, true, nil
@@ -90,8 +92,8 @@ func (s *Store) AddSuppression(ctx context.Context, email, reason, note, pitchID
 // RemoveSuppression takes an address off the suppression list (archives
 // its suppression; restore is not offered: add it again).
 func (s *Store) RemoveSuppression(ctx context.Context, email string) (*Suppression, error) {
-	if a, _ := audit.ActorFrom(ctx); !slices.Contains(a.Scopes, ScopeAdmin) {
-		return nil, Errorf(CodePermissionDenied, "only a key with the admin scope takes an address off the suppression list")
+	if a, _ := audit.ActorFrom(ctx); !slices.Contains(a.Scopes, repo.ScopeAdmin) {
+		return nil, repo.Errorf(repo.CodePermissionDenied, "only a key with the admin scope takes an address off the suppression list")
 	}
 	_, lower, err := normalAddress("email", email)
 	if err != nil {
@@ -102,18 +104,18 @@ func (s *Store) RemoveSuppression(ctx context.Context, email string) (*Suppressi
 		return nil, err
 	}
 	if cur == nil {
-		return nil, &Error{Code: CodeNotFound, Field: "email", Message: fmt.Sprintf("email: %s is not on the suppression list", lower)}
+		return nil, &repo.Error{Code: repo.CodeNotFound, Field: "email", Message: fmt.Sprintf("email: %s is not on the suppression list", lower)}
 	}
-	return archive[*Suppression](ctx, s, collSuppressions, cur.ID, nil)
+	return repo.Archive[*Suppression](ctx, s.Store, repo.CollSuppressions, cur.ID, nil)
 }
 
 // ListSuppressions lists the suppression list, newest first.
-func (s *Store) ListSuppressions(ctx context.Context, reason string, limit, offset int) (Page[Suppression], error) {
+func (s *Store) ListSuppressions(ctx context.Context, reason string, limit, offset int) (repo.Page[Suppression], error) {
 	f := bson.M{"archived_at": nil}
 	if reason != "" {
 		f["reason"] = reason
 	}
-	return listPage[Suppression](ctx, s, collSuppressions, f, newestFirst, limit, offset)
+	return repo.ListPage[Suppression](ctx, s.Store, repo.CollSuppressions, f, repo.NewestFirst, limit, offset)
 }
 
 // ---------------------------------------------------------------------------
@@ -121,7 +123,7 @@ func (s *Store) ListSuppressions(ctx context.Context, reason string, limit, offs
 // from the URL-signing secret (which is never in the store).
 
 func (s *Store) unsubscribeKey(ctx context.Context) ([]byte, error) {
-	k, err := s.signingKey(ctx)
+	k, err := s.SigningKey(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -189,8 +191,8 @@ var ErrNotDue = errors.New("pitch not due")
 // listing them as not reversible.
 func (s *Store) pitchWrite(ctx context.Context, id string, send bool, fn func(*Pitch) error) (*Pitch, error) {
 	var out *Pitch
-	err := s.writeGroup(ctx, func() ([]mutation, error) {
-		p, m, err := prepare(ctx, s, collPitches, id, audit.ActionUpdate, fn)
+	err := s.WriteGroup(ctx, func() ([]ledger.Mutation, error) {
+		p, m, err := repo.Prepare(ctx, s.Store, repo.CollPitches, id, audit.ActionUpdate, fn)
 		if err != nil {
 			return nil, err
 		}
@@ -201,7 +203,7 @@ func (s *Store) pitchWrite(ctx context.Context, id string, send bool, fn func(*P
 		if send {
 			m.Action, m.Irreversible = audit.ActionSend, true
 		}
-		return []mutation{*m}, nil
+		return []ledger.Mutation{*m}, nil
 	})
 	return out, err
 }
@@ -210,8 +212,8 @@ func (s *Store) pitchWrite(ctx context.Context, id string, send bool, fn func(*P
 // due, or sending under a lease that ended (a sender that stopped).
 func (s *Store) DuePitches(ctx context.Context) ([]string, error) {
 	var ps []Pitch
-	t := now()
-	if err := s.findAll(ctx, collPitches, bson.M{"state": bson.M{"$in": []string{PitchScheduled, PitchSending}}, "archived_at": nil}, nil, &ps); err != nil {
+	t := repo.Now()
+	if err := s.FindAll(ctx, repo.CollPitches, bson.M{"state": bson.M{"$in": []string{PitchScheduled, PitchSending}}, "archived_at": nil}, nil, &ps); err != nil {
 		return nil, err
 	}
 	var out []string
@@ -240,7 +242,7 @@ func claimable(p *Pitch, t time.Time) bool {
 // other gets ErrNotDue.
 func (s *Store) ClaimPitch(ctx context.Context, id, owner string, lease time.Duration) (*Pitch, error) {
 	return s.pitchWrite(ctx, id, true, func(p *Pitch) error {
-		t := now()
+		t := repo.Now()
 		if !claimable(p, t) {
 			return ErrNotDue
 		}
@@ -281,7 +283,7 @@ func (s *Store) RecordAttempt(ctx context.Context, id, owner, contactID, message
 		if err != nil {
 			return err
 		}
-		t := now()
+		t := repo.Now()
 		until := t.Add(lease)
 		p.ClaimedUntil = &until
 		if r.MessageID == "" {
@@ -315,7 +317,7 @@ func (s *Store) RecordRecipient(ctx context.Context, id, owner, contactID, state
 			r.Note = note
 		}
 		if state == RecipientSent {
-			t := now()
+			t := repo.Now()
 			r.SentAt = &t
 		}
 		return nil
@@ -332,7 +334,7 @@ func (s *Store) FinishPitch(ctx context.Context, id, owner, reason string) (*Pit
 			return err
 		}
 		sent := slices.ContainsFunc(p.Recipients, func(r PitchRecipient) bool { return r.State == RecipientSent })
-		t := now()
+		t := repo.Now()
 		p.ClaimedBy, p.ClaimedUntil = "", nil
 		if sent {
 			p.State, p.SentAt, p.FailReason = PitchSent, &t, ""
@@ -348,10 +350,10 @@ func (s *Store) FinishPitch(ctx context.Context, id, owner, reason string) (*Pit
 		return p, err
 	}
 	o, err := s.Opportunity(ctx, p.OpportunityID)
-	if err != nil || o.Archived() || pitchedOrLater(o.Stage) || o.Stage == StageLost {
+	if err != nil || o.Archived() || repo.PitchedOrLater(o.Stage) || o.Stage == repo.StageLost {
 		return p, nil
 	}
-	mv := StageMove{Stage: StagePitched, Note: fmt.Sprintf("Pitch %q sent (pitch %s)", p.Subject, p.ID)}
+	mv := repo.StageMove{Stage: repo.StagePitched, Note: fmt.Sprintf("Pitch %q sent (pitch %s)", p.Subject, p.ID)}
 	if p.Approval != nil {
 		mv.OverrideReason = p.Approval.OverrideReason
 	}
@@ -360,7 +362,7 @@ func (s *Store) FinishPitch(ctx context.Context, id, owner, reason string) (*Pit
 		if q, werr := s.pitchWrite(ctx, id, false, func(p *Pitch) error { p.StageNote = note; return nil }); werr == nil {
 			p = q
 		} else {
-			s.log.Warn().Err(err).Str("pitch", p.ID).Msg(note)
+			s.Log.Warn().Err(err).Str("pitch", p.ID).Msg(note)
 		}
 	}
 	return p, nil
@@ -373,18 +375,18 @@ func (s *Store) FinishPitch(ctx context.Context, id, owner, reason string) (*Pit
 // override_reason lets it go) and the daily and per-domain caps. It returns
 // the guard's name and its reason, or "" when the recipient may be sent.
 func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) (guard, reason string, err error) {
-	c, err := find[*Contact](ctx, s, collContacts, r.ContactID)
+	c, err := repo.Find[*repo.Contact](ctx, s.Store, repo.CollContacts, r.ContactID)
 	if err != nil {
 		return "contact", "the contact no longer exists", nil
 	}
 	if c.Archived() {
-		return "contact", fmt.Sprintf("contact %s is archived", contactLabel(c)), nil
+		return "contact", fmt.Sprintf("contact %s is archived", repo.ContactLabel(c)), nil
 	}
 	if !strings.EqualFold(strings.TrimSpace(c.Email), r.Email) {
-		return "contact", fmt.Sprintf("contact %s's address changed since approval (now %q); draft the pitch again", contactLabel(c), c.Email), nil
+		return "contact", fmt.Sprintf("contact %s's address changed since approval (now %q); draft the pitch again", repo.ContactLabel(c), c.Email), nil
 	}
 	if c.DoNotContact {
-		return "do_not_contact", fmt.Sprintf("contact %s is marked do-not-contact (reason on record: %q)", contactLabel(c), c.DoNotContactReason), nil
+		return "do_not_contact", fmt.Sprintf("contact %s is marked do-not-contact (reason on record: %q)", repo.ContactLabel(c), c.DoNotContactReason), nil
 	}
 	if sup, err := s.Suppressed(ctx, r.Email); err != nil {
 		return "", "", err
@@ -395,27 +397,27 @@ func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) 
 	if err != nil {
 		return "", "", err
 	}
-	v := s.view()
-	if until, src, err := v.embargoOf(ctx, o.ID, o.CampaignID); err != nil {
+	v := s.View()
+	if until, src, err := v.EmbargoOf(ctx, o.ID, o.CampaignID); err != nil {
 		return "", "", err
-	} else if until.After(now()) {
+	} else if until.After(repo.Now()) {
 		return "embargo", fmt.Sprintf("the %s is under embargo until %s; schedule the pitch after it", src, until.Format(time.RFC3339)), nil
 	}
 	override := p.Approval != nil && p.Approval.OverrideReason != ""
 	if !override {
-		if g, err := v.doublePitch(ctx, o.ID, &Opportunity{ContactIDs: []string{r.ContactID}}); err != nil {
+		if g, err := v.DoublePitch(ctx, o.ID, &repo.Opportunity{ContactIDs: []string{r.ContactID}}); err != nil {
 			return "", "", err
 		} else if g != nil {
-			return "double_pitch", g.message, nil
+			return "double_pitch", g.Message, nil
 		}
-		if other, at, err := s.pitchedBy(ctx, p.ID, r.ContactID, now().Add(-s.PitchWindow())); err != nil {
+		if other, at, err := s.pitchedBy(ctx, p.ID, r.ContactID, repo.Now().Add(-s.PitchWindow())); err != nil {
 			return "", "", err
 		} else if other != "" {
 			return "double_pitch", fmt.Sprintf("contact %s was sent pitch %s on %s, within the %s double-pitch window; an approver may pass override_reason to approve_pitch to send anyway",
-				contactLabel(c), other, at.Format(time.RFC3339), windowText(s.PitchWindow())), nil
+				repo.ContactLabel(c), other, at.Format(time.RFC3339), repo.WindowText(s.PitchWindow())), nil
 		}
 	}
-	total, domain, err := s.sentSince(ctx, now().Add(-24*time.Hour), domainOf(r.Email))
+	total, domain, err := s.sentSince(ctx, repo.Now().Add(-24*time.Hour), domainOf(r.Email))
 	if err != nil {
 		return "", "", err
 	}
@@ -437,7 +439,7 @@ func domainOf(email string) string {
 // pitchedBy finds another pitch sent to contactID since since.
 func (s *Store) pitchedBy(ctx context.Context, pitchID, contactID string, since time.Time) (string, time.Time, error) {
 	var ps []Pitch
-	if err := s.findAll(ctx, collPitches, bson.M{"recipients.contact_id": contactID}, nil, &ps); err != nil {
+	if err := s.FindAll(ctx, repo.CollPitches, bson.M{"recipients.contact_id": contactID}, nil, &ps); err != nil {
 		return "", time.Time{}, err
 	}
 	for _, p := range ps {
@@ -456,7 +458,7 @@ func (s *Store) pitchedBy(ctx context.Context, pitchID, contactID string, since 
 // sentSince counts recipients sent since since, in total and to domain.
 func (s *Store) sentSince(ctx context.Context, since time.Time, domain string) (int, int, error) {
 	var ps []Pitch
-	if err := s.findAll(ctx, collPitches, bson.M{"state": bson.M{"$in": []string{PitchSending, PitchSent}}}, nil, &ps); err != nil {
+	if err := s.FindAll(ctx, repo.CollPitches, bson.M{"state": bson.M{"$in": []string{PitchSending, PitchSent}}}, nil, &ps); err != nil {
 		return 0, 0, err
 	}
 	total, dom := 0, 0
@@ -482,8 +484,8 @@ func (s *Store) sentSince(ctx context.Context, since time.Time, domain string) (
 // pitchReply handles message in, stored as res, as a possible reply to a
 // pitch. It is best effort after the message is stored: a failure is
 // logged, and the message stays stored.
-func (s *Store) pitchReply(ctx context.Context, in IncomingEmail, res IngestResult) {
-	if res.Outcome != EmailStored {
+func (s *Store) pitchReply(ctx context.Context, in repo.IncomingEmail, res repo.IngestResult) {
+	if res.Outcome != repo.EmailStored {
 		return
 	}
 	refs := []string{}
@@ -496,8 +498,8 @@ func (s *Store) pitchReply(ctx context.Context, in IncomingEmail, res IngestResu
 		return
 	}
 	var ps []Pitch
-	if err := s.findAll(ctx, collPitches, bson.M{"recipients.message_id": bson.M{"$in": refs}}, nil, &ps); err != nil {
-		s.log.Warn().Err(err).Msg("pitch reply: look up pitches")
+	if err := s.FindAll(ctx, repo.CollPitches, bson.M{"recipients.message_id": bson.M{"$in": refs}}, nil, &ps); err != nil {
+		s.Log.Warn().Err(err).Msg("pitch reply: look up pitches")
 		return
 	}
 	from := strings.ToLower(strings.TrimSpace(in.From))
@@ -524,20 +526,20 @@ func (s *Store) pitchReply(ctx context.Context, in IncomingEmail, res IngestResu
 			r.State, r.RepliedAt = RecipientReplied, &at
 			return nil
 		}); err != nil {
-			s.log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: mark the recipient replied")
+			s.Log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: mark the recipient replied")
 			continue
 		}
-		if t, err := s.EmailThread(ctx, res.ThreadID); err == nil && !slices.ContainsFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return l.OpportunityID == p.OpportunityID }) {
+		if t, err := s.EmailThread(ctx, res.ThreadID); err == nil && !slices.ContainsFunc(t.OpportunityLinks, func(l repo.EmailOpportunityLink) bool { return l.OpportunityID == p.OpportunityID }) {
 			if _, _, err := s.LinkEmailOpportunity(ctx, res.ThreadID, p.OpportunityID); err != nil {
-				s.log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: link the thread")
+				s.Log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: link the thread")
 			}
 		}
 		if !s.PitchPolicy().RespondedOnReply {
 			continue
 		}
-		if o, err := s.Opportunity(ctx, p.OpportunityID); err == nil && !o.Archived() && o.Stage == StagePitched {
-			if _, err := s.ChangeStage(ctx, o.ID, StageMove{Stage: "responded", Note: fmt.Sprintf("%s replied to pitch %q (pitch %s)", from, p.Subject, p.ID)}); err != nil {
-				s.log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: move the opportunity to responded")
+		if o, err := s.Opportunity(ctx, p.OpportunityID); err == nil && !o.Archived() && o.Stage == repo.StagePitched {
+			if _, err := s.ChangeStage(ctx, o.ID, repo.StageMove{Stage: "responded", Note: fmt.Sprintf("%s replied to pitch %q (pitch %s)", from, p.Subject, p.ID)}); err != nil {
+				s.Log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: move the opportunity to responded")
 			}
 		}
 	}
@@ -546,17 +548,17 @@ func (s *Store) pitchReply(ctx context.Context, in IncomingEmail, res IngestResu
 // pitchRule is the rule a rollback keeps for pitches: it never leaves a
 // pitch approved, scheduled or sending, from where it would be sent (again):
 // what was sent stays sent, and sending again takes a new approval.
-func pitchRule(_ context.Context, _ *ruleView, id string, state bson.M) error {
-	switch st := str(state, "state"); st {
+func pitchRule(_ context.Context, _ *repo.RuleView, id string, state bson.M) error {
+	switch st := repo.Str(state, "state"); st {
 	case PitchApproved, PitchScheduled, PitchSending:
 		if state["archived_at"] == nil {
-			return violation("pitch_send", "the rollback would leave pitch %s %s, ready to be sent; a rollback never re-arms a send: roll back to the draft, or approve and send it again", id, st)
+			return repo.Violated("pitch_send", "the rollback would leave pitch %s %s, ready to be sent; a rollback never re-arms a send: roll back to the draft, or approve and send it again", id, st)
 		}
 	}
 	return nil
 }
 
-func init() { stateRules[collPitches] = pitchRule }
+func init() { repo.RegisterRule(repo.CollPitches, pitchRule) }
 
 // PitchBounce records a delivery report for the recipient email of the
 // pitch message msgID: the recipient is bounced with the status and the
@@ -566,7 +568,7 @@ func (s *Store) PitchBounce(ctx context.Context, msgID, email, status, diagnosti
 	msgID = strings.Trim(strings.TrimSpace(msgID), "<>")
 	email = strings.ToLower(strings.TrimSpace(email))
 	var ps []Pitch
-	if err := s.findAll(ctx, collPitches, bson.M{"recipients.message_id": msgID}, nil, &ps); err != nil {
+	if err := s.FindAll(ctx, repo.CollPitches, bson.M{"recipients.message_id": msgID}, nil, &ps); err != nil {
 		return false, err
 	}
 	for _, p := range ps {

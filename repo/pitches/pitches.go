@@ -1,4 +1,4 @@
-package repo
+package pitches
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/repo"
 )
 
 // Pitches: an email to one or more contacts of an opportunity, drafted,
@@ -57,7 +58,7 @@ var MergeFields = []string{"first_name", "last_name", "name", "email"}
 
 // Pitch is an email pitch of an opportunity.
 type Pitch struct {
-	Meta          `bson:",inline"`
+	repo.Meta     `bson:",inline"`
 	OpportunityID string `bson:"opportunity_id" json:"opportunity_id"`
 	// From is the sender: the team mailbox configured when the pitch was
 	// drafted.
@@ -133,69 +134,13 @@ type PitchApproval struct {
 	VoidedAt       *time.Time `bson:"voided_at,omitempty" json:"voided_at,omitempty"`
 }
 
-// PitchPolicy is the operator's pitch settings.
-type PitchPolicy struct {
-	// From is the team mailbox pitches are sent from ("Name <address>" or
-	// an address); empty: pitches can be drafted, not sent.
-	From string
-	// ApproverScope is the scope a key needs to approve a pitch: admin
-	// (default) or write.
-	ApproverScope string
-	// DailyCap and DomainCap bound the recipients sent in 24 hours, in
-	// total and per recipient domain.
-	DailyCap, DomainCap int
-	// RespondedOnReply moves the opportunity to responded when a recipient
-	// replies.
-	RespondedOnReply bool
-}
-
-// Default caps.
-const (
-	DefaultPitchDailyCap  = 200
-	DefaultPitchDomainCap = 20
-)
-
-// Check refuses a policy that cannot work.
-func (p PitchPolicy) Check() error {
-	if p.ApproverScope != "" && p.ApproverScope != ScopeAdmin && p.ApproverScope != ScopeWrite {
-		return fmt.Errorf("pitch approver scope %q: use admin or write", p.ApproverScope)
-	}
-	return nil
-}
-
-// SetPitchPolicy sets the operator's pitch settings.
-func (s *Store) SetPitchPolicy(p PitchPolicy) error {
-	if err := p.Check(); err != nil {
-		return err
-	}
-	if p.ApproverScope == "" {
-		p.ApproverScope = ScopeAdmin
-	}
-	if p.DailyCap <= 0 {
-		p.DailyCap = DefaultPitchDailyCap
-	}
-	if p.DomainCap <= 0 {
-		p.DomainCap = DefaultPitchDomainCap
-	}
-	s.pitchPolicy.Store(&p)
-	return nil
-}
-
-// PitchPolicy is the pitch settings in force.
-func (s *Store) PitchPolicy() PitchPolicy {
-	if p := s.pitchPolicy.Load(); p != nil {
-		return *p
-	}
-	return PitchPolicy{ApproverScope: ScopeAdmin, DailyCap: DefaultPitchDailyCap, DomainCap: DefaultPitchDomainCap, RespondedOnReply: true}
-}
-
 var mergeField = regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}`)
 
 // checkMerge checks that text uses only known merge fields.
 func checkMerge(field, text string) error {
 	for _, m := range mergeField.FindAllStringSubmatch(text, -1) {
 		if !slices.Contains(MergeFields, m[1]) {
-			return Invalid(field, "merge field {{%s}} is unknown; use one of: {{%s}}", m[1], strings.Join(MergeFields, "}}, {{"))
+			return repo.Invalid(field, "merge field {{%s}} is unknown; use one of: {{%s}}", m[1], strings.Join(MergeFields, "}}, {{"))
 		}
 	}
 	return nil
@@ -241,25 +186,25 @@ func pitchActor(ctx context.Context) PitchActor {
 
 // pitchRecipients reads the contacts as recipients: each must be active,
 // on the opportunity, and have an address.
-func (s *Store) pitchRecipients(ctx context.Context, o *Opportunity, ids []string) ([]PitchRecipient, error) {
-	ids = uniqueIDs(ids)
+func (s *Store) pitchRecipients(ctx context.Context, o *repo.Opportunity, ids []string) ([]PitchRecipient, error) {
+	ids = repo.UniqueIDs(ids)
 	if len(ids) == 0 {
-		return nil, Invalid("contact_ids", "give at least one contact (a contact of the opportunity with an email address)")
+		return nil, repo.Invalid("contact_ids", "give at least one contact (a contact of the opportunity with an email address)")
 	}
-	if err := s.mustExist(ctx, collContacts, "contact_ids", ids...); err != nil {
+	if err := s.MustExist(ctx, repo.CollContacts, "contact_ids", ids...); err != nil {
 		return nil, err
 	}
 	out := make([]PitchRecipient, 0, len(ids))
 	for _, id := range ids {
-		c, err := find[*Contact](ctx, s, collContacts, id)
+		c, err := repo.Find[*repo.Contact](ctx, s.Store, repo.CollContacts, id)
 		if err != nil {
 			return nil, err
 		}
 		if !slices.Contains(o.ContactIDs, id) {
-			return nil, Invalid("contact_ids", "contact %s is not on opportunity %s; add it with add_opportunity_contact first", contactLabel(c), o.ID)
+			return nil, repo.Invalid("contact_ids", "contact %s is not on opportunity %s; add it with add_opportunity_contact first", repo.ContactLabel(c), o.ID)
 		}
 		if strings.TrimSpace(c.Email) == "" {
-			return nil, Invalid("contact_ids", "contact %s has no email address; set it with update_contact", contactLabel(c))
+			return nil, repo.Invalid("contact_ids", "contact %s has no email address; set it with update_contact", repo.ContactLabel(c))
 		}
 		out = append(out, PitchRecipient{ContactID: id, Email: strings.TrimSpace(c.Email), FirstName: c.FirstName, LastName: c.LastName, State: RecipientPending})
 	}
@@ -276,13 +221,13 @@ type PitchInput struct {
 func checkPitchText(subject, body string) (string, string, error) {
 	subject = strings.TrimSpace(subject)
 	if subject == "" {
-		return "", "", Invalid("subject", "must not be empty")
+		return "", "", repo.Invalid("subject", "must not be empty")
 	}
 	if strings.ContainsAny(subject, "\r\n") {
-		return "", "", Invalid("subject", "must be one line")
+		return "", "", repo.Invalid("subject", "must be one line")
 	}
 	if strings.TrimSpace(body) == "" {
-		return "", "", Invalid("body", "must not be empty")
+		return "", "", repo.Invalid("body", "must not be empty")
 	}
 	if err := checkMerge("subject", subject); err != nil {
 		return "", "", err
@@ -300,7 +245,7 @@ func (s *Store) CreatePitch(ctx context.Context, in PitchInput) (*Pitch, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mustExist(ctx, collOpportunities, "opportunity_id", in.OpportunityID); err != nil {
+	if err := s.MustExist(ctx, repo.CollOpportunities, "opportunity_id", in.OpportunityID); err != nil {
 		return nil, err
 	}
 	o, err := s.Opportunity(ctx, in.OpportunityID)
@@ -314,7 +259,7 @@ func (s *Store) CreatePitch(ctx context.Context, in PitchInput) (*Pitch, error) 
 	p := &Pitch{OpportunityID: o.ID, From: s.PitchPolicy().From, Subject: subject, Body: body, State: PitchDraft,
 		Recipients: rs, DraftedBy: pitchActor(ctx)}
 	p.ContentHash = hashPitch(p)
-	if err := insert(ctx, s, collPitches, p); err != nil {
+	if err := repo.Insert(ctx, s.Store, repo.CollPitches, p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -322,7 +267,7 @@ func (s *Store) CreatePitch(ctx context.Context, in PitchInput) (*Pitch, error) 
 
 // Pitch returns a pitch.
 func (s *Store) Pitch(ctx context.Context, id string) (*Pitch, error) {
-	return find[*Pitch](ctx, s, collPitches, id)
+	return repo.Find[*Pitch](ctx, s.Store, repo.CollPitches, id)
 }
 
 // PitchPatch is a change to a pitch; nil fields are left as they are.
@@ -333,13 +278,13 @@ type PitchPatch struct {
 
 func editable(p *Pitch) error {
 	if p.Archived() {
-		return Errorf(CodeFailedPrecondition, "pitch %s is archived", p.ID)
+		return repo.Errorf(repo.CodeFailedPrecondition, "pitch %s is archived", p.ID)
 	}
 	switch p.State {
 	case PitchDraft, PitchApproved, PitchScheduled:
 		return nil
 	}
-	return &Error{Code: CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s is %s; only a draft, approved or scheduled pitch can be changed (draft a new one with create_pitch)", p.ID, p.State)}
+	return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s is %s; only a draft, approved or scheduled pitch can be changed (draft a new one with create_pitch)", p.ID, p.State)}
 }
 
 // voidApproval clears p's approval (kept among the voided ones) and
@@ -347,7 +292,7 @@ func editable(p *Pitch) error {
 func voidApproval(p *Pitch) {
 	if p.Approval != nil {
 		a := *p.Approval
-		t := now()
+		t := repo.Now()
 		a.VoidedAt = &t
 		p.VoidedApprovals = append(p.VoidedApprovals, a)
 		p.Approval = nil
@@ -372,7 +317,7 @@ func (s *Store) UpdatePitch(ctx context.Context, id string, pt PitchPatch) (*Pit
 			return nil, err
 		}
 	}
-	return modify(ctx, s, collPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return repo.Modify(ctx, s.Store, repo.CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if err := editable(p); err != nil {
 			return err
 		}
@@ -405,25 +350,25 @@ func (s *Store) UpdatePitch(ctx context.Context, id string, pt PitchPatch) (*Pit
 func (s *Store) ApprovePitch(ctx context.Context, id, contentHash, override string) (*Pitch, error) {
 	a, _ := audit.ActorFrom(ctx)
 	pol := s.PitchPolicy()
-	if !slices.Contains(a.Scopes, pol.ApproverScope) && !slices.Contains(a.Scopes, ScopeAdmin) {
-		return nil, Errorf(CodePermissionDenied, "approving a pitch needs a key with the %s scope (the operator's pitch approver policy)", pol.ApproverScope)
+	if !slices.Contains(a.Scopes, pol.ApproverScope) && !slices.Contains(a.Scopes, repo.ScopeAdmin) {
+		return nil, repo.Errorf(repo.CodePermissionDenied, "approving a pitch needs a key with the %s scope (the operator's pitch approver policy)", pol.ApproverScope)
 	}
 	override = strings.TrimSpace(override)
-	return modify(ctx, s, collPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return repo.Modify(ctx, s.Store, repo.CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if p.Archived() {
-			return Errorf(CodeFailedPrecondition, "pitch %s is archived", p.ID)
+			return repo.Errorf(repo.CodeFailedPrecondition, "pitch %s is archived", p.ID)
 		}
 		if p.State != PitchDraft {
-			return &Error{Code: CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s is %s; only a draft is approved", p.ID, p.State)}
+			return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s is %s; only a draft is approved", p.ID, p.State)}
 		}
 		d := p.DraftedBy
 		if (d.KeyID != "" && d.KeyID == a.KeyID) || (d.AgentID != "" && d.AgentID == a.AgentID) {
-			return &Error{Code: CodePermissionDenied, Field: "id", Message: fmt.Sprintf("pitch %s was drafted by this agent (%s); another team member approves it with their own key", p.ID, a.AgentID)}
+			return &repo.Error{Code: repo.CodePermissionDenied, Field: "id", Message: fmt.Sprintf("pitch %s was drafted by this agent (%s); another team member approves it with their own key", p.ID, a.AgentID)}
 		}
 		if contentHash != "" && contentHash != p.ContentHash {
-			return &Error{Code: CodeConflict, Field: "content_hash", Message: fmt.Sprintf("content_hash: the pitch changed since you read it (now %s); read it again with get_pitch and approve what is there", p.ContentHash)}
+			return &repo.Error{Code: repo.CodeConflict, Field: "content_hash", Message: fmt.Sprintf("content_hash: the pitch changed since you read it (now %s); read it again with get_pitch and approve what is there", p.ContentHash)}
 		}
-		p.Approval = &PitchApproval{By: pitchActor(ctx), At: now(), ContentHash: p.ContentHash, OverrideReason: override}
+		p.Approval = &PitchApproval{By: pitchActor(ctx), At: repo.Now(), ContentHash: p.ContentHash, OverrideReason: override}
 		p.State = PitchApproved
 		return nil
 	})
@@ -433,19 +378,19 @@ func (s *Store) ApprovePitch(ctx context.Context, id, contentHash, override stri
 // (nil: now).
 func (s *Store) SchedulePitch(ctx context.Context, id string, at *time.Time, zone string) (*Pitch, error) {
 	if s.PitchPolicy().From == "" {
-		return nil, Errorf(CodeFailedPrecondition, "no team mailbox is configured for sending (OUTREACH_SMTP_FROM); pitches can be drafted and approved but not sent")
+		return nil, repo.Errorf(repo.CodeFailedPrecondition, "no team mailbox is configured for sending (OUTREACH_SMTP_FROM); pitches can be drafted and approved but not sent")
 	}
-	return modify(ctx, s, collPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return repo.Modify(ctx, s.Store, repo.CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if p.Archived() {
-			return Errorf(CodeFailedPrecondition, "pitch %s is archived", p.ID)
+			return repo.Errorf(repo.CodeFailedPrecondition, "pitch %s is archived", p.ID)
 		}
 		if p.State != PitchApproved && p.State != PitchScheduled {
-			return &Error{Code: CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s is %s; only an approved pitch is sent (approve_pitch first)", p.ID, p.State)}
+			return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s is %s; only an approved pitch is sent (approve_pitch first)", p.ID, p.State)}
 		}
 		if err := approvalHolds(p); err != nil {
 			return err
 		}
-		t := now()
+		t := repo.Now()
 		if at != nil && at.After(t) {
 			t = at.UTC().Truncate(time.Millisecond)
 		}
@@ -456,14 +401,14 @@ func (s *Store) SchedulePitch(ctx context.Context, id string, at *time.Time, zon
 
 func approvalHolds(p *Pitch) error {
 	if p.Approval == nil || p.Approval.ContentHash != p.ContentHash || hashPitch(p) != p.ContentHash {
-		return &Error{Code: CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s has no approval for its current content; approve_pitch again", p.ID)}
+		return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s has no approval for its current content; approve_pitch again", p.ID)}
 	}
 	return nil
 }
 
 // CancelPitch cancels a pitch that has not started sending.
 func (s *Store) CancelPitch(ctx context.Context, id string) (*Pitch, error) {
-	return modify(ctx, s, collPitches, id, audit.ActionUpdate, func(p *Pitch) error {
+	return repo.Modify(ctx, s.Store, repo.CollPitches, id, audit.ActionUpdate, func(p *Pitch) error {
 		if err := editable(p); err != nil {
 			return err
 		}
@@ -474,9 +419,9 @@ func (s *Store) CancelPitch(ctx context.Context, id string) (*Pitch, error) {
 
 // ArchivePitch archives a pitch that is not being sent.
 func (s *Store) ArchivePitch(ctx context.Context, id string) (*Pitch, error) {
-	return archive(ctx, s, collPitches, id, func(p *Pitch) error {
+	return repo.Archive(ctx, s.Store, repo.CollPitches, id, func(p *Pitch) error {
 		if p.State == PitchScheduled || p.State == PitchSending {
-			return &Error{Code: CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s is %s; cancel it first (cancel_pitch)", p.ID, p.State)}
+			return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("pitch %s is %s; cancel it first (cancel_pitch)", p.ID, p.State)}
 		}
 		return nil
 	})
@@ -489,7 +434,7 @@ type PitchFilter struct {
 }
 
 // ListPitches lists pitches, newest first.
-func (s *Store) ListPitches(ctx context.Context, f PitchFilter, limit, offset int) (Page[Pitch], error) {
+func (s *Store) ListPitches(ctx context.Context, f PitchFilter, limit, offset int) (repo.Page[Pitch], error) {
 	filter := bson.M{}
 	if f.OpportunityID != "" {
 		filter["opportunity_id"] = f.OpportunityID
@@ -500,7 +445,7 @@ func (s *Store) ListPitches(ctx context.Context, f PitchFilter, limit, offset in
 	if f.State != "" {
 		filter["state"] = f.State
 	}
-	return listPage[Pitch](ctx, s, collPitches, active(filter, f.IncludeArchived), newestFirst, limit, offset)
+	return repo.ListPage[Pitch](ctx, s.Store, repo.CollPitches, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 }
 
 // PitchBrief is a pitch as a contact's dossier shows it: the pitch and what
@@ -516,10 +461,10 @@ type PitchBrief struct {
 	RepliedAt      *time.Time `json:"replied_at"`
 }
 
-// contactPitches lists the active pitches to a contact, newest first.
-func (s *Store) contactPitches(ctx context.Context, contactID string) ([]PitchBrief, error) {
+// ContactPitches lists the active pitches to a contact, newest first.
+func (s *Store) ContactPitches(ctx context.Context, contactID string) ([]PitchBrief, error) {
 	var ps []Pitch
-	if err := s.findAll(ctx, collPitches, bson.M{"recipients.contact_id": contactID, "archived_at": nil}, nil, &ps); err != nil {
+	if err := s.FindAll(ctx, repo.CollPitches, bson.M{"recipients.contact_id": contactID, "archived_at": nil}, nil, &ps); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(ps, func(a, b Pitch) int {
@@ -552,7 +497,7 @@ func (s *Store) PitchSchedule(ctx context.Context, id, text string) (*time.Time,
 	if text == "" {
 		return nil, "", nil
 	}
-	if e, err := ParseEmbargo("scheduled_at", text); err == nil {
+	if e, err := repo.ParseEmbargo("scheduled_at", text); err == nil {
 		return &e.Until, e.Zone, nil
 	}
 	var local time.Time
@@ -563,7 +508,7 @@ func (s *Store) PitchSchedule(ctx context.Context, id, text string) (*time.Time,
 		}
 	}
 	if perr != nil {
-		return nil, "", Invalid("scheduled_at", "%q is neither an RFC 3339 time with a zone offset (2026-12-01T09:00:00-05:00) nor a local time in the recipients' zone (2026-12-01T09:00)", text)
+		return nil, "", repo.Invalid("scheduled_at", "%q is neither an RFC 3339 time with a zone offset (2026-12-01T09:00:00-05:00) nor a local time in the recipients' zone (2026-12-01T09:00)", text)
 	}
 	p, err := s.Pitch(ctx, id)
 	if err != nil {
@@ -571,18 +516,18 @@ func (s *Store) PitchSchedule(ctx context.Context, id, text string) (*time.Time,
 	}
 	zone := ""
 	for _, r := range p.Recipients {
-		c, err := find[*Contact](ctx, s, collContacts, r.ContactID)
+		c, err := repo.Find[*repo.Contact](ctx, s.Store, repo.CollContacts, r.ContactID)
 		if err != nil {
 			return nil, "", err
 		}
 		if c.Timezone == "" || (zone != "" && c.Timezone != zone) {
-			return nil, "", Invalid("scheduled_at", "%q has no zone offset, and the recipients have no one time zone (contact %s: %q); give the offset, e.g. %s+01:00", text, contactLabel(c), c.Timezone, text)
+			return nil, "", repo.Invalid("scheduled_at", "%q has no zone offset, and the recipients have no one time zone (contact %s: %q); give the offset, e.g. %s+01:00", text, repo.ContactLabel(c), c.Timezone, text)
 		}
 		zone = c.Timezone
 	}
 	loc, err := time.LoadLocation(zone)
 	if err != nil {
-		return nil, "", Invalid("scheduled_at", "the recipients' time zone %q is not known", zone)
+		return nil, "", repo.Invalid("scheduled_at", "the recipients' time zone %q is not known", zone)
 	}
 	t := time.Date(local.Year(), local.Month(), local.Day(), local.Hour(), local.Minute(), local.Second(), 0, loc).UTC()
 	return &t, zone, nil

@@ -1,9 +1,10 @@
-package repo
+package dossiers
 
 import (
 	"cmp"
 	"context"
-	"net/mail"
+	"outreach/repo"
+	"outreach/repo/pitches"
 	"slices"
 	"strings"
 	"time"
@@ -42,10 +43,10 @@ type OpportunityBrief struct {
 	EmbargoLocal string `json:"embargo_until_local,omitempty"`
 }
 
-func brief(o *Opportunity) OpportunityBrief {
+func brief(o *repo.Opportunity) OpportunityBrief {
 	return OpportunityBrief{ID: o.ID, Title: o.Title, Stage: o.Stage, Priority: o.Priority, CampaignID: o.CampaignID,
 		OutletID: o.OutletID, NextAction: o.NextAction, NextActionDate: o.NextActionDate, UpdatedAt: o.UpdatedAt,
-		OwnerID: o.OwnerID, EmbargoUntil: o.EmbargoUntil, EmbargoLocal: EmbargoLocal(o.EmbargoUntil, o.EmbargoZone)}
+		OwnerID: o.OwnerID, EmbargoUntil: o.EmbargoUntil, EmbargoLocal: repo.EmbargoLocal(o.EmbargoUntil, o.EmbargoZone)}
 }
 
 // Owner is the team member who owns an opportunity or a contact
@@ -62,7 +63,7 @@ func (s *Store) owner(ctx context.Context, id string) (*Owner, error) {
 		return nil, nil
 	}
 	u, err := s.User(ctx, id)
-	if ErrorCode(err) == CodeNotFound {
+	if repo.ErrorCode(err) == repo.CodeNotFound {
 		return &Owner{UserID: id}, nil
 	}
 	if err != nil {
@@ -94,7 +95,7 @@ func later(cur *Touch, t Touch) *Touch {
 // contact's address, and otherwise it was sent by the team.
 type mailbox struct {
 	// threads hold their headers only (mailThread's fields).
-	threads []EmailThread
+	threads []repo.EmailThread
 	senders map[string]string // lower-case address → contact id
 }
 
@@ -102,9 +103,9 @@ type mailbox struct {
 // the messages' headers. Decoding the messages whole (bodies, recipients,
 // references) was most of a dossier's own cost.
 type mailThread struct {
-	ID               string                 `bson:"_id"`
-	Subject          string                 `bson:"subject"`
-	OpportunityLinks []EmailOpportunityLink `bson:"opportunity_links"`
+	ID               string                      `bson:"_id"`
+	Subject          string                      `bson:"subject"`
+	OpportunityLinks []repo.EmailOpportunityLink `bson:"opportunity_links"`
 	Messages         []struct {
 		ID         string    `bson:"id"`
 		From       string    `bson:"from"`
@@ -119,21 +120,21 @@ func (s *Store) readMail(ctx context.Context, filter bson.M) (*mailbox, error) {
 	filter["archived_at"] = nil
 	mb := &mailbox{senders: map[string]string{}}
 	var read []mailThread
-	if err := s.findAll(ctx, collEmails, filter, nil, &read); err != nil {
+	if err := s.FindAll(ctx, repo.CollEmails, filter, nil, &read); err != nil {
 		return nil, err
 	}
-	mb.threads = make([]EmailThread, len(read))
+	mb.threads = make([]repo.EmailThread, len(read))
 	for i, r := range read {
-		t := EmailThread{Meta: Meta{ID: r.ID}, Subject: r.Subject, OpportunityLinks: r.OpportunityLinks, Messages: make([]EmailMessage, len(r.Messages))}
+		t := repo.EmailThread{Meta: repo.Meta{ID: r.ID}, Subject: r.Subject, OpportunityLinks: r.OpportunityLinks, Messages: make([]repo.EmailMessage, len(r.Messages))}
 		for j, m := range r.Messages {
-			t.Messages[j] = EmailMessage{ID: m.ID, From: m.From, Subject: m.Subject, Date: m.Date, ContactIDs: m.ContactIDs}
+			t.Messages[j] = repo.EmailMessage{ID: m.ID, From: m.From, Subject: m.Subject, Date: m.Date, ContactIDs: m.ContactIDs}
 		}
 		mb.threads[i] = t
 	}
 	var addrs []string
 	for _, t := range mb.threads {
 		for _, m := range t.Messages {
-			if a := bareAddress(m.From); a != "" && !slices.Contains(addrs, a) {
+			if a := repo.BareAddress(m.From); a != "" && !slices.Contains(addrs, a) {
 				addrs = append(addrs, a)
 			}
 		}
@@ -146,7 +147,7 @@ func (s *Store) readMail(ctx context.Context, filter bson.M) (*mailbox, error) {
 		EmailLower string     `bson:"email_lower"`
 		ArchivedAt *time.Time `bson:"archived_at"`
 	}
-	if err := s.findProjected(ctx, collContacts, bson.M{"email_lower": bson.M{"$in": addrs}}, bson.M{"email_lower": 1, "archived_at": 1}, &cs); err != nil {
+	if err := s.FindProjected(ctx, repo.CollContacts, bson.M{"email_lower": bson.M{"$in": addrs}}, bson.M{"email_lower": 1, "archived_at": 1}, &cs); err != nil {
 		return nil, err
 	}
 	for _, c := range cs {
@@ -159,13 +160,13 @@ func (s *Store) readMail(ctx context.Context, filter bson.M) (*mailbox, error) {
 }
 
 // sender is the contact who sent m, or "" when the team sent it.
-func (mb *mailbox) sender(m *EmailMessage) string { return mb.senders[bareAddress(m.From)] }
+func (mb *mailbox) sender(m *repo.EmailMessage) string { return mb.senders[repo.BareAddress(m.From)] }
 
 // firstReply is the earliest message from a contact, on or after since, in
 // a thread linked to opportunity oppID.
-func (mb *mailbox) firstReply(oppID string, since time.Time) (*EmailThread, *EmailMessage) {
-	var bt *EmailThread
-	var bm *EmailMessage
+func (mb *mailbox) firstReply(oppID string, since time.Time) (*repo.EmailThread, *repo.EmailMessage) {
+	var bt *repo.EmailThread
+	var bm *repo.EmailMessage
 	for i := range mb.threads {
 		t := &mb.threads[i]
 		if !linkedTo(t, oppID) {
@@ -181,16 +182,8 @@ func (mb *mailbox) firstReply(oppID string, since time.Time) (*EmailThread, *Ema
 	return bt, bm
 }
 
-func linkedTo(t *EmailThread, oppID string) bool {
-	return slices.ContainsFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return l.OpportunityID == oppID })
-}
-
-// bareAddress is the lower-case address of a From header ("Ann <a@x.org>" → "a@x.org").
-func bareAddress(s string) string {
-	if a, err := mail.ParseAddress(s); err == nil {
-		return strings.ToLower(a.Address)
-	}
-	return strings.ToLower(strings.TrimSpace(s))
+func linkedTo(t *repo.EmailThread, oppID string) bool {
+	return slices.ContainsFunc(t.OpportunityLinks, func(l repo.EmailOpportunityLink) bool { return l.OpportunityID == oppID })
 }
 
 // PitchCounts count a contact's pitches and responses. An opportunity naming
@@ -205,11 +198,11 @@ type PitchCounts struct {
 }
 
 // responseStages are the stages that show a pitch was answered.
-var responseStages = []string{"responded", "in_progress", "placed", "published", StageWon}
+var responseStages = []string{"responded", "in_progress", "placed", "published", repo.StageWon}
 
 // pitchResponse reports whether o was pitched, when it first was, and
 // whether it was answered by a stage move.
-func pitchResponse(o *Opportunity) (pitched bool, at time.Time, answered bool) {
+func pitchResponse(o *repo.Opportunity) (pitched bool, at time.Time, answered bool) {
 	for _, h := range o.StageHistory {
 		switch {
 		case !pitched && h.Stage == "pitched":
@@ -229,9 +222,9 @@ type DoNotContact struct {
 
 // ContactDossier is everything known about a contact.
 type ContactDossier struct {
-	Contact      *Contact        `json:"contact"`
-	Affiliations []ContactOutlet `json:"affiliations"`
-	DoNotContact DoNotContact    `json:"do_not_contact"`
+	Contact      *repo.Contact        `json:"contact"`
+	Affiliations []repo.ContactOutlet `json:"affiliations"`
+	DoNotContact DoNotContact         `json:"do_not_contact"`
 	// Owner is the team member who owns the relationship, if set.
 	Owner         *Owner `json:"owner"`
 	Opportunities struct {
@@ -245,8 +238,8 @@ type ContactDossier struct {
 	Pitches            PitchCounts      `json:"pitches"`
 	LatestInteractions *InteractionLog  `json:"latest_interactions"`
 	ComputedAt         time.Time        `json:"computed_at"`
-	// EmailPitches are the pitches to the contact, newest first (pitches.go).
-	EmailPitches []PitchBrief `json:"email_pitches"`
+	// EmailPitches are the pitches to the contact, newest first (repo/pitches).
+	EmailPitches []pitches.PitchBrief `json:"email_pitches"`
 }
 
 // ContactDossier gathers a contact's record, affiliations, opportunities,
@@ -256,7 +249,7 @@ type ContactDossier struct {
 // contact. Last heard from is the latest email from the contact. Only what
 // happened up to now counts (a note dated in the future does not).
 func (s *Store) ContactDossier(ctx context.Context, id string, interactions int) (*ContactDossier, error) {
-	t := now()
+	t := repo.Now()
 	cd, err := s.ContactDetail(ctx, id)
 	if err != nil {
 		return nil, err
@@ -268,8 +261,8 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 		return nil, err
 	}
 	d.Opportunities.Open, d.Opportunities.Closed = []OpportunityBrief{}, []OpportunityBrief{}
-	var opps []Opportunity
-	if err := s.findAll(ctx, collOpportunities, bson.M{"contact_ids": id, "archived_at": nil}, options.Find().SetSort(newestFirst), &opps); err != nil {
+	var opps []repo.Opportunity
+	if err := s.FindAll(ctx, repo.CollOpportunities, bson.M{"contact_ids": id, "archived_at": nil}, options.Find().SetSort(repo.NewestFirst), &opps); err != nil {
 		return nil, err
 	}
 	mb, err := s.readMail(ctx, bson.M{"$or": bson.A{bson.M{"messages.contact_ids": id}, bson.M{"contact_ids": id}}})
@@ -278,7 +271,7 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 	}
 	for i := range opps {
 		o := &opps[i]
-		if Terminal(o.Stage) {
+		if repo.Terminal(o.Stage) {
 			d.Opportunities.Closed = append(d.Opportunities.Closed, brief(o))
 		} else {
 			d.Opportunities.Open = append(d.Opportunities.Open, brief(o))
@@ -298,7 +291,7 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 				if !linkedTo(&th, o.ID) {
 					continue
 				}
-				answered = answered || slices.ContainsFunc(th.Messages, func(m EmailMessage) bool {
+				answered = answered || slices.ContainsFunc(th.Messages, func(m repo.EmailMessage) bool {
 					return mb.sender(&m) == id && !m.Date.Before(at)
 				})
 			}
@@ -325,22 +318,22 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 			}
 		}
 	}
-	var notes []Note
-	if err := s.findAll(ctx, collNotes, bson.M{"links.contact_id": id, "archived_at": nil, "occurred_at": bson.M{"$lte": t}},
+	var notes []repo.Note
+	if err := s.FindAll(ctx, repo.CollNotes, bson.M{"links.contact_id": id, "archived_at": nil, "occurred_at": bson.M{"$lte": t}},
 		options.Find().SetSort(bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}).SetLimit(1).SetProjection(bson.M{"title": 1, "occurred_at": 1, "content": 1}), &notes); err != nil {
 		return nil, err
 	}
 	for _, n := range notes {
 		d.LastContacted = later(d.LastContacted, Touch{At: n.OccurredAt, Via: "note", ID: n.ID, Title: noteTitle(&n)})
 	}
-	if d.Coverage, err = s.trimmed(ctx, collCoverage, bson.M{"contact_ids": id, "archived_at": nil},
-		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, trimCoverage); err != nil {
+	if d.Coverage, err = s.Trimmed(ctx, repo.CollCoverage, bson.M{"contact_ids": id, "archived_at": nil},
+		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, repo.TrimCoverage); err != nil {
 		return nil, err
 	}
 	if d.LatestInteractions, err = s.InteractionLog(ctx, InteractionQuery{ContactID: id, Limit: interactions}); err != nil {
 		return nil, err
 	}
-	if d.EmailPitches, err = s.contactPitches(ctx, id); err != nil {
+	if d.EmailPitches, err = pitches.Of(s.Store).ContactPitches(ctx, id); err != nil {
 		return nil, err
 	}
 	for _, p := range d.EmailPitches {
@@ -351,11 +344,11 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 	return d, nil
 }
 
-func noteTitle(n *Note) string {
+func noteTitle(n *repo.Note) string {
 	if n.Title != "" {
 		return n.Title
 	}
-	return firstLine(n.Content)
+	return repo.FirstLine(n.Content)
 }
 
 // DossierContact is a contact affiliated with an outlet, as its dossier shows it.
@@ -375,7 +368,7 @@ type DossierContact struct {
 
 // OutletDossier is everything known about an outlet.
 type OutletDossier struct {
-	Outlet   *Outlet          `json:"outlet"`
+	Outlet   *repo.Outlet     `json:"outlet"`
 	Channels []map[string]any `json:"channels"`
 	// Contacts are current (the affiliation has not ended and the contact is
 	// active) or past (ended, or the contact archived).
@@ -384,31 +377,31 @@ type OutletDossier struct {
 		Past    []DossierContact `json:"past"`
 	} `json:"contacts"`
 	Opportunities struct {
-		OpportunityCounts
+		repo.OpportunityCounts
 		Items []OpportunityBrief `json:"items"`
 	} `json:"opportunities"`
 	// Coverage: its total_reach is the sum of the coverage's reach; the
 	// outlet's own monthly reach is outlet.audience_size.
-	Coverage           CoverageTally   `json:"coverage"`
-	LatestInteractions *InteractionLog `json:"latest_interactions"`
-	ComputedAt         time.Time       `json:"computed_at"`
+	Coverage           repo.CoverageTally `json:"coverage"`
+	LatestInteractions *InteractionLog    `json:"latest_interactions"`
+	ComputedAt         time.Time          `json:"computed_at"`
 }
 
 // OutletDossier gathers an outlet's record, channels, contacts, opportunities
 // by stage, coverage counts and latest interactions.
 func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) (*OutletDossier, error) {
-	t := now()
+	t := repo.Now()
 	o, err := s.Outlet(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	d := &OutletDossier{Outlet: o, ComputedAt: t}
-	if d.Channels, err = s.trimmed(ctx, collChannels, bson.M{"outlet_id": id},
+	if d.Channels, err = s.Trimmed(ctx, repo.CollChannels, bson.M{"outlet_id": id},
 		bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}, []string{"name", "type", "url", "frequency", "archived_at"}); err != nil {
 		return nil, err
 	}
-	var contacts []Contact
-	if err := s.findAll(ctx, collContacts, bson.M{"affiliations.outlet_id": id}, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}), &contacts); err != nil {
+	var contacts []repo.Contact
+	if err := s.FindAll(ctx, repo.CollContacts, bson.M{"affiliations.outlet_id": id}, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}), &contacts); err != nil {
 		return nil, err
 	}
 	d.Contacts.Current, d.Contacts.Past = []DossierContact{}, []DossierContact{}
@@ -426,13 +419,13 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 			}
 		}
 	}
-	var opps []Opportunity
-	if err := s.findAll(ctx, collOpportunities, bson.M{"outlet_id": id, "archived_at": nil}, options.Find().SetSort(newestFirst), &opps); err != nil {
+	var opps []repo.Opportunity
+	if err := s.FindAll(ctx, repo.CollOpportunities, bson.M{"outlet_id": id, "archived_at": nil}, options.Find().SetSort(repo.NewestFirst), &opps); err != nil {
 		return nil, err
 	}
 	oc := &d.Opportunities
 	oc.ByStage, oc.Items = map[string]int{}, []OpportunityBrief{}
-	for _, st := range Stages {
+	for _, st := range repo.Stages {
 		oc.ByStage[st] = 0
 	}
 	for i := range opps {
@@ -440,26 +433,26 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 		oc.Total++
 		oc.ByStage[x.Stage]++
 		switch x.Stage {
-		case StageWon:
+		case repo.StageWon:
 			oc.Won++
-		case StageLost:
+		case repo.StageLost:
 			oc.Lost++
 		default:
 			oc.Open++
 		}
 		oc.Items = append(oc.Items, brief(x))
 	}
-	d.Coverage = newCoverageTally()
+	d.Coverage = repo.NewCoverageTally()
 	var cov []struct {
 		Type      string `bson:"type"`
 		Sentiment string `bson:"sentiment"`
 		Reach     *int64 `bson:"reach"`
 	}
-	if err := s.findProjected(ctx, collCoverage, bson.M{"outlet_id": id, "archived_at": nil}, bson.M{"type": 1, "sentiment": 1, "reach": 1}, &cov); err != nil {
+	if err := s.FindProjected(ctx, repo.CollCoverage, bson.M{"outlet_id": id, "archived_at": nil}, bson.M{"type": 1, "sentiment": 1, "reach": 1}, &cov); err != nil {
 		return nil, err
 	}
 	for _, x := range cov {
-		d.Coverage.add(x.Type, x.Sentiment, x.Reach)
+		d.Coverage.Add(x.Type, x.Sentiment, x.Reach)
 	}
 	if d.LatestInteractions, err = s.InteractionLog(ctx, InteractionQuery{OutletID: id, Limit: interactions}); err != nil {
 		return nil, err
@@ -469,7 +462,7 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 
 // StageSpan is a stage history entry with how long the opportunity stayed.
 type StageSpan struct {
-	StageChange
+	repo.StageChange
 	// LeftAt is when the next stage began; null for the current stage.
 	LeftAt          *time.Time `json:"left_at"`
 	DurationSeconds int64      `json:"duration_seconds"`
@@ -518,7 +511,7 @@ type OpportunityStatus struct {
 // now). asOf moves the clock of every age and due date; it does not hide
 // records made after it.
 func (s *Store) OpportunityStatus(ctx context.Context, id string, asOf *time.Time, interactions int) (*OpportunityStatus, error) {
-	t := now()
+	t := repo.Now()
 	if asOf != nil {
 		t = *asOf
 	}
@@ -548,18 +541,18 @@ func (s *Store) OpportunityStatus(ctx context.Context, id string, asOf *time.Tim
 	na := &st.NextAction
 	na.Action, na.Date, na.Owner = o.NextAction, o.NextActionDate, o.NextActionOwner
 	if o.NextActionDate != nil {
-		if o.NextActionDate.Before(t) && !Terminal(o.Stage) {
+		if o.NextActionDate.Before(t) && !repo.Terminal(o.Stage) {
 			na.Overdue, na.DaysOverdue = true, days(t.Sub(*o.NextActionDate))
 		} else if !o.NextActionDate.Before(t) {
 			n := days(o.NextActionDate.Sub(t))
 			na.DueInDays = &n
 		}
 	}
-	if st.Contacts, err = s.trimmed(ctx, collContacts, byIDs(o.ContactIDs), bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}, trimContact); err != nil {
+	if st.Contacts, err = s.Trimmed(ctx, repo.CollContacts, repo.ByIDs(o.ContactIDs), bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}, repo.TrimContact); err != nil {
 		return nil, err
 	}
-	if st.Coverage, err = s.trimmed(ctx, collCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
-		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, trimCoverage); err != nil {
+	if st.Coverage, err = s.Trimmed(ctx, repo.CollCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
+		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, repo.TrimCoverage); err != nil {
 		return nil, err
 	}
 	if at := lastPitch(o); at != nil {
@@ -580,7 +573,7 @@ func (s *Store) OpportunityStatus(ctx context.Context, id string, asOf *time.Tim
 }
 
 // lastPitch is when the opportunity last entered the pitched stage, or nil.
-func lastPitch(o *Opportunity) *time.Time {
+func lastPitch(o *repo.Opportunity) *time.Time {
 	for i := len(o.StageHistory) - 1; i >= 0; i-- {
 		if o.StageHistory[i].Stage == "pitched" {
 			at := o.StageHistory[i].At
@@ -647,7 +640,7 @@ type Agenda struct {
 // owns reports whether user is responsible for o: its next_action_owner
 // names the user (id, email or name, ignoring case), or, with no owner set,
 // the user created it.
-func owns(u *User, o *Opportunity) bool {
+func owns(u *repo.User, o *repo.Opportunity) bool {
 	if o.OwnerID != "" && o.OwnerID == u.ID {
 		return true
 	}
@@ -666,7 +659,7 @@ func owns(u *User, o *Opportunity) bool {
 // opportunities with nothing new (an edit, a stage move, a note, an email,
 // coverage) for q.UntouchedDays or more.
 func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
-	t := now()
+	t := repo.Now()
 	if q.AsOf != nil {
 		t = *q.AsOf
 	}
@@ -674,16 +667,16 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 	for _, r := range AgendaReasons {
 		a.Counts[r] = 0
 	}
-	var user *User
+	var user *repo.User
 	if q.UserID != "" {
 		u, err := s.User(ctx, q.UserID)
 		if err != nil {
-			return nil, withField(err, "user_id")
+			return nil, repo.WithField(err, "user_id")
 		}
 		user, a.Scope = u, "user"
 	}
-	var all []Opportunity
-	if err := s.findAll(ctx, collOpportunities, bson.M{"archived_at": nil, "stage": bson.M{"$nin": bson.A{StageWon, StageLost}}}, nil, &all); err != nil {
+	var all []repo.Opportunity
+	if err := s.FindAll(ctx, repo.CollOpportunities, bson.M{"archived_at": nil, "stage": bson.M{"$nin": bson.A{repo.StageWon, repo.StageLost}}}, nil, &all); err != nil {
 		return nil, err
 	}
 	opps := all[:0]
@@ -705,8 +698,8 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 	for _, o := range opps {
 		touched[o.ID] = o.UpdatedAt // an edit after t (as_of in the past) counts too: never "untouched"
 	}
-	var notes []Note
-	if err := s.findProjected(ctx, collNotes, bson.M{"archived_at": nil, "links.opportunity_id": bson.M{"$in": ids}}, bson.M{"occurred_at": 1, "links": 1}, &notes); err != nil {
+	var notes []repo.Note
+	if err := s.FindProjected(ctx, repo.CollNotes, bson.M{"archived_at": nil, "links.opportunity_id": bson.M{"$in": ids}}, bson.M{"occurred_at": 1, "links": 1}, &notes); err != nil {
 		return nil, err
 	}
 	for _, n := range notes {
@@ -716,8 +709,8 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 			}
 		}
 	}
-	var cov []Coverage
-	if err := s.findProjected(ctx, collCoverage, bson.M{"archived_at": nil, "opportunity_id": bson.M{"$in": ids}}, bson.M{"published_at": 1, "opportunity_id": 1}, &cov); err != nil {
+	var cov []repo.Coverage
+	if err := s.FindProjected(ctx, repo.CollCoverage, bson.M{"archived_at": nil, "opportunity_id": bson.M{"$in": ids}}, bson.M{"published_at": 1, "opportunity_id": 1}, &cov); err != nil {
 		return nil, err
 	}
 	for _, c := range cov {
@@ -758,7 +751,7 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 			}
 		}
 		if e := o.EmbargoUntil; e != nil && e.After(t) && !e.After(t.Add(time.Duration(q.EmbargoDays)*day)) {
-			local := EmbargoLocal(e, o.EmbargoZone)
+			local := repo.EmbargoLocal(e, o.EmbargoZone)
 			add(ReasonEmbargo, "embargo lifts at "+local, "opportunity", o.ID, o.Title, *e, days(e.Sub(t)))
 			a.Items[len(a.Items)-1].EmbargoLocal = local
 		}
@@ -767,12 +760,12 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 		}
 	}
 	if user == nil {
-		var camps []Campaign
-		if err := s.findAll(ctx, collCampaigns, bson.M{"archived_at": nil, "embargo_until": bson.M{"$gt": t, "$lte": t.Add(time.Duration(q.EmbargoDays) * day)}}, nil, &camps); err != nil {
+		var camps []repo.Campaign
+		if err := s.FindAll(ctx, repo.CollCampaigns, bson.M{"archived_at": nil, "embargo_until": bson.M{"$gt": t, "$lte": t.Add(time.Duration(q.EmbargoDays) * day)}}, nil, &camps); err != nil {
 			return nil, err
 		}
 		for _, c := range camps {
-			local := EmbargoLocal(c.EmbargoUntil, c.EmbargoZone)
+			local := repo.EmbargoLocal(c.EmbargoUntil, c.EmbargoZone)
 			add(ReasonEmbargo, "campaign embargo lifts at "+local, "campaign", c.ID, c.Name, *c.EmbargoUntil, days(c.EmbargoUntil.Sub(t)))
 			a.Items[len(a.Items)-1].EmbargoLocal = local
 		}
@@ -780,7 +773,7 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 			if len(th.OpportunityLinks) > 0 {
 				continue
 			}
-			var latest *EmailMessage
+			var latest *repo.EmailMessage
 			for j := range th.Messages {
 				m := &th.Messages[j]
 				if mb.sender(m) != "" && !m.Date.Before(replySince) && !m.Date.After(t) && (latest == nil || m.Date.After(latest.Date)) {

@@ -1,4 +1,4 @@
-package repo
+package access
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/argon2"
 
 	"outreach/audit"
+	"outreach/repo"
 )
 
 // The authorization server's records: clients registered dynamically (RFC
@@ -26,7 +27,7 @@ import (
 // OAuthClient is a client registered by Dynamic Client Registration: a
 // public client (no secret; PKCE proves it) with its exact redirect URIs.
 type OAuthClient struct {
-	Meta         `bson:",inline"`
+	repo.Meta    `bson:",inline"`
 	ClientName   string   `bson:"client_name" json:"client_name"`
 	RedirectURIs []string `bson:"redirect_uris" json:"redirect_uris"`
 	ClientURI    string   `bson:"client_uri,omitempty" json:"client_uri,omitempty"`
@@ -37,21 +38,21 @@ type OAuthClient struct {
 func (s *Store) RegisterOAuthClient(ctx context.Context, c *OAuthClient) error {
 	c.ClientName = strings.TrimSpace(c.ClientName)
 	if len(c.RedirectURIs) == 0 {
-		return Invalid("redirect_uris", "must name at least one redirect URI")
+		return repo.Invalid("redirect_uris", "must name at least one redirect URI")
 	}
-	return insert(ctx, s, collOAuthClients, c)
+	return repo.Insert(ctx, s.Store, repo.CollOAuthClients, c)
 }
 
 // OAuthClientByID returns a registered client.
 func (s *Store) OAuthClientByID(ctx context.Context, id string) (*OAuthClient, error) {
-	return find[*OAuthClient](ctx, s, collOAuthClients, id)
+	return repo.Find[*OAuthClient](ctx, s.Store, repo.CollOAuthClients, id)
 }
 
 // OAuthRequest is an authorization request between the client's redirect to
 // /authorize and the exchange of its code: who signed in, what they
 // approved, and the code's hash once issued.
 type OAuthRequest struct {
-	Meta                `bson:",inline"`
+	repo.Meta           `bson:",inline"`
 	ClientID            string    `bson:"client_id" json:"client_id"`
 	ClientName          string    `bson:"client_name" json:"client_name"`
 	RedirectURI         string    `bson:"redirect_uri" json:"redirect_uri"`
@@ -82,19 +83,19 @@ const OAuthRequestTTL = 10 * time.Minute
 
 // CreateOAuthRequest records an authorization request.
 func (s *Store) CreateOAuthRequest(ctx context.Context, r *OAuthRequest) error {
-	r.ExpiresAt = now().Add(OAuthRequestTTL)
-	return insert(ctx, s, collOAuthRequests, r)
+	r.ExpiresAt = repo.Now().Add(OAuthRequestTTL)
+	return repo.Insert(ctx, s.Store, repo.CollOAuthRequests, r)
 }
 
 // OAuthRequestByID returns a live authorization request (not expired, not
 // used).
 func (s *Store) OAuthRequestByID(ctx context.Context, id string) (*OAuthRequest, error) {
-	r, err := find[*OAuthRequest](ctx, s, collOAuthRequests, id)
+	r, err := repo.Find[*OAuthRequest](ctx, s.Store, repo.CollOAuthRequests, id)
 	if err != nil {
 		return nil, err
 	}
-	if r.ArchivedAt != nil || !now().Before(r.ExpiresAt) {
-		return nil, NotFound("authorization request", id)
+	if r.ArchivedAt != nil || !repo.Now().Before(r.ExpiresAt) {
+		return nil, repo.NotFound("authorization request", id)
 	}
 	return r, nil
 }
@@ -103,9 +104,9 @@ func (s *Store) OAuthRequestByID(ctx context.Context, id string) (*OAuthRequest,
 // for, while it is live: a code is good once and for OAuthRequestTTL.
 func (s *Store) OAuthRequestByCode(ctx context.Context, code string) (*OAuthRequest, error) {
 	var r OAuthRequest
-	err := s.coll(collOAuthRequests).FindOne(ctx, bson.M{"code_hash": hashKey(code)}).Decode(&r)
-	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && (r.ArchivedAt != nil || !now().Before(r.ExpiresAt))) {
-		return nil, NotFound("authorization code", "(given)")
+	err := s.Collection(repo.CollOAuthRequests).FindOne(ctx, bson.M{"code_hash": repo.HashKey(code)}).Decode(&r)
+	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && (r.ArchivedAt != nil || !repo.Now().Before(r.ExpiresAt))) {
+		return nil, repo.NotFound("authorization code", "(given)")
 	}
 	if err != nil {
 		return nil, err
@@ -115,9 +116,9 @@ func (s *Store) OAuthRequestByCode(ctx context.Context, code string) (*OAuthRequ
 
 // UpdateOAuthRequest changes a live authorization request.
 func (s *Store) UpdateOAuthRequest(ctx context.Context, id string, fn func(*OAuthRequest) error) (*OAuthRequest, error) {
-	return modify(ctx, s, collOAuthRequests, id, audit.ActionUpdate, func(r *OAuthRequest) error {
-		if r.ArchivedAt != nil || !now().Before(r.ExpiresAt) {
-			return Errorf(CodeFailedPrecondition, "the authorization request %s has expired or was used; start again from the client", id)
+	return repo.Modify(ctx, s.Store, repo.CollOAuthRequests, id, audit.ActionUpdate, func(r *OAuthRequest) error {
+		if r.ArchivedAt != nil || !repo.Now().Before(r.ExpiresAt) {
+			return repo.Errorf(repo.CodeFailedPrecondition, "the authorization request %s has expired or was used; start again from the client", id)
 		}
 		return fn(r)
 	})
@@ -127,9 +128,9 @@ func (s *Store) UpdateOAuthRequest(ctx context.Context, id string, fn func(*OAut
 func (s *Store) SetOAuthCode(ctx context.Context, id, code string) error {
 	_, err := s.UpdateOAuthRequest(ctx, id, func(r *OAuthRequest) error {
 		if r.CodeHash != "" {
-			return Errorf(CodeFailedPrecondition, "a code was already issued for authorization request %s", id)
+			return repo.Errorf(repo.CodeFailedPrecondition, "a code was already issued for authorization request %s", id)
 		}
-		r.CodeHash = hashKey(code)
+		r.CodeHash = repo.HashKey(code)
 		return nil
 	})
 	return err
@@ -137,9 +138,9 @@ func (s *Store) SetOAuthCode(ctx context.Context, id, code string) error {
 
 // EndOAuthRequest archives a request: its code cannot be exchanged again.
 func (s *Store) EndOAuthRequest(ctx context.Context, id string) error {
-	_, err := modify(ctx, s, collOAuthRequests, id, audit.ActionArchive, func(r *OAuthRequest) error {
+	_, err := repo.Modify(ctx, s.Store, repo.CollOAuthRequests, id, audit.ActionArchive, func(r *OAuthRequest) error {
 		if r.ArchivedAt == nil {
-			t := now()
+			t := repo.Now()
 			r.ArchivedAt = &t
 		}
 		return nil
@@ -149,13 +150,13 @@ func (s *Store) EndOAuthRequest(ctx context.Context, id string) error {
 
 // HashSecret is how the authorization server keeps a one-time secret (a
 // consent nonce): SHA-256, hex.
-func HashSecret(v string) string { return hashKey(v) }
+func HashSecret(v string) string { return repo.HashKey(v) }
 
 // SignIn is a team member's local sign-in: the argon2id hash of the password
 // they set through an invite, the invite's hash while it is open, and the
 // scopes their role allows (what a client may be given, at most).
 type SignIn struct {
-	Meta            `bson:",inline"` // _id is the user's id
+	repo.Meta       `bson:",inline"` // _id is the user's id
 	Email           string           `bson:"email" json:"email"`
 	PasswordHash    string           `bson:"password_hash,omitempty" json:"-"`
 	InviteHash      string           `bson:"invite_hash,omitempty" json:"-"`
@@ -175,20 +176,20 @@ const MinPassword = 12
 // InviteMember opens an invite for the member of email (created if new,
 // named name): the returned token, shown once, lets them set a password.
 // scopes is the most a client they approve may get.
-func (s *Store) InviteMember(ctx context.Context, email, name string, scopes []string) (*User, string, error) {
+func (s *Store) InviteMember(ctx context.Context, email, name string, scopes []string) (*repo.User, string, error) {
 	if len(scopes) == 0 {
-		scopes = []string{ScopeRead, ScopeWrite}
+		scopes = []string{repo.ScopeRead, repo.ScopeWrite}
 	}
 	for _, sc := range scopes {
-		if !slices.Contains([]string{ScopeRead, ScopeWrite, ScopeAdmin}, sc) {
-			return nil, "", Invalid("scopes", "%q is not one of read, write, admin", sc)
+		if !slices.Contains([]string{repo.ScopeRead, repo.ScopeWrite, repo.ScopeAdmin}, sc) {
+			return nil, "", repo.Invalid("scopes", "%q is not one of read, write, admin", sc)
 		}
 	}
 	scopes = slices.Clone(scopes)
 	slices.Sort(scopes)
 	scopes = slices.Compact(scopes)
 	u, err := s.UserByEmail(ctx, email)
-	if ErrorCode(err) == CodeNotFound {
+	if repo.ErrorCode(err) == repo.CodeNotFound {
 		if name == "" {
 			name = strings.Split(email, "@")[0]
 		}
@@ -198,14 +199,14 @@ func (s *Store) InviteMember(ctx context.Context, email, name string, scopes []s
 		return nil, "", err
 	}
 	token := newToken(InvitePrefix)
-	exp := now().Add(InviteTTL)
-	_, err = find[*SignIn](ctx, s, collSignIns, u.ID)
+	exp := repo.Now().Add(InviteTTL)
+	_, err = repo.Find[*SignIn](ctx, s.Store, repo.CollSignIns, u.ID)
 	switch {
-	case ErrorCode(err) == CodeNotFound:
-		err = insert(ctx, s, collSignIns, &SignIn{Meta: Meta{ID: u.ID}, Email: u.Email, InviteHash: hashKey(token), InviteExpiresAt: &exp, Scopes: scopes})
+	case repo.ErrorCode(err) == repo.CodeNotFound:
+		err = repo.Insert(ctx, s.Store, repo.CollSignIns, &SignIn{Meta: repo.Meta{ID: u.ID}, Email: u.Email, InviteHash: repo.HashKey(token), InviteExpiresAt: &exp, Scopes: scopes})
 	case err == nil:
-		_, err = modify(ctx, s, collSignIns, u.ID, audit.ActionUpdate, func(si *SignIn) error {
-			si.InviteHash, si.InviteExpiresAt, si.Scopes, si.Email = hashKey(token), &exp, scopes, u.Email
+		_, err = repo.Modify(ctx, s.Store, repo.CollSignIns, u.ID, audit.ActionUpdate, func(si *SignIn) error {
+			si.InviteHash, si.InviteExpiresAt, si.Scopes, si.Email = repo.HashKey(token), &exp, scopes, u.Email
 			return nil
 		})
 	}
@@ -218,9 +219,9 @@ func (s *Store) InviteMember(ctx context.Context, email, name string, scopes []s
 // InviteFor returns the sign-in an open invite token belongs to.
 func (s *Store) InviteFor(ctx context.Context, token string) (*SignIn, error) {
 	var si SignIn
-	err := s.coll(collSignIns).FindOne(ctx, bson.M{"invite_hash": hashKey(token)}).Decode(&si)
-	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && (si.InviteExpiresAt == nil || !now().Before(*si.InviteExpiresAt))) {
-		return nil, Errorf(CodeNotFound, "this invite link is unknown, used or expired; ask an admin for a new one (outreach users invite)")
+	err := s.Collection(repo.CollSignIns).FindOne(ctx, bson.M{"invite_hash": repo.HashKey(token)}).Decode(&si)
+	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && (si.InviteExpiresAt == nil || !repo.Now().Before(*si.InviteExpiresAt))) {
+		return nil, repo.Errorf(repo.CodeNotFound, "this invite link is unknown, used or expired; ask an admin for a new one (outreach users invite)")
 	}
 	if err != nil {
 		return nil, err
@@ -236,15 +237,15 @@ func (s *Store) AcceptInvite(ctx context.Context, token, password string) (*Sign
 		return nil, err
 	}
 	if n := len([]rune(password)); n < MinPassword || n > 256 {
-		return nil, Invalid("password", "must be %d to 256 characters; it has %d", MinPassword, n)
+		return nil, repo.Invalid("password", "must be %d to 256 characters; it has %d", MinPassword, n)
 	}
 	hash, err := hashPassword(password)
 	if err != nil {
 		return nil, err
 	}
-	return modify(ctx, s, collSignIns, si.ID, audit.ActionUpdate, func(x *SignIn) error {
-		if x.InviteHash != hashKey(token) {
-			return Errorf(CodeFailedPrecondition, "this invite link was used already")
+	return repo.Modify(ctx, s.Store, repo.CollSignIns, si.ID, audit.ActionUpdate, func(x *SignIn) error {
+		if x.InviteHash != repo.HashKey(token) {
+			return repo.Errorf(repo.CodeFailedPrecondition, "this invite link was used already")
 		}
 		x.PasswordHash, x.InviteHash, x.InviteExpiresAt = hash, "", nil
 		return nil
@@ -257,7 +258,7 @@ var ErrBadPassword = errors.New("the email or the password is wrong")
 // CheckPassword returns the sign-in of email when password is its password.
 func (s *Store) CheckPassword(ctx context.Context, email, password string) (*SignIn, error) {
 	var si SignIn
-	err := s.coll(collSignIns).FindOne(ctx, bson.M{"email": strings.ToLower(strings.TrimSpace(email))}).Decode(&si)
+	err := s.Collection(repo.CollSignIns).FindOne(ctx, bson.M{"email": strings.ToLower(strings.TrimSpace(email))}).Decode(&si)
 	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && si.PasswordHash == "") {
 		_, _ = hashPassword(password) // as slow as a wrong password
 		return nil, ErrBadPassword
@@ -276,7 +277,7 @@ func (s *Store) CheckPassword(ctx context.Context, email, password string) (*Sig
 
 // SignInOf returns a member's sign-in (ErrNotFound when never invited).
 func (s *Store) SignInOf(ctx context.Context, userID string) (*SignIn, error) {
-	return find[*SignIn](ctx, s, collSignIns, userID)
+	return repo.Find[*SignIn](ctx, s.Store, repo.CollSignIns, userID)
 }
 
 // argon2id parameters (RFC 9106's second recommendation, lighter in memory:

@@ -1,16 +1,16 @@
-package repo
+package dossiers
 
 import (
 	"cmp"
 	"context"
 	"fmt"
+	"outreach/repo"
+	"outreach/repo/pitches"
 	"slices"
-	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // InteractionQuery selects the interaction log of a contact, an outlet or an
@@ -38,9 +38,6 @@ type InteractionLog struct {
 	Entries      []Interaction `json:"entries"`
 }
 
-// summaryLen caps a summary, in characters.
-const summaryLen = 200
-
 // interactionScope is the query resolved into per-source filters. Which
 // emails belong to an outlet is resolved here, in Go, for both builders:
 // messages that involve a contact affiliated with the outlet, and messages
@@ -50,11 +47,11 @@ type interactionScope struct {
 	// pitches filters pitches, recipients their unwound recipients (fields
 	// under "recipients."); recipientOK is the same filter in Go.
 	pitches, recipients bson.M
-	recipientOK         func(p *Pitch, r *PitchRecipient) bool
+	recipientOK         func(p *pitches.Pitch, r *pitches.PitchRecipient) bool
 	// messages filters unwound messages (fields under "messages.").
 	messages bson.M
 	// messageOK is the same filter as messages, evaluated in Go.
-	messageOK func(t *EmailThread, m *EmailMessage) bool
+	messageOK func(t *repo.EmailThread, m *repo.EmailMessage) bool
 }
 
 func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (interactionScope, error) {
@@ -62,41 +59,43 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 	coverage := bson.M{"archived_at": nil}
 	threads := bson.M{"archived_at": nil}
 	messages := bson.M{}
-	var checks []func(*EmailThread, *EmailMessage) bool
+	var checks []func(*repo.EmailThread, *repo.EmailMessage) bool
 	// A pitch is an interaction per recipient it was sent to (sent_at set,
 	// whatever happened after: bounced, replied).
 	// pitches only narrows (any recipient matches); recipients and
 	// recipientOK decide per recipient.
-	pitches := bson.M{"archived_at": nil, "recipients.sent_at": bson.M{"$exists": true}}
+	pitchFilter := bson.M{"archived_at": nil, "recipients.sent_at": bson.M{"$exists": true}}
 	recipients := bson.M{"recipients.sent_at": bson.M{"$ne": nil}}
-	pitchChecks := []func(*Pitch, *PitchRecipient) bool{func(_ *Pitch, r *PitchRecipient) bool { return r.SentAt != nil }}
+	pitchChecks := []func(*pitches.Pitch, *pitches.PitchRecipient) bool{func(_ *pitches.Pitch, r *pitches.PitchRecipient) bool { return r.SentAt != nil }}
 	if q.ContactID != "" {
-		pitches["recipients.contact_id"] = q.ContactID
+		pitchFilter["recipients.contact_id"] = q.ContactID
 		recipients["recipients.contact_id"] = q.ContactID
-		pitchChecks = append(pitchChecks, func(_ *Pitch, r *PitchRecipient) bool { return r.ContactID == q.ContactID })
+		pitchChecks = append(pitchChecks, func(_ *pitches.Pitch, r *pitches.PitchRecipient) bool { return r.ContactID == q.ContactID })
 		notes["links.contact_id"] = q.ContactID
 		coverage["contact_ids"] = q.ContactID
 		threads["messages.contact_ids"] = q.ContactID
 		messages["messages.contact_ids"] = q.ContactID
-		checks = append(checks, func(_ *EmailThread, m *EmailMessage) bool { return slices.Contains(m.ContactIDs, q.ContactID) })
+		checks = append(checks, func(_ *repo.EmailThread, m *repo.EmailMessage) bool {
+			return slices.Contains(m.ContactIDs, q.ContactID)
+		})
 	}
 	if q.OpportunityID != "" {
 		notes["links.opportunity_id"] = q.OpportunityID
 		coverage["opportunity_id"] = q.OpportunityID
 		threads["opportunity_links.opportunity_id"] = q.OpportunityID
-		pitches["opportunity_id"] = q.OpportunityID
-		checks = append(checks, func(t *EmailThread, _ *EmailMessage) bool {
-			return slices.ContainsFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return l.OpportunityID == q.OpportunityID })
+		pitchFilter["opportunity_id"] = q.OpportunityID
+		checks = append(checks, func(t *repo.EmailThread, _ *repo.EmailMessage) bool {
+			return slices.ContainsFunc(t.OpportunityLinks, func(l repo.EmailOpportunityLink) bool { return l.OpportunityID == q.OpportunityID })
 		})
 	}
 	if q.OutletID != "" {
 		notes["links.outlet_id"] = q.OutletID
 		coverage["outlet_id"] = q.OutletID
-		contacts, err := s.distinctIDs(ctx, collContacts, bson.M{"affiliations.outlet_id": q.OutletID, "archived_at": nil})
+		contacts, err := s.DistinctIDs(ctx, repo.CollContacts, bson.M{"affiliations.outlet_id": q.OutletID, "archived_at": nil})
 		if err != nil {
 			return interactionScope{}, err
 		}
-		opps, err := s.distinctIDs(ctx, collOpportunities, bson.M{"outlet_id": q.OutletID})
+		opps, err := s.DistinctIDs(ctx, repo.CollOpportunities, bson.M{"outlet_id": q.OutletID})
 		if err != nil {
 			return interactionScope{}, err
 		}
@@ -112,12 +111,12 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 			bson.M{"recipients.contact_id": bson.M{"$in": contacts}},
 			bson.M{"opportunity_id": bson.M{"$in": opps}},
 		}}}}
-		pitchChecks = append(pitchChecks, func(p *Pitch, r *PitchRecipient) bool {
+		pitchChecks = append(pitchChecks, func(p *pitches.Pitch, r *pitches.PitchRecipient) bool {
 			return slices.Contains(contacts, r.ContactID) || slices.Contains(opps, p.OpportunityID)
 		})
-		checks = append(checks, func(t *EmailThread, m *EmailMessage) bool {
+		checks = append(checks, func(t *repo.EmailThread, m *repo.EmailMessage) bool {
 			return slices.ContainsFunc(m.ContactIDs, func(id string) bool { return slices.Contains(contacts, id) }) ||
-				slices.ContainsFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return slices.Contains(opps, l.OpportunityID) })
+				slices.ContainsFunc(t.OpportunityLinks, func(l repo.EmailOpportunityLink) bool { return slices.Contains(opps, l.OpportunityID) })
 		})
 	}
 	dates := bson.M{}
@@ -132,16 +131,16 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 		coverage["published_at"] = dates
 		messages = bson.M{"$and": bson.A{messages, bson.M{"messages.date": dates}}}
 		recipients = bson.M{"$and": bson.A{recipients, bson.M{"recipients.sent_at": dates}}}
-		pitchChecks = append(pitchChecks, func(_ *Pitch, r *PitchRecipient) bool {
+		pitchChecks = append(pitchChecks, func(_ *pitches.Pitch, r *pitches.PitchRecipient) bool {
 			return (q.Since == nil || !r.SentAt.Before(*q.Since)) && (q.Until == nil || !r.SentAt.After(*q.Until))
 		})
-		checks = append(checks, func(_ *EmailThread, m *EmailMessage) bool {
+		checks = append(checks, func(_ *repo.EmailThread, m *repo.EmailMessage) bool {
 			return (q.Since == nil || !m.Date.Before(*q.Since)) && (q.Until == nil || !m.Date.After(*q.Until))
 		})
 	}
 	return interactionScope{notes: notes, coverage: coverage, threads: threads, messages: messages,
-		pitches: pitches, recipients: recipients,
-		recipientOK: func(p *Pitch, r *PitchRecipient) bool {
+		pitches: pitchFilter, recipients: recipients,
+		recipientOK: func(p *pitches.Pitch, r *pitches.PitchRecipient) bool {
 			for _, ok := range pitchChecks {
 				if !ok(p, r) {
 					return false
@@ -149,7 +148,7 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 			}
 			return true
 		},
-		messageOK: func(t *EmailThread, m *EmailMessage) bool {
+		messageOK: func(t *repo.EmailThread, m *repo.EmailMessage) bool {
 			for _, ok := range checks {
 				if !ok(t, m) {
 					return false
@@ -157,24 +156,6 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 			}
 			return true
 		}}, nil
-}
-
-func (s *Store) distinctIDs(ctx context.Context, coll string, filter bson.M) ([]string, error) {
-	cur, err := s.find(ctx, coll, filter, options.Find().SetProjection(bson.M{"_id": 1}))
-	if err != nil {
-		return nil, err
-	}
-	var docs []struct {
-		ID string `bson:"_id"`
-	}
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(docs))
-	for i, d := range docs {
-		ids[i] = d.ID
-	}
-	return ids, nil
 }
 
 // InteractionLog returns the merged timeline, newest first (ties: id
@@ -210,19 +191,8 @@ func (s *Store) InteractionPipeline(ctx context.Context, q InteractionQuery) (mo
 	return interactionPipeline(scope, q.Limit), nil
 }
 
-// firstLine is the first line of text, trimmed, at most summaryLen
-// characters: the Go twin of the pipeline's firstLineExpr.
-func firstLine(text string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
-	line = strings.TrimSpace(line)
-	if r := []rune(line); len(r) > summaryLen {
-		line = string(r[:summaryLen])
-	}
-	return line
-}
-
 // coverageSummary is "<type> - <sentiment> - <url>"; a missing part reads "n/a".
-func coverageSummary(c *Coverage) string {
+func coverageSummary(c *repo.Coverage) string {
 	or := func(s string) string {
 		if s == "" {
 			return "n/a"
@@ -246,8 +216,8 @@ func newest(a, b Interaction) int {
 // filters (messageOK) and its entries use. Decoding each thread's messages
 // whole, headers it never shows included, was most of the log's own cost.
 type logThread struct {
-	ID               string                 `bson:"_id"`
-	OpportunityLinks []EmailOpportunityLink `bson:"opportunity_links"`
+	ID               string                      `bson:"_id"`
+	OpportunityLinks []repo.EmailOpportunityLink `bson:"opportunity_links"`
 	Messages         []struct {
 		ID         string    `bson:"id"`
 		Subject    string    `bson:"subject"`
@@ -262,7 +232,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	var total int64
 	// Each source's page and count in one read where a count costs a
 	// second scan (see listPage).
-	notes, err := listPage[Note](ctx, s, collNotes, sc.notes, bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
+	notes, err := repo.ListPage[repo.Note](ctx, s.Store, repo.CollNotes, sc.notes, bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log notes: %w", err)
 	}
@@ -272,7 +242,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	for _, x := range notes.Items {
 		all = append(all, Interaction{Type: "note", ID: x.ID, Date: x.OccurredAt, Title: x.Title, Summary: x.Content, DetailType: x.Type})
 	}
-	cov, err := listPage[Coverage](ctx, s, collCoverage, sc.coverage, bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
+	cov, err := repo.ListPage[repo.Coverage](ctx, s.Store, repo.CollCoverage, sc.coverage, bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log coverage: %w", err)
 	}
@@ -283,7 +253,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	}
 	// Messages live inside threads: every matching thread is read, and its
 	// messages filtered, counted and merged here.
-	cur, err := s.find(ctx, collEmails, sc.threads)
+	cur, err := s.Find(ctx, repo.CollEmails, sc.threads)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log emails: %w", err)
 	}
@@ -293,10 +263,10 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	}
 	for i := range threads {
 		lt := &threads[i]
-		t := &EmailThread{Meta: Meta{ID: lt.ID}, OpportunityLinks: lt.OpportunityLinks}
+		t := &repo.EmailThread{Meta: repo.Meta{ID: lt.ID}, OpportunityLinks: lt.OpportunityLinks}
 		for j := range lt.Messages {
 			lm := &lt.Messages[j]
-			m := &EmailMessage{ID: lm.ID, Subject: lm.Subject, Date: lm.Date, ContactIDs: lm.ContactIDs}
+			m := &repo.EmailMessage{ID: lm.ID, Subject: lm.Subject, Date: lm.Date, ContactIDs: lm.ContactIDs}
 			if !sc.messageOK(t, m) {
 				continue
 			}
@@ -306,16 +276,16 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	}
 	// Pitches hold their recipients: every matching pitch is read, and its
 	// sent recipients filtered, counted and merged here.
-	cur, err = s.find(ctx, collPitches, sc.pitches)
+	cur, err = s.Find(ctx, repo.CollPitches, sc.pitches)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log pitches: %w", err)
 	}
-	var pitches []Pitch
-	if err := cur.All(ctx, &pitches); err != nil {
+	var sent []pitches.Pitch
+	if err := cur.All(ctx, &sent); err != nil {
 		return nil, err
 	}
-	for i := range pitches {
-		p := &pitches[i]
+	for i := range sent {
+		p := &sent[i]
 		for j := range p.Recipients {
 			r := &p.Recipients[j]
 			if !sc.recipientOK(p, r) {
@@ -332,7 +302,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	}
 	for i := range all {
 		if all[i].Type == "note" || all[i].Type == "email" {
-			all[i].Summary = firstLine(all[i].Summary)
+			all[i].Summary = repo.FirstLine(all[i].Summary)
 		}
 	}
 	if all == nil {
@@ -345,7 +315,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 func firstLineExpr(field string) bson.M {
 	line := bson.M{"$trim": bson.M{"input": bson.M{"$arrayElemAt": bson.A{
 		bson.M{"$split": bson.A{bson.M{"$trim": bson.M{"input": bson.M{"$ifNull": bson.A{field, ""}}}}, "\n"}}, 0}}}}
-	return bson.M{"$substrCP": bson.A{line, 0, summaryLen}}
+	return bson.M{"$substrCP": bson.A{line, 0, repo.SummaryLen}}
 }
 
 func orNA(field string) bson.M {
@@ -366,7 +336,7 @@ func interactionPipeline(sc interactionScope, limit int) mongo.Pipeline {
 			"summary":     bson.M{"$concat": bson.A{orNA("$type"), " - ", orNA("$sentiment"), " - ", orNA("$url")}},
 			"detail_type": "$type"}},
 	}
-	pitches := bson.A{
+	pitchPipeline := bson.A{
 		bson.M{"$match": sc.pitches},
 		bson.M{"$unwind": "$recipients"},
 		bson.M{"$match": sc.recipients},
@@ -379,9 +349,9 @@ func interactionPipeline(sc interactionScope, limit int) mongo.Pipeline {
 		{{Key: "$match", Value: sc.notes}},
 		{{Key: "$project", Value: bson.M{"_id": 0, "type": bson.M{"$literal": "note"}, "id": "$_id", "date": "$occurred_at",
 			"title": "$title", "summary": firstLineExpr("$content"), "detail_type": "$type"}}},
-		{{Key: "$unionWith", Value: bson.M{"coll": collEmails, "pipeline": emails}}},
-		{{Key: "$unionWith", Value: bson.M{"coll": collCoverage, "pipeline": coverage}}},
-		{{Key: "$unionWith", Value: bson.M{"coll": collPitches, "pipeline": pitches}}},
+		{{Key: "$unionWith", Value: bson.M{"coll": repo.CollEmails, "pipeline": emails}}},
+		{{Key: "$unionWith", Value: bson.M{"coll": repo.CollCoverage, "pipeline": coverage}}},
+		{{Key: "$unionWith", Value: bson.M{"coll": repo.CollPitches, "pipeline": pitchPipeline}}},
 		{{Key: "$sort", Value: bson.D{{Key: "date", Value: -1}, {Key: "id", Value: -1}}}},
 		{{Key: "$facet", Value: bson.M{
 			"total":   bson.A{bson.M{"$count": "n"}},
@@ -391,7 +361,7 @@ func interactionPipeline(sc interactionScope, limit int) mongo.Pipeline {
 }
 
 func (s *Store) interactionsPipeline(ctx context.Context, sc interactionScope, limit int) (*InteractionLog, error) {
-	cur, err := s.coll(collNotes).Aggregate(ctx, interactionPipeline(sc, limit))
+	cur, err := s.Collection(repo.CollNotes).Aggregate(ctx, interactionPipeline(sc, limit))
 	if err != nil {
 		return nil, fmt.Errorf("interaction log: %w", err)
 	}

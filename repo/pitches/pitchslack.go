@@ -1,4 +1,4 @@
-package repo
+package pitches
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"outreach/audit"
 	"outreach/ledger"
+	"outreach/repo"
 )
 
 // Approval of a pitch from Slack: the pitch is posted to the team's channel
@@ -22,21 +23,21 @@ import (
 // records it, attributed to that member (agent "slack:<Slack user id>").
 
 // PitchApprovalRequest returns a pitch's approval request posted to Slack.
-func (s *Store) PitchApprovalRequest(ctx context.Context, id string) (*Message, error) {
-	m, err := find[*Message](ctx, s, collMessages, id)
+func (s *Store) PitchApprovalRequest(ctx context.Context, id string) (*repo.Message, error) {
+	m, err := repo.Find[*repo.Message](ctx, s.Store, repo.CollMessages, id)
 	if err != nil {
 		return nil, err
 	}
-	if m.Kind != MessageKindPitchApproval {
-		return nil, NotFound("pitch approval request", id)
+	if m.Kind != repo.MessageKindPitchApproval {
+		return nil, repo.NotFound("pitch approval request", id)
 	}
 	return m, nil
 }
 
 // UserBySlackID finds the team member with this Slack user id.
-func (s *Store) UserBySlackID(ctx context.Context, slackUserID string) (*User, error) {
-	var u User
-	err := s.coll(collUsers).FindOne(ctx, bson.M{"slack_user_id": slackUserID, "archived_at": nil}).Decode(&u)
+func (s *Store) UserBySlackID(ctx context.Context, slackUserID string) (*repo.User, error) {
+	var u repo.User
+	err := s.Collection(repo.CollUsers).FindOne(ctx, bson.M{"slack_user_id": slackUserID, "archived_at": nil}).Decode(&u)
 	if err != nil {
 		return nil, ledger.DriverErr(err, "user", slackUserID)
 	}
@@ -45,11 +46,11 @@ func (s *Store) UserBySlackID(ctx context.Context, slackUserID string) (*User, e
 
 // SlackApprover is the team member a Slack user is, with the scopes of
 // their live keys, or why they may not approve a pitch.
-func (s *Store) SlackApprover(ctx context.Context, slackUserID string) (*User, []string, error) {
+func (s *Store) SlackApprover(ctx context.Context, slackUserID string) (*repo.User, []string, error) {
 	u, err := s.UserBySlackID(ctx, slackUserID)
 	if err != nil {
-		if ErrorCode(err) == CodeNotFound {
-			return nil, nil, Errorf(CodePermissionDenied, "Slack user %s is no team member (create_user with slack_user_id maps them)", slackUserID)
+		if repo.ErrorCode(err) == repo.CodeNotFound {
+			return nil, nil, repo.Errorf(repo.CodePermissionDenied, "Slack user %s is no team member (create_user with slack_user_id maps them)", slackUserID)
 		}
 		return nil, nil, err
 	}
@@ -60,20 +61,20 @@ func (s *Store) SlackApprover(ctx context.Context, slackUserID string) (*User, [
 	pol := s.PitchPolicy()
 	t := time.Now()
 	for _, k := range keys {
-		if k.unusable(t) != nil {
+		if k.Unusable(t) != nil {
 			continue
 		}
-		if slices.Contains(k.Scopes, pol.ApproverScope) || slices.Contains(k.Scopes, ScopeAdmin) {
+		if slices.Contains(k.Scopes, pol.ApproverScope) || slices.Contains(k.Scopes, repo.ScopeAdmin) {
 			return u, k.Scopes, nil
 		}
 	}
-	return nil, nil, Errorf(CodePermissionDenied, "team member %s (Slack user %s) holds no live key with the %s scope (the operator's pitch approver policy)", u.Name, slackUserID, pol.ApproverScope)
+	return nil, nil, repo.Errorf(repo.CodePermissionDenied, "team member %s (Slack user %s) holds no live key with the %s scope (the operator's pitch approver policy)", u.Name, slackUserID, pol.ApproverScope)
 }
 
 // ApprovePitchFromSlack records the approval a Slack user gave in the
 // thread of request req: the Slack user must be an approver
 // (SlackApprover), and the pitch must still hold the content posted.
-func (s *Store) ApprovePitchFromSlack(ctx context.Context, req *Message, slackUserID string) (*Pitch, error) {
+func (s *Store) ApprovePitchFromSlack(ctx context.Context, req *repo.Message, slackUserID string) (*Pitch, error) {
 	u, scopes, err := s.SlackApprover(ctx, slackUserID)
 	if err != nil {
 		return nil, err
@@ -83,7 +84,7 @@ func (s *Store) ApprovePitchFromSlack(ctx context.Context, req *Message, slackUs
 		return nil, err
 	}
 	if p.ContentHash != req.ContentHash {
-		return nil, &Error{Code: CodeConflict, Field: "request_id", Message: fmt.Sprintf("request_id: pitch %s changed since it was posted to Slack (posted %s, now %s); its answers there are void: request_pitch_approval again", p.ID, short(req.ContentHash), short(p.ContentHash))}
+		return nil, &repo.Error{Code: repo.CodeConflict, Field: "request_id", Message: fmt.Sprintf("request_id: pitch %s changed since it was posted to Slack (posted %s, now %s); its answers there are void: request_pitch_approval again", p.ID, short(req.ContentHash), short(p.ContentHash))}
 	}
 	caller, _ := audit.ActorFrom(ctx)
 	// The approval is the member's own change, in a session of its own (a

@@ -1,4 +1,4 @@
-package repo
+package access
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/repo"
 )
 
 // Prefixes of the tokens the service's OAuth authorization server issues.
@@ -41,7 +42,7 @@ const AgentTypeOAuth = "oauth_client"
 // moves to UsedRefreshHashes, so a second use of it is recognised and
 // revokes the whole family).
 type OAuthGrant struct {
-	Meta       `bson:",inline"`
+	repo.Meta  `bson:",inline"`
 	UserID     string   `bson:"user_id" json:"user_id"`
 	AgentID    string   `bson:"agent_id" json:"agent_id"`
 	ClientID   string   `bson:"client_id" json:"client_id"`
@@ -89,20 +90,20 @@ func newToken(prefix string) string {
 // IssueOAuthGrant records an approval and returns its first tokens.
 func (s *Store) IssueOAuthGrant(ctx context.Context, in OAuthGrantInput) (*OAuthGrant, OAuthTokens, error) {
 	if strings.TrimSpace(in.ClientID) == "" {
-		return nil, OAuthTokens{}, Invalid("client_id", "must not be empty")
+		return nil, OAuthTokens{}, repo.Invalid("client_id", "must not be empty")
 	}
 	if strings.TrimSpace(in.Resource) == "" {
-		return nil, OAuthTokens{}, Invalid("resource", "must not be empty")
+		return nil, OAuthTokens{}, repo.Invalid("resource", "must not be empty")
 	}
 	for _, sc := range in.Scopes {
-		if !slices.Contains([]string{ScopeRead, ScopeWrite, ScopeAdmin}, sc) {
-			return nil, OAuthTokens{}, Invalid("scope", "%q is not one of read, write, admin", sc)
+		if !slices.Contains([]string{repo.ScopeRead, repo.ScopeWrite, repo.ScopeAdmin}, sc) {
+			return nil, OAuthTokens{}, repo.Invalid("scope", "%q is not one of read, write, admin", sc)
 		}
 	}
 	if len(in.Scopes) == 0 {
-		return nil, OAuthTokens{}, Invalid("scope", "must name at least one of read, write, admin")
+		return nil, OAuthTokens{}, repo.Invalid("scope", "must name at least one of read, write, admin")
 	}
-	if err := s.mustExist(ctx, collUsers, "user_id", in.UserID); err != nil {
+	if err := s.MustExist(ctx, repo.CollUsers, "user_id", in.UserID); err != nil {
 		return nil, OAuthTokens{}, err
 	}
 	if in.AccessTTL <= 0 {
@@ -113,16 +114,16 @@ func (s *Store) IssueOAuthGrant(ctx context.Context, in OAuthGrantInput) (*OAuth
 	}
 	scopes := slices.Clone(in.Scopes)
 	slices.Sort(scopes)
-	t := now()
+	t := repo.Now()
 	tok := OAuthTokens{Access: newToken(AccessTokenPrefix), Refresh: newToken(RefreshTokenPrefix)}
 	name := strings.TrimSpace(in.ClientName)
 	if name == "" {
 		name = in.ClientID
 	}
 	g := &OAuthGrant{UserID: in.UserID, AgentID: OAuthAgentID(in.ClientID, in.UserID), ClientID: in.ClientID, ClientName: name,
-		Scopes: slices.Compact(scopes), Resource: in.Resource, AccessHash: hashKey(tok.Access), AccessExpiresAt: t.Add(in.AccessTTL),
-		RefreshHash: hashKey(tok.Refresh), UsedRefreshHashes: []string{}, RefreshExpiresAt: t.Add(in.RefreshTTL)}
-	if err := insert(ctx, s, collOAuthGrants, g); err != nil {
+		Scopes: slices.Compact(scopes), Resource: in.Resource, AccessHash: repo.HashKey(tok.Access), AccessExpiresAt: t.Add(in.AccessTTL),
+		RefreshHash: repo.HashKey(tok.Refresh), UsedRefreshHashes: []string{}, RefreshExpiresAt: t.Add(in.RefreshTTL)}
+	if err := repo.Insert(ctx, s.Store, repo.CollOAuthGrants, g); err != nil {
 		return nil, OAuthTokens{}, err
 	}
 	return g, tok, nil
@@ -134,25 +135,25 @@ func (s *Store) IssueOAuthGrant(ctx context.Context, in OAuthGrantInput) (*OAuth
 // errors wrap ErrBadKey and say why.
 func (s *Store) AuthenticateOAuth(ctx context.Context, token, resource string) (*OAuthGrant, error) {
 	if !strings.HasPrefix(token, AccessTokenPrefix) {
-		return nil, errors.Join(ErrBadKey, errors.New("not an access token of this service"))
+		return nil, errors.Join(repo.ErrBadKey, errors.New("not an access token of this service"))
 	}
 	var g OAuthGrant
-	err := s.coll(collOAuthGrants).FindOne(ctx, bson.M{"access_hash": hashKey(token)}).Decode(&g)
+	err := s.Collection(repo.CollOAuthGrants).FindOne(ctx, bson.M{"access_hash": repo.HashKey(token)}).Decode(&g)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, errors.Join(ErrBadKey, errors.New("unknown access token (a refresh replaced it, or it was never issued)"))
+		return nil, errors.Join(repo.ErrBadKey, errors.New("unknown access token (a refresh replaced it, or it was never issued)"))
 	}
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case g.RevokedAt != nil:
-		return nil, errors.Join(ErrBadKey, errors.New("the grant was revoked"))
+		return nil, errors.Join(repo.ErrBadKey, errors.New("the grant was revoked"))
 	case g.ArchivedAt != nil:
-		return nil, errors.Join(ErrBadKey, errors.New("the grant was archived"))
-	case !now().Before(g.AccessExpiresAt):
-		return nil, errors.Join(ErrBadKey, errors.New("the access token has expired; refresh it"))
+		return nil, errors.Join(repo.ErrBadKey, errors.New("the grant was archived"))
+	case !repo.Now().Before(g.AccessExpiresAt):
+		return nil, errors.Join(repo.ErrBadKey, errors.New("the access token has expired; refresh it"))
 	case g.Resource != resource:
-		return nil, errors.Join(ErrBadKey, errors.New("the access token was issued for another resource ("+g.Resource+"), not "+resource))
+		return nil, errors.Join(repo.ErrBadKey, errors.New("the access token was issued for another resource ("+g.Resource+"), not "+resource))
 	}
 	return &g, nil
 }
@@ -166,29 +167,29 @@ var ErrRefreshReused = errors.New("the refresh token was already used: the grant
 // exchanged (a stolen copy, or a client that kept it) revokes its grant:
 // every token of the family fails from then on.
 func (s *Store) OAuthGrantForRefresh(ctx context.Context, refresh string) (*OAuthGrant, error) {
-	hash := hashKey(refresh)
+	hash := repo.HashKey(refresh)
 	var g OAuthGrant
-	err := s.coll(collOAuthGrants).FindOne(ctx, bson.M{"refresh_hash": hash}).Decode(&g)
+	err := s.Collection(repo.CollOAuthGrants).FindOne(ctx, bson.M{"refresh_hash": hash}).Decode(&g)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		var used OAuthGrant
-		if s.coll(collOAuthGrants).FindOne(ctx, bson.M{"used_refresh_hashes": hash}).Decode(&used) == nil {
+		if s.Collection(repo.CollOAuthGrants).FindOne(ctx, bson.M{"used_refresh_hashes": hash}).Decode(&used) == nil {
 			if used.RevokedAt == nil {
 				if _, err := s.RevokeOAuthGrant(ctx, used.ID, "refresh token reused"); err != nil {
 					return nil, err
 				}
 			}
-			return nil, errors.Join(ErrBadKey, ErrRefreshReused)
+			return nil, errors.Join(repo.ErrBadKey, ErrRefreshReused)
 		}
-		return nil, errors.Join(ErrBadKey, errors.New("unknown refresh token"))
+		return nil, errors.Join(repo.ErrBadKey, errors.New("unknown refresh token"))
 	}
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case g.RevokedAt != nil:
-		return nil, errors.Join(ErrBadKey, errors.New("the grant was revoked"))
-	case !now().Before(g.RefreshExpiresAt):
-		return nil, errors.Join(ErrBadKey, errors.New("the refresh token has expired; sign in again"))
+		return nil, errors.Join(repo.ErrBadKey, errors.New("the grant was revoked"))
+	case !repo.Now().Before(g.RefreshExpiresAt):
+		return nil, errors.Join(repo.ErrBadKey, errors.New("the refresh token has expired; sign in again"))
 	}
 	return &g, nil
 }
@@ -197,28 +198,28 @@ func (s *Store) OAuthGrantForRefresh(ctx context.Context, refresh string) (*OAut
 // both are replaced, and the old refresh token is remembered so that a
 // second use of it revokes the whole grant (OAuthGrantForRefresh).
 func (s *Store) RefreshOAuthGrant(ctx context.Context, refresh, clientID string) (*OAuthGrant, OAuthTokens, error) {
-	hash := hashKey(refresh)
+	hash := repo.HashKey(refresh)
 	g, err := s.OAuthGrantForRefresh(ctx, refresh)
 	if err != nil {
 		return nil, OAuthTokens{}, err
 	}
 	if g.ClientID != clientID {
-		return nil, OAuthTokens{}, errors.Join(ErrBadKey, errors.New("the refresh token was issued to another client"))
+		return nil, OAuthTokens{}, errors.Join(repo.ErrBadKey, errors.New("the refresh token was issued to another client"))
 	}
 	tok := OAuthTokens{Access: newToken(AccessTokenPrefix), Refresh: newToken(RefreshTokenPrefix)}
 	ttl := AccessTokenTTL
-	out, err := modify(ctx, s, collOAuthGrants, g.ID, audit.ActionUpdate, func(g *OAuthGrant) error {
+	out, err := repo.Modify(ctx, s.Store, repo.CollOAuthGrants, g.ID, audit.ActionUpdate, func(g *OAuthGrant) error {
 		switch {
 		case g.RefreshHash != hash:
-			return errors.Join(ErrBadKey, ErrRefreshReused) // another refresh won the race
+			return errors.Join(repo.ErrBadKey, ErrRefreshReused) // another refresh won the race
 		case g.RevokedAt != nil:
-			return errors.Join(ErrBadKey, errors.New("the grant was revoked"))
-		case !now().Before(g.RefreshExpiresAt):
-			return errors.Join(ErrBadKey, errors.New("the refresh token has expired; sign in again"))
+			return errors.Join(repo.ErrBadKey, errors.New("the grant was revoked"))
+		case !repo.Now().Before(g.RefreshExpiresAt):
+			return errors.Join(repo.ErrBadKey, errors.New("the refresh token has expired; sign in again"))
 		}
-		t := now()
+		t := repo.Now()
 		g.UsedRefreshHashes = append(g.UsedRefreshHashes, g.RefreshHash)
-		g.RefreshHash, g.AccessHash, g.AccessExpiresAt = hashKey(tok.Refresh), hashKey(tok.Access), t.Add(ttl)
+		g.RefreshHash, g.AccessHash, g.AccessExpiresAt = repo.HashKey(tok.Refresh), repo.HashKey(tok.Access), t.Add(ttl)
 		return nil
 	})
 	if err != nil {
@@ -230,11 +231,11 @@ func (s *Store) RefreshOAuthGrant(ctx context.Context, refresh, clientID string)
 // RevokeOAuthGrant revokes a grant: its tokens fail from the next request.
 // Revoking a revoked grant changes nothing.
 func (s *Store) RevokeOAuthGrant(ctx context.Context, id, reason string) (*OAuthGrant, error) {
-	return modify(ctx, s, collOAuthGrants, id, audit.ActionUpdate, func(g *OAuthGrant) error {
+	return repo.Modify(ctx, s.Store, repo.CollOAuthGrants, id, audit.ActionUpdate, func(g *OAuthGrant) error {
 		if g.RevokedAt != nil {
 			return nil
 		}
-		t := now()
+		t := repo.Now()
 		g.RevokedAt, g.RevokedReason = &t, reason
 		return nil
 	})
@@ -244,12 +245,12 @@ func (s *Store) RevokeOAuthGrant(ctx context.Context, id, reason string) (*OAuth
 // (current or, for a refresh token, already used), for revocation (RFC
 // 7009). ErrNotFound when none.
 func (s *Store) OAuthGrantByToken(ctx context.Context, token string) (*OAuthGrant, error) {
-	hash := hashKey(token)
+	hash := repo.HashKey(token)
 	// One look-up per field, each on its own index (an $or of the three is
 	// a collection scan on some engines).
 	for _, field := range []string{"access_hash", "refresh_hash", "used_refresh_hashes"} {
 		var g OAuthGrant
-		err := s.coll(collOAuthGrants).FindOne(ctx, bson.M{field: hash}).Decode(&g)
+		err := s.Collection(repo.CollOAuthGrants).FindOne(ctx, bson.M{field: hash}).Decode(&g)
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			continue
 		}
@@ -258,12 +259,12 @@ func (s *Store) OAuthGrantByToken(ctx context.Context, token string) (*OAuthGran
 		}
 		return &g, nil
 	}
-	return nil, NotFound("OAuth grant", "(by token)")
+	return nil, repo.NotFound("OAuth grant", "(by token)")
 }
 
 // OAuthGrant returns a grant by id.
 func (s *Store) OAuthGrant(ctx context.Context, id string) (*OAuthGrant, error) {
-	return find[*OAuthGrant](ctx, s, collOAuthGrants, id)
+	return repo.Find[*OAuthGrant](ctx, s.Store, repo.CollOAuthGrants, id)
 }
 
 // ListOAuthGrants lists the grants of userID (every member's when empty),
@@ -273,7 +274,7 @@ func (s *Store) ListOAuthGrants(ctx context.Context, userID string) ([]OAuthGran
 	if userID != "" {
 		filter["user_id"] = userID
 	}
-	cur, err := s.coll(collOAuthGrants).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}))
+	cur, err := s.Collection(repo.CollOAuthGrants).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}))
 	if err != nil {
 		return nil, err
 	}

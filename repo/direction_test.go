@@ -1,0 +1,64 @@
+package repo
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// areas are the domain's areas above the core (package repo), bottom first:
+// an area may import the core and the areas before it in this list, never
+// one after it, and the core imports none. An area that must make a lower
+// one react (a rollback rule, a reaction to a write) registers with the
+// core instead (registry.go). A new area takes its place here.
+var areas = []string{"access", "pitches", "dossiers", "reports"}
+
+// TestTheDomainImportsDownward keeps the direction of the domain's
+// packages: the core imports no area, and an area imports only the areas
+// below it, in its code and in its own tests. (The core's external tests,
+// package repo_test, sit above every area and may read them all.)
+func TestTheDomainImportsDownward(t *testing.T) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(goBin, "list", "-json=ImportPath,Imports,TestImports", "outreach/repo/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	rank := map[string]int{"outreach/repo": 0}
+	for i, a := range areas {
+		rank["outreach/repo/"+a] = i + 1
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var seen []string
+	for dec.More() {
+		var p struct {
+			ImportPath           string
+			Imports, TestImports []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, p.ImportPath)
+		own, ok := rank[p.ImportPath]
+		if !ok {
+			t.Errorf("%s is a package of the domain without a place in areas (repo/direction_test.go)", p.ImportPath)
+			continue
+		}
+		for _, imp := range append(p.Imports, p.TestImports...) {
+			if imp != "outreach/repo" && !strings.HasPrefix(imp, "outreach/repo/") {
+				continue
+			}
+			if r, ok := rank[imp]; !ok || r >= own && imp != p.ImportPath {
+				t.Errorf("%s imports %s, which is not below it", p.ImportPath, imp)
+			}
+		}
+	}
+	for p := range rank {
+		if !slices.Contains(seen, p) {
+			t.Errorf("go list did not find %s, an area of repo/direction_test.go", p)
+		}
+	}
+}

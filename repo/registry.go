@@ -1,0 +1,55 @@
+package repo
+
+import (
+	"context"
+	"fmt"
+)
+
+// What the areas above the core register with it. The core cannot import
+// an area (the direction test), yet a rollback checks the rule of every
+// kind of record and an incoming email may answer a pitch. So an area
+// registers its kinds' rollback rules and its reactions to the core's
+// writes from its package's init, and Open refuses to start while one is
+// missing: a store never serves with half of them. Each is registered once.
+
+// areaRuled are the collections whose rollback rule an area above the core
+// registers (RegisterRule).
+var areaRuled = []string{CollPitches}
+
+var reactions struct {
+	emailStored func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
+}
+
+// RegisterRule registers the rollback rule of the records of coll (see
+// stateRules).
+func RegisterRule(coll string, rule StateRule) {
+	if _, ok := stateRules[coll]; ok {
+		panic("repo: a second rollback rule for " + coll)
+	}
+	stateRules[coll] = rule
+}
+
+// OnEmailStored registers what follows an incoming message once it is
+// stored as res (package pitches: a reply to a pitch marks its recipient
+// replied). It runs after the store, best effort: it logs its failures and
+// the message stays stored.
+func OnEmailStored(fn func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)) {
+	if reactions.emailStored != nil {
+		panic("repo: a reaction to a stored email is registered twice")
+	}
+	reactions.emailStored = fn
+}
+
+// checkRegistry fails when an area's rule or reaction is missing: the
+// program does not link the area that registers it.
+func checkRegistry() error {
+	for _, c := range areaRuled {
+		if stateRules[c] == nil {
+			return fmt.Errorf("the store cannot start: no rollback rule for %s (link package outreach/repo/pitches)", kindOf(c))
+		}
+	}
+	if reactions.emailStored == nil {
+		return fmt.Errorf("the store cannot start: nothing reacts to a stored email (link package outreach/repo/pitches)")
+	}
+	return nil
+}
