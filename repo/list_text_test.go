@@ -27,17 +27,7 @@ import (
 var listTextVocabulary = append(append([]string{}, searchVocabulary...), "ſpring", "SPRING", "\u212Aelvin", "kelvin", "ΣΟΦΟΣ", "σοφος",
 	"jane@example.org", "JANE", "Ǆemal")
 
-func listText(rng *rand.Rand, words int) string {
-	seps := []string{" ", " ", ", ", ".", "-", "\n", "/", ""}
-	var b strings.Builder
-	for i := range rng.IntN(words + 1) {
-		if i > 0 {
-			b.WriteString(seps[rng.IntN(len(seps))])
-		}
-		b.WriteString(listTextVocabulary[rng.IntN(len(listTextVocabulary))])
-	}
-	return b.String()
-}
+func listText(rng *rand.Rand, words int) string { return textOf(rng, words, listTextVocabulary) }
 
 // Every list's free-text filter (list_notes, list_contacts, list_outlets,
 // list_campaigns, list_opportunities, list_coverage search; search_emails

@@ -25,14 +25,18 @@ import (
 var searchVocabulary = []string{"Launch", "relaunch", "LAUNCHED", "plan", "Café", "Cafe\u0301", "cafe", "Zoë", "ZOE", "C++", "a.b", "axb",
 	"(guide)", "$x", "q-1", "12", "2026", "über", "Йошкар", "мир", "kit", "@example.org", "a", "the", "Ünïcödé", "x"}
 
-func searchText(rng *rand.Rand, words int) string {
+func searchText(rng *rand.Rand, words int) string { return textOf(rng, words, searchVocabulary) }
+
+// textOf is up to words words of vocabulary, drawn at random, joined by
+// spaces, signs, line breaks or nothing.
+func textOf(rng *rand.Rand, words int, vocabulary []string) string {
 	seps := []string{" ", " ", ", ", ".", "-", "\n", "/", ""}
 	var b strings.Builder
 	for i := range rng.IntN(words + 1) {
 		if i > 0 {
 			b.WriteString(seps[rng.IntN(len(seps))])
 		}
-		b.WriteString(searchVocabulary[rng.IntN(len(searchVocabulary))])
+		b.WriteString(vocabulary[rng.IntN(len(vocabulary))])
 	}
 	return b.String()
 }
