@@ -8,17 +8,13 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
 
 	"github.com/google/uuid"
-	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	mongoevent "go.mongodb.org/mongo-driver/v2/event"
 
-	"outreach/embedded"
 )
 
 // listTextVocabulary adds to search's the characters whose case classes
@@ -41,26 +37,7 @@ func TestListTextWordIndexAnswersAsTheStore(t *testing.T) {
 		t.Skip("the service keeps its own indexes for the embedded store only")
 	}
 	ctx := testCtx()
-	es, err := embedded.Start(context.Background(), embedded.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(es.Close)
-	var patterns atomic.Int64 // finds and aggregates sent with a pattern
-	monitor := &mongoevent.CommandMonitor{Started: func(_ context.Context, e *mongoevent.CommandStartedEvent) {
-		if (e.CommandName == "find" || e.CommandName == "aggregate") && strings.Contains(e.Command.String(), "$regex") {
-			patterns.Add(1)
-		}
-	}}
-	open := func() *Store {
-		s, err := Open(context.Background(), es.URI, "lists", Options{Logger: zerolog.Nop(), Exclusive: true, PrepareStore: es.IndexIDs,
-			IndexCheckpoint: es.IndexCheckpoint("lists"), Monitor: monitor})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitIndexes(t, s)
-		return s
-	}
+	open, patterns := patternCountedStore(t, "lists")
 	s := open()
 	rng := rand.New(rand.NewPCG(41, 7))
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)

@@ -53,27 +53,7 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 		t.Skip("the service keeps its own indexes for the embedded store only")
 	}
 	ctx := testCtx()
-	dir := t.TempDir()
-	es, err := embedded.Start(context.Background(), embedded.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(es.Close)
-	var patterns atomic.Int64 // finds sent with a pattern
-	monitor := &mongoevent.CommandMonitor{Started: func(_ context.Context, e *mongoevent.CommandStartedEvent) {
-		if e.CommandName == "find" && strings.Contains(e.Command.String(), "$regex") {
-			patterns.Add(1)
-		}
-	}}
-	open := func() *Store {
-		s, err := Open(context.Background(), es.URI, "words", Options{Logger: zerolog.Nop(), Exclusive: true, PrepareStore: es.IndexIDs,
-			IndexCheckpoint: es.IndexCheckpoint("words"), Monitor: monitor})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitIndexes(t, s)
-		return s
-	}
+	open, patterns := patternCountedStore(t, "words")
 	s := open()
 	rng := rand.New(rand.NewPCG(29, 250))
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -204,6 +184,33 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 		t.Error("the restart did not load the checkpoint")
 	}
 	compare("restarted from the checkpoint", needles[:12])
+}
+
+// patternCountedStore starts an embedded store for a comparison of the
+// word index with the store's pattern: open opens the service's store on
+// it (its indexes ready, the checkpoint kept across opens), and patterns
+// counts the finds and aggregates sent with a pattern.
+func patternCountedStore(t *testing.T, db string) (open func() *Store, patterns *atomic.Int64) {
+	es, err := embedded.Start(context.Background(), embedded.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(es.Close)
+	patterns = &atomic.Int64{}
+	monitor := &mongoevent.CommandMonitor{Started: func(_ context.Context, e *mongoevent.CommandStartedEvent) {
+		if (e.CommandName == "find" || e.CommandName == "aggregate") && strings.Contains(e.Command.String(), "$regex") {
+			patterns.Add(1)
+		}
+	}}
+	return func() *Store {
+		s, err := Open(context.Background(), es.URI, db, Options{Logger: zerolog.Nop(), Exclusive: true, PrepareStore: es.IndexIDs,
+			IndexCheckpoint: es.IndexCheckpoint(db), Monitor: monitor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitIndexes(t, s)
+		return s
+	}, patterns
 }
 
 // updateFixture sets fields of a record through the write path.
