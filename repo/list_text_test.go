@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
-
 )
 
 // listTextVocabulary adds to search's the characters whose case classes
