@@ -3,11 +3,8 @@ package backup
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -67,21 +64,18 @@ func segmentName(after, upto int64) string { return fmt.Sprintf("changes-%012d-%
 // Segments reads and checks the chain of segments in the target to, in
 // order; an error names the segment at fault.
 func Segments(to string) ([]Segment, error) {
-	dir := filepath.Join(to, ChangesDir)
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	dir := join(to, ChangesDir)
+	names, err := listAt(context.Background(), dir, false)
 	if err != nil {
 		return nil, err
 	}
 	var out []Segment
-	for _, de := range des {
-		if !segmentRE.MatchString(de.Name()) {
+	for _, name := range names {
+		if !segmentRE.MatchString(name) {
 			continue
 		}
-		desc := filepath.Join(dir, de.Name())
-		raw, err := os.ReadFile(desc)
+		desc := join(dir, name)
+		raw, err := readAll(context.Background(), desc)
 		if err != nil {
 			return nil, err
 		}
@@ -89,10 +83,10 @@ func Segments(to string) ([]Segment, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("%s: %w", desc, err)
 		}
-		if want := segmentName(s.After, s.Upto) + ".bson.gz"; s.File != want || de.Name() != segmentName(s.After, s.Upto)+".json" {
+		if want := segmentName(s.After, s.Upto) + ".bson.gz"; s.File != want || name != segmentName(s.After, s.Upto)+".json" {
 			return nil, fmt.Errorf("%s: describes %s after %d up to %d: renamed or altered", desc, s.File, s.After, s.Upto)
 		}
-		s.Path = filepath.Join(dir, s.File)
+		s.Path = join(dir, s.File)
 		if err := checkFile(s.Path, File{Bytes: s.Bytes, SHA256: s.SHA256}); err != nil {
 			return nil, err
 		}
@@ -103,7 +97,7 @@ func Segments(to string) ([]Segment, error) {
 			if s.Files.Path != segmentName(s.After, s.Upto)+".files.bson.gz" {
 				return nil, fmt.Errorf("%s: names media file %s: renamed or altered", desc, s.Files.Path)
 			}
-			s.FilesPath = filepath.Join(dir, s.Files.Path)
+			s.FilesPath = join(dir, s.Files.Path)
 			if err := checkFile(s.FilesPath, *s.Files); err != nil {
 				return nil, err
 			}
@@ -170,10 +164,7 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 	if upto <= after {
 		return after, nil, nil
 	}
-	dir := filepath.Join(to, ChangesDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return after, nil, err
-	}
+	dir := join(to, ChangesDir)
 	cur, err := eng.Collection(ledger.CollChangeLog).Find(ctx, bson.M{"seq": bson.M{"$gt": after, "$lte": upto}},
 		options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
 	if err != nil {
@@ -181,8 +172,8 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 	}
 	defer cur.Close(ctx)
 	s := Segment{After: after, Upto: upto, File: segmentName(after, upto) + ".bson.gz"}
-	s.Path = filepath.Join(dir, s.File)
-	f, err := writeRaw(s.Path, dir, func(w io.Writer) error {
+	s.Path = join(dir, s.File)
+	f, err := writeRaw(ctx, s.Path, dir, func(w io.Writer) error {
 		return writeGzipTo(w, func(zw io.Writer) error {
 			for cur.Next(ctx) {
 				var e audit.Entry
@@ -209,20 +200,20 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 	}
 	if s.Count == 0 {
 		// Only gaps in the seq numbers: the next segment spans them.
-		os.Remove(s.Path)
+		removeAt(ctx, s.Path)
 		return after, nil, nil
 	}
 	s.Bytes, s.SHA256 = f.Bytes, f.SHA256
 	if err := shipFiles(ctx, eng, dir, &s, since); err != nil {
-		os.Remove(s.Path)
+		removeAt(ctx, s.Path)
 		return after, nil, err
 	}
 	desc, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return after, nil, err
 	}
-	if _, err := writeRaw(filepath.Join(dir, segmentName(after, upto)+".json"), dir, func(w io.Writer) error { _, err := w.Write(desc); return err }); err != nil {
-		os.Remove(s.Path)
+	if _, err := writeRaw(ctx, join(dir, segmentName(after, upto)+".json"), dir, func(w io.Writer) error { _, err := w.Write(desc); return err }); err != nil {
+		removeAt(ctx, s.Path)
 		return after, nil, err
 	}
 	syncDir(dir)
@@ -272,8 +263,8 @@ func shipFiles(ctx context.Context, eng *ledger.Engine, dir string, s *Segment, 
 		return nil
 	}
 	name := segmentName(s.After, s.Upto) + ".files.bson.gz"
-	s.FilesPath = filepath.Join(dir, name)
-	f, err := writeRaw(s.FilesPath, dir, func(w io.Writer) error {
+	s.FilesPath = join(dir, name)
+	f, err := writeRaw(ctx, s.FilesPath, dir, func(w io.Writer) error {
 		return writeGzipTo(w, func(zw io.Writer) error {
 			for _, file := range files {
 				if at, ok := file.Lookup("uploadDate").TimeOK(); ok && at.After(s.FilesThrough) {
@@ -309,25 +300,23 @@ func shipFiles(ctx context.Context, eng *ledger.Engine, dir string, s *Segment, 
 
 // removeUnfinishedSegments removes segment files without a description and
 // temporary files a stopped shipping left.
-func removeUnfinishedSegments(to string) error {
-	dir := filepath.Join(to, ChangesDir)
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+func removeUnfinishedSegments(ctx context.Context, to string) error {
+	dir := join(to, ChangesDir)
+	names, err := listAt(ctx, dir, false)
 	if err != nil {
 		return err
 	}
-	for _, de := range des {
-		name := de.Name()
+	for _, name := range names {
 		if strings.HasSuffix(name, ".tmp") {
-			os.Remove(filepath.Join(dir, name))
+			removeAt(ctx, join(dir, name))
 			continue
 		}
-		if base, ok := strings.CutSuffix(name, ".bson.gz"); ok {
-			base = strings.TrimSuffix(base, ".files")
-			if _, err := os.Stat(filepath.Join(dir, base+".json")); errors.Is(err, os.ErrNotExist) {
-				os.Remove(filepath.Join(dir, name))
+		if stem, ok := strings.CutSuffix(name, ".bson.gz"); ok {
+			stem = strings.TrimSuffix(stem, ".files")
+			if !slices.Contains(names, stem+".json") {
+				if err := removeAt(ctx, join(dir, name)); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -461,7 +450,7 @@ func (s *Scheduler) waitForChanges(ctx context.Context, d time.Duration) {
 // step takes a backup if one is due, ships the changes since, and thins
 // the backups kept.
 func (s *Scheduler) step(ctx context.Context) error {
-	list, err := listOrEmpty(s.cfg.To)
+	list, err := List(s.cfg.To)
 	if err != nil {
 		return err
 	}
@@ -481,14 +470,14 @@ func (s *Scheduler) step(ctx context.Context) error {
 			return err
 		}
 		last = &list[len(list)-1]
-		if err := thin(s.cfg.To, list, s.cfg.Keep); err != nil {
+		if err := thin(ctx, s.cfg.To, list, s.cfg.Keep); err != nil {
 			return err
 		}
 	}
 	s.mu.Lock()
-	s.st.LastBackup, s.st.LastBackupAt, s.st.BackupCounter = filepath.Base(last.Dir), last.FixedAt, last.Counter
+	s.st.LastBackup, s.st.LastBackupAt, s.st.BackupCounter = base(last.Dir), last.FixedAt, last.Counter
 	s.mu.Unlock()
-	if err := removeUnfinishedSegments(s.cfg.To); err != nil {
+	if err := removeUnfinishedSegments(ctx, s.cfg.To); err != nil {
 		return err
 	}
 	segs, err := Segments(s.cfg.To)
@@ -513,16 +502,9 @@ func (s *Scheduler) step(ctx context.Context) error {
 	return nil
 }
 
-func listOrEmpty(to string) ([]Entry, error) {
-	if err := os.MkdirAll(to, 0o700); err != nil {
-		return nil, err
-	}
-	return List(to)
-}
-
 // thin removes the oldest complete backups beyond keep (keep 0: none), and
 // the segments wholly before the oldest backup kept.
-func thin(to string, list []Entry, keep int) error {
+func thin(ctx context.Context, to string, list []Entry, keep int) error {
 	if keep <= 0 {
 		return nil
 	}
@@ -536,7 +518,7 @@ func thin(to string, list []Entry, keep int) error {
 		return nil
 	}
 	for _, e := range complete[:len(complete)-keep] {
-		if err := os.RemoveAll(e.Dir); err != nil {
+		if err := removeAllAt(ctx, e.Dir); err != nil {
 			return err
 		}
 	}
@@ -547,10 +529,13 @@ func thin(to string, list []Entry, keep int) error {
 	}
 	for _, sg := range segs {
 		if sg.Upto <= oldest {
-			os.Remove(filepath.Join(to, ChangesDir, segmentName(sg.After, sg.Upto)+".json"))
-			os.Remove(sg.Path)
+			// The description first: a segment without one is not one.
+			if err := removeAt(ctx, join(to, ChangesDir, segmentName(sg.After, sg.Upto)+".json")); err != nil {
+				return err
+			}
+			removeAt(ctx, sg.Path)
 			if sg.FilesPath != "" {
-				os.Remove(sg.FilesPath)
+				removeAt(ctx, sg.FilesPath)
 			}
 		}
 	}
