@@ -3,14 +3,13 @@ package backup
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -28,29 +27,24 @@ func Check(dir string) (*Manifest, error) {
 	for _, f := range m.Files {
 		listed[f.Path] = f
 	}
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		rel = filepath.ToSlash(rel)
-		if _, ok := listed[rel]; !ok && rel != ManifestFile {
-			return fmt.Errorf("%s: not in the manifest (a file added, or left by a copy that did not finish)", path)
-		}
-		return nil
-	})
+	names, err := listAt(context.Background(), dir, true)
 	if err != nil {
 		return nil, err
 	}
+	for _, name := range names {
+		if _, ok := listed[name]; !ok && name != ManifestFile {
+			return nil, fmt.Errorf("%s: not in the manifest (a file added, or left by a copy that did not finish)", join(dir, name))
+		}
+	}
 	for _, f := range m.Files {
-		if err := checkFile(filepath.Join(dir, filepath.FromSlash(f.Path)), f); err != nil {
+		if err := checkFile(join(dir, f.Path), f); err != nil {
 			return nil, err
 		}
 	}
 	for _, c := range m.Collections {
-		path := filepath.Join(dir, filepath.FromSlash(dataPath(m.Database, c.Name)))
+		path := join(dir, dataPath(m.Database, c.Name))
 		if _, ok := listed[dataPath(m.Database, c.Name)]; !ok {
-			return nil, fmt.Errorf("%s: the manifest lists collection %s but not its file", filepath.Join(dir, ManifestFile), c.Name)
+			return nil, fmt.Errorf("%s: the manifest lists collection %s but not its file", join(dir, ManifestFile), c.Name)
 		}
 		n := int64(0)
 		if err := readDocs(path, func(bson.Raw) error { n++; return nil }); err != nil {
@@ -65,8 +59,8 @@ func Check(dir string) (*Manifest, error) {
 
 // checkFile compares a file's size and SHA-256 with the manifest's.
 func checkFile(path string, want File) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+	f, err := openAt(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: missing (the manifest lists it)", path)
 	}
 	if err != nil {
@@ -87,9 +81,18 @@ func checkFile(path string, want File) error {
 	return nil
 }
 
+// openAt opens path on its target.
+func openAt(path string) (io.ReadCloser, error) {
+	t, err := targetFor(path)
+	if err != nil {
+		return nil, err
+	}
+	return t.open(context.Background(), path)
+}
+
 // readDocs calls fn with each BSON document of a .bson.gz file, in order.
 func readDocs(path string, fn func(bson.Raw) error) error {
-	f, err := os.Open(path)
+	f, err := openAt(path)
 	if err != nil {
 		return err
 	}
@@ -137,14 +140,16 @@ func readBSON(r io.Reader, fn func(bson.Raw) error) error {
 // CheckAll verifies every backup in the target directory to and its chain
 // of shipped changes; it returns one line per backup and segment checked.
 func CheckAll(to string) ([]string, error) {
-	if _, err := os.Stat(filepath.Join(to, ManifestFile)); err == nil {
+	if ok, err := exists(context.Background(), join(to, ManifestFile)); err != nil {
+		return nil, err
+	} else if ok {
 		m, err := Check(to)
 		if err != nil {
 			return nil, err
 		}
 		return []string{fmt.Sprintf("%s: ok, counter %d, %d collections", to, m.Counter, len(m.Collections))}, nil
 	}
-	if backupNameRE.MatchString(filepath.Base(to)) {
+	if backupNameRE.MatchString(base(to)) {
 		_, err := readManifest(to)
 		return nil, err
 	}

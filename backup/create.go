@@ -3,14 +3,12 @@ package backup
 import (
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -54,10 +52,10 @@ var (
 func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (m *Manifest, err error) {
 	running.Lock()
 	defer running.Unlock()
-	if err := os.MkdirAll(to, 0o700); err != nil {
-		return nil, fmt.Errorf("backup target %s: %w", to, err)
+	if _, err := targetFor(to); err != nil {
+		return nil, err
 	}
-	if err := removeUnfinished(to); err != nil {
+	if err := removeUnfinished(ctx, to); err != nil {
 		return nil, err
 	}
 	if opts.Secrets != nil && len(opts.Secrets.Passphrase) < MinPassphrase {
@@ -70,13 +68,11 @@ func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (m
 	}
 	paused := time.Since(started)
 	db := eng.Database().Name()
-	dir := filepath.Join(to, backupName(fixedAt, counter))
-	if err := os.MkdirAll(filepath.Join(dir, db), 0o700); err != nil {
-		return nil, err
-	}
+	dir := join(to, backupName(fixedAt, counter))
 	defer func() {
 		if err != nil {
-			os.RemoveAll(dir) // nothing of a failed backup stays (a killed one is removed by the next)
+			// Nothing of a failed backup stays (a killed one is removed by the next).
+			removeAllAt(context.WithoutCancel(ctx), dir)
 		}
 	}()
 	c := &copier{ctx: ctx, eng: eng, dir: dir, db: db, counter: counter, fixedAt: fixedAt, lastApplied: map[string]string{}}
@@ -95,7 +91,7 @@ func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (m
 		m.Collections = append(m.Collections, Collection{Name: coll, Count: n})
 	}
 	if opts.Secrets != nil {
-		f, names, err := sealSecrets(dir, *opts.Secrets)
+		f, names, err := sealSecrets(ctx, dir, *opts.Secrets)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +106,7 @@ func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (m
 	if err != nil {
 		return nil, err
 	}
-	if _, err := writeFile(filepath.Join(dir, ManifestFile), func(w io.Writer) error { _, err := w.Write(raw); return err }); err != nil {
+	if _, err := writeFile(ctx, join(dir, ManifestFile), func(w io.Writer) error { _, err := w.Write(raw); return err }); err != nil {
 		return nil, err
 	}
 	syncDir(dir)
@@ -149,14 +145,14 @@ func copyOrder(names, records []string) []string {
 
 // removeUnfinished removes what a backup stopped midway left in to: backup
 // directories without a manifest.
-func removeUnfinished(to string) error {
+func removeUnfinished(ctx context.Context, to string) error {
 	list, err := List(to)
 	if err != nil {
 		return err
 	}
 	for _, e := range list {
 		if !e.Complete {
-			if err := os.RemoveAll(e.Dir); err != nil {
+			if err := removeAllAt(ctx, e.Dir); err != nil {
 				return fmt.Errorf("removing the unfinished backup %s: %w", e.Dir, err)
 			}
 		}
@@ -204,7 +200,7 @@ func (c *copier) collection(coll string) (int64, error) {
 	}
 	defer cur.Close(ctx)
 	seen := map[string]bool{}
-	f, err := writeFile(filepath.Join(c.dir, dataPath(c.db, coll)), func(w io.Writer) error {
+	f, err := writeFile(ctx, join(c.dir, dataPath(c.db, coll)), func(w io.Writer) error {
 		put := func(doc []byte) error {
 			n++
 			_, err := w.Write(doc)
@@ -367,24 +363,25 @@ func (c *copier) metadata(coll string) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	return writeGzip(filepath.Join(c.dir, metaPath(c.db, coll)), c.dir, func(w io.Writer) error { _, err := w.Write(js); return err })
+	return writeGzip(c.ctx, join(c.dir, metaPath(c.db, coll)), c.dir, func(w io.Writer) error { _, err := w.Write(js); return err })
 }
 
-// writeFile writes path through a temporary file renamed into place once
-// synced; fill writes the content (gzip-compressed for .gz paths).
-func writeFile(path string, fill func(io.Writer) error) (File, error) {
-	base := filepath.Dir(filepath.Dir(path))
-	if filepath.Base(path) == ManifestFile {
-		base = filepath.Dir(path)
+// writeFile writes path on its target (a directory: under a temporary
+// name renamed once synced); fill writes the content (gzip-compressed for
+// .gz paths). The file's path in the manifest is relative to the backup.
+func writeFile(ctx context.Context, path string, fill func(io.Writer) error) (File, error) {
+	under := parent(parent(path))
+	if base(path) == ManifestFile {
+		under = parent(path)
 	}
 	if strings.HasSuffix(path, ".gz") {
-		return writeGzip(path, base, fill)
+		return writeGzip(ctx, path, under, fill)
 	}
-	return writeRaw(path, base, fill)
+	return writeRaw(ctx, path, under, fill)
 }
 
-func writeGzip(path, base string, fill func(io.Writer) error) (File, error) {
-	return writeRaw(path, base, func(w io.Writer) error { return writeGzipTo(w, fill) })
+func writeGzip(ctx context.Context, path, base string, fill func(io.Writer) error) (File, error) {
+	return writeRaw(ctx, path, base, func(w io.Writer) error { return writeGzipTo(w, fill) })
 }
 
 // writeGzipTo writes what fill writes to w, gzip-compressed.
@@ -396,30 +393,18 @@ func writeGzipTo(w io.Writer, fill func(io.Writer) error) error {
 	return zw.Close()
 }
 
-func writeRaw(path, base string, fill func(io.Writer) error) (File, error) {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+// writeRaw writes path on its target and returns it as a File, its path
+// relative to base.
+func writeRaw(ctx context.Context, path, base string, fill func(io.Writer) error) (File, error) {
+	t, err := targetFor(path)
 	if err != nil {
 		return File{}, err
 	}
-	h := sha256.New()
-	cw := &countWriter{w: io.MultiWriter(f, h)}
-	err = fill(cw)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
+	n, sum, err := t.create(ctx, path, fill)
 	if err != nil {
-		os.Remove(tmp)
 		return File{}, fmt.Errorf("%s: %w", path, err)
 	}
-	rel, _ := filepath.Rel(base, path)
-	return File{Path: filepath.ToSlash(rel), Bytes: cw.n, SHA256: hexSum(h)}, nil
+	return File{Path: rel(base, path), Bytes: n, SHA256: sum}, nil
 }
 
 type countWriter struct {
@@ -436,8 +421,11 @@ func (c *countWriter) Write(p []byte) (int, error) {
 func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
 
 // syncDir makes the renames in dir durable (best effort: not every
-// filesystem syncs a directory).
+// filesystem syncs a directory; an object store has nothing to sync).
 func syncDir(dir string) {
+	if IsS3(dir) {
+		return
+	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
 		d.Close()

@@ -19,11 +19,11 @@
 package backup
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"regexp"
 	"slices"
 	"strconv"
@@ -90,8 +90,8 @@ var backupNameRE = regexp.MustCompile(`^backup-\d{8}T\d{6}\.\d{3}Z-(\d{12,})$`)
 // readManifest reads dir's manifest and checks that this binary reads its
 // format.
 func readManifest(dir string) (*Manifest, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, ManifestFile))
-	if errors.Is(err, os.ErrNotExist) {
+	raw, err := readAll(context.Background(), join(dir, ManifestFile))
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: no %s: not a backup, or one that did not finish", dir, ManifestFile)
 	}
 	if err != nil {
@@ -99,14 +99,14 @@ func readManifest(dir string) (*Manifest, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ManifestFile), err)
+		return nil, fmt.Errorf("%s: %w", join(dir, ManifestFile), err)
 	}
 	if m.Format != FormatName {
-		return nil, fmt.Errorf("%s: format %q, want %q", filepath.Join(dir, ManifestFile), m.Format, FormatName)
+		return nil, fmt.Errorf("%s: format %q, want %q", join(dir, ManifestFile), m.Format, FormatName)
 	}
 	if m.FormatVersion > FormatVersion {
 		return nil, fmt.Errorf("%s: backup format %d is newer than this binary reads (%d): restore it with the Outreach version that wrote it (%s) or later",
-			filepath.Join(dir, ManifestFile), m.FormatVersion, FormatVersion, m.ServiceVersion)
+			join(dir, ManifestFile), m.FormatVersion, FormatVersion, m.ServiceVersion)
 	}
 	return &m, nil
 }
@@ -121,20 +121,21 @@ type Entry struct {
 	Manifest *Manifest `json:"-"`
 }
 
-// List returns the backups in the target directory to, oldest first: the
-// complete ones, and the directories a stopped backup left (Complete false).
+// List returns the backups in the target to (a directory, or an S3 bucket
+// and prefix), oldest first: the complete ones, and the directories a
+// stopped backup left (Complete false).
 func List(to string) ([]Entry, error) {
-	des, err := os.ReadDir(to)
+	names, err := listAt(context.Background(), to, false)
 	if err != nil {
 		return nil, err
 	}
 	var out []Entry
-	for _, de := range des {
-		sub := backupNameRE.FindStringSubmatch(de.Name())
-		if !de.IsDir() || sub == nil {
+	for _, name := range names {
+		sub := backupNameRE.FindStringSubmatch(name)
+		if sub == nil {
 			continue
 		}
-		dir := filepath.Join(to, de.Name())
+		dir := join(to, name)
 		e := Entry{Dir: dir}
 		e.Counter, _ = strconv.ParseInt(sub[1], 10, 64)
 		m, err := readManifest(dir)

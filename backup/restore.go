@@ -3,8 +3,6 @@ package backup
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -40,8 +38,10 @@ type RestoreResult struct {
 // directory source at or before the moment asked. It returns the backup's
 // directory and the target directory holding the shipped changes.
 func Plan(source string, t Target) (string, string, error) {
-	if _, err := os.Stat(filepath.Join(source, ManifestFile)); err == nil {
-		return source, filepath.Dir(source), nil
+	if ok, err := exists(context.Background(), join(source, ManifestFile)); err != nil {
+		return "", "", fmt.Errorf("restore source %s: %w", source, err)
+	} else if ok {
+		return source, parent(source), nil
 	}
 	list, err := List(source)
 	if err != nil {
@@ -98,7 +98,7 @@ func Restore(ctx context.Context, eng *ledger.Engine, source string, t Target) (
 		}
 		if s.After > reached {
 			return nil, fmt.Errorf("%s: starts after counter %d, but the backup %s and the segments before reach %d only: the changes between are missing",
-				s.Path, s.After, filepath.Base(dir), reached)
+				s.Path, s.After, base(dir), reached)
 		}
 		replay = append(replay, s)
 		reached = s.Upto
@@ -113,7 +113,7 @@ func Restore(ctx context.Context, eng *ledger.Engine, source string, t Target) (
 		return nil, err
 	}
 	for _, c := range m.Collections {
-		path := filepath.Join(dir, filepath.FromSlash(dataPath(m.Database, c.Name)))
+		path := join(dir, dataPath(m.Database, c.Name))
 		var batch []bson.Raw
 		size := 0
 		flush := func() error {

@@ -2,6 +2,7 @@ package backup
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,7 +57,7 @@ func keyFiles(dir string) ([]string, error) {
 
 // sealSecrets writes the key files of s.Dir, encrypted, as SecretsFile in
 // the backup directory dir; it returns the file and the names it holds.
-func sealSecrets(dir string, s Secrets) (File, []string, error) {
+func sealSecrets(ctx context.Context, dir string, s Secrets) (File, []string, error) {
 	if len(s.Passphrase) < MinPassphrase {
 		return File{}, nil, fmt.Errorf("the passphrase is %d characters; give at least %d", len(s.Passphrase), MinPassphrase)
 	}
@@ -81,7 +82,7 @@ func sealSecrets(dir string, s Secrets) (File, []string, error) {
 	if err != nil {
 		return File{}, nil, err
 	}
-	f, err := writeRaw(filepath.Join(dir, SecretsFile), dir, func(w io.Writer) error {
+	f, err := writeRaw(ctx, join(dir, SecretsFile), dir, func(w io.Writer) error {
 		enc, err := age.Encrypt(w, r)
 		if err != nil {
 			return err
@@ -100,9 +101,9 @@ type KeyFiles map[string][]byte
 
 // OpenSecrets decrypts the key files of the backup in dir with passphrase.
 func OpenSecrets(dir, passphrase string) (KeyFiles, error) {
-	path := filepath.Join(dir, SecretsFile)
-	sealed, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	path := join(dir, SecretsFile)
+	sealed, err := readAll(context.Background(), path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: the backup was taken without --with-secrets", dir)
 	}
 	if err != nil {

@@ -3,18 +3,13 @@ package backup
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -67,21 +62,18 @@ func segmentName(after, upto int64) string { return fmt.Sprintf("changes-%012d-%
 // Segments reads and checks the chain of segments in the target to, in
 // order; an error names the segment at fault.
 func Segments(to string) ([]Segment, error) {
-	dir := filepath.Join(to, ChangesDir)
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	dir := join(to, ChangesDir)
+	names, err := listAt(context.Background(), dir, false)
 	if err != nil {
 		return nil, err
 	}
 	var out []Segment
-	for _, de := range des {
-		if !segmentRE.MatchString(de.Name()) {
+	for _, name := range names {
+		if !segmentRE.MatchString(name) {
 			continue
 		}
-		desc := filepath.Join(dir, de.Name())
-		raw, err := os.ReadFile(desc)
+		desc := join(dir, name)
+		raw, err := readAll(context.Background(), desc)
 		if err != nil {
 			return nil, err
 		}
@@ -89,10 +81,10 @@ func Segments(to string) ([]Segment, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("%s: %w", desc, err)
 		}
-		if want := segmentName(s.After, s.Upto) + ".bson.gz"; s.File != want || de.Name() != segmentName(s.After, s.Upto)+".json" {
+		if want := segmentName(s.After, s.Upto) + ".bson.gz"; s.File != want || name != segmentName(s.After, s.Upto)+".json" {
 			return nil, fmt.Errorf("%s: describes %s after %d up to %d: renamed or altered", desc, s.File, s.After, s.Upto)
 		}
-		s.Path = filepath.Join(dir, s.File)
+		s.Path = join(dir, s.File)
 		if err := checkFile(s.Path, File{Bytes: s.Bytes, SHA256: s.SHA256}); err != nil {
 			return nil, err
 		}
@@ -103,7 +95,7 @@ func Segments(to string) ([]Segment, error) {
 			if s.Files.Path != segmentName(s.After, s.Upto)+".files.bson.gz" {
 				return nil, fmt.Errorf("%s: names media file %s: renamed or altered", desc, s.Files.Path)
 			}
-			s.FilesPath = filepath.Join(dir, s.Files.Path)
+			s.FilesPath = join(dir, s.Files.Path)
 			if err := checkFile(s.FilesPath, *s.Files); err != nil {
 				return nil, err
 			}
@@ -170,10 +162,7 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 	if upto <= after {
 		return after, nil, nil
 	}
-	dir := filepath.Join(to, ChangesDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return after, nil, err
-	}
+	dir := join(to, ChangesDir)
 	cur, err := eng.Collection(ledger.CollChangeLog).Find(ctx, bson.M{"seq": bson.M{"$gt": after, "$lte": upto}},
 		options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
 	if err != nil {
@@ -181,8 +170,8 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 	}
 	defer cur.Close(ctx)
 	s := Segment{After: after, Upto: upto, File: segmentName(after, upto) + ".bson.gz"}
-	s.Path = filepath.Join(dir, s.File)
-	f, err := writeRaw(s.Path, dir, func(w io.Writer) error {
+	s.Path = join(dir, s.File)
+	f, err := writeRaw(ctx, s.Path, dir, func(w io.Writer) error {
 		return writeGzipTo(w, func(zw io.Writer) error {
 			for cur.Next(ctx) {
 				var e audit.Entry
@@ -209,20 +198,20 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 	}
 	if s.Count == 0 {
 		// Only gaps in the seq numbers: the next segment spans them.
-		os.Remove(s.Path)
+		removeAt(ctx, s.Path)
 		return after, nil, nil
 	}
 	s.Bytes, s.SHA256 = f.Bytes, f.SHA256
 	if err := shipFiles(ctx, eng, dir, &s, since); err != nil {
-		os.Remove(s.Path)
+		removeAt(ctx, s.Path)
 		return after, nil, err
 	}
 	desc, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return after, nil, err
 	}
-	if _, err := writeRaw(filepath.Join(dir, segmentName(after, upto)+".json"), dir, func(w io.Writer) error { _, err := w.Write(desc); return err }); err != nil {
-		os.Remove(s.Path)
+	if _, err := writeRaw(ctx, join(dir, segmentName(after, upto)+".json"), dir, func(w io.Writer) error { _, err := w.Write(desc); return err }); err != nil {
+		removeAt(ctx, s.Path)
 		return after, nil, err
 	}
 	syncDir(dir)
@@ -272,8 +261,8 @@ func shipFiles(ctx context.Context, eng *ledger.Engine, dir string, s *Segment, 
 		return nil
 	}
 	name := segmentName(s.After, s.Upto) + ".files.bson.gz"
-	s.FilesPath = filepath.Join(dir, name)
-	f, err := writeRaw(s.FilesPath, dir, func(w io.Writer) error {
+	s.FilesPath = join(dir, name)
+	f, err := writeRaw(ctx, s.FilesPath, dir, func(w io.Writer) error {
 		return writeGzipTo(w, func(zw io.Writer) error {
 			for _, file := range files {
 				if at, ok := file.Lookup("uploadDate").TimeOK(); ok && at.After(s.FilesThrough) {
@@ -309,248 +298,23 @@ func shipFiles(ctx context.Context, eng *ledger.Engine, dir string, s *Segment, 
 
 // removeUnfinishedSegments removes segment files without a description and
 // temporary files a stopped shipping left.
-func removeUnfinishedSegments(to string) error {
-	dir := filepath.Join(to, ChangesDir)
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+func removeUnfinishedSegments(ctx context.Context, to string) error {
+	dir := join(to, ChangesDir)
+	names, err := listAt(ctx, dir, false)
 	if err != nil {
 		return err
 	}
-	for _, de := range des {
-		name := de.Name()
+	for _, name := range names {
 		if strings.HasSuffix(name, ".tmp") {
-			os.Remove(filepath.Join(dir, name))
+			removeAt(ctx, join(dir, name))
 			continue
 		}
-		if base, ok := strings.CutSuffix(name, ".bson.gz"); ok {
-			base = strings.TrimSuffix(base, ".files")
-			if _, err := os.Stat(filepath.Join(dir, base+".json")); errors.Is(err, os.ErrNotExist) {
-				os.Remove(filepath.Join(dir, name))
-			}
-		}
-	}
-	return nil
-}
-
-// Schedule configures Run.
-type Schedule struct {
-	To string
-	// Every is the time between backups; Keep how many are kept.
-	Every time.Duration
-	Keep  int
-	// ShipEvery is the time between segments, ShipChanges the number of
-	// changes that ship one sooner.
-	ShipEvery   time.Duration
-	ShipChanges int64
-	Options     Options
-}
-
-// Status is what the scheduler reports.
-type Status struct {
-	Target         string    `json:"target"`
-	LastBackup     string    `json:"last_backup,omitempty"`
-	LastBackupAt   time.Time `json:"last_backup_at,omitzero"`
-	BackupCounter  int64     `json:"backup_counter"`
-	ShippedThrough int64     `json:"shipped_through"`
-	LastShippedAt  time.Time `json:"last_shipped_at,omitzero"`
-	LastError      string    `json:"last_error,omitempty"`
-	LastErrorAt    time.Time `json:"last_error_at,omitzero"`
-	Failures       int       `json:"consecutive_failures"`
-	NextAttempt    time.Time `json:"next_attempt,omitzero"`
-}
-
-// Scheduler takes backups and ships changes on a schedule (serve
-// --backup-to). Its work reads the store and writes the target only:
-// a failing target is retried with backoff and never stops a write.
-type Scheduler struct {
-	eng *ledger.Engine
-	cfg Schedule
-	log zerolog.Logger
-	mu  sync.Mutex
-	st  Status
-}
-
-// NewScheduler returns a scheduler for eng; Run starts it.
-func NewScheduler(eng *ledger.Engine, cfg Schedule, log zerolog.Logger) *Scheduler {
-	if cfg.ShipEvery <= 0 {
-		cfg.ShipEvery = time.Minute
-	}
-	if cfg.ShipChanges <= 0 {
-		cfg.ShipChanges = 1000
-	}
-	return &Scheduler{eng: eng, cfg: cfg, log: log, st: Status{Target: cfg.To}}
-}
-
-// Status returns the scheduler's state.
-func (s *Scheduler) Status() Status {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.st
-}
-
-// Run takes a backup when the last is older than Every (or there is none),
-// ships the changes after it every ShipEvery, and keeps the newest Keep
-// backups, until ctx ends.
-func (s *Scheduler) Run(ctx context.Context) {
-	backoff := time.Duration(0)
-	for {
-		err := s.step(ctx)
-		s.mu.Lock()
-		if err != nil && ctx.Err() == nil {
-			s.st.Failures++
-			s.st.LastError, s.st.LastErrorAt = err.Error(), time.Now().UTC()
-			backoff = min(max(2*backoff, 5*time.Second), 10*time.Minute)
-			s.log.Warn().Err(err).Int("failures", s.st.Failures).Dur("retry_in", backoff).Msg("backup: failed; retrying")
-		} else {
-			s.st.Failures, backoff = 0, 0
-		}
-		wait := s.cfg.ShipEvery
-		if backoff > 0 {
-			wait = backoff
-		}
-		s.st.NextAttempt = time.Now().Add(wait).UTC()
-		s.mu.Unlock()
-		if backoff > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-		} else {
-			s.waitForChanges(ctx, wait)
-		}
-		if ctx.Err() != nil {
-			return
-		}
-	}
-}
-
-// pollEvery is how often the scheduler looks at the change counter between
-// segments, to ship sooner once ShipChanges changes wait.
-const pollEvery = 5 * time.Second
-
-// waitForChanges waits until ShipChanges changes wait to be shipped or d
-// has passed.
-func (s *Scheduler) waitForChanges(ctx context.Context, d time.Duration) {
-	end := time.Now().Add(d)
-	for {
-		left := time.Until(end)
-		if left <= 0 {
-			return
-		}
-		t := time.NewTimer(min(left, pollEvery))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		var c struct {
-			Seq int64 `bson:"seq"`
-		}
-		if s.eng.Collection(ledger.CollCounters).FindOne(ctx, bson.M{"_id": ledger.CollChangeLog}).Decode(&c) == nil {
-			if c.Seq-s.Status().ShippedThrough >= s.cfg.ShipChanges {
-				return
-			}
-		}
-	}
-}
-
-// step takes a backup if one is due, ships the changes since, and thins
-// the backups kept.
-func (s *Scheduler) step(ctx context.Context) error {
-	list, err := listOrEmpty(s.cfg.To)
-	if err != nil {
-		return err
-	}
-	var last *Entry
-	for i := range list {
-		if list[i].Complete {
-			last = &list[i]
-		}
-	}
-	if last == nil || time.Since(last.FixedAt) >= s.cfg.Every {
-		m, err := Create(ctx, s.eng, s.cfg.To, s.cfg.Options)
-		if err != nil {
-			return fmt.Errorf("backup to %s: %w", s.cfg.To, err)
-		}
-		s.log.Info().Int64("counter", m.Counter).Float64("writes_paused_ms", m.WritesPausedMS).Msg("backup taken")
-		if list, err = List(s.cfg.To); err != nil {
-			return err
-		}
-		last = &list[len(list)-1]
-		if err := thin(s.cfg.To, list, s.cfg.Keep); err != nil {
-			return err
-		}
-	}
-	s.mu.Lock()
-	s.st.LastBackup, s.st.LastBackupAt, s.st.BackupCounter = filepath.Base(last.Dir), last.FixedAt, last.Counter
-	s.mu.Unlock()
-	if err := removeUnfinishedSegments(s.cfg.To); err != nil {
-		return err
-	}
-	segs, err := Segments(s.cfg.To)
-	if err != nil {
-		return err
-	}
-	// The chain goes on from the last segment; the first starts at a backup.
-	after := last.Counter
-	if n := len(segs); n > 0 {
-		after = segs[n-1].Upto
-	}
-	upto, seg, err := Ship(ctx, s.eng, s.cfg.To, after)
-	if err != nil {
-		return fmt.Errorf("shipping changes to %s: %w", s.cfg.To, err)
-	}
-	s.mu.Lock()
-	s.st.ShippedThrough = upto
-	if seg != nil {
-		s.st.LastShippedAt = time.Now().UTC()
-	}
-	s.mu.Unlock()
-	return nil
-}
-
-func listOrEmpty(to string) ([]Entry, error) {
-	if err := os.MkdirAll(to, 0o700); err != nil {
-		return nil, err
-	}
-	return List(to)
-}
-
-// thin removes the oldest complete backups beyond keep (keep 0: none), and
-// the segments wholly before the oldest backup kept.
-func thin(to string, list []Entry, keep int) error {
-	if keep <= 0 {
-		return nil
-	}
-	var complete []Entry
-	for _, e := range list {
-		if e.Complete {
-			complete = append(complete, e)
-		}
-	}
-	if len(complete) <= keep {
-		return nil
-	}
-	for _, e := range complete[:len(complete)-keep] {
-		if err := os.RemoveAll(e.Dir); err != nil {
-			return err
-		}
-	}
-	oldest := complete[len(complete)-keep].Counter
-	segs, err := Segments(to)
-	if err != nil {
-		return err
-	}
-	for _, sg := range segs {
-		if sg.Upto <= oldest {
-			os.Remove(filepath.Join(to, ChangesDir, segmentName(sg.After, sg.Upto)+".json"))
-			os.Remove(sg.Path)
-			if sg.FilesPath != "" {
-				os.Remove(sg.FilesPath)
+		if stem, ok := strings.CutSuffix(name, ".bson.gz"); ok {
+			stem = strings.TrimSuffix(stem, ".files")
+			if !slices.Contains(names, stem+".json") {
+				if err := removeAt(ctx, join(dir, name)); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -379,6 +379,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Backup = b
 		fmt.Fprintf(cfg.Progress, "backup of %d documents in %v (writes paused %v), restored and verified in %v\n", b.Documents,
 			b.Backup.Round(time.Millisecond), b.Paused.Round(time.Microsecond), b.Restore.Round(time.Millisecond))
+		fmt.Fprintf(cfg.Progress, "a write's p50 with change shipping off %v, on %v (%+.1f %%)\n", b.WriteOff.Round(time.Microsecond),
+			b.WriteOn.Round(time.Microsecond), 100*(b.WriteOn.Seconds()/max(b.WriteOff.Seconds(), 1e-9)-1))
 	}
 	if cfg.MemProfile != "" {
 		if err := writeHeapProfile(cfg.MemProfile); err != nil {

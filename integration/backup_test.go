@@ -484,6 +484,8 @@ func restoreDir(t *testing.T, dir string, files map[string][]byte) {
 // refuses writes is retried and shown to an admin in get_service_info
 // while writes go on; once it accepts them, a backup is taken and the
 // changes after it shipped. A key without admin does not see the state.
+// The admins are notified once when the target starts failing (whatever
+// the length of the streak) and once when it works again.
 func TestBackupSchedule(t *testing.T) {
 	t.Setenv("MONGODB_URI", "")
 	parent := t.TempDir()
@@ -493,7 +495,23 @@ func TestBackupSchedule(t *testing.T) {
 	}
 	var sched *backup.Scheduler
 	env := testenv.NewWith(t, testenv.Options{Tools: []tools.Option{tools.WithBackupStatus(func() backup.Status { return sched.Status() })}})
-	sched = backup.NewScheduler(env.Store.Engine, backup.Schedule{To: to, Every: time.Hour, Keep: 2, ShipEvery: 20 * time.Millisecond}, zerolog.Nop())
+	var alertsMu sync.Mutex
+	var alerts []backup.Alert
+	notify := func(ctx context.Context, a backup.Alert) {
+		alertsMu.Lock()
+		alerts = append(alerts, a)
+		alertsMu.Unlock()
+		kind := repo.EventBackupRecovered
+		if a.Failing {
+			kind = repo.EventBackupFailing
+		}
+		ctx = audit.WithActor(ctx, repo.SystemActor("backup"))
+		if _, err := env.Store.NotifyAdmins(ctx, kind, "backups", a.Error, nil, a.Target+"/"+a.Since.String()); err != nil {
+			t.Error(err)
+		}
+	}
+	sched = backup.NewScheduler(env.Store.Engine, backup.Schedule{To: to, Every: time.Hour, Retention: backup.Retention{Keep: 2},
+		ShipEvery: 20 * time.Millisecond, RetryMin: 10 * time.Millisecond, Notify: notify}, zerolog.Nop())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go sched.Run(ctx)
@@ -505,7 +523,7 @@ func TestBackupSchedule(t *testing.T) {
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		mk(t, admin, "create_note", M{"title": "written while the target fails", "outlet_ids": []string{outlet}})
 		admin.Must("get_service_info", nil, &info)
-		if info.Backup != nil && info.Backup.Failures > 0 || time.Now().After(deadline) {
+		if info.Backup != nil && info.Backup.Failures > 6 || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -519,6 +537,12 @@ func TestBackupSchedule(t *testing.T) {
 	if readOnly.Backup != nil {
 		t.Errorf("a read key sees the backup state: %+v", readOnly.Backup)
 	}
+
+	alertsMu.Lock()
+	if len(alerts) != 1 || !alerts[0].Failing || alerts[0].Failures != 3 || !strings.Contains(alerts[0].Error, to) {
+		t.Errorf("alerts after %d failures: %+v, want one, at the third", info.Backup.Failures, alerts)
+	}
+	alertsMu.Unlock()
 
 	if err := os.Remove(to); err != nil {
 		t.Fatal(err)
@@ -541,6 +565,25 @@ func TestBackupSchedule(t *testing.T) {
 	}
 	if _, err := backup.CheckAll(to); err != nil {
 		t.Fatal(err)
+	}
+	alertsMu.Lock()
+	if len(alerts) != 2 || alerts[1].Failing || alerts[1].Since != alerts[0].Since {
+		t.Errorf("alerts after the target works again: %+v, want the failure then the recovery", alerts)
+	}
+	alertsMu.Unlock()
+	var notes struct {
+		Items []struct {
+			Event string `json:"event"`
+		} `json:"notifications"`
+	}
+	admin.Must("list_notifications", M{}, &notes)
+	var events []string
+	for _, n := range notes.Items {
+		events = append(events, n.Event)
+	}
+	slices.Sort(events)
+	if diff := cmp.Diff(events, []string{repo.EventBackupFailing, repo.EventBackupRecovered}); diff != "" {
+		t.Errorf("the admin's notifications (-got +want):\n%s", diff)
 	}
 	dst := testenv.OpenStore(t, testenv.Options{})
 	res, err := backup.Restore(context.Background(), dst.Engine, to, backup.Target{})

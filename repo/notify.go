@@ -632,3 +632,70 @@ func noteGist(title, content string) string {
 	}
 	return l
 }
+
+// Service events: notified to every admin, of no opportunity.
+const (
+	EventBackupFailing   = "backup_failing"
+	EventBackupRecovered = "backup_recovered"
+)
+
+// NotifyAdmins notifies every admin (a member holding an unrevoked key
+// with the admin scope) of a service event, delivered like any
+// notification. key makes the notification's ids a function of it and the
+// admin, so the same event is notified once however often it is told. It
+// returns how many notifications it created.
+func (s *Store) NotifyAdmins(ctx context.Context, kind, title, text string, data map[string]any, key string) (int, error) {
+	cur, err := s.coll(CollKeys).Find(ctx, bson.M{"scopes": ScopeAdmin, "revoked_at": nil, "$or": bson.A{bson.M{"expires_at": nil}, bson.M{"expires_at": bson.M{"$gt": Now()}}}}, options.Find().SetProjection(bson.M{"user_id": 1}))
+	if err != nil {
+		return 0, ledger.DriverErr(err, "agent key", "admin")
+	}
+	var keys []AgentKey
+	if err := cur.All(ctx, &keys); err != nil {
+		return 0, ledger.DriverErr(err, "agent key", "admin")
+	}
+	var admins []string
+	for _, k := range keys {
+		if !slices.Contains(admins, k.UserID) {
+			admins = append(admins, k.UserID)
+		}
+	}
+	slices.Sort(admins)
+	t := Now()
+	var targets []TargetStatus
+	for _, name := range s.deliveryTargets() {
+		targets = append(targets, TargetStatus{Target: name})
+	}
+	var muts []mutation
+	for _, user := range admins {
+		id := uuid.NewSHA1(uuid.NameSpaceOID, []byte("notification/"+kind+"/"+key+"/"+user)).String()
+		var meta Meta
+		err := s.coll(CollNotifications).FindOne(ctx, bson.M{"_id": id}).Decode(&meta)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, mongo.ErrNoDocuments) {
+			return 0, ledger.DriverErr(err, "notification", id)
+		}
+		if data == nil {
+			data = map[string]any{}
+		}
+		n := &Notification{Meta: Meta{ID: id}, UserID: user, Event: kind, Title: title, Text: text, Data: data, OccurredAt: t,
+			Delivery: Delivery{Done: len(targets) == 0, Targets: targets, NextAttemptAt: t}}
+		m, err := creation(CollNotifications, n)
+		if err != nil {
+			return 0, err
+		}
+		m.Irreversible = true
+		muts = append(muts, m)
+	}
+	if len(muts) == 0 {
+		return 0, nil
+	}
+	if _, err := s.write(ctx, muts...); err != nil {
+		if isConflict(err) {
+			return 0, nil // another instance made them first
+		}
+		return 0, err
+	}
+	return len(muts), nil
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"outreach/audit"
 	"outreach/backup"
 	"outreach/repo"
 	"outreach/server/version"
@@ -210,9 +211,29 @@ func restoreCommand(ctx context.Context, cfg config, args []string, stdout, stde
 // background: backups every --backup-every, the changes after the last
 // shipped every minute (sooner after 1,000 changes), --backup-keep kept.
 func startBackups(ctx context.Context, store *repo.Store, cfg config, log zerolog.Logger) *backup.Scheduler {
-	sched := backup.NewScheduler(store.Engine, backup.Schedule{To: cfg.backupTo, Every: cfg.backupEvery, Keep: cfg.backupKeep,
-		Options: backup.Options{ServiceVersion: version.Version}}, log)
-	log.Info().Str("to", cfg.backupTo).Str("every", cfg.backupEvery.String()).Int("keep", cfg.backupKeep).Msg("backups scheduled")
+	sched := backup.NewScheduler(store.Engine, backup.Schedule{To: cfg.backupTo, Every: cfg.backupEvery,
+		Retention: backup.Retention{Keep: cfg.backupKeep, KeepDaily: cfg.backupDaily, KeepWeekly: cfg.backupWeekly},
+		Options:   backup.Options{ServiceVersion: version.Version},
+		Notify:    func(ctx context.Context, a backup.Alert) { notifyBackupAlert(ctx, store, a, log) }}, log)
+	log.Info().Str("to", cfg.backupTo).Str("every", cfg.backupEvery.String()).Int("keep", cfg.backupKeep).
+		Int("keep_daily", cfg.backupDaily).Int("keep_weekly", cfg.backupWeekly).Msg("backups scheduled")
 	go sched.Run(ctx)
 	return sched
+}
+
+// notifyBackupAlert tells the admins that the backup target fails, or
+// works again, as a notification delivered like any other (Slack, the
+// webhook); once per streak of failures.
+func notifyBackupAlert(ctx context.Context, store *repo.Store, a backup.Alert, log zerolog.Logger) {
+	ctx = audit.WithActor(ctx, repo.SystemActor("backup"))
+	kind, text := repo.EventBackupRecovered, fmt.Sprintf("backups to %s work again, after %d failures since %s",
+		a.Target, a.Failures, a.Since.Format(time.RFC3339))
+	if a.Failing {
+		kind, text = repo.EventBackupFailing, fmt.Sprintf("backups to %s are failing: %d failures since %s, the last: %s; retried with backoff, writes go on",
+			a.Target, a.Failures, a.Since.Format(time.RFC3339), a.Error)
+	}
+	data := map[string]any{"target": a.Target, "failures": a.Failures, "since": a.Since, "error": a.Error}
+	if _, err := store.NotifyAdmins(ctx, kind, "backups", text, data, "backup/"+a.Target+"/"+a.Since.Format(time.RFC3339Nano)); err != nil {
+		log.Warn().Err(err).Str("event", kind).Msg("backup: notifying the admins failed")
+	}
 }

@@ -119,6 +119,9 @@ type config struct {
 	backupTo    string
 	backupEvery time.Duration
 	backupKeep  int
+	// backupDaily and backupWeekly also keep the newest backup of each of
+	// the last so many days and weeks.
+	backupDaily, backupWeekly int
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -171,6 +174,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("OUTREACH_BACKUP_KEEP=%q: want a number of backups of at least 1", os.Getenv("OUTREACH_BACKUP_KEEP"))
 		}
 		fs.IntVar(&cfg.backupKeep, "backup-keep", backupKeep, "with --backup-to: how many backups are kept (older ones and the changes shipped before them are removed)")
+		for _, k := range []struct {
+			flag, env string
+			into      *int
+			usage     string
+		}{
+			{"backup-keep-daily", "OUTREACH_BACKUP_KEEP_DAILY", &cfg.backupDaily, "with --backup-to: also keep the newest backup of each of the last N days (UTC)"},
+			{"backup-keep-weekly", "OUTREACH_BACKUP_KEEP_WEEKLY", &cfg.backupWeekly, "with --backup-to: also keep the newest backup of each of the last N weeks (ISO, UTC)"},
+		} {
+			n, err := strconv.Atoi(env(k.env, "0"))
+			if err != nil || n < 0 {
+				return fmt.Errorf("%s=%q: want a number of at least 0", k.env, os.Getenv(k.env))
+			}
+			fs.IntVar(k.into, k.flag, n, k.usage)
+		}
 		pitchWindow, err := time.ParseDuration(env("OUTREACH_PITCH_WINDOW", repo.DefaultPitchWindow.String()))
 		if err != nil || pitchWindow <= 0 {
 			return fmt.Errorf("OUTREACH_PITCH_WINDOW=%q: want a positive duration, e.g. 336h (14 days)", os.Getenv("OUTREACH_PITCH_WINDOW"))
