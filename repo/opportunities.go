@@ -480,7 +480,7 @@ func noteForStage(oppID, stage, content string) (mutation, error) {
 	t := Now()
 	n := &Note{Type: NoteTypes[0], Title: "Stage changed to " + stage, Content: content, OccurredAt: t,
 		Links: []NoteLink{{ID: uuid.NewString(), OpportunityID: oppID, CreatedAt: t}}}
-	return creation(CollNotes, n)
+	return Creation(CollNotes, n)
 }
 
 // LinkContact adds a contact to an opportunity.
