@@ -30,6 +30,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/notify"
 	"outreach/slackmsg"
 )
 
@@ -130,7 +131,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	if _, err := w.store.NotifyDueActions(ctx, time.Now()); err != nil {
 		return 0, err
 	}
-	due, err := w.store.DueNotifications(ctx, time.Now(), 50)
+	due, err := notify.Of(w.store).DueNotifications(ctx, time.Now(), 50)
 	if err != nil {
 		return 0, err
 	}
@@ -165,20 +166,20 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 // deliver claims notification id, sends it to each target it has not
 // reached, and records the attempts.
 func (w *Worker) deliver(ctx context.Context, id string) (bool, error) {
-	n, err := w.store.ClaimNotification(ctx, id, w.id, w.cfg.Lease)
-	if errors.Is(err, repo.ErrClaimed) || repo.ErrorCode(err) == repo.CodeConflict {
+	n, err := notify.Of(w.store).ClaimNotification(ctx, id, w.id, w.cfg.Lease)
+	if errors.Is(err, notify.ErrClaimed) || repo.ErrorCode(err) == repo.CodeConflict {
 		return false, nil // another worker has it
 	}
 	if err != nil {
 		return false, err
 	}
-	var attempts []repo.DeliveryAttempt
+	var attempts []notify.DeliveryAttempt
 	retryAt := time.Now()
 	for _, ts := range n.Delivery.Targets {
 		if ts.DeliveredAt != nil {
 			continue
 		}
-		a := repo.DeliveryAttempt{Target: ts.Target, Attempt: ts.Attempts + 1, StartedAt: time.Now().UTC().Truncate(time.Millisecond)}
+		a := notify.DeliveryAttempt{Target: ts.Target, Attempt: ts.Attempts + 1, StartedAt: time.Now().UTC().Truncate(time.Millisecond)}
 		var wait time.Duration
 		switch ts.Target {
 		case repo.TargetSlack:
@@ -202,8 +203,8 @@ func (w *Worker) deliver(ctx context.Context, id string) (bool, error) {
 		}
 		attempts = append(attempts, a)
 	}
-	_, err = w.store.FinishDelivery(ctx, id, w.id, attempts, retryAt)
-	if errors.Is(err, repo.ErrClaimed) {
+	_, err = notify.Of(w.store).FinishDelivery(ctx, id, w.id, attempts, retryAt)
+	if errors.Is(err, notify.ErrClaimed) {
 		return false, nil // the lease ran out: whoever holds it now sends again
 	}
 	return err == nil, err

@@ -13,6 +13,7 @@ import (
 	"outreach/delivery"
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/notify"
 	"outreach/slackmsg"
 	"outreach/tools"
 )
@@ -163,7 +164,7 @@ func TestNotifyStageChangeReachesSlackAndWebhookOnce(t *testing.T) {
 			t.Errorf("target %s: %+v", ts.Target, ts)
 		}
 	}
-	attempts, err := r.env.Store.DeliveryAttempts(context.Background(), id)
+	attempts, err := notify.Of(r.env.Store).DeliveryAttempts(context.Background(), id)
 	if err != nil || len(attempts) != 2 {
 		t.Fatalf("delivery records: %v %+v", err, attempts)
 	}
@@ -362,7 +363,7 @@ func TestNotifyWebhookDownThenBackAndSlowReceiver(t *testing.T) {
 	}
 	r.recv.down.Store(false)
 	runUntil(t, w, "delivery after the receiver came back", func() bool { return r.recv.count(id) == 1 })
-	attempts, err := r.env.Store.DeliveryAttempts(context.Background(), id)
+	attempts, err := notify.Of(r.env.Store).DeliveryAttempts(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +423,7 @@ func TestNotifySeveralWorkersAndAClaimThatDies(t *testing.T) {
 	}
 	// A worker claims one and dies before sending (its lease: 300 ms).
 	sys := contextWithSystem(ctx)
-	if _, err := r.env.Store.ClaimNotification(sys, ns[0].ID, "dead-worker", 300*time.Millisecond); err != nil {
+	if _, err := notify.Of(r.env.Store).ClaimNotification(sys, ns[0].ID, "dead-worker", 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	claimedAt := time.Now()

@@ -441,3 +441,50 @@ func AddFigures(a, b int64) int64 {
 	}
 	return a + b
 }
+
+// generalArchived is the rule that the General campaign is never archived.
+func generalArchived() string {
+	return fmt.Sprintf("the %s campaign cannot be archived: opportunities created without a campaign join it", GeneralCampaign)
+}
+
+func campaignRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
+	c, err := DecodeState[Campaign](id, state)
+	if err != nil {
+		return err
+	}
+	if err := checkCampaign(c); err != nil {
+		return FieldViolation("campaign_fields", err)
+	}
+	stored, err := v.Stored(ctx, CollCampaigns, id)
+	if err != nil {
+		return err
+	}
+	if Str(stored, "name") == GeneralCampaign || c.General() {
+		if c.Archived() {
+			return Violated("general_campaign", "%s; leave this change as it is", generalArchived())
+		}
+		if !c.General() {
+			return Violated("general_campaign", "the %s campaign cannot be renamed (to %q): it collects opportunities created without a campaign; leave this change as it is", GeneralCampaign, c.Name)
+		}
+	}
+	if g, err := v.embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil); err != nil || g != nil {
+		if err != nil {
+			return err
+		}
+		return g.asViolation()
+	}
+	if strings.EqualFold(c.Name, GeneralCampaign) {
+		others, err := v.Matching(ctx, CollCampaigns, bson.M{"name": GeneralCampaign}, func(st bson.M) bool {
+			return Str(st, "_id") != id && Str(st, "name") == GeneralCampaign
+		})
+		if err != nil {
+			return err
+		}
+		if len(others) > 0 {
+			return Violated("general_campaign", "campaign %s would be named %q, which is reserved for the %s campaign (%s); rename it with update_campaign first", id, c.Name, GeneralCampaign, Str(others[0], "_id"))
+		}
+	}
+	return nil
+}
+
+func init() { RegisterRule(CollCampaigns, campaignRule) }

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -165,3 +166,47 @@ func (s *Store) ChannelDetail(ctx context.Context, id string) (*ChannelDetail, e
 	}
 	return &ChannelDetail{Channel: c, Outlet: summarizeOutlet(o)}, nil
 }
+
+// channelOutletError is the rule that a record's channel belongs to the
+// record's outlet: the message of both the tools' error and the violation.
+func channelOutletError(channelID, channelOutlet, outlet string) string {
+	if outlet == "" {
+		return fmt.Sprintf("channel %s belongs to outlet %s; a record with a channel must have that outlet (clear channel_id with \"\" to remove the outlet)", channelID, channelOutlet)
+	}
+	return fmt.Sprintf("channel %s belongs to outlet %s, not to outlet %s; give a channel of outlet %s, or clear channel_id with \"\"", channelID, channelOutlet, outlet, outlet)
+}
+
+func channelRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
+	outlet := Str(state, "outlet_id")
+	if outlet == "" {
+		return Violated("channel_outlet", "channel %s would belong to no outlet, and every channel belongs to one outlet for good; leave this change as it is", id)
+	}
+	stored, err := v.Stored(ctx, CollChannels, id)
+	if err != nil {
+		return err
+	}
+	if was := Str(stored, "outlet_id"); was != "" && was != outlet {
+		return Violated("channel_outlet", "channel %s would move from outlet %s to outlet %s, and a channel belongs to one outlet for good; create a channel of outlet %s instead", id, was, outlet, outlet)
+	}
+	return v.Linked(ctx, CollOutlets, "outlet_id", outlet)
+}
+
+// channelOf checks that channel (if any) exists and belongs to outlet.
+func (v *RuleView) channelOf(ctx context.Context, what, channel, outlet string) error {
+	if channel == "" {
+		return nil
+	}
+	ch, err := v.Record(ctx, CollChannels, channel)
+	if err != nil {
+		return err
+	}
+	if ch == nil {
+		return v.Linked(ctx, CollChannels, "channel_id", channel)
+	}
+	if co := Str(ch, "outlet_id"); co != outlet {
+		return Violated("channel_of_outlet", "%s would have %s; change its outlet_id or channel_id with its update tool first, then retry", what, channelOutletError(channel, co, outlet))
+	}
+	return nil
+}
+
+func init() { RegisterRule(CollChannels, channelRule) }

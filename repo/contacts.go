@@ -462,3 +462,68 @@ func WithField(err error, field string) error {
 	}
 	return err
 }
+
+// emailHolder returns the active contact other than self whose address is
+// emailLower (lower-cased), as v shows the contacts, or nil.
+func (v *RuleView) emailHolder(ctx context.Context, emailLower, self string) (*Contact, error) {
+	if emailLower == "" {
+		return nil, nil
+	}
+	holders, err := v.Matching(ctx, CollContacts, bson.M{"email_lower": emailLower}, func(st bson.M) bool {
+		return Str(st, "_id") != self && st["archived_at"] == nil && Str(st, "email_lower") == emailLower
+	})
+	if err != nil || len(holders) == 0 {
+		return nil, err
+	}
+	return DecodeState[Contact](Str(holders[0], "_id"), holders[0])
+}
+
+func contactRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
+	c, err := DecodeState[Contact](id, state)
+	if err != nil {
+		return err
+	}
+	if !c.Archived() {
+		other, err := v.emailHolder(ctx, c.EmailLower, id)
+		if err != nil {
+			return err
+		}
+		if other != nil {
+			return Violated("contact_email_unique", "contact %s would be active with the address %s, which active contact %s (%s) has, and an address belongs to one active contact: change the address of one of them (update_contact) or archive the other first, then retry", id, c.Email, other.ID, other.Name)
+		}
+	}
+	stored, err := v.Stored(ctx, CollContacts, id)
+	if err != nil {
+		return err
+	}
+	if stored != nil {
+		was, err := DecodeState[Contact](id, stored)
+		if err != nil {
+			return err
+		}
+		if g := contactFlagGuard(ctx, was, c); g != nil {
+			return g.asViolation()
+		}
+	}
+	if err := v.Linked(ctx, CollUsers, "owner_id", c.OwnerID); err != nil {
+		return err
+	}
+	primary := ""
+	for i, a := range c.Affiliations {
+		if slices.ContainsFunc(c.Affiliations[:i], func(x Affiliation) bool { return x.OutletID == a.OutletID }) {
+			return Violated("affiliation_once", "contact %s would be affiliated twice with outlet %s; remove one of the two affiliations first (remove_contact_outlet), then retry", id, a.OutletID)
+		}
+		if a.IsPrimary {
+			if primary != "" {
+				return Violated("one_primary_affiliation", "contact %s would have two primary affiliations (%s and %s); remove one of them (remove_contact_outlet) or add it again without is_primary first, then retry", id, primary, a.ID)
+			}
+			primary = a.ID
+		}
+		if err := v.Linked(ctx, CollOutlets, fmt.Sprintf("affiliation %s", a.ID), a.OutletID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func init() { RegisterRule(CollContacts, contactRule) }

@@ -318,3 +318,54 @@ func (s *Store) CoverageDetail(ctx context.Context, id string) (*CoverageDetail,
 	}
 	return d, nil
 }
+
+func coverageCampaign(coverageID, coverageCampaign, oppID, oppCampaign string) *RuleViolation {
+	if oppID == "" {
+		return Violated("coverage_campaign", "coverage %s would be in campaign %s without an opportunity, and coverage takes its campaign from its opportunity: set its opportunity_id with update_coverage first, then retry", coverageID, coverageCampaign)
+	}
+	return Violated("coverage_campaign", "coverage %s would be in campaign %s while its opportunity %s is in campaign %s, and coverage is always in its opportunity's campaign: move the opportunity with update_opportunity (campaign_id), which moves its coverage along, or roll back the opportunity's and the coverage's changes together (rollback_session)", coverageID, coverageCampaign, oppID, oppCampaign)
+}
+
+func coverageRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
+	c, err := DecodeState[Coverage](id, state)
+	if err != nil {
+		return err
+	}
+	if err := checkCoverage(c); err != nil {
+		return FieldViolation("coverage_fields", err)
+	}
+	for _, l := range []struct{ coll, field, id string }{{CollOutlets, "outlet_id", c.OutletID}, {CollOpportunities, "opportunity_id", c.OpportunityID}} {
+		if err := v.Linked(ctx, l.coll, l.field, l.id); err != nil {
+			return err
+		}
+	}
+	for i, ct := range c.ContactIDs {
+		if err := v.Linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), ct); err != nil {
+			return err
+		}
+	}
+	if err := v.channelOf(ctx, "coverage "+id, c.ChannelID, c.OutletID); err != nil {
+		return err
+	}
+	campaign := ""
+	if c.OpportunityID != "" {
+		opp, err := v.Record(ctx, CollOpportunities, c.OpportunityID)
+		if err != nil {
+			return err
+		}
+		campaign = Str(opp, "campaign_id")
+	}
+	if c.CampaignID != campaign {
+		return coverageCampaign(id, c.CampaignID, c.OpportunityID, campaign)
+	}
+	g, err := v.coverageEmbargo(ctx, c)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		return g.asViolation()
+	}
+	return nil
+}
+
+func init() { RegisterRule(CollCoverage, coverageRule) }

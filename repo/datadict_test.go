@@ -23,6 +23,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/access"
+	"outreach/repo/notify"
 	"outreach/repo/pitches"
 )
 
@@ -39,7 +40,7 @@ var dictionaryDocs = []struct {
 	{repo.CollOutlets, repo.Outlet{}}, {repo.CollChannels, repo.Channel{}}, {repo.CollContacts, repo.Contact{}}, {repo.CollCampaigns, repo.Campaign{}},
 	{repo.CollOpportunities, repo.Opportunity{}}, {repo.CollCoverage, repo.Coverage{}}, {repo.CollMedia, repo.Media{}}, {repo.CollNotes, repo.Note{}},
 	{repo.CollEmails, repo.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
-	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, repo.Message{}},
+	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, notify.Message{}},
 	{repo.CollHeld, repo.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollChangeLog, audit.Entry{}},
 }
 

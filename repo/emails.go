@@ -833,3 +833,23 @@ func (s *Store) EmailThreadDetail(ctx context.Context, id string) (*EmailThreadD
 	}
 	return d, nil
 }
+
+func emailThreadRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
+	t, err := DecodeState[EmailThread](id, state)
+	if err != nil {
+		return err
+	}
+	for i, c := range t.ContactIDs {
+		if err := v.Linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
+			return err
+		}
+	}
+	for _, l := range t.OpportunityLinks {
+		if err := v.Linked(ctx, CollOpportunities, fmt.Sprintf("opportunity link %s", l.ID), l.OpportunityID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func init() { RegisterRule(CollEmails, emailThreadRule) }

@@ -1,6 +1,9 @@
 package repo
 
-import "outreach/ledger"
+import (
+	"errors"
+	"outreach/ledger"
+)
 
 // The service's errors are the engine's (package ledger): one model, one
 // set of codes, from the store's edge to the caller.
@@ -40,3 +43,9 @@ func ErrorCode(err error) string { return ledger.ErrorCode(err) }
 
 // AsError returns err as a safe *Error.
 func AsError(err error) *Error { return ledger.AsError(err) }
+
+// IsNotFound reports whether err is a not_found error.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeNotFound
+}

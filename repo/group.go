@@ -12,7 +12,7 @@ import (
 
 // This file builds groups of mutations that the write path applies as one
 // unit (a change and the records that follow from it). modify and insert
-// write one record each; prepare and creation build the same mutations
+// write one record each; Prepare and Creation build the same mutations
 // without writing, and writeGroup writes them together.
 
 // Prepare reads record id of coll, lets fn change it, and returns the record
@@ -53,9 +53,9 @@ func Prepare[P interface {
 	return rec, &mutation{Coll: coll, ID: id, Action: action, Before: before, After: after, Version: m.Version}, nil
 }
 
-// creation returns the mutation that creates rec in coll, giving it an id
+// Creation returns the mutation that creates rec in coll, giving it an id
 // (unless it has one) and its timestamps.
-func creation[P interface {
+func Creation[P interface {
 	*T
 	record
 }, T any](coll string, rec P) (mutation, error) {

@@ -132,7 +132,7 @@ func TestGroupRefusesCreatingRedactedRecords(t *testing.T) {
 	if err != nil || m == nil {
 		t.Fatal(m, err)
 	}
-	k, err := creation(CollKeys, &AgentKey{Name: "k", KeyHash: "h"})
+	k, err := Creation(CollKeys, &AgentKey{Name: "k", KeyHash: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}

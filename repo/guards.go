@@ -99,11 +99,11 @@ func (v *RuleView) opportunityGuards(ctx context.Context, id string, was, o *Opp
 		if !entering && slices.Contains(was.ContactIDs, cid) {
 			continue
 		}
-		st, err := v.record(ctx, CollContacts, cid)
+		st, err := v.Record(ctx, CollContacts, cid)
 		if err != nil || st == nil {
 			return nil, err
 		}
-		c, err := decodeState[Contact](cid, st)
+		c, err := DecodeState[Contact](cid, st)
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +135,7 @@ func (v *RuleView) DoublePitch(ctx context.Context, id string, o *Opportunity) (
 	window := v.s.PitchWindow()
 	since := Now().Add(-window)
 	for _, cid := range o.ContactIDs {
-		others, err := v.matching(ctx, CollOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
+		others, err := v.Matching(ctx, CollOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
 			return Str(st, "_id") != id && st["archived_at"] == nil
 		})
 		if err != nil {
@@ -146,7 +146,7 @@ func (v *RuleView) DoublePitch(ctx context.Context, id string, o *Opportunity) (
 			bestAt time.Time
 		)
 		for _, st := range others {
-			other, err := decodeState[Opportunity](Str(st, "_id"), st)
+			other, err := DecodeState[Opportunity](Str(st, "_id"), st)
 			if err != nil {
 				return nil, err
 			}
@@ -163,8 +163,8 @@ func (v *RuleView) DoublePitch(ctx context.Context, id string, o *Opportunity) (
 			continue
 		}
 		who := cid
-		if st, err := v.record(ctx, CollContacts, cid); err == nil && st != nil {
-			if c, err := decodeState[Contact](cid, st); err == nil {
+		if st, err := v.Record(ctx, CollContacts, cid); err == nil && st != nil {
+			if c, err := DecodeState[Contact](cid, st); err == nil {
 				who = ContactLabel(c)
 			}
 		}
@@ -202,7 +202,7 @@ func (v *RuleView) ownerLabel(ctx context.Context, o *Opportunity) (string, erro
 	if uid == "" {
 		return "none set", nil
 	}
-	st, err := v.record(ctx, CollUsers, uid)
+	st, err := v.Record(ctx, CollUsers, uid)
 	if err != nil {
 		return "", err
 	}
@@ -237,7 +237,7 @@ func (v *RuleView) EmbargoOf(ctx context.Context, oppID, campaignID string) (tim
 		if r.id == "" {
 			continue
 		}
-		st, err := v.record(ctx, r.coll, r.id)
+		st, err := v.Record(ctx, r.coll, r.id)
 		if err != nil {
 			return time.Time{}, "", err
 		}
@@ -287,7 +287,7 @@ func (v *RuleView) embargoCoverage(ctx context.Context, field, id string, until 
 	if until == nil {
 		return nil, nil
 	}
-	early, err := v.matching(ctx, CollCoverage, bson.M{field: id, "archived_at": nil}, func(st bson.M) bool {
+	early, err := v.Matching(ctx, CollCoverage, bson.M{field: id, "archived_at": nil}, func(st bson.M) bool {
 		t, ok := dateOf(st["published_at"])
 		return Str(st, field) == id && st["archived_at"] == nil && ok && t.Before(*until)
 	})

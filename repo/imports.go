@@ -245,7 +245,7 @@ func addCreate[P interface {
 	*T
 	record
 }, T any](p *importPlan, res ImportRowResult, coll string, rec P, dryRun bool) error {
-	m, err := creation(coll, rec)
+	m, err := Creation(coll, rec)
 	if err != nil {
 		return err
 	}

@@ -678,3 +678,9 @@ func (s *Store) CheckMediaURL(ctx context.Context, id, action, expires, signatur
 	}
 	return nil
 }
+
+func mediaRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
+	return v.Linked(ctx, CollCoverage, "coverage_id", Str(state, "coverage_id"))
+}
+
+func init() { RegisterRule(CollMedia, mediaRule) }

@@ -328,3 +328,32 @@ func LinkEntity(l NoteLink) (coll, id string) {
 		return CollChannels, l.ChannelID
 	}
 }
+
+// noteLinksRule is the rule that a note is linked to at least one entity,
+// whatever its state (archiving keeps the links). remove_note_link keeps it
+// too.
+func noteLinksRule(noteID string, links int) *RuleViolation {
+	if links > 0 {
+		return nil
+	}
+	return Violated("note_has_link", "note %s would have no links, and a note must be linked to at least one entity: link it to another entity first (add_note_link, after restore_note if it is archived), then retry; or archive the note instead", noteID)
+}
+
+func noteRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
+	n, err := DecodeState[Note](id, state)
+	if err != nil {
+		return err
+	}
+	if vi := noteLinksRule(id, len(n.Links)); vi != nil {
+		return vi
+	}
+	for _, l := range n.Links {
+		coll, target := LinkEntity(l)
+		if err := v.Linked(ctx, coll, fmt.Sprintf("link %s", l.ID), target); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func init() { RegisterRule(CollNotes, noteRule) }

@@ -13,16 +13,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"outreach/audit"
 	"outreach/ledger"
 )
 
-// This file is the outbox: subscriptions to opportunities, and the
-// notifications an event on a subscribed opportunity becomes. A
-// notification is created by a mutation of the same group as the change
-// that caused it, so both land or neither does; its delivery state is then
-// advanced by delivery workers through the same write path (claim, then
-// finish), each attempt leaving a delivery record.
+// This file is the outbox's writing side: the notifications an event on a
+// subscribed opportunity becomes. A notification is created by a mutation
+// of the same group as the change that caused it, so both land or neither
+// does. Subscribing, listing, marking read and the delivery workers' claims
+// and attempts are the notify area's (repo/notify).
 
 // Event kinds a subscription can ask for.
 const (
@@ -96,128 +94,6 @@ func (d *Delivery) Target(t string) *TargetStatus {
 	return nil
 }
 
-// DeliveryAttempt is the record of one attempt to deliver a notification to
-// one target.
-type DeliveryAttempt struct {
-	Meta           `bson:",inline"`
-	NotificationID string    `bson:"notification_id" json:"notification_id"`
-	Target         string    `bson:"target" json:"target"`
-	Attempt        int       `bson:"attempt" json:"attempt"`
-	Worker         string    `bson:"worker" json:"worker"`
-	OK             bool      `bson:"ok" json:"ok"`
-	HTTPStatus     int       `bson:"http_status,omitempty" json:"http_status,omitempty"`
-	Error          string    `bson:"error,omitempty" json:"error,omitempty"`
-	StartedAt      time.Time `bson:"started_at" json:"started_at"`
-	DurationMS     int64     `bson:"duration_ms" json:"duration_ms"`
-}
-
-func checkEvents(events []string) ([]string, error) {
-	if len(events) == 0 {
-		return slices.Clone(Events), nil
-	}
-	var out []string
-	for i, e := range events {
-		if !slices.Contains(Events, e) {
-			return nil, Invalid(fmt.Sprintf("events[%d]", i), "%q is not an event kind; use any of: %s", e, strings.Join(Events, ", "))
-		}
-		if !slices.Contains(out, e) {
-			out = append(out, e)
-		}
-	}
-	slices.SortFunc(out, func(a, b string) int { return slices.Index(Events, a) - slices.Index(Events, b) })
-	return out, nil
-}
-
-// subscriptionID is the one id of user's subscription to an opportunity, so
-// two subscribes racing cannot make two subscriptions.
-func subscriptionID(oppID, userID string) string {
-	return uuid.NewSHA1(uuid.NameSpaceOID, []byte("subscription/"+oppID+"/"+userID)).String()
-}
-
-// Subscribe subscribes user to the events of an opportunity (all of them
-// when events is empty). Subscribing again replaces the event kinds.
-func (s *Store) Subscribe(ctx context.Context, oppID, userID string, events []string) (*Subscription, error) {
-	events, err := checkEvents(events)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.MustExist(ctx, CollOpportunities, "opportunity_id", oppID); err != nil {
-		return nil, err
-	}
-	if err := s.MustExist(ctx, CollUsers, "user_id", userID); err != nil {
-		return nil, err
-	}
-	id := subscriptionID(oppID, userID)
-	for attempt := 1; ; attempt++ {
-		sub, err := Find[*Subscription](ctx, s, CollSubscriptions, id)
-		if isNotFound(err) {
-			sub = &Subscription{Meta: Meta{ID: id}, OpportunityID: oppID, UserID: userID, Events: events}
-			err = Insert(ctx, s, CollSubscriptions, sub)
-			if isConflict(err) && attempt < 3 {
-				continue // another subscribe created it: update that one
-			}
-			return sub, err
-		}
-		if err != nil {
-			return nil, err
-		}
-		action := audit.ActionUpdate
-		if sub.Archived() {
-			action = audit.ActionRestore
-		}
-		return Modify(ctx, s, CollSubscriptions, id, action, func(sub *Subscription) error {
-			sub.ArchivedAt = nil
-			sub.Events = events
-			return nil
-		})
-	}
-}
-
-// Unsubscribe ends user's subscription to an opportunity (archives it).
-func (s *Store) Unsubscribe(ctx context.Context, oppID, userID string) (*Subscription, error) {
-	if ledger.CheckID(oppID) != nil {
-		return nil, Invalid("opportunity_id", "%q is not a UUID", oppID)
-	}
-	if ledger.CheckID(userID) != nil {
-		return nil, Invalid("user_id", "%q is not a UUID", userID)
-	}
-	sub, err := Archive[*Subscription](ctx, s, CollSubscriptions, subscriptionID(oppID, userID), nil)
-	if isNotFound(err) {
-		return nil, &Error{Code: CodeNotFound, Field: "opportunity_id", Message: fmt.Sprintf("user %s is not subscribed to opportunity %s", userID, oppID)}
-	}
-	var e *Error
-	if errors.As(err, &e) && e.Code == CodeFailedPrecondition {
-		return nil, &Error{Code: CodeFailedPrecondition, Field: "opportunity_id", Message: fmt.Sprintf("user %s is no longer subscribed to opportunity %s", userID, oppID)}
-	}
-	return sub, err
-}
-
-// SubscriptionView is a subscription with its opportunity's current title
-// and stage.
-type SubscriptionView struct {
-	Subscription     `bson:",inline"`
-	OpportunityTitle string `json:"opportunity_title"`
-	OpportunityStage string `json:"opportunity_stage"`
-	OpportunityGone  bool   `json:"opportunity_archived"`
-}
-
-// Subscriptions lists user's active subscriptions, newest first.
-func (s *Store) Subscriptions(ctx context.Context, userID string, limit, offset int) (Page[SubscriptionView], error) {
-	p, err := ListPage[SubscriptionView](ctx, s, CollSubscriptions, bson.M{"user_id": userID, "archived_at": nil},
-		bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
-	if err != nil {
-		return p, err
-	}
-	for i := range p.Items {
-		o, err := Find[*Opportunity](ctx, s, CollOpportunities, p.Items[i].OpportunityID)
-		if err != nil {
-			return p, err
-		}
-		p.Items[i].OpportunityTitle, p.Items[i].OpportunityStage, p.Items[i].OpportunityGone = o.Title, o.Stage, o.Archived()
-	}
-	return p, nil
-}
-
 // subscribers returns the active subscriptions to opportunity oppID that
 // ask for event.
 func (s *Store) subscribers(ctx context.Context, oppID, event string) ([]Subscription, error) {
@@ -287,7 +163,7 @@ func (s *Store) eventMutations(ctx context.Context, ev event) ([]mutation, error
 		if ev.key != "" {
 			n.ID = uuid.NewSHA1(uuid.NameSpaceOID, []byte("notification/"+ev.key+"/"+sub.UserID)).String()
 		}
-		m, err := creation(CollNotifications, n)
+		m, err := Creation(CollNotifications, n)
 		if err != nil {
 			return nil, err
 		}
@@ -328,208 +204,6 @@ func (s *Store) rollbackEvents(ctx context.Context, muts []mutation) ([]mutation
 		out = append(out, evm...)
 	}
 	return out, nil
-}
-
-// Notifications lists user's notifications, newest first.
-func (s *Store) Notifications(ctx context.Context, userID string, unreadOnly bool, limit, offset int) (Page[Notification], error) {
-	f := bson.M{"user_id": userID}
-	if unreadOnly {
-		f["read_at"] = nil
-	}
-	return ListPage[Notification](ctx, s, CollNotifications, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
-}
-
-// ActFor checks that the caller may act on userID's own data (their
-// notifications and subscriptions): a key acts on its own user's, and a key
-// with the admin scope on anyone's (the change entries then name the member
-// in on_behalf_of). Otherwise it is permission_denied naming field.
-func ActFor(ctx context.Context, field, userID string) error {
-	a, _ := audit.ActorFrom(ctx)
-	if userID == a.UserID || slices.Contains(a.Scopes, ScopeAdmin) {
-		return nil
-	}
-	what := "names another team member"
-	if strings.HasPrefix(field, "ids[") {
-		what = "is another team member's notification"
-	}
-	return &Error{Code: CodePermissionDenied, Field: field, Message: fmt.Sprintf("%s %s: a key reads and changes only its own user's notifications and subscriptions (user %s); acting for another member needs the admin scope", field, what, a.UserID)}
-}
-
-// MarkRead marks notifications read, as one unit; one already read is left
-// as it is. It returns the ids it marked. Only the caller's own
-// notifications, or anyone's with the admin scope (ActFor).
-func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
-	for i, id := range ids {
-		if ledger.CheckID(id) != nil {
-			return nil, Invalid(fmt.Sprintf("ids[%d]", i), "%q is not a UUID", id)
-		}
-	}
-	var marked []string
-	err := s.writeGroup(ctx, func() ([]mutation, error) {
-		marked = nil
-		var muts []mutation
-		seen := map[string]bool{}
-		for i, id := range ids {
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			owner := ""
-			_, m, err := Prepare(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
-				if err := ActFor(ctx, fmt.Sprintf("ids[%d]", i), n.UserID); err != nil {
-					return err
-				}
-				owner = n.UserID
-				if n.ReadAt == nil {
-					t := Now()
-					n.ReadAt = &t
-				}
-				return nil
-			})
-			if isNotFound(err) {
-				return nil, NotFoundField(fmt.Sprintf("ids[%d]", i), "notification", id)
-			}
-			if err != nil {
-				return nil, err
-			}
-			if m != nil {
-				if a, _ := audit.ActorFrom(ctx); owner != a.UserID {
-					m.OnBehalfOf = owner
-				}
-				muts = append(muts, *m)
-				marked = append(marked, id)
-			}
-		}
-		return muts, nil
-	})
-	if marked == nil {
-		marked = []string{}
-	}
-	return marked, err
-}
-
-// DueNotifications returns up to limit notifications a worker may try now:
-// not done, due, and not held by a live lease.
-func (s *Store) DueNotifications(ctx context.Context, at time.Time, limit int) ([]Notification, error) {
-	cur, err := s.coll(CollNotifications).Find(ctx, bson.M{"delivery.done": false, "delivery.next_attempt_at": bson.M{"$lte": at}},
-		options.Find().SetSort(bson.D{{Key: "delivery.next_attempt_at", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(int64(limit)))
-	if err != nil {
-		return nil, ledger.DriverErr(err, "notification", "due")
-	}
-	var out []Notification
-	if err := cur.All(ctx, &out); err != nil {
-		return nil, ledger.DriverErr(err, "notification", "due")
-	}
-	live := out[:0]
-	for _, n := range out {
-		if n.Delivery.LeaseUntil == nil || !n.Delivery.LeaseUntil.After(at) {
-			live = append(live, n)
-		}
-	}
-	return live, nil
-}
-
-// ErrClaimed says another worker holds a notification's delivery.
-var ErrClaimed = errors.New("the notification is being delivered by another worker")
-
-// ClaimNotification takes the delivery lease of notification id for worker
-// until lease has passed. The claim is a version-guarded write: of workers
-// claiming at once, one wins and the others get ErrClaimed (or find it done).
-func (s *Store) ClaimNotification(ctx context.Context, id, worker string, lease time.Duration) (*Notification, error) {
-	return Modify(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
-		t := Now()
-		if n.Delivery.Done {
-			return ErrClaimed
-		}
-		if n.Delivery.LeaseUntil != nil && n.Delivery.LeaseUntil.After(t) && n.Delivery.LeaseOwner != worker {
-			return ErrClaimed
-		}
-		until := t.Add(lease)
-		n.Delivery.LeaseOwner, n.Delivery.LeaseUntil = worker, &until
-		return nil
-	})
-}
-
-// FinishDelivery records a worker's attempts on a claimed notification, in
-// one unit with the notification's new delivery state: targets reached,
-// errors, and when to try again (done once every target has it). If the
-// worker's lease was lost meanwhile (another worker holds or finished it),
-// only the attempts are recorded, and it returns ErrClaimed.
-func (s *Store) FinishDelivery(ctx context.Context, id, worker string, attempts []DeliveryAttempt, retryAt time.Time) (*Notification, error) {
-	var out *Notification
-	lost := false
-	err := s.writeGroup(ctx, func() ([]mutation, error) {
-		lost = false
-		n, m, err := Prepare(ctx, s, CollNotifications, id, audit.ActionUpdate, func(n *Notification) error {
-			if n.Delivery.LeaseOwner != worker {
-				return ErrClaimed
-			}
-			done := true
-			for _, a := range attempts {
-				ts := n.Delivery.Target(a.Target)
-				if ts == nil {
-					continue
-				}
-				ts.Attempts++
-				if a.OK {
-					t := a.StartedAt
-					ts.DeliveredAt, ts.LastError = &t, ""
-				} else {
-					ts.LastError = a.Error
-				}
-			}
-			for _, ts := range n.Delivery.Targets {
-				if ts.DeliveredAt == nil {
-					done = false
-				}
-			}
-			n.Delivery.Done = done
-			n.Delivery.NextAttemptAt = retryAt.UTC().Truncate(time.Millisecond)
-			n.Delivery.LeaseOwner, n.Delivery.LeaseUntil = "", nil
-			return nil
-		})
-		if errors.Is(err, ErrClaimed) {
-			lost, err = true, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = n
-		var muts []mutation
-		if m != nil && !lost {
-			muts = append(muts, *m)
-		}
-		for i := range attempts {
-			a := attempts[i]
-			a.Meta = Meta{}
-			a.NotificationID, a.Worker = id, worker
-			am, err := creation(CollDeliveries, &a)
-			if err != nil {
-				return nil, err
-			}
-			muts = append(muts, am)
-		}
-		return muts, nil
-	})
-	if err == nil && lost {
-		return nil, ErrClaimed
-	}
-	return out, err
-}
-
-// DeliveryAttempts lists the attempts to deliver notification id, oldest first.
-func (s *Store) DeliveryAttempts(ctx context.Context, id string) ([]DeliveryAttempt, error) {
-	cur, err := s.coll(CollDeliveries).Find(ctx, bson.M{"notification_id": id}, options.Find().SetSort(bson.D{{Key: "started_at", Value: 1}, {Key: "_id", Value: 1}}))
-	if err != nil {
-		return nil, ledger.DriverErr(err, "delivery", id)
-	}
-	out := []DeliveryAttempt{}
-	return out, ledger.DriverErr(cur.All(ctx, &out), "delivery", id)
-}
-
-// Notification returns one notification.
-func (s *Store) Notification(ctx context.Context, id string) (*Notification, error) {
-	return Find[*Notification](ctx, s, CollNotifications, id)
 }
 
 // NotifyDueActions creates a next_action_due notification for each
@@ -585,10 +259,8 @@ func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error)
 	return made, nil
 }
 
-func isNotFound(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Code == CodeNotFound
-}
+// isNotFound reports whether err is a not_found error (IsNotFound).
+func isNotFound(err error) bool { return IsNotFound(err) }
 
 // insertWithEvents creates rec in coll together with the notifications of
 // the events it causes, as one unit (a group of creates: no version race
@@ -597,7 +269,7 @@ func insertWithEvents[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll string, rec P, events func() ([]event, error)) error {
-	m, err := creation(coll, rec)
+	m, err := Creation(coll, rec)
 	if err != nil {
 		return err
 	}

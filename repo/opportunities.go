@@ -480,7 +480,7 @@ func noteForStage(oppID, stage, content string) (mutation, error) {
 	t := Now()
 	n := &Note{Type: NoteTypes[0], Title: "Stage changed to " + stage, Content: content, OccurredAt: t,
 		Links: []NoteLink{{ID: uuid.NewString(), OpportunityID: oppID, CreatedAt: t}}}
-	return creation(CollNotes, n)
+	return Creation(CollNotes, n)
 }
 
 // LinkContact adds a contact to an opportunity.
@@ -712,3 +712,65 @@ func nonEmpty(ids ...string) []string {
 	}
 	return out
 }
+
+func opportunityRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
+	o, err := DecodeState[Opportunity](id, state)
+	if err != nil {
+		return err
+	}
+	if err := checkOpportunity(o); err != nil {
+		return FieldViolation("opportunity_fields", err)
+	}
+	if o.CampaignID == "" {
+		return Violated("opportunity_campaign", "opportunity %s would be in no campaign, and every opportunity is in one; leave this change as it is", id)
+	}
+	for _, l := range []struct{ coll, field, id string }{{CollCampaigns, "campaign_id", o.CampaignID}, {CollOutlets, "outlet_id", o.OutletID}} {
+		if err := v.Linked(ctx, l.coll, l.field, l.id); err != nil {
+			return err
+		}
+	}
+	for i, c := range o.ContactIDs {
+		if err := v.Linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
+			return err
+		}
+	}
+	if err := v.channelOf(ctx, "opportunity "+id, o.ChannelID, o.OutletID); err != nil {
+		return err
+	}
+	if err := v.Linked(ctx, CollUsers, "owner_id", o.OwnerID); err != nil {
+		return err
+	}
+	stored, err := v.Stored(ctx, CollOpportunities, id)
+	if err != nil {
+		return err
+	}
+	var was *Opportunity
+	if stored != nil {
+		if was, err = DecodeState[Opportunity](id, stored); err != nil {
+			return err
+		}
+	}
+	g, err := v.opportunityGuards(ctx, id, was, o)
+	if err == nil && g == nil {
+		g, err = v.embargoCoverage(ctx, "opportunity_id", id, o.EmbargoUntil)
+	}
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		return g.asViolation()
+	}
+	// Coverage follows its opportunity's campaign.
+	off, err := v.Matching(ctx, CollCoverage, bson.M{"opportunity_id": id}, func(st bson.M) bool {
+		return Str(st, "opportunity_id") == id && Str(st, "campaign_id") != o.CampaignID
+	})
+	if err != nil {
+		return err
+	}
+	if len(off) > 0 {
+		return coverageCampaign(Str(off[0], "_id"), Str(off[0], "campaign_id"), id, o.CampaignID)
+	}
+	return nil
+}
+
+func init() { RegisterRule(CollOpportunities, opportunityRule) }

@@ -273,3 +273,19 @@ func refuseArchived(coll string, m *Meta) error {
 	}
 	return nil
 }
+
+func outletRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
+	o, err := DecodeState[Outlet](id, state)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(o.Name) == "" {
+		return Violated("outlet_fields", "outlet %s would have no name; give it one with update_outlet first", id)
+	}
+	if !slices.Contains(OutletTypes, o.Type) {
+		return Violated("outlet_fields", "outlet %s would have type %q, which is not one of %s; set it with update_outlet first", id, o.Type, strings.Join(OutletTypes, ", "))
+	}
+	return nil
+}
+
+func init() { RegisterRule(CollOutlets, outletRule) }

@@ -9,6 +9,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/notify"
 	"outreach/slackmsg"
 )
 
@@ -42,8 +43,8 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 	// sent records a message that left, as a send change. The message is
 	// out whatever the store does next, so a failed record is logged with
 	// the Slack ts, and the caller told not to send again.
-	sent := func(ctx context.Context, m *repo.Message) (any, error) {
-		if err := s.RecordSend(ctx, m); err != nil {
+	sent := func(ctx context.Context, m *notify.Message) (any, error) {
+		if err := notify.Of(s).RecordSend(ctx, m); err != nil {
 			return nil, &repo.Error{Code: repo.CodeUnavailable, Message: fmt.Sprintf("the message was sent to Slack (ts %s) but could not be recorded; do not send it again", m.TS)}
 		}
 		return m, nil
@@ -61,7 +62,7 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 				if err != nil {
 					return nil, slackErr(err)
 				}
-				return sent(ctx, &repo.Message{Kind: repo.MessageKindMessage, Channel: out.Channel, Text: in.Text, TS: out.TS, Via: out.Via})
+				return sent(ctx, &notify.Message{Kind: notify.MessageKindMessage, Channel: out.Channel, Text: in.Text, TS: out.TS, Via: out.Via})
 			}),
 		newTool("ask_slack", "Ask the team a question in Slack, with its context and suggested options; people answer in the message's thread. Returns question_id for get_slack_answer. Needs the Web API (a bot token) to read answers. Recorded as a send; not reversible.", send,
 			func(ctx context.Context, in *askIn) (any, error) {
@@ -84,7 +85,7 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 				if err != nil {
 					return nil, slackErr(err)
 				}
-				m := &repo.Message{Kind: repo.MessageKindQuestion, Channel: out.Channel, Text: text, TS: out.TS, Via: out.Via,
+				m := &notify.Message{Kind: notify.MessageKindQuestion, Channel: out.Channel, Text: text, TS: out.TS, Via: out.Via,
 					Question: in.Question, Context: in.Context, Options: in.Options}
 				if _, err := sent(ctx, m); err != nil {
 					return nil, err
@@ -102,7 +103,7 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 				if !slack.CanRead() {
 					return nil, &repo.Error{Code: repo.CodeFailedPrecondition, Message: "get_slack_answer: " + slackmsg.ErrNeedsBotToken.Error()}
 				}
-				q, err := s.Question(ctx, in.QuestionID)
+				q, err := notify.Of(s).Question(ctx, in.QuestionID)
 				if err != nil {
 					return nil, err
 				}
@@ -110,13 +111,13 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 				if err != nil {
 					return nil, slackErr(err)
 				}
-				answers := make([]repo.Answer, 0, len(replies))
+				answers := make([]notify.Answer, 0, len(replies))
 				for _, r := range replies {
-					answers = append(answers, repo.Answer{User: r.User, Text: r.Text, TS: r.TS, At: tsTime(r.TS)})
+					answers = append(answers, notify.Answer{User: r.User, Text: r.Text, TS: r.TS, At: tsTime(r.TS)})
 				}
 				// What was read is stored as the service's observation, not
 				// as the caller's change (this tool only reads).
-				q, err = s.RecordAnswers(audit.WithActor(ctx, repo.SystemActor("get_slack_answer")), q.ID, answers)
+				q, err = notify.Of(s).RecordAnswers(audit.WithActor(ctx, repo.SystemActor("get_slack_answer")), q.ID, answers)
 				if err != nil {
 					return nil, err
 				}
@@ -125,7 +126,7 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 		newTool("list_questions", "List questions asked with ask_slack, newest first, with their status (open, answered, as last read by get_slack_answer) and the answers read so far.", readOut,
 			func(ctx context.Context, in *listIn) (any, error) {
 				if in.Status != "" {
-					if err := checkEnum("status", in.Status, []string{repo.QuestionOpen, repo.QuestionAnswered}); err != nil {
+					if err := checkEnum("status", in.Status, []string{notify.QuestionOpen, notify.QuestionAnswered}); err != nil {
 						return nil, err
 					}
 				}
@@ -133,7 +134,7 @@ func Messaging(s *repo.Store, slack *slackmsg.Client) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				p, err := s.Questions(ctx, in.Status, limit, offset)
+				p, err := notify.Of(s).Questions(ctx, in.Status, limit, offset)
 				if err != nil {
 					return nil, err
 				}

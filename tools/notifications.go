@@ -7,6 +7,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/notify"
 )
 
 // Notifications is the subscriptions-and-outbox part of the Notifications
@@ -48,7 +49,7 @@ func Notifications(s *repo.Store) []Tool {
 		if err := checkUUID("user_id", id); err != nil {
 			return ctx, "", err
 		}
-		if err := repo.ActFor(ctx, "user_id", id); err != nil {
+		if err := notify.ActFor(ctx, "user_id", id); err != nil {
 			return ctx, "", err
 		}
 		a.OnBehalfOf = id
@@ -69,7 +70,7 @@ func Notifications(s *repo.Store) []Tool {
 						return nil, err
 					}
 				}
-				return s.Subscribe(ctx, in.OpportunityID, uid, in.Events)
+				return notify.Of(s).Subscribe(ctx, in.OpportunityID, uid, in.Events)
 			}),
 		newTool("unsubscribe_opportunity", "End a team member's subscription to an opportunity: no more notifications of its events. The subscription is archived, not deleted.", change,
 			func(ctx context.Context, in *unsubscribeIn) (any, error) {
@@ -80,7 +81,7 @@ func Notifications(s *repo.Store) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				return s.Unsubscribe(ctx, in.OpportunityID, uid)
+				return notify.Of(s).Unsubscribe(ctx, in.OpportunityID, uid)
 			}),
 		newTool("list_subscriptions", "List a team member's active subscriptions, each with the opportunity's current title and stage; newest first.", read,
 			func(ctx context.Context, in *listSubsIn) (any, error) {
@@ -92,7 +93,7 @@ func Notifications(s *repo.Store) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				p, err := s.Subscriptions(ctx, uid, limit, offset)
+				p, err := notify.Of(s).Subscriptions(ctx, uid, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -108,7 +109,7 @@ func Notifications(s *repo.Store) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				p, err := s.Notifications(ctx, uid, in.UnreadOnly, limit, offset)
+				p, err := notify.Of(s).Notifications(ctx, uid, in.UnreadOnly, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -122,7 +123,7 @@ func Notifications(s *repo.Store) []Tool {
 				if err := checkUUIDs("ids", in.IDs); err != nil {
 					return nil, err
 				}
-				marked, err := s.MarkRead(ctx, in.IDs)
+				marked, err := notify.Of(s).MarkRead(ctx, in.IDs)
 				if err != nil {
 					return nil, err
 				}

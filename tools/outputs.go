@@ -14,6 +14,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/access"
 	"outreach/repo/dossiers"
+	"outreach/repo/notify"
 	"outreach/repo/pitches"
 	"outreach/repo/reports"
 )
@@ -148,14 +149,14 @@ var outputs = map[string]*jsonschema.Schema{
 	// Notifications and messaging
 	"subscribe_opportunity":   of[repo.Subscription](),
 	"unsubscribe_opportunity": of[repo.Subscription](),
-	"list_subscriptions":      list[repo.SubscriptionView]("subscriptions"),
+	"list_subscriptions":      list[notify.SubscriptionView]("subscriptions"),
 	"list_notifications":      list[repo.Notification]("notifications"),
 	"mark_notifications_read": object("marked", of[[]string](), "count", of[int]()),
-	"send_slack_message":      of[repo.Message](),
-	"ask_slack":               object("question_id", of[string](), "question", of[*repo.Message]()),
+	"send_slack_message":      of[notify.Message](),
+	"ask_slack":               object("question_id", of[string](), "question", of[*notify.Message]()),
 	"get_slack_answer": object("question_id", of[string](), "question", of[string](), "answered", of[bool](),
-		"status", of[string](), "answers", of[[]repo.Answer]()),
-	"list_questions": list[repo.Message]("questions"),
+		"status", of[string](), "answers", of[[]notify.Answer]()),
+	"list_questions": list[notify.Message]("questions"),
 	// Pitches
 	"create_pitch": of[pitches.Pitch](), "get_pitch": of[pitches.Pitch](), "list_pitches": list[pitches.Pitch]("pitches"),
 	"update_pitch": of[pitches.Pitch](), "approve_pitch": of[pitches.Pitch](), "send_pitch": of[pitches.Pitch](),

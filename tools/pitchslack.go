@@ -8,6 +8,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/notify"
 	"outreach/repo/pitches"
 	"outreach/slackmsg"
 )
@@ -55,9 +56,9 @@ func PitchApprovals(s *repo.Store, slack *slackmsg.Client) []Tool {
 				if err != nil {
 					return nil, slackErr(err)
 				}
-				m := &repo.Message{Kind: repo.MessageKindPitchApproval, Channel: out.Channel, Text: text, TS: out.TS, Via: out.Via,
+				m := &notify.Message{Kind: notify.MessageKindPitchApproval, Channel: out.Channel, Text: text, TS: out.TS, Via: out.Via,
 					PitchID: p.ID, ContentHash: p.ContentHash}
-				if err := s.RecordSend(ctx, m); err != nil {
+				if err := notify.Of(s).RecordSend(ctx, m); err != nil {
 					return nil, &repo.Error{Code: repo.CodeUnavailable, Message: fmt.Sprintf("the approval request was posted to Slack (ts %s) but could not be recorded; do not post it again", m.TS)}
 				}
 				return &pitchApprovalRequest{RequestID: m.ID, PitchID: p.ID, ContentHash: p.ContentHash, Channel: m.Channel, TS: m.TS}, nil
@@ -78,11 +79,11 @@ func PitchApprovals(s *repo.Store, slack *slackmsg.Client) []Tool {
 				if err != nil {
 					return nil, slackErr(err)
 				}
-				answers := make([]repo.Answer, 0, len(replies))
+				answers := make([]notify.Answer, 0, len(replies))
 				for _, r := range replies {
-					answers = append(answers, repo.Answer{User: r.User, Text: r.Text, TS: r.TS, At: tsTime(r.TS)})
+					answers = append(answers, notify.Answer{User: r.User, Text: r.Text, TS: r.TS, At: tsTime(r.TS)})
 				}
-				if _, err := s.RecordAnswers(audit.WithActor(ctx, repo.SystemActor("check_pitch_approval")), req.ID, answers); err != nil {
+				if _, err := notify.Of(s).RecordAnswers(audit.WithActor(ctx, repo.SystemActor("check_pitch_approval")), req.ID, answers); err != nil {
 					return nil, err
 				}
 				out := &pitchApprovalCheck{RequestID: req.ID, PitchID: req.PitchID, ContentHash: req.ContentHash, Status: "waiting", Ignored: []ignoredAnswer{}}

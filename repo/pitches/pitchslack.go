@@ -12,6 +12,7 @@ import (
 	"outreach/audit"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/notify"
 )
 
 // Approval of a pitch from Slack: the pitch is posted to the team's channel
@@ -23,12 +24,12 @@ import (
 // records it, attributed to that member (agent "slack:<Slack user id>").
 
 // PitchApprovalRequest returns a pitch's approval request posted to Slack.
-func (s *Store) PitchApprovalRequest(ctx context.Context, id string) (*repo.Message, error) {
-	m, err := repo.Find[*repo.Message](ctx, s.Store, repo.CollMessages, id)
+func (s *Store) PitchApprovalRequest(ctx context.Context, id string) (*notify.Message, error) {
+	m, err := repo.Find[*notify.Message](ctx, s.Store, repo.CollMessages, id)
 	if err != nil {
 		return nil, err
 	}
-	if m.Kind != repo.MessageKindPitchApproval {
+	if m.Kind != notify.MessageKindPitchApproval {
 		return nil, repo.NotFound("pitch approval request", id)
 	}
 	return m, nil
@@ -74,7 +75,7 @@ func (s *Store) SlackApprover(ctx context.Context, slackUserID string) (*repo.Us
 // ApprovePitchFromSlack records the approval a Slack user gave in the
 // thread of request req: the Slack user must be an approver
 // (SlackApprover), and the pitch must still hold the content posted.
-func (s *Store) ApprovePitchFromSlack(ctx context.Context, req *repo.Message, slackUserID string) (*Pitch, error) {
+func (s *Store) ApprovePitchFromSlack(ctx context.Context, req *notify.Message, slackUserID string) (*Pitch, error) {
 	u, scopes, err := s.SlackApprover(ctx, slackUserID)
 	if err != nil {
 		return nil, err

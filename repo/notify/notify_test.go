@@ -1,4 +1,4 @@
-package repo
+package notify_test
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 
 	"outreach/audit"
 	"outreach/ledger"
+	"outreach/repo"
+	"outreach/repo/notify"
+	"outreach/repo/repotest"
 )
 
 // TestOutboxLandsWithItsChange stops the stage-change group (the move and
@@ -18,14 +21,14 @@ import (
 // recovery, and checks that a notification exists exactly when the move
 // landed: none is lost, and none stands for a change that did not happen.
 func TestOutboxLandsWithItsChange(t *testing.T) {
-	s := openEmbedded(t)
+	s := repotest.OpenEmbedded(t)
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
 	if err := s.Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s.SetDeliveryTargets([]string{TargetWebhook})
-	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := Insert(ctx, s, CollUsers, u); err != nil {
+	s.SetDeliveryTargets([]string{repo.TargetWebhook})
+	u := &repo.User{Name: "Ann", Email: "ann@example.com"}
+	if err := repo.Insert(ctx, s, repo.CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
 	type point struct {
@@ -43,11 +46,11 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 	for _, tc := range points {
 		t.Run(fmt.Sprintf("%s/%s#%d", tc.protocol, tc.point, tc.nth), func(t *testing.T) {
 			*s.Internals().SerialWrites = tc.protocol == "serial"
-			o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "outbox " + tc.point})
+			o, err := s.CreateOpportunity(ctx, &repo.Opportunity{Title: "outbox " + tc.point})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Subscribe(ctx, o.ID, u.ID, nil); err != nil {
+			if _, err := notify.Of(s).Subscribe(ctx, o.ID, u.ID, nil); err != nil {
 				t.Fatal(err)
 			}
 			seen := 0
@@ -59,7 +62,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 				}
 				return nil
 			}
-			_, err = s.ChangeStage(ctx, o.ID, StageMove{Stage: "pitched"})
+			_, err = s.ChangeStage(ctx, o.ID, repo.StageMove{Stage: "pitched"})
 			*s.Internals().Hook = nil
 			if !errors.Is(err, ledger.ErrCrashed) {
 				t.Fatalf("ChangeStage: %v, want a simulated crash", err)
@@ -71,7 +74,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := s.coll(CollNotifications).CountDocuments(ctx, bson.M{"opportunity_id": o.ID, "event": EventStageChanged})
+			n, err := s.Collection(repo.CollNotifications).CountDocuments(ctx, bson.M{"opportunity_id": o.ID, "event": repo.EventStageChanged})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,36 +92,36 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 // TestClaimHasOneWinner: workers claiming one notification at once, one
 // wins; the others see its lease.
 func TestClaimHasOneWinner(t *testing.T) {
-	s := openEmbedded(t)
+	s := repotest.OpenEmbedded(t)
 	*s.Internals().SerialWrites = true
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
 	if err := s.Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s.SetDeliveryTargets([]string{TargetWebhook})
-	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := Insert(ctx, s, CollUsers, u); err != nil {
+	s.SetDeliveryTargets([]string{repo.TargetWebhook})
+	u := &repo.User{Name: "Ann", Email: "ann@example.com"}
+	if err := repo.Insert(ctx, s, repo.CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "claims"})
+	o, err := s.CreateOpportunity(ctx, &repo.Opportunity{Title: "claims"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Subscribe(ctx, o.ID, u.ID, []string{EventStageChanged}); err != nil {
+	if _, err := notify.Of(s).Subscribe(ctx, o.ID, u.ID, []string{repo.EventStageChanged}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ChangeStage(ctx, o.ID, StageMove{Stage: "drafting"}); err != nil {
+	if _, err := s.ChangeStage(ctx, o.ID, repo.StageMove{Stage: "drafting"}); err != nil {
 		t.Fatal(err)
 	}
-	var n Notification
-	if err := s.coll(CollNotifications).FindOne(ctx, bson.M{"opportunity_id": o.ID}).Decode(&n); err != nil {
+	var n repo.Notification
+	if err := s.Collection(repo.CollNotifications).FindOne(ctx, bson.M{"opportunity_id": o.ID}).Decode(&n); err != nil {
 		t.Fatal(err)
 	}
 	const workers = 8
 	errs := make(chan error, workers)
 	for i := range workers {
 		go func() {
-			_, err := s.ClaimNotification(ctx, n.ID, fmt.Sprintf("w%d", i), 30e9)
+			_, err := notify.Of(s).ClaimNotification(ctx, n.ID, fmt.Sprintf("w%d", i), 30e9)
 			errs <- err
 		}()
 	}
@@ -128,7 +131,7 @@ func TestClaimHasOneWinner(t *testing.T) {
 		switch {
 		case err == nil:
 			won++
-		case errors.Is(err, ErrClaimed), isConflict(err):
+		case errors.Is(err, notify.ErrClaimed), ledger.IsConflict(err):
 		default:
 			t.Errorf("claim: %v", err)
 		}
@@ -142,52 +145,52 @@ func TestClaimHasOneWinner(t *testing.T) {
 // over cannot finish the notification, but its attempt is still recorded;
 // the worker holding the lease finishes it.
 func TestLostLeaseKeepsTheAttempt(t *testing.T) {
-	s := openEmbedded(t)
+	s := repotest.OpenEmbedded(t)
 	*s.Internals().SerialWrites = true
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
 	if err := s.Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s.SetDeliveryTargets([]string{TargetWebhook})
-	u := &User{Name: "Ann", Email: "ann@example.com"}
-	if err := Insert(ctx, s, CollUsers, u); err != nil {
+	s.SetDeliveryTargets([]string{repo.TargetWebhook})
+	u := &repo.User{Name: "Ann", Email: "ann@example.com"}
+	if err := repo.Insert(ctx, s, repo.CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "lease"})
+	o, err := s.CreateOpportunity(ctx, &repo.Opportunity{Title: "lease"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Subscribe(ctx, o.ID, u.ID, nil); err != nil {
+	if _, err := notify.Of(s).Subscribe(ctx, o.ID, u.ID, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ChangeStage(ctx, o.ID, StageMove{Stage: "drafting"}); err != nil {
+	if _, err := s.ChangeStage(ctx, o.ID, repo.StageMove{Stage: "drafting"}); err != nil {
 		t.Fatal(err)
 	}
-	due, err := s.DueNotifications(ctx, Now(), 10)
+	due, err := notify.Of(s).DueNotifications(ctx, repo.Now(), 10)
 	if err != nil || len(due) != 1 {
 		t.Fatalf("due: %v %d", err, len(due))
 	}
 	id := due[0].ID
-	if _, err := s.ClaimNotification(ctx, id, "slow", time.Millisecond); err != nil {
+	if _, err := notify.Of(s).ClaimNotification(ctx, id, "slow", time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Millisecond)
-	if _, err := s.ClaimNotification(ctx, id, "fast", time.Minute); err != nil {
+	if _, err := notify.Of(s).ClaimNotification(ctx, id, "fast", time.Minute); err != nil {
 		t.Fatalf("take-over after the lease: %v", err)
 	}
-	if _, err := s.ClaimNotification(ctx, id, "third", time.Minute); !errors.Is(err, ErrClaimed) {
+	if _, err := notify.Of(s).ClaimNotification(ctx, id, "third", time.Minute); !errors.Is(err, notify.ErrClaimed) {
 		t.Fatalf("claim during a live lease: %v", err)
 	}
-	slow := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: Now().Add(-time.Second)}}
-	if _, err := s.FinishDelivery(ctx, id, "slow", slow, Now()); !errors.Is(err, ErrClaimed) {
+	slow := []notify.DeliveryAttempt{{Target: repo.TargetWebhook, Attempt: 1, OK: true, StartedAt: repo.Now().Add(-time.Second)}}
+	if _, err := notify.Of(s).FinishDelivery(ctx, id, "slow", slow, repo.Now()); !errors.Is(err, notify.ErrClaimed) {
 		t.Fatalf("finish by the worker that lost its lease: %v", err)
 	}
-	fast := []DeliveryAttempt{{Target: TargetWebhook, Attempt: 1, OK: true, StartedAt: Now()}}
-	n, err := s.FinishDelivery(ctx, id, "fast", fast, Now())
+	fast := []notify.DeliveryAttempt{{Target: repo.TargetWebhook, Attempt: 1, OK: true, StartedAt: repo.Now()}}
+	n, err := notify.Of(s).FinishDelivery(ctx, id, "fast", fast, repo.Now())
 	if err != nil || !n.Delivery.Done || n.Delivery.Targets[0].Attempts != 1 {
 		t.Fatalf("finish by the lease holder: %v %+v", err, n)
 	}
-	attempts, err := s.DeliveryAttempts(ctx, id)
+	attempts, err := notify.Of(s).DeliveryAttempts(ctx, id)
 	if err != nil || len(attempts) != 2 || attempts[0].Worker != "slow" || attempts[1].Worker != "fast" {
 		t.Errorf("attempts: %v %+v", err, attempts)
 	}

@@ -1,4 +1,4 @@
-package repo
+package notify
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/repo"
 )
 
 // Kinds of Slack messages the service sends.
@@ -29,7 +30,7 @@ const (
 // message or a question whose answers are read from its thread. It is
 // recorded by a change with action send, which cannot be rolled back.
 type Message struct {
-	Meta       `bson:",inline"`
+	repo.Meta  `bson:",inline"`
 	Kind       string     `bson:"kind" json:"kind"`
 	Channel    string     `bson:"channel" json:"channel"`
 	Text       string     `bson:"text" json:"text"`
@@ -60,12 +61,12 @@ func (s *Store) RecordSend(ctx context.Context, m *Message) error {
 	if (m.Kind == MessageKindQuestion || m.Kind == MessageKindPitchApproval) && m.Status == "" {
 		m.Status = QuestionOpen
 	}
-	mut, err := creation(CollMessages, m)
+	mut, err := repo.Creation(repo.CollMessages, m)
 	if err != nil {
 		return err
 	}
 	mut.Action, mut.Irreversible = audit.ActionSend, true
-	entries, err := s.write(ctx, mut)
+	entries, err := s.Write(ctx, mut)
 	if err != nil {
 		return err
 	}
@@ -75,12 +76,12 @@ func (s *Store) RecordSend(ctx context.Context, m *Message) error {
 
 // Question returns one question.
 func (s *Store) Question(ctx context.Context, id string) (*Message, error) {
-	m, err := Find[*Message](ctx, s, CollMessages, id)
+	m, err := repo.Find[*Message](ctx, s.Store, repo.CollMessages, id)
 	if err != nil {
 		return nil, err
 	}
 	if m.Kind != MessageKindQuestion {
-		return nil, NotFound("question", id)
+		return nil, repo.NotFound("question", id)
 	}
 	return m, nil
 }
@@ -88,14 +89,14 @@ func (s *Store) Question(ctx context.Context, id string) (*Message, error) {
 // RecordAnswers stores the replies read from a question's thread; a
 // question with a reply is answered. Replies already stored write nothing.
 func (s *Store) RecordAnswers(ctx context.Context, id string, answers []Answer) (*Message, error) {
-	return Modify(ctx, s, CollMessages, id, audit.ActionUpdate, func(m *Message) error {
+	return repo.Modify(ctx, s.Store, repo.CollMessages, id, audit.ActionUpdate, func(m *Message) error {
 		if slices.EqualFunc(m.Answers, answers, func(a, b Answer) bool { return a.TS == b.TS && a.Text == b.Text && a.User == b.User }) {
 			return nil
 		}
 		m.Answers = answers
 		if len(answers) > 0 && m.Status != QuestionAnswered {
 			m.Status = QuestionAnswered
-			t := Now()
+			t := repo.Now()
 			m.AnsweredAt = &t
 		}
 		return nil
@@ -103,10 +104,10 @@ func (s *Store) RecordAnswers(ctx context.Context, id string, answers []Answer) 
 }
 
 // Questions lists questions, newest first; status filters when not empty.
-func (s *Store) Questions(ctx context.Context, status string, limit, offset int) (Page[Message], error) {
+func (s *Store) Questions(ctx context.Context, status string, limit, offset int) (repo.Page[Message], error) {
 	f := bson.M{"kind": MessageKindQuestion}
 	if status != "" {
 		f["status"] = status
 	}
-	return ListPage[Message](ctx, s, CollMessages, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	return repo.ListPage[Message](ctx, s.Store, repo.CollMessages, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
