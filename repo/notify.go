@@ -353,7 +353,7 @@ func (s *Store) NotifyAdmins(ctx context.Context, kind, title, text string, data
 		}
 		n := &Notification{Meta: Meta{ID: id}, UserID: user, Event: kind, Title: title, Text: text, Data: data, OccurredAt: t,
 			Delivery: Delivery{Done: len(targets) == 0, Targets: targets, NextAttemptAt: t}}
-		m, err := creation(CollNotifications, n)
+		m, err := Creation(CollNotifications, n)
 		if err != nil {
 			return 0, err
 		}
