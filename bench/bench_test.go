@@ -98,6 +98,7 @@ func TestGrowthPrintsEveryTarget(t *testing.T) {
 		"40 notes: serving with its indexes ready ≤ 10 s after the first start on the seeded store",
 		"40 notes: a backup while serving ≤ 60 s",
 		"40 notes: writes paused while the backup's counter is fixed ≤ 200 ms",
+		"40 notes: change shipping adds ≤ 5 % to a write's p50",
 		"40 notes: a restore with its verify ≤ 2× the backup",
 		"get_note at 40 notes: p50 ≤ 100 ms",
 		"get_note: p50 at 40 notes ≤ 1.5× at 20 notes",
