@@ -1,6 +1,6 @@
 // Package server is the HTTP edge: MCP over Streamable HTTP at /mcp behind
 // bearer-key authentication, cross-origin protection and a body limit, the
-// signed media URLs under /media/, and /healthz.
+// signed media URLs under /media/, /healthz and /readyz.
 package server
 
 import (
@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/rs/zerolog"
@@ -101,15 +100,7 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 		mountServerCard(mux, store, catalog) // card.go
 	}
 	mux.Handle(pitchsend.UnsubscribePath, pitchsend.UnsubscribeHandler(store, log))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-		defer cancel()
-		if err := store.Ping(ctx); err != nil {
-			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	mountHealth(mux, store) // health.go
 	return cfg.edge(mux)
 }
 
