@@ -44,6 +44,7 @@ func (s *Engine) Recover(ctx context.Context, all bool) (RecoveryReport, error) 
 		return RecoveryReport{}, err
 	}
 	var rep RecoveryReport
+	defer func() { s.recovered.Add(int64(rep.Applied + rep.Aborted + rep.PlansApplied + rep.PlansAborted)) }()
 	cutoff := time.Now().Add(-s.lease)
 	if all {
 		cutoff = time.Now().Add(time.Hour)

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/rs/zerolog"
 
 	"outreach/audit"
+	"outreach/metrics"
 	"outreach/oauth"
 	"outreach/pitchsend"
 	"outreach/repo"
@@ -46,6 +48,9 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 
 // NewWithConfig returns the service's HTTP handler for a deployment (see Config).
 func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...tools.Option) http.Handler {
+	if cfg.Metrics != nil {
+		opts = append(slices.Clip(opts), tools.WithCallObserver(cfg.Metrics.ObserveCall))
+	}
 	catalog := tools.NewCatalog(store, opts...)
 	mcpHandler := selectToolsets(catalog, revisions(servers(catalog)))
 	var ocfg *oauth.Config
@@ -74,7 +79,7 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 		}
 		return info, nil
 	}
-	inner := limitRequests(mcpHandler, tools.RateLimitsOf(opts...))
+	inner := limitRequests(mcpHandler, tools.RateLimitsOf(opts...), cfg.Metrics)
 	bopts := &auth.RequireBearerTokenOptions{AllowMissingExpiration: true}
 	mux := http.NewServeMux()
 	if ocfg != nil {
@@ -101,6 +106,9 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 	}
 	mux.Handle(pitchsend.UnsubscribePath, pitchsend.UnsubscribeHandler(store, log))
 	mountHealth(mux, store) // health.go
+	if cfg.Metrics != nil && cfg.MetricsToken != "" {
+		mux.Handle(metrics.Path, cfg.Metrics.Handler(cfg.MetricsToken))
+	}
 	return cfg.edge(mux)
 }
 

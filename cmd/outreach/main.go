@@ -29,9 +29,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"outreach/audit"
+	"outreach/backup"
 	"outreach/delivery"
 	"outreach/embedded"
 	"outreach/mailsync"
+	"outreach/metrics"
 	"outreach/oauth"
 	"outreach/repo"
 	"outreach/server"
@@ -394,6 +396,13 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		return err
 	}
 	defer ln.Close()
+	var metricsLn net.Listener
+	if cfg.deploy.metricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.deploy.metricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen (OUTREACH_METRICS_LISTEN): %w", err)
+		}
+		defer metricsLn.Close()
+	}
 	var tlsCfg *tls.Config
 	if tlsOpts.Enabled() {
 		if tlsCfg, err = tlsOpts.TLSConfig(log); err != nil {
@@ -451,8 +460,10 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		defer stopCommands()
 	}
 	go store.RunRecovery(ctx, 10*time.Second)
+	var backupStatus func() backup.Status
 	if cfg.backupTo != "" {
 		sched := startBackups(ctx, store, cfg, log)
+		backupStatus = sched.Status
 		topts = append(topts, tools.WithBackupStatus(sched.Status))
 	}
 	store.SetDeliveryTargets(delivery.Targets(dcfg))
@@ -479,6 +490,20 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	if sender != nil {
 		topts = append(topts, tools.WithPitchSender(sender))
 		go sender.Run(ctx)
+	}
+	if cfg.deploy.metricsOn() {
+		scfg.Metrics = metrics.New(metrics.Sources{Store: store, Mail: syncer, Backup: backupStatus})
+		ev := log.Info().Bool("token", cfg.deploy.metricsToken != "")
+		if metricsLn != nil {
+			msrv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: scfg.Metrics.Handler(cfg.deploy.metricsToken),
+				ErrorLog: slog.NewLogLogger(zerologHandler{log}, slog.LevelWarn)}
+			go msrv.Serve(metricsLn)
+			defer msrv.Close()
+			ev = ev.Str("url", "http://"+metricsLn.Addr().String()+metrics.Path)
+		} else {
+			ev = ev.Str("url", listenURL+metrics.Path)
+		}
+		ev.Msg("serving metrics")
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(zerologHandler{log}, slog.LevelWarn)}
 	srv.Handler = server.EndStreamsOnShutdown(srv, server.NewWithConfig(store, log, scfg, topts...))
