@@ -117,6 +117,12 @@ type config struct {
 	oidcIssuer, oidcClientID, oidcDomains, oidcName string
 	// noCheckpoint: keep no index checkpoint (a restore writes around the index).
 	noCheckpoint bool
+	// mongoTLSCert/Key: the analyst endpoint's certificate files;
+	// mongoAllowPlaintext lets it listen beyond loopback without TLS;
+	// mongoTLS is the configuration serve gives it.
+	mongoTLSCert, mongoTLSKey string
+	mongoAllowPlaintext       bool
+	mongoTLS                  *tls.Config
 	// backup* schedule backups and change shipping (serve --backup-to).
 	backupTo    string
 	backupEvery time.Duration
@@ -149,6 +155,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		fs.StringVar(&cfg.addr, "addr", env("OUTREACH_ADDR", "127.0.0.1:8080"), "listen address")
 		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also open the analyst endpoint here: the embedded store over MongoDB's wire protocol (mongosh, Compass, drivers), read-only, for agent keys with the read scope (SCRAM-SHA-256: user KEY_ID, password KEY)")
+		fs.StringVar(&cfg.mongoTLSCert, "mongo-tls-cert", env("OUTREACH_MONGO_TLS_CERT", ""), "the analyst endpoint speaks TLS only, with this PEM certificate chain (with --mongo-tls-key; default: the service's own certificate when it serves HTTPS); read again when the files change")
+		fs.StringVar(&cfg.mongoTLSKey, "mongo-tls-key", env("OUTREACH_MONGO_TLS_KEY", ""), "the PEM private key of --mongo-tls-cert")
+		fs.BoolVar(&cfg.mongoAllowPlaintext, "mongo-allow-plaintext", os.Getenv("OUTREACH_MONGO_ALLOW_PLAINTEXT") == "true", "let the analyst endpoint listen on a non-loopback address without TLS (behind a TLS proxy, say): the data analysts read then crosses the network in the clear")
 		fs.BoolVar(&cfg.oauth, "oauth", os.Getenv("OUTREACH_OAUTH") == "true", "serve OAuth 2.1 beside the agent keys: protected resource metadata at /.well-known/oauth-protected-resource, and OAuth access tokens at /mcp (see docs/oauth.md)")
 		fs.StringVar(&cfg.oidcIssuer, "oidc-issuer", env("OUTREACH_OIDC_ISSUER", ""), "with --oauth: members may also sign in with this OpenID Connect provider (issuer URL; its client secret in OUTREACH_OIDC_CLIENT_SECRET)")
 		fs.StringVar(&cfg.oidcClientID, "oidc-client-id", env("OUTREACH_OIDC_CLIENT_ID", ""), "the service's client id at the OpenID Connect provider")
@@ -248,6 +257,7 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 		if serving && cfg.mongoListen != "" {
 			eopts.TCP, eopts.Hidden, eopts.HiddenFields = cfg.mongoListen, repo.SecretCollections, repo.SecretFields
 			eopts.Auth = analystAuth(&analystStore)
+			eopts.TLS = cfg.mongoTLS
 			eopts.Logger = slog.New(zerologHandler{log})
 		}
 		es, err = embedded.Start(ctx, eopts)
@@ -408,6 +418,9 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		if tlsCfg, err = tlsOpts.TLSConfig(log); err != nil {
 			return err
 		}
+	}
+	if cfg.mongoTLS, err = analystTLS(cfg, tlsCfg, log); err != nil {
+		return err
 	}
 	scfg.OAuth = cfg.oauth
 	if scfg.OAuth && scfg.PublicURL == "" {
