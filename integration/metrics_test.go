@@ -22,6 +22,7 @@ import (
 	metricspkg "outreach/metrics"
 	"outreach/repo"
 	"outreach/server"
+	"outreach/tools"
 )
 
 const metricsToken = "metrics-token-for-the-test-0123456789"
@@ -252,5 +253,48 @@ func TestMetricsListen(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("/metrics on the MCP listener without a token: %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestMetricsRateLimitRefusals: a key over its tool-call budget and over
+// its HTTP budget is counted, by layer. The budgets refill once in about
+// 15 minutes, so nothing here depends on timing.
+func TestMetricsRateLimitRefusals(t *testing.T) {
+	env := testenv.NewWith(t, testenv.Options{
+		Tools:  []tools.Option{tools.WithRateLimits(tools.RateLimits{Calls: 0.001, CallBurst: 1, Requests: 0.001, RequestBurst: 8})},
+		Server: server.Config{MetricsToken: metricsToken},
+		Metrics: func(store *repo.Store, _ *mailsync.Syncer) *metricspkg.Metrics {
+			return metricspkg.New(metricspkg.Sources{Store: store})
+		},
+	})
+	c := env.Admin()
+	c.Must("whoami", nil, nil)
+	c.Fail("whoami", nil, "rate_limited")
+	refused := false
+	for range 10 {
+		req, _ := http.NewRequest("POST", env.URL, strings.NewReader(initialize))
+		req.Header.Set("Authorization", "Bearer "+env.AdminKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if refused = resp.StatusCode == http.StatusTooManyRequests; refused {
+			break
+		}
+	}
+	if !refused {
+		t.Fatal("no 429 after 10 requests over a budget of 8")
+	}
+	fams := scrape(t, env.Base, metricsToken)
+	got := map[string]float64{}
+	for _, m := range fams["outreach_rate_limit_refusals_total"].GetMetric() {
+		got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+	}
+	if diff := cmp.Diff(got, map[string]float64{"http": 1, "tool": 1}); diff != "" {
+		t.Errorf("outreach_rate_limit_refusals_total by layer (-got +want):\n%s", diff)
 	}
 }

@@ -94,7 +94,7 @@ func TestReadiness(t *testing.T) {
 		// A write whose outcome is unknown drops the index to a rebuild.
 		in.IndexLost(repo.CollNotes, errors.New("the store failed without a reply"))
 		code, rd := getReady(t, env.Base)
-		if diff := cmp.Diff(server.Readiness{Reasons: []string{server.ReasonIndexes}}, rd); code != http.StatusServiceUnavailable || diff != "" {
+		if diff := cmp.Diff(rd, server.Readiness{Reasons: []string{server.ReasonIndexes}}); code != http.StatusServiceUnavailable || diff != "" {
 			t.Errorf("/readyz while the indexes build: %d (-got +want) %s", code, diff)
 		}
 		healthy()
@@ -108,7 +108,7 @@ func TestReadiness(t *testing.T) {
 		done <- err
 	}()
 	code, rd := waitReady(t, env.Base, func(code int, rd server.Readiness) bool { return code != http.StatusOK })
-	if diff := cmp.Diff(server.Readiness{Reasons: []string{server.ReasonRecovering}}, rd); code != http.StatusServiceUnavailable || diff != "" {
+	if diff := cmp.Diff(rd, server.Readiness{Reasons: []string{server.ReasonRecovering}}); code != http.StatusServiceUnavailable || diff != "" {
 		t.Errorf("/readyz while recovery runs: %d (-got +want) %s", code, diff)
 	}
 	healthy()
