@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -192,6 +193,24 @@ func (g *gate) close() {
 	g.wg.Wait()
 }
 
+// handshakeTimeout bounds a TLS handshake, so that a client that opens a
+// connection and says nothing (or garbage) does not hold one of the
+// endpoint's connections.
+const handshakeTimeout = 10 * time.Second
+
+// handshake runs the TLS handshake before anything is read; a client that
+// does not speak TLS (a plain mongosh, garbage) is refused here and the
+// connection closed.
+func (c *conn) handshake(tc *tls.Conn) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.g.log.Warn("analyst endpoint: TLS handshake failed; connection closed (a client without --tls?)", "remote", c.remote, "err", err)
+		return false
+	}
+	return true
+}
+
 func remoteHost(c net.Conn) string {
 	if h, _, err := net.SplitHostPort(c.RemoteAddr().String()); err == nil {
 		return h
@@ -225,6 +244,9 @@ func (c *conn) run() {
 		delete(c.g.conns, c)
 		c.g.mu.Unlock()
 	}()
+	if tc, ok := c.client.(*tls.Conn); ok && !c.handshake(tc) {
+		return
+	}
 	up, err := net.Dial("unix", c.g.upstream)
 	if err != nil {
 		return

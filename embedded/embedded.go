@@ -13,6 +13,7 @@ package embedded
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +63,9 @@ type Options struct {
 	// never shows: left out of every answer, and a command that names one
 	// is refused.
 	HiddenFields map[string][]string
+	// TLS, when set, makes the analyst endpoint speak TLS only (as mongod
+	// with --tlsMode requireTLS): mongosh --tls, drivers with tls=true.
+	TLS *tls.Config
 	// Logger receives the analyst endpoint's refusals of authentication
 	// (never a password); nil discards them.
 	Logger *slog.Logger
@@ -139,6 +143,18 @@ func Start(ctx context.Context, opts Options) (s *Store, err error) {
 		}
 		cleanup = append(cleanup, func() { gateLn.Close() })
 	}
+	tcpAddr := ""
+	if gateLn != nil {
+		tcpAddr = gateLn.Addr().String()
+		if opts.TLS != nil {
+			c := opts.TLS.Clone()
+			c.NextProtos = nil // the wire protocol has no ALPN name
+			if c.MinVersion == 0 {
+				c.MinVersion = tls.VersionTLS12
+			}
+			gateLn = tls.NewListener(gateLn, c)
+		}
+	}
 	var unlock *os.File
 	var repaired []string
 	if opts.Dir != "" {
@@ -205,7 +221,10 @@ func Start(ctx context.Context, opts Options) (s *Store, err error) {
 			log = slog.New(slog.NewTextHandler(io.Discard, nil))
 		}
 		s.gate = newGate(gateLn, sock, opts.Auth, opts.Hidden, opts.HiddenFields, log)
-		s.PublicURI = "mongodb://" + gateLn.Addr().String() + "/"
+		s.PublicURI = "mongodb://" + tcpAddr + "/"
+		if opts.TLS != nil {
+			s.PublicURI += "?tls=true"
+		}
 		go s.gate.serve()
 	}
 	return s, nil

@@ -44,8 +44,17 @@ func TestServeChecksEverySettingFirst(t *testing.T) {
 		{"ACME e-mail without a host", []string{"--acme-email", "ops@example.com"}, nil, "--acme-host"},
 		{"media cap", nil, []string{"OUTREACH_MEDIA_MAX_BYTES=0"}, "OUTREACH_MEDIA_MAX_BYTES"},
 		{"IMAP interval", nil, []string{"OUTREACH_IMAP_ADDR=127.0.0.1:1", "OUTREACH_IMAP_INTERVAL=1s"}, "OUTREACH_IMAP_INTERVAL"},
+		{"metrics token too short", nil, []string{"OUTREACH_METRICS_TOKEN=short"}, "OUTREACH_METRICS_TOKEN"},
+		{"metrics listen address invalid", []string{"--metrics-listen", "256.0.0.1:0"}, nil, "--metrics-listen"},
+		// The analyst endpoint exists on the embedded store only (ignored with MONGODB_URI).
+		{"analyst endpoint beyond loopback in plain text", []string{"--mongo-listen", "0.0.0.0:0"}, nil, "--mongo-allow-plaintext"},
+		{"analyst certificate without its key", []string{"--mongo-listen", "127.0.0.1:0", "--mongo-tls-cert", "/nonexistent/cert.pem"}, nil, "--mongo-tls-key"},
+		{"analyst certificate files that do not exist", []string{"--mongo-listen", "127.0.0.1:0", "--mongo-tls-cert", "/nonexistent/cert.pem", "--mongo-tls-key", "/nonexistent/key.pem"}, nil, "--mongo-tls-cert"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if strings.Contains(strings.Join(tc.args, " "), "--mongo-listen") && os.Getenv("MONGODB_URI") != "" {
+				t.Skip("no analyst endpoint on MONGODB_URI")
+			}
 			data := dataDir(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()

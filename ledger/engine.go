@@ -148,7 +148,13 @@ type Engine struct {
 	sweptBefore atomic.Int64
 	// unsettled is set when a write failed part-way or recovery left work.
 	unsettled atomic.Bool
-	writeMu   sync.Mutex
+	// recovering counts the recovery passes running that settle writes in
+	// doubt (Health).
+	recovering atomic.Int32
+	// Counters for Health: writes committed, lost to a conflict, and
+	// writes in doubt that recovery settled.
+	committed, conflicts, recovered atomic.Int64
+	writeMu                         sync.Mutex
 	// Held under writeMu in serial mode: the records each running group
 	// holds (coll/id -> plan id), the groups this process is writing, and
 	// this process's intent while it is not settled.

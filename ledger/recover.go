@@ -33,7 +33,18 @@ type RecoveryReport struct {
 func (s *Engine) Recover(ctx context.Context, all bool) (RecoveryReport, error) {
 	// What recovery rolls forward may be a key's change: forget verified keys.
 	defer s.schema.dropCaches()
+	// On a store other processes write, the periodic pass is routine (it
+	// mostly finds nothing): only a pass that may hold up this process's
+	// own writes counts as recovering.
+	if all || s.exclusive {
+		s.recovering.Add(1)
+		defer s.recovering.Add(-1)
+	}
+	if err := s.at("recover"); err != nil {
+		return RecoveryReport{}, err
+	}
 	var rep RecoveryReport
+	defer func() { s.recovered.Add(int64(rep.Applied + rep.Aborted + rep.PlansApplied + rep.PlansAborted)) }()
 	cutoff := time.Now().Add(-s.lease)
 	if all {
 		cutoff = time.Now().Add(time.Hour)

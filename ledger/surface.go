@@ -33,13 +33,13 @@ type Found = found
 // (audit.WithActor); the outbox's events are mutations of the group like
 // any other, so they land with the change or not at all.
 func (s *Engine) Write(ctx context.Context, muts ...Mutation) ([]audit.Entry, error) {
-	return s.writeChecked(ctx, nil, muts...)
+	return s.counted(s.writeChecked(ctx, nil, muts...))
 }
 
 // WriteChecked is Write with a precondition checked where no other write
 // of this process can come between it and the write.
 func (s *Engine) WriteChecked(ctx context.Context, chk Precheck, muts ...Mutation) ([]audit.Entry, error) {
-	return s.writeChecked(ctx, chk, muts...)
+	return s.counted(s.writeChecked(ctx, chk, muts...))
 }
 
 // WriteGroup writes the mutations build returns as one unit. build reads
@@ -52,7 +52,7 @@ func (s *Engine) WriteGroup(ctx context.Context, build func() ([]Mutation, error
 		if err != nil {
 			return err
 		}
-		_, err = s.writeChecked(ctx, nil, muts...)
+		_, err = s.counted(s.writeChecked(ctx, nil, muts...))
 		if isConflict(err) && errors.Is(err, ErrConflict) && attempt < attempts {
 			time.Sleep(time.Duration(attempt*attempt) * 2 * time.Millisecond)
 			continue

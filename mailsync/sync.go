@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -143,6 +144,7 @@ type Syncer struct {
 	store *repo.Store
 	cfg   Config
 	mu    sync.Mutex
+	last  atomic.Pointer[LastSync]
 	// afterMessage, when set by a test, runs after each message is handled.
 	afterMessage func(uid imap.UID)
 }
@@ -276,6 +278,35 @@ func (s *Syncer) Sync(ctx context.Context, progress Progress) (*Result, error) {
 
 // SyncWith is Sync with options.
 func (s *Syncer) SyncWith(ctx context.Context, opts SyncOptions, progress Progress) (*Result, error) {
+	res, err := s.syncWith(ctx, opts, progress)
+	st := LastSync{At: time.Now(), Failed: err != nil}
+	if res != nil {
+		st.Problems = len(res.Problems) + res.Failed
+	}
+	if err == nil {
+		st.Succeeded = st.At
+	} else if prev := s.last.Load(); prev != nil {
+		st.Succeeded = prev.Succeeded
+	}
+	s.last.Store(&st)
+	return res, err
+}
+
+// LastSync is what the last sync of this process came to (metrics).
+type LastSync struct {
+	// At is when it ended; Succeeded when the last one that reached every
+	// mailbox ended (zero: none yet).
+	At, Succeeded time.Time
+	// Failed: it stopped on an error (the server, the connection, the store).
+	Failed bool
+	// Problems counts the messages it could not store.
+	Problems int
+}
+
+// Last returns the last sync's outcome, or nil before the first.
+func (s *Syncer) Last() *LastSync { return s.last.Load() }
+
+func (s *Syncer) syncWith(ctx context.Context, opts SyncOptions, progress Progress) (*Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := &Result{ThreadIDs: []string{}, Problems: []Problem{}}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"outreach/metrics"
 	"outreach/oauth"
 )
 
@@ -36,6 +37,11 @@ type Config struct {
 	// Upstream, when set, lets members sign in with an OpenID Connect
 	// provider.
 	Upstream *oauth.Upstream
+	// Metrics, when set, counts tool calls and refusals; with MetricsToken
+	// it is also served at /metrics on this listener to a scrape that
+	// sends the token (never without one: the MCP listener faces clients).
+	Metrics      *metrics.Metrics
+	MetricsToken string
 }
 
 // ParsePublicURL checks a public base URL: absolute http or https, a host,

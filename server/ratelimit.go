@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
+	"outreach/metrics"
 	"outreach/repo"
 	"outreach/tools"
 )
@@ -19,7 +20,7 @@ import (
 // rate_limited): it stops a client that floods the endpoint with anything,
 // while an agent that merely calls too fast gets the tool error it can read.
 // It sits behind authentication, which names the key.
-func limitRequests(next http.Handler, limits tools.RateLimits) http.Handler {
+func limitRequests(next http.Handler, limits tools.RateLimits, m *metrics.Metrics) http.Handler {
 	l := tools.NewLimiter(limits.Requests, limits.RequestBurst)
 	if l == nil {
 		return next
@@ -30,6 +31,9 @@ func limitRequests(next http.Handler, limits tools.RateLimits) http.Handler {
 			key = info.UserID
 		}
 		if wait, ok := l.Take(key); !ok {
+			if m != nil {
+				m.RefusedRequest()
+			}
 			secs := int(math.Ceil(wait.Seconds()))
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 			w.Header().Set("Content-Type", "application/json")

@@ -1,6 +1,6 @@
 // Package server is the HTTP edge: MCP over Streamable HTTP at /mcp behind
 // bearer-key authentication, cross-origin protection and a body limit, the
-// signed media URLs under /media/, and /healthz.
+// signed media URLs under /media/, /healthz and /readyz.
 package server
 
 import (
@@ -8,13 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/rs/zerolog"
 
 	"outreach/audit"
+	"outreach/metrics"
 	"outreach/oauth"
 	"outreach/pitchsend"
 	"outreach/repo"
@@ -47,6 +48,9 @@ func New(store *repo.Store, log zerolog.Logger, opts ...tools.Option) http.Handl
 
 // NewWithConfig returns the service's HTTP handler for a deployment (see Config).
 func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...tools.Option) http.Handler {
+	if cfg.Metrics != nil {
+		opts = append(slices.Clip(opts), tools.WithCallObserver(cfg.Metrics.ObserveCall))
+	}
 	catalog := tools.NewCatalog(store, opts...)
 	mcpHandler := selectToolsets(catalog, revisions(servers(catalog)))
 	var ocfg *oauth.Config
@@ -75,7 +79,7 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 		}
 		return info, nil
 	}
-	inner := limitRequests(mcpHandler, tools.RateLimitsOf(opts...))
+	inner := limitRequests(mcpHandler, tools.RateLimitsOf(opts...), cfg.Metrics)
 	bopts := &auth.RequireBearerTokenOptions{AllowMissingExpiration: true}
 	mux := http.NewServeMux()
 	if ocfg != nil {
@@ -101,15 +105,10 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 		mountServerCard(mux, store, catalog) // card.go
 	}
 	mux.Handle(pitchsend.UnsubscribePath, pitchsend.UnsubscribeHandler(store, log))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-		defer cancel()
-		if err := store.Ping(ctx); err != nil {
-			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	mountHealth(mux, store) // health.go
+	if cfg.Metrics != nil && cfg.MetricsToken != "" {
+		mux.Handle(metrics.Path, cfg.Metrics.Handler(cfg.MetricsToken))
+	}
 	return cfg.edge(mux)
 }
 

@@ -119,7 +119,7 @@ func (o TLSOptions) TLSConfig(log zerolog.Logger) (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
 	if o.CertFile != "" {
-		r := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, log: log}
+		r := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, certFlag: "--tls-cert", keyFlag: "--tls-key", log: log}
 		if _, err := r.load(); err != nil {
 			return nil, err
 		}
@@ -153,10 +153,26 @@ func (o TLSOptions) TLSConfig(log zerolog.Logger) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// CertConfig is a TLS configuration (TLS 1.2 or later) serving the
+// certificate pair of certFile and keyFile, read again when either
+// changes, as TLSOptions' files are; certFlag and keyFlag name the
+// settings in errors. Both files or neither.
+func CertConfig(certFile, keyFile, certFlag, keyFlag string, log zerolog.Logger) (*tls.Config, error) {
+	if (certFile == "") != (keyFile == "") {
+		return nil, fmt.Errorf("%s and %s go together: give both files (the certificate chain and its private key, PEM), or neither", certFlag, keyFlag)
+	}
+	r := &certReloader{certFile: certFile, keyFile: keyFile, certFlag: certFlag, keyFlag: keyFlag, log: log}
+	if _, err := r.load(); err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.get}, nil
+}
+
 // certReloader serves a certificate pair from files, read again when
 // either file's size or modification time changes.
 type certReloader struct {
 	certFile, keyFile string
+	certFlag, keyFlag string // the settings' names, for errors
 	log               zerolog.Logger
 
 	mu       sync.Mutex
@@ -182,19 +198,19 @@ func stamp(path string) (fileStamp, error) {
 func (r *certReloader) load() (*tls.Certificate, error) {
 	cs, err := stamp(r.certFile)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-cert: %w", err)
+		return nil, fmt.Errorf("%s: %w", r.certFlag, err)
 	}
 	ks, err := stamp(r.keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-key: %w", err)
+		return nil, fmt.Errorf("%s: %w", r.keyFlag, err)
 	}
 	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-cert %s / --tls-key %s: %w (want a PEM certificate chain, leaf first, and the PEM private key of that leaf)", r.certFile, r.keyFile, err)
+		return nil, fmt.Errorf("%s %s / %s %s: %w (want a PEM certificate chain, leaf first, and the PEM private key of that leaf)", r.certFlag, r.certFile, r.keyFlag, r.keyFile, err)
 	}
 	leaf, err := x509.ParseCertificate(c.Certificate[0])
 	if err != nil {
-		return nil, fmt.Errorf("--tls-cert %s: %w", r.certFile, err)
+		return nil, fmt.Errorf("%s %s: %w", r.certFlag, r.certFile, err)
 	}
 	c.Leaf = leaf
 	ev := r.log.Info()

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"slices"
+	"time"
 
 	"outreach/backup"
 	"outreach/repo"
@@ -11,6 +12,13 @@ import (
 // WithBackupStatus shows an admin the scheduled backups' state in
 // get_service_info.
 func WithBackupStatus(f func() backup.Status) Option { return func(o *options) { o.backupStatus = f } }
+
+// WithCallObserver has f told of every tool call once it is answered: the
+// tool's name, its outcome's error code ("" on success) and how long it
+// took (metrics).
+func WithCallObserver(f func(tool, code string, d time.Duration)) Option {
+	return func(o *options) { o.observe = f }
+}
 
 // WithSlack gives the Messaging tools their Slack client.
 func WithSlack(c *slackmsg.Client) Option { return func(o *options) { o.slack = c } }
@@ -33,6 +41,7 @@ func All(s *repo.Store, opts ...Option) []Tool {
 			t.Toolset = ts.name
 			t.store = s
 			t.calls = calls
+			t.observe = o.observe
 			all = append(all, t)
 		}
 	}

@@ -26,6 +26,7 @@ type options struct {
 	serverCard      bool                 // serve the server card (server/card.go)
 	limits          *RateLimits
 	pitches         PitchSender // send_pitch's sender (pitches.go)
+	observe         func(tool, code string, d time.Duration)
 }
 
 // WithMailSync gives sync_emails the configured shared inbox.

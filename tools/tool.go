@@ -115,6 +115,8 @@ type Tool struct {
 	// calls are the per-key buckets of tool calls (ratelimit.go), shared by
 	// every tool of one All.
 	calls *Limiter
+	// observe, when set, is told of each call's outcome (WithCallObserver).
+	observe func(tool, code string, d time.Duration)
 	// replay, when set, makes the answer to a replay (idempotency.go) from
 	// the first call's arguments and kept result, for a tool whose result
 	// carries a secret it can derive again (a signed URL). Without it a
@@ -328,6 +330,9 @@ func handler(t Tool) mcp.ToolHandler {
 			text, replay, err = t.call(ctx, req)
 		}
 		code := repo.ErrorCode(err)
+		if t.observe != nil {
+			t.observe(t.Def.Name, code, time.Since(start))
+		}
 		ev := log.Info()
 		if code == repo.CodeInternal {
 			ev = log.Error().Err(err)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -14,6 +16,9 @@ import (
 type deployConfig struct {
 	publicURL, trustedProxies                           string
 	tlsCert, tlsKey, acmeHost, acmeEmail, acmeDirectory string
+	// metricsListen: a listener of its own for /metrics; metricsToken
+	// (the environment only) guards it, and puts /metrics on --addr too.
+	metricsListen, metricsToken string
 }
 
 func (d *deployConfig) flags(fs *flag.FlagSet) {
@@ -23,6 +28,8 @@ func (d *deployConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&d.acmeHost, "acme-host", env("OUTREACH_ACME_HOST", ""), "serve HTTPS with certificates obtained automatically over ACME (TLS-ALPN-01, so --addr must be reachable on port 443) for these public host names, comma-separated; kept in DATA/acme")
 	fs.StringVar(&d.acmeEmail, "acme-email", env("OUTREACH_ACME_EMAIL", ""), "contact address given to the ACME CA (expiry and policy notices)")
 	fs.StringVar(&d.acmeDirectory, "acme-directory", env("OUTREACH_ACME_DIRECTORY", ""), "the ACME CA's directory URL (default: Let's Encrypt's production CA)")
+	fs.StringVar(&d.metricsListen, "metrics-listen", env("OUTREACH_METRICS_LISTEN", ""), "serve Prometheus metrics at /metrics on this address of its own, e.g. 127.0.0.1:9090 (default: no metrics, unless OUTREACH_METRICS_TOKEN is set)")
+	d.metricsToken = os.Getenv("OUTREACH_METRICS_TOKEN")
 	fs.StringVar(&d.trustedProxies, "trusted-proxies", env("OUTREACH_TRUSTED_PROXIES", ""), "comma-separated CIDRs or addresses of reverse proxies whose Forwarded / X-Forwarded-For/-Proto/-Host headers are believed (client address, scheme, host); from any other peer they are ignored")
 }
 
@@ -36,8 +43,17 @@ func (d deployConfig) serverConfig() (server.Config, error) {
 	if c.TrustedProxies, err = server.ParseTrustedProxies("--trusted-proxies (OUTREACH_TRUSTED_PROXIES)", d.trustedProxies); err != nil {
 		return c, err
 	}
+	if d.metricsToken != "" && len(d.metricsToken) < 16 {
+		return c, errors.New("OUTREACH_METRICS_TOKEN: want at least 16 characters, e.g. from openssl rand -hex 32")
+	}
+	if d.metricsListen == "" {
+		c.MetricsToken = d.metricsToken // /metrics on --addr, behind the token
+	}
 	return c, nil
 }
+
+// metricsOn reports whether the service exports metrics anywhere.
+func (d deployConfig) metricsOn() bool { return d.metricsListen != "" || d.metricsToken != "" }
 
 // tlsOptions is the TLS configuration; the ACME cache lives in the data
 // directory.

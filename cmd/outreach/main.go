@@ -29,9 +29,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"outreach/audit"
+	"outreach/backup"
 	"outreach/delivery"
 	"outreach/embedded"
 	"outreach/mailsync"
+	"outreach/metrics"
 	"outreach/oauth"
 	"outreach/repo"
 	"outreach/server"
@@ -115,6 +117,12 @@ type config struct {
 	oidcIssuer, oidcClientID, oidcDomains, oidcName string
 	// noCheckpoint: keep no index checkpoint (a restore writes around the index).
 	noCheckpoint bool
+	// mongoTLSCert/Key: the analyst endpoint's certificate files;
+	// mongoAllowPlaintext lets it listen beyond loopback without TLS;
+	// mongoTLS is the configuration serve gives it.
+	mongoTLSCert, mongoTLSKey string
+	mongoAllowPlaintext       bool
+	mongoTLS                  *tls.Config
 	// backup* schedule backups and change shipping (serve --backup-to).
 	backupTo    string
 	backupEvery time.Duration
@@ -150,6 +158,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		fs.StringVar(&cfg.addr, "addr", env("OUTREACH_ADDR", "127.0.0.1:8080"), "listen address")
 		fs.StringVar(&cfg.mongoListen, "mongo-listen", env("OUTREACH_MONGO_LISTEN", ""), "also open the analyst endpoint here: the embedded store over MongoDB's wire protocol (mongosh, Compass, drivers), read-only, for agent keys with the read scope (SCRAM-SHA-256: user KEY_ID, password KEY)")
+		fs.StringVar(&cfg.mongoTLSCert, "mongo-tls-cert", env("OUTREACH_MONGO_TLS_CERT", ""), "the analyst endpoint speaks TLS only, with this PEM certificate chain (with --mongo-tls-key; default: the service's own certificate when it serves HTTPS); read again when the files change")
+		fs.StringVar(&cfg.mongoTLSKey, "mongo-tls-key", env("OUTREACH_MONGO_TLS_KEY", ""), "the PEM private key of --mongo-tls-cert")
+		fs.BoolVar(&cfg.mongoAllowPlaintext, "mongo-allow-plaintext", os.Getenv("OUTREACH_MONGO_ALLOW_PLAINTEXT") == "true", "let the analyst endpoint listen on a non-loopback address without TLS (behind a TLS proxy, say): the data analysts read then crosses the network in the clear")
 		fs.BoolVar(&cfg.oauth, "oauth", os.Getenv("OUTREACH_OAUTH") == "true", "serve OAuth 2.1 beside the agent keys: protected resource metadata at /.well-known/oauth-protected-resource, and OAuth access tokens at /mcp (see docs/oauth.md)")
 		fs.StringVar(&cfg.oidcIssuer, "oidc-issuer", env("OUTREACH_OIDC_ISSUER", ""), "with --oauth: members may also sign in with this OpenID Connect provider (issuer URL; its client secret in OUTREACH_OIDC_CLIENT_SECRET)")
 		fs.StringVar(&cfg.oidcClientID, "oidc-client-id", env("OUTREACH_OIDC_CLIENT_ID", ""), "the service's client id at the OpenID Connect provider")
@@ -263,6 +274,7 @@ func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*r
 		if serving && cfg.mongoListen != "" {
 			eopts.TCP, eopts.Hidden, eopts.HiddenFields = cfg.mongoListen, repo.SecretCollections, repo.SecretFields
 			eopts.Auth = analystAuth(&analystStore)
+			eopts.TLS = cfg.mongoTLS
 			eopts.Logger = slog.New(zerologHandler{log})
 		}
 		es, err = embedded.Start(ctx, eopts)
@@ -411,11 +423,21 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		return err
 	}
 	defer ln.Close()
+	var metricsLn net.Listener
+	if cfg.deploy.metricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.deploy.metricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen (OUTREACH_METRICS_LISTEN): %w", err)
+		}
+		defer metricsLn.Close()
+	}
 	var tlsCfg *tls.Config
 	if tlsOpts.Enabled() {
 		if tlsCfg, err = tlsOpts.TLSConfig(log); err != nil {
 			return err
 		}
+	}
+	if cfg.mongoTLS, err = analystTLS(cfg, tlsCfg, log); err != nil {
+		return err
 	}
 	scfg.OAuth = cfg.oauth
 	if scfg.OAuth && scfg.PublicURL == "" {
@@ -468,8 +490,10 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		defer stopCommands()
 	}
 	go store.RunRecovery(ctx, 10*time.Second)
+	var backupStatus func() backup.Status
 	if cfg.backupTo != "" {
 		sched := startBackups(ctx, store, cfg, log)
+		backupStatus = sched.Status
 		topts = append(topts, tools.WithBackupStatus(sched.Status))
 	}
 	store.SetDeliveryTargets(delivery.Targets(dcfg))
@@ -496,6 +520,20 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	if sender != nil {
 		topts = append(topts, tools.WithPitchSender(sender))
 		go sender.Run(ctx)
+	}
+	if cfg.deploy.metricsOn() {
+		scfg.Metrics = metrics.New(metrics.Sources{Store: store, Mail: syncer, Backup: backupStatus})
+		ev := log.Info().Bool("token", cfg.deploy.metricsToken != "")
+		if metricsLn != nil {
+			msrv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: scfg.Metrics.Handler(cfg.deploy.metricsToken),
+				ErrorLog: slog.NewLogLogger(zerologHandler{log}, slog.LevelWarn)}
+			go msrv.Serve(metricsLn)
+			defer msrv.Close()
+			ev = ev.Str("url", "http://"+metricsLn.Addr().String()+metrics.Path)
+		} else {
+			ev = ev.Str("url", listenURL+metrics.Path)
+		}
+		ev.Msg("serving metrics")
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(zerologHandler{log}, slog.LevelWarn)}
 	srv.Handler = server.EndStreamsOnShutdown(srv, server.NewWithConfig(store, log, scfg, topts...))

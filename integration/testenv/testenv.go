@@ -23,6 +23,7 @@ import (
 	"outreach/audit"
 	"outreach/embedded"
 	"outreach/mailsync"
+	"outreach/metrics"
 	"outreach/pitchsend"
 	"outreach/repo"
 	"outreach/server"
@@ -72,6 +73,9 @@ type Options struct {
 	// Pitches, when set, sends pitches through this submission server (its
 	// Inbox is the one of Mail; its PublicURL the test server's).
 	Pitches *pitchsend.Config
+	// Metrics, when set, makes the metrics the edge counts into (and
+	// serves behind Server.MetricsToken, when set).
+	Metrics func(*repo.Store, *mailsync.Syncer) *metrics.Metrics
 }
 
 // New starts a service for the test and stops it when the test ends.
@@ -119,6 +123,9 @@ func NewWith(t testing.TB, o Options) *Env {
 	ts.Listener = ln
 	scfg := o.Server
 	scfg.OAuth = scfg.OAuth || o.OAuth
+	if o.Metrics != nil {
+		scfg.Metrics = o.Metrics(store, syncer)
+	}
 	if scfg.PublicURL == "" && scfg.OAuth {
 		scfg.PublicURL = "http://" + ts.Listener.Addr().String()
 	}
