@@ -49,10 +49,6 @@ var (
 
 // Create copies the store into a new backup directory under to and returns
 // its manifest. It runs while the store serves.
-// copyBound is how long a backup's copy may read the store: hours, where
-// one operation of the service is bounded to 30 s.
-const copyBound = 12 * time.Hour
-
 func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (m *Manifest, err error) {
 	running.Lock()
 	defer running.Unlock()
@@ -82,7 +78,7 @@ func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (m
 	// The copy reads whole collections: the store client's bound of one
 	// operation (which bounds a cursor's whole life too) would cut a large
 	// one short, so the copy's reads get a bound of their own.
-	copyCtx, cancel := context.WithTimeout(ctx, copyBound)
+	copyCtx, cancel := context.WithTimeout(ctx, ledger.WholeReadBound)
 	defer cancel()
 	c := &copier{ctx: copyCtx, eng: eng, dir: dir, db: db, counter: counter, fixedAt: fixedAt, lastApplied: map[string]string{}}
 	m = &Manifest{Format: FormatName, FormatVersion: FormatVersion, ServiceVersion: opts.ServiceVersion, StoreFormat: ledger.StoreFormat,

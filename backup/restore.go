@@ -70,6 +70,9 @@ func Plan(source string, t Target) (string, string, error) {
 // indexes are rebuilt and the store verified. Until it is verified the
 // store carries a marker that Open refuses.
 func Restore(ctx context.Context, eng *ledger.Engine, source string, t Target) (*RestoreResult, error) {
+	// A restore writes and reads whole collections: a bound of its own.
+	ctx, cancel := context.WithTimeout(ctx, ledger.WholeReadBound)
+	defer cancel()
 	dir, chainDir, err := Plan(source, t)
 	if err != nil {
 		return nil, err

@@ -53,6 +53,11 @@ type VerifyResult struct {
 	InFlight   []InFlight  `json:"in_flight"`
 }
 
+// WholeReadBound bounds a read of whole collections (verify, a backup's
+// copy, a restore): hours, where one operation of the service is bounded
+// to 30 s. A caller's earlier deadline still holds.
+const WholeReadBound = 12 * time.Hour
+
 // Verify returns the broken invariants (see VerifyReport).
 func (s *Engine) Verify(ctx context.Context) ([]Violation, error) {
 	r, err := s.VerifyReport(ctx)
@@ -77,7 +82,13 @@ func (s *Engine) Verify(ctx context.Context) ([]Violation, error) {
 //
 // It reads each collection once (the embedded store answers any query by a
 // scan, so per-record look-ups would make it quadratic).
+//
+// Its reads get a bound of their own (WholeReadBound): the store client's
+// bound of one operation, which bounds a cursor's whole life too, would
+// cut the change log's read short at 100,000 notes.
 func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, WholeReadBound)
+	defer cancel()
 	var res VerifyResult
 	if s.serialWrites {
 		// No write of this process is between its steps while we read.
