@@ -81,7 +81,7 @@ func Create(ctx context.Context, eng *ledger.Engine, to string, opts Options) (m
 	copyCtx, cancel := context.WithTimeout(ctx, ledger.WholeReadBound)
 	defer cancel()
 	c := &copier{ctx: copyCtx, eng: eng, dir: dir, db: db, counter: counter, fixedAt: fixedAt, lastApplied: map[string]string{}}
-	m = &Manifest{Format: FormatName, FormatVersion: FormatVersion, ServiceVersion: opts.ServiceVersion, StoreFormat: ledger.StoreFormat,
+	m = &Manifest{Format: FormatName, FormatVersion: FormatVersion, ServiceVersion: opts.ServiceVersion, StoreFormat: eng.Format(),
 		Database: db, Counter: counter, FixedAt: fixedAt, WritesPausedMS: float64(paused.Microseconds()) / 1000,
 		LeftOut: leftOut, RestoreNeeds: restoreNeeds}
 	names, err := eng.Database().ListCollectionNames(ctx, bson.M{})

@@ -85,6 +85,9 @@ func backupName(at time.Time, counter int64) string {
 	return fmt.Sprintf("backup-%s-%012d", at.UTC().Format("20060102T150405.000Z"), counter)
 }
 
+// DirIn is the backup's directory under the target to it was written to.
+func (m *Manifest) DirIn(to string) string { return join(to, backupName(m.FixedAt, m.Counter)) }
+
 var backupNameRE = regexp.MustCompile(`^backup-\d{8}T\d{6}\.\d{3}Z-(\d{12,})$`)
 
 // readManifest reads dir's manifest and checks that this binary reads its

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -192,27 +193,122 @@ func TestNewerStoreFormatRefused(t *testing.T) {
 	t.Setenv("MONGODB_URI", "")
 	data := dataDir(t)
 	mustCLI(t, "keys", "list", "--data", data) // the first start records the format
-	ctx := context.Background()
-	es, err := embedded.Start(ctx, embedded.Options{Dir: data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := mongo.Connect(options.Client().ApplyURI(es.URI))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := strings.ReplaceAll(filepath.Base(data), "-", "_")
-	// A later binary's store, as that binary would have recorded it.
-	if _, err := client.Database(db).Collection(ledger.CollStoreInfo).UpdateOne(ctx, bson.M{"_id": "format"}, bson.M{"$set": bson.M{"format": ledger.StoreFormat + 1}}); err != nil {
-		t.Fatal(err)
-	}
-	client.Disconnect(ctx)
-	es.Close()
+	withStoreInfo(t, data, func(ctx context.Context, coll *mongo.Collection) error {
+		// A later binary's store, as that binary would have recorded it.
+		_, err := coll.UpdateOne(ctx, bson.M{"_id": "format"}, bson.M{"$set": bson.M{"format": ledger.StoreFormat + 1}})
+		return err
+	})
 	for _, args := range [][]string{{"serve", "--data", data, "--addr", "127.0.0.1:0"}, {"keys", "list", "--data", data}} {
 		_, errOut, err := runCLI(t, args...)
 		want := fmt.Sprintf("store format %d, this binary knows formats up to %d", ledger.StoreFormat+1, ledger.StoreFormat)
 		if err == nil || !strings.Contains(errOut, want) {
 			t.Errorf("outreach %s on a newer store: %v\n%s", args[0], err, errOut)
 		}
+	}
+}
+
+// TestStoreFormatUpgradeBackup: a start on a store of an older format
+// (records, no format recorded: made before formats were) takes a backup
+// into DATA/backups first and says so; a backup that fails refuses the
+// start and leaves the format as it was; an empty store and a store already
+// upgraded take none.
+func TestStoreFormatUpgradeBackup(t *testing.T) {
+	t.Setenv("MONGODB_URI", "")
+	data := dataDir(t)
+	backups := filepath.Join(data, "backups")
+	srv := startServer(t, data) // an empty store: nothing to back up
+	if srv.FirstKey == "" {
+		t.Fatalf("the first start printed no key:\n%s", srv.stdout)
+	}
+	srv.term(time.Minute)
+	if _, err := os.Stat(backups); !os.IsNotExist(err) {
+		t.Errorf("the first start on an empty store made %s: %v", backups, err)
+	}
+	if f, ok := storeFormat(t, data, false); !ok || f != ledger.StoreFormat {
+		t.Fatalf("after the first start: format %d (recorded %v), want %d", f, ok, ledger.StoreFormat)
+	}
+	storeFormat(t, data, true) // as a binary before formats were recorded left it
+
+	// A target that refuses the backup: the start is refused, the format stays.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0", "--backup-to", filepath.Join(file, "backups"))
+	if err == nil || !strings.Contains(errOut, "upgrading the store from format 0 to 1") || !strings.Contains(errOut, "left in format 0") {
+		t.Errorf("serve with a failing backup target: %v\n%s", err, errOut)
+	}
+	if f, ok := storeFormat(t, data, false); ok {
+		t.Fatalf("a refused upgrade recorded format %d", f)
+	}
+
+	srv = startServer(t, data)
+	list, err := backup.List(backups)
+	if err != nil || len(list) != 1 || !list[0].Complete {
+		t.Fatalf("backups after the upgrade: %+v %v, want one complete", list, err)
+	}
+	want := fmt.Sprintf("upgrading the store from format 0 to %d: backup taken first into %s", ledger.StoreFormat, list[0].Dir)
+	if !strings.Contains(srv.stdout.String(), want) {
+		t.Errorf("serve's output does not say %q:\n%s", want, srv.stdout)
+	}
+	if !strings.Contains(srv.stderr.String(), `"message":"store format upgrade: backup taken first"`) || !strings.Contains(srv.stderr.String(), list[0].Dir) {
+		t.Errorf("serve's log has no line naming the backup:\n%s", srv.stderr)
+	}
+	m, err := backup.Check(list[0].Dir)
+	if err != nil {
+		t.Fatalf("the upgrade's backup: %v", err)
+	}
+	if m.StoreFormat != 0 || m.Counter == 0 {
+		t.Errorf("the upgrade's backup: store format %d at counter %d, want format 0 and the store's changes", m.StoreFormat, m.Counter)
+	}
+	srv.term(time.Minute)
+	if f, ok := storeFormat(t, data, false); !ok || f != ledger.StoreFormat {
+		t.Fatalf("after the upgrade: format %d (recorded %v), want %d", f, ok, ledger.StoreFormat)
+	}
+
+	srv = startServer(t, data) // upgraded: no second backup
+	srv.term(time.Minute)
+	if list, _ := backup.List(backups); len(list) != 1 || strings.Contains(srv.stdout.String(), "upgrading") {
+		t.Errorf("a start on an upgraded store: %d backups, output:\n%s", len(list), srv.stdout)
+	}
+}
+
+// storeFormat reads the format recorded in the store on data (ok false:
+// none), and with remove deletes it.
+func storeFormat(t *testing.T, data string, remove bool) (format int, ok bool) {
+	t.Helper()
+	withStoreInfo(t, data, func(ctx context.Context, coll *mongo.Collection) error {
+		if remove {
+			_, err := coll.DeleteOne(ctx, bson.M{"_id": "format"})
+			return err
+		}
+		var in struct{ Format int }
+		err := coll.FindOne(ctx, bson.M{"_id": "format"}).Decode(&in)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil
+		}
+		format, ok = in.Format, err == nil
+		return err
+	})
+	return format, ok
+}
+
+// withStoreInfo runs fn on the store_info collection of the stopped store
+// on data.
+func withStoreInfo(t *testing.T, data string, fn func(context.Context, *mongo.Collection) error) {
+	t.Helper()
+	ctx := context.Background()
+	es, err := embedded.Start(ctx, embedded.Options{Dir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer es.Close()
+	client, err := mongo.Connect(options.Client().ApplyURI(es.URI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	if err := fn(ctx, client.Database(strings.ReplaceAll(filepath.Base(data), "-", "_")).Collection(ledger.CollStoreInfo)); err != nil {
+		t.Fatal(err)
 	}
 }

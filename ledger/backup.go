@@ -43,24 +43,58 @@ type storeInfo struct {
 // this binary knows.
 var ErrStoreNewer = errors.New("the store is of a newer format than this binary knows")
 
-// checkStoreFormat refuses a store of a newer format, and records the
-// format of a store that has none (its first start, or a store made before
-// formats were recorded, which is format 1).
-func (s *Engine) checkStoreFormat(ctx context.Context) error {
+// checkStoreFormat refuses a store of a newer format and returns the
+// store's format. A store without one recorded is new when it holds
+// nothing (its first start: the format is recorded at once), else it was
+// made before formats were recorded: format 0, upgraded by Open.
+func (s *Engine) checkStoreFormat(ctx context.Context) (int, error) {
 	var in storeInfo
 	err := s.coll(CollStoreInfo).FindOne(ctx, bson.M{"_id": storeFormatID}).Decode(&in)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return s.recordStoreFormat(ctx)
+		held, err := s.contents(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("reading the store's contents: %w", err)
+		}
+		if len(held) > 0 {
+			return 0, nil
+		}
+		return StoreFormat, s.recordStoreFormat(ctx, 0)
 	}
 	if err != nil {
-		return fmt.Errorf("reading the store's format: %w", err)
+		return 0, fmt.Errorf("reading the store's format: %w", err)
 	}
 	if in.Format > StoreFormat {
-		return fmt.Errorf("%w: database %s is in store format %d, this binary knows formats up to %d: run the Outreach version that wrote it, or a later one",
+		return 0, fmt.Errorf("%w: database %s is in store format %d, this binary knows formats up to %d: run the Outreach version that wrote it, or a later one",
 			ErrStoreNewer, s.db.Name(), in.Format, StoreFormat)
 	}
+	return in.Format, nil
+}
+
+// Upgrade is called by Open on a store of an older format than this
+// binary's (from, to), once interrupted writes are settled and before the
+// new format is recorded or anything of the format is changed: the service
+// takes a backup there. An error stops Open, leaving the format as it was.
+type Upgrade func(ctx context.Context, eng *Engine, from, to int) error
+
+// upgradeFormat runs before (if set) and records this binary's format in
+// a store of format from.
+func (s *Engine) upgradeFormat(ctx context.Context, from int, before Upgrade) error {
+	if before != nil {
+		if err := before(ctx, s, from, StoreFormat); err != nil {
+			return fmt.Errorf("upgrading the store from format %d to %d: %w (the store is left in format %d)", from, StoreFormat, err, from)
+		}
+	}
+	if err := s.recordStoreFormat(ctx, from); err != nil {
+		return err
+	}
+	s.format = StoreFormat
+	s.log.Info().Int("from", from).Int("to", StoreFormat).Msg("store format upgraded")
 	return nil
 }
+
+// Format is the store's format version: StoreFormat once Open returns; an
+// older one while Upgrade runs.
+func (s *Engine) Format() int { return s.format }
 
 // CollRestore holds the restore marker (restoreMarkerID): present and
 // "incomplete" while a restore into the store has not finished.

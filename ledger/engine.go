@@ -116,6 +116,10 @@ type Options struct {
 	RecordCache int64
 	// Schema is the domain's registration.
 	Schema Schema
+	// BeforeUpgrade, when set, runs on a store of an older format before
+	// the new one is recorded (the service takes a backup there); unset,
+	// the format is recorded without it.
+	BeforeUpgrade Upgrade
 }
 
 // Engine is the write path's state: the connection, the protocol's locks
@@ -195,6 +199,8 @@ type Engine struct {
 	// restoring is set between BeginRestore and CompleteRestore: the restore
 	// writes are refused outside it.
 	restoring atomic.Bool
+	// format is the store's format version (Format).
+	format int
 }
 
 // probed holds what the probes found per server (its URI), once per process:
@@ -220,9 +226,11 @@ func Open(ctx context.Context, client *mongo.Client, database, probeKey string, 
 	if err := s.checkRestoreMarker(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.checkStoreFormat(ctx); err != nil {
+	format, err := s.checkStoreFormat(ctx)
+	if err != nil {
 		return nil, err
 	}
+	s.format = format
 	switch opts.WriteMode {
 	case "":
 	case ModeOrdered:
@@ -278,6 +286,13 @@ func Open(ctx context.Context, client *mongo.Client, database, probeKey string, 
 	// Settling a pending entry moves no counter: a checkpoint that held one
 	// is followed, not taken as it is (mirror_checkpoint.go).
 	s.ckpt.recovered = rep.Applied+rep.Aborted+rep.PlansApplied+rep.PlansAborted > 0
+	// An older store is upgraded on a settled store (a backup copies no
+	// pending change), before the index starts.
+	if s.format < StoreFormat {
+		if err := s.upgradeFormat(ctx, s.format, opts.BeforeUpgrade); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Exclusive && s.serialWrites {
 		s.cache = newRecordCache(opts.RecordCache)
 		s.startMirror(opts.IndexCheck)

@@ -1826,11 +1826,18 @@ func (s *Engine) putBlob(ctx context.Context, fileID, filename string, r io.Read
 	return length, nil
 }
 
-// recordStoreFormat records this binary's store format in a store that has
-// none (ledger/backup.go); a concurrent start recording it too is harmless.
-func (s *Engine) recordStoreFormat(ctx context.Context) error {
-	_, err := s.coll(CollStoreInfo).UpdateOne(ctx, bson.M{"_id": storeFormatID},
-		bson.M{"$setOnInsert": bson.M{"format": StoreFormat, "since": time.Now().UTC()}}, options.UpdateOne().SetUpsert(true))
+// recordStoreFormat records this binary's store format in a store of
+// format from (0: none recorded). The write is guarded by from, so that a
+// newer binary's record is never overwritten.
+func (s *Engine) recordStoreFormat(ctx context.Context, from int) error {
+	var err error
+	if from == 0 {
+		_, err = s.coll(CollStoreInfo).UpdateOne(ctx, bson.M{"_id": storeFormatID},
+			bson.M{"$setOnInsert": bson.M{"format": StoreFormat, "since": time.Now().UTC()}}, options.UpdateOne().SetUpsert(true))
+	} else {
+		_, err = s.coll(CollStoreInfo).UpdateOne(ctx, bson.M{"_id": storeFormatID, "format": from},
+			bson.M{"$set": bson.M{"format": StoreFormat, "since": time.Now().UTC()}})
+	}
 	if err != nil {
 		return fmt.Errorf("recording the store's format: %w", err)
 	}

@@ -57,7 +57,7 @@ var dictionaryBookkeeping = map[string]string{
 	repo.CollFiles:       "GridFS: one document per stored media file (bucket `fs`)",
 	repo.CollChunks:      "GridFS: the bytes of media files",
 	repo.CollProbes:      "the capability probes' scratch documents: each start of the service tests what the server can do (transactions, atomic updates, `$unionWith`, text search) on five small documents of its own; not records",
-	ledger.CollStoreInfo: "the store's format version (`format`), recorded at its first start: a binary refuses a store of a newer format, naming it",
+	ledger.CollStoreInfo: "the store's format version (`format`), recorded at its first start and when a start upgrades it (after a backup): a binary refuses a store of a newer format, naming it",
 	ledger.CollRestore:   "the restore that filled the store (`outreach restore`): the backup, its counter, `incomplete` until the restored store is verified (then every start refuses it), `complete` after",
 	repo.CollIdempotency: "idempotency keys of mutating calls: per API key, the arguments' hash and the first result, kept 24 h (a retry is answered from here)",
 }

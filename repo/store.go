@@ -143,6 +143,9 @@ type Options struct {
 	// (ledger/recordcache.go): nil takes OUTREACH_RECORD_CACHE_MB, else 32;
 	// 0 turns it off.
 	RecordCacheMB *int
+	// BeforeUpgrade, when set, runs on a store of an older format before
+	// the new one is recorded (ledger.Upgrade): the command takes a backup.
+	BeforeUpgrade ledger.Upgrade
 }
 
 // Store is the service's handle on the database: the engine (the write
@@ -213,7 +216,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	eng, err := ledger.Open(ctx, client, database, probeKey, ledger.Options{RecordCache: cacheBytes, WriteMode: opts.WriteMode, Lease: opts.Lease,
 		Exclusive: opts.Exclusive, Logger: opts.Logger, TextSearch: opts.TextSearch, TextColl: CollNotes,
 		ApplyIndexes: indexes.Apply, PrepareStore: opts.PrepareStore, IndexCheckpoint: opts.IndexCheckpoint, Lookups: opts.Lookups,
-		IndexCheck: opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1", Schema: s.schema})
+		IndexCheck: opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1", Schema: s.schema, BeforeUpgrade: opts.BeforeUpgrade})
 	if err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
 		return nil, err

@@ -68,7 +68,7 @@ func runCommand(ctx context.Context, cfg config, c command, stdout, progressTo i
 			return nil
 		}
 	}
-	store, closeStore, err := open(ctx, cfg, false, log)
+	store, closeStore, err := open(ctx, cfg, false, progressTo, log)
 	if err != nil {
 		return err
 	}

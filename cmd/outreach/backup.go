@@ -16,6 +16,7 @@ import (
 
 	"outreach/audit"
 	"outreach/backup"
+	"outreach/ledger"
 	"outreach/repo"
 	"outreach/server/version"
 )
@@ -176,7 +177,7 @@ func restoreCommand(ctx context.Context, cfg config, args []string, stdout, stde
 	// The restore's writes bypass the service's indexes, so none is
 	// checkpointed while it runs; the next start builds them.
 	cfg.noCheckpoint = true
-	store, closeStore, err := open(ctx, cfg, false, log)
+	store, closeStore, err := open(ctx, cfg, false, stderr, log)
 	if err != nil {
 		return err
 	}
@@ -235,5 +236,36 @@ func notifyBackupAlert(ctx context.Context, store *repo.Store, a backup.Alert, l
 	data := map[string]any{"target": a.Target, "failures": a.Failures, "since": a.Since, "error": a.Error}
 	if _, err := store.NotifyAdmins(ctx, kind, "backups", text, data, "backup/"+a.Target+"/"+a.Since.Format(time.RFC3339Nano)); err != nil {
 		log.Warn().Err(err).Str("event", kind).Msg("backup: notifying the admins failed")
+	}
+}
+
+// upgradeBackup is what a start does before it upgrades a store of an
+// older format: a backup into the configured target, else into
+// DATA/backups on the embedded store; on MongoDB without a target it
+// refuses, unless --no-upgrade-backup says to go on without one. It logs
+// and prints to notice one line naming the backup and both formats.
+func upgradeBackup(cfg config, notice io.Writer, log zerolog.Logger) ledger.Upgrade {
+	return func(ctx context.Context, eng *ledger.Engine, from, to int) error {
+		if cfg.noUpgradeBackup {
+			log.Warn().Int("from", from).Int("to", to).Msg("store format upgrade without a backup (--no-upgrade-backup)")
+			fmt.Fprintf(notice, "upgrading the store from format %d to %d without a backup (--no-upgrade-backup)\n", from, to)
+			return nil
+		}
+		target := cfg.backupTo
+		if target == "" && cfg.uri == "" && cfg.data != "" {
+			target = filepath.Join(cfg.data, "backups")
+		}
+		if target == "" {
+			return fmt.Errorf("the store is in format %d, this binary writes format %d, and a start that upgrades it takes a backup first: "+
+				"set a backup target (--backup-to or OUTREACH_BACKUP_TO), or pass --no-upgrade-backup (OUTREACH_NO_UPGRADE_BACKUP=true) to upgrade without one", from, to)
+		}
+		m, err := backup.Create(ctx, eng, target, backup.Options{ServiceVersion: version.Version})
+		if err != nil {
+			return fmt.Errorf("the backup before the upgrade, into %s: %w", target, err)
+		}
+		dir := m.DirIn(target)
+		log.Info().Str("backup", dir).Int("from", from).Int("to", to).Int64("counter", m.Counter).Msg("store format upgrade: backup taken first")
+		fmt.Fprintf(notice, "upgrading the store from format %d to %d: backup taken first into %s (counter %d)\n", from, to, dir, m.Counter)
+		return nil
 	}
 }

@@ -130,6 +130,9 @@ type config struct {
 	// backupDaily and backupWeekly also keep the newest backup of each of
 	// the last so many days and weeks.
 	backupDaily, backupWeekly int
+	// noUpgradeBackup: a start that upgrades the store's format takes no
+	// backup first (upgradeBackup).
+	noUpgradeBackup bool
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -148,7 +151,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return errors.New("no command given")
 	}
-	cfg := config{uri: os.Getenv("MONGODB_URI"), db: env("OUTREACH_DB", "outreach"), writeMode: os.Getenv("OUTREACH_WRITE_MODE")}
+	cfg := config{uri: os.Getenv("MONGODB_URI"), db: env("OUTREACH_DB", "outreach"), writeMode: os.Getenv("OUTREACH_WRITE_MODE"),
+		backupTo: os.Getenv("OUTREACH_BACKUP_TO"), noUpgradeBackup: os.Getenv("OUTREACH_NO_UPGRADE_BACKUP") == "true"}
 	cfg.deploy.publicURL = os.Getenv("OUTREACH_PUBLIC_URL")
 	log := zerolog.New(stderr).With().Timestamp().Logger()
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
@@ -174,7 +178,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", ""), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, every one listed); empty (the default): every toolset offered, clients naming none are listed the lean default set")
 		fs.StringVar(&cfg.memoryLimit, "memory-limit", env("OUTREACH_MEMORY_LIMIT", ""), "soft limit on the Go runtime's memory, e.g. 512MiB, or off (default "+defaultMemoryLimit+", or GOMEMLIMIT when set): the collector runs more often near it")
 		cfg.deploy.flags(fs)
-		fs.StringVar(&cfg.backupTo, "backup-to", env("OUTREACH_BACKUP_TO", ""), "take backups into this directory on a schedule, and ship the changes after the last one there every minute (see docs/backups.md)")
+		fs.StringVar(&cfg.backupTo, "backup-to", cfg.backupTo, "take backups into this directory on a schedule, and ship the changes after the last one there every minute (see docs/backups.md)")
+		fs.BoolVar(&cfg.noUpgradeBackup, "no-upgrade-backup", cfg.noUpgradeBackup, "a start that upgrades the store's format takes no backup first (by default it takes one into --backup-to, else into DATA/backups on the embedded store, and on MongoDB refuses to start without a target)")
 		backupEvery, err := time.ParseDuration(env("OUTREACH_BACKUP_EVERY", "24h"))
 		if err != nil || backupEvery < time.Minute {
 			return fmt.Errorf("OUTREACH_BACKUP_EVERY=%q: want a duration of at least 1m, e.g. 24h", os.Getenv("OUTREACH_BACKUP_EVERY"))
@@ -257,8 +262,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // open connects to the configured store. Without MONGODB_URI it uses the
 // embedded store on cfg.data: through the socket of a server running there,
 // or by starting it in this process (and, when serving, exposing the socket).
-func open(ctx context.Context, cfg config, serving bool, log zerolog.Logger) (*repo.Store, func(), error) {
-	opts := repo.Options{WriteMode: cfg.writeMode, Logger: log}
+// A store of an older format is backed up first (upgradeBackup), the line
+// saying so printed to notice.
+func open(ctx context.Context, cfg config, serving bool, notice io.Writer, log zerolog.Logger) (*repo.Store, func(), error) {
+	opts := repo.Options{WriteMode: cfg.writeMode, Logger: log, BeforeUpgrade: upgradeBackup(cfg, notice, log)}
 	var err error
 	if opts.Media, err = mediaOptions(cfg); err != nil {
 		return nil, nil, err
@@ -458,7 +465,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := open(ctx, cfg, true, log)
+	store, closeStore, err := open(ctx, cfg, true, stdout, log)
 	if err != nil {
 		return err
 	}
