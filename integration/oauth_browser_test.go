@@ -48,7 +48,16 @@ func chromium(t *testing.T) string {
 func TestOAuthBrowser(t *testing.T) {
 	exe := chromium(t)
 	env := testenv.NewWith(t, testenv.Options{OAuth: true})
-	password := member(t, env, "fay@example.com", "read", "write")
+	browserSignIn(t, exe, env, "fay@example.com", env.URL, http.DefaultClient)
+}
+
+// browserSignIn is TestOAuthBrowser's sign-in, by the member email, of a
+// client of endpoint (the service's MCP URL, or a proxy's in front of it)
+// that makes its own requests with hc; Chromium trusts the certificates
+// of the keys in spki too (base64 SHA-256 of a certificate's public key).
+func browserSignIn(t *testing.T, exe string, env *testenv.Env, email, endpoint string, hc *http.Client, spki ...string) {
+	t.Helper()
+	password := memberVia(t, env, strings.TrimSuffix(endpoint, "/mcp"), hc.Transport, email, "read", "write")
 
 	// The client's callback: a loopback listener, as a desktop client has.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -70,6 +79,9 @@ func TestOAuthBrowser(t *testing.T) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()))
+	if len(spki) > 0 {
+		opts = append(opts, chromedp.Flag("ignore-certificate-errors-spki-list", strings.Join(spki, ",")))
+	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
@@ -82,13 +94,14 @@ func TestOAuthBrowser(t *testing.T) {
 		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
 			ClientName: "Browser Assistant", RedirectURIs: []string{redirect}}},
 		RedirectURL: redirect,
+		Client:      hc,
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
 			ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
 			defer cancel()
 			err := chromedp.Do(ctx,
 				chromedp.Navigate(args.URL),
 				chromedp.WaitVisible(chromedp.ID("email")),
-				chromedp.SendKeys(chromedp.ID("email"), "fay@example.com"),
+				chromedp.SendKeys(chromedp.ID("email"), email),
 				chromedp.SendKeys(chromedp.ID("password"), password),
 				chromedp.Click(chromedp.CSS(`button[type=submit]`)),
 				chromedp.WaitVisible(chromedp.CSS(`button[value=approve]`)),
@@ -107,7 +120,7 @@ func TestOAuthBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := mcp.NewClient(&mcp.Implementation{Name: "browser-assistant", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: env.URL, OAuthHandler: h}, nil)
+		&mcp.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: h, HTTPClient: hc}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +133,7 @@ func TestOAuthBrowser(t *testing.T) {
 		SignedIn string `json:"signed_in_with"`
 	}
 	c.Must("whoami", nil, &who)
-	fay, err := env.Store.UserByEmail(context.Background(), "fay@example.com")
+	fay, err := env.Store.UserByEmail(context.Background(), email)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,13 +36,21 @@ import (
 // the invite page, as the person would; it returns the password.
 func member(t *testing.T, env *testenv.Env, email string, scopes ...string) string {
 	t.Helper()
+	return memberVia(t, env, env.Base, nil, email, scopes...)
+}
+
+// memberVia is member with the invitation's pages fetched from base over
+// rt (nil: the default transport), for a public URL behind a proxy.
+func memberVia(t *testing.T, env *testenv.Env, base string, rt http.RoundTripper, email string, scopes ...string) string {
+	t.Helper()
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
 	_, token, err := access.Of(env.Store).InviteMember(ctx, email, "", scopes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := newBrowser(t)
-	page := b.get(env.Base + "/oauth/invite?token=" + url.QueryEscape(token))
+	b.hc.Transport = rt
+	page := b.get(base + "/oauth/invite?token=" + url.QueryEscape(token))
 	const password = "correct horse battery staple"
 	res := b.post(formAction(t, page), url.Values{"token": {token}, "csrf": {hidden(t, page, "csrf")}, "password": {password}, "confirm": {password}})
 	if res.code != 200 || !strings.Contains(res.body, "Password set") {

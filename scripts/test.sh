@@ -129,6 +129,24 @@ else
   echo "Chromium is not installed: the browser sign-in test will skip (and fail under CI=true)"
 fi
 
+echo "== Caddy (the public proxy of docker/Caddyfile, run in front of the service)"
+if ! command -v caddy >/dev/null 2>&1; then
+  # The package's own service is not wanted (the test runs Caddy on free
+  # loopback ports): where the package starts it, it is stopped.
+  if apt_install caddy; then
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet caddy 2>/dev/null; then
+      systemctl disable --now caddy >/dev/null 2>&1 || true
+    fi
+  else
+    echo "could not install caddy"
+  fi
+fi
+if command -v caddy >/dev/null 2>&1; then
+  echo "Caddy $(caddy version 2>/dev/null | head -1)"
+else
+  echo "Caddy is not installed: the test through Caddy will skip (and fail under CI=true)"
+fi
+
 echo "== Postfix and Dovecot LMTP (real mail servers for the pitch sending tests)"
 if ! [ -x /usr/sbin/postfix ] || ! [ -x /usr/lib/dovecot/lmtp ]; then
   # postfix's own start is not wanted: the tests run private instances.
