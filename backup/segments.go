@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
@@ -147,6 +149,10 @@ func checkSegmentEntries(s Segment, fn func(audit.Entry) error) error {
 	return nil
 }
 
+// ErrPending: a change entry below the segment's counter was still being
+// written when the segment was read; shipping again later ships it.
+var ErrPending = errors.New("a change entry is still pending")
+
 // Ship writes the change entries after the counter after, up to a counter
 // fixed now, as one segment of the target to; it returns that counter
 // (after itself when nothing was written since) and the segment, if any.
@@ -157,6 +163,17 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 	}
 	upto, _, err := eng.FixPoint(ctx)
 	if err != nil {
+		return after, nil, err
+	}
+	// A change still being written (pending) below the counter ends the
+	// segment before it: the next one starts there once it has landed.
+	var pending audit.Entry
+	err = eng.Collection(ledger.CollChangeLog).FindOne(ctx, bson.M{"seq": bson.M{"$gt": after, "$lte": upto}, "state": audit.StatePending},
+		options.FindOne().SetSort(bson.D{{Key: "seq", Value: 1}})).Decode(&pending)
+	switch {
+	case err == nil:
+		upto = pending.Seq - 1
+	case !errors.Is(err, mongo.ErrNoDocuments):
 		return after, nil, err
 	}
 	if upto <= after {
@@ -179,7 +196,7 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 					return err
 				}
 				if e.State == audit.StatePending {
-					return fmt.Errorf("change entry %s is pending below counter %d", e.ID, upto)
+					return fmt.Errorf("%w: change entry %s below counter %d", ErrPending, e.ID, upto)
 				}
 				if s.Count == 0 {
 					s.FirstAt = e.At
