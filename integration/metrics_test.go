@@ -136,11 +136,15 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// On a server the service keeps no index of its own: the rows the table
+	// marks "embedded store" are not exported there.
+	onServer := os.Getenv("MONGODB_URI") != ""
 	var documented []string
 	for _, row := range rows {
 		cells := strings.Split(row, "|")
 		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
-		if strings.HasPrefix(name, "outreach_") {
+		embeddedOnly := len(cells) > 4 && strings.HasPrefix(strings.TrimSpace(cells[4]), "embedded store")
+		if strings.HasPrefix(name, "outreach_") && !(onServer && embeddedOnly) {
 			documented = append(documented, name)
 		}
 	}
