@@ -17,6 +17,20 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1
 }
 
+# apt_install_program installs a package that a test runs as a program of
+# its own, and stops (and disables) the package's service where the
+# package started one. Arguments after the package go to apt-get.
+apt_install_program() { # package [apt-get options]
+  local pkg=$1; shift
+  if apt_install "$@" "$pkg"; then
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$pkg" 2>/dev/null; then
+      systemctl disable --now "$pkg" >/dev/null 2>&1 || true
+    fi
+  else
+    echo "could not install $pkg"
+  fi
+}
+
 echo "== go modules"
 go mod download
 
@@ -130,21 +144,24 @@ else
 fi
 
 echo "== Caddy (the public proxy of docker/Caddyfile, run in front of the service)"
-if ! command -v caddy >/dev/null 2>&1; then
-  # The package's own service is not wanted (the test runs Caddy on free
-  # loopback ports): where the package starts it, it is stopped.
-  if apt_install caddy; then
-    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet caddy 2>/dev/null; then
-      systemctl disable --now caddy >/dev/null 2>&1 || true
-    fi
-  else
-    echo "could not install caddy"
-  fi
-fi
+# The package's own service is not wanted (the test runs Caddy on free
+# loopback ports): where the package starts it, it is stopped.
+command -v caddy >/dev/null 2>&1 || apt_install_program caddy
 if command -v caddy >/dev/null 2>&1; then
   echo "Caddy $(caddy version 2>/dev/null | head -1)"
 else
   echo "Caddy is not installed: the test through Caddy will skip (and fail under CI=true)"
+fi
+
+echo "== Prometheus (Debian's 2.42, scraping the service in the tests)"
+# The package's own service is not wanted (the test runs Prometheus on a
+# free loopback port): where the package starts it, it is stopped, so
+# nothing stays on 9090. The recommended node exporter is left out.
+command -v prometheus >/dev/null 2>&1 || apt_install_program prometheus --no-install-recommends
+if command -v prometheus >/dev/null 2>&1; then
+  echo "Prometheus $(prometheus --version 2>&1 | head -1)"
+else
+  echo "Prometheus is not installed: the test scraping with Prometheus will skip (and fail under CI=true)"
 fi
 
 echo "== Postfix and Dovecot LMTP (real mail servers for the pitch sending tests)"
