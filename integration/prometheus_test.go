@@ -153,6 +153,11 @@ func promTargetErrors(t *testing.T, base string) map[string]string {
 // Prometheus; a third job sending a wrong token is down, the service
 // having answered 401.
 func TestPrometheus(t *testing.T) {
+	if os.Getenv("MONGODB_URI") != "" {
+		// Two processes on one server would share its keys; what is
+		// scraped does not depend on the store, and the embedded pass runs it.
+		t.Skip("runs on the embedded store: two services, each with its first key")
+	}
 	exe := requirePrometheus(t)
 	parallelOnEmbedded(t)
 
