@@ -156,5 +156,8 @@ func backupChecks(at string, b *BackupRun) []Check {
 		{at, fmt.Sprintf("change shipping adds ≤ 5 %% to a write's p50 (ratio; on %v, off %v)", b.WriteOn.Round(time.Microsecond), b.WriteOff.Round(time.Microsecond)),
 			cost, shippingCostMax, cost <= shippingCostMax},
 		{at, fmt.Sprintf("a restore with its verify ≤ 2× the backup (ratio; %v ÷ %v)", b.Restore.Round(time.Millisecond), b.Backup.Round(time.Millisecond)), ratio, restoreRatioMax, ratio <= restoreRatioMax},
+		// Absolute bounds beside the two ratios.
+		{at, "a restore with its verify ≤ 120 s (s)", b.Restore.Seconds(), (2 * backupGoal).Seconds(), b.Restore <= 2*backupGoal},
+		{at, "a write's p50 with change shipping ≤ 100 ms (ms)", float64(b.WriteOn) / float64(time.Millisecond), float64(readGoal / time.Millisecond), b.WriteOn <= readGoal},
 	}
 }

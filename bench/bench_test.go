@@ -48,10 +48,10 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", s, md)
 		}
 	}
-	// p50 and throughput per operation, an absolute p50 per read,
+	// p50 and throughput per operation, an absolute p50 per operation,
 	// more-than-one-client per write, the rollback.
-	if len(rep.Checks()) != 5*2+3+2+1 {
-		t.Errorf("%d checks; want 16", len(rep.Checks()))
+	if len(rep.Checks()) != 5*2+5+2+1 {
+		t.Errorf("%d checks; want 18", len(rep.Checks()))
 	}
 	for _, ch := range rep.Checks() {
 		if ch.Target == "p50 ≤ 100 ms (ms)" && (ch.Value <= 0 || ch.Goal != 100 || ch.Met != (ch.Value <= 100)) {
@@ -100,6 +100,8 @@ func TestGrowthPrintsEveryTarget(t *testing.T) {
 		"40 notes: writes paused while the backup's counter is fixed ≤ 200 ms",
 		"40 notes: change shipping adds ≤ 5 % to a write's p50",
 		"40 notes: a restore with its verify ≤ 2× the backup",
+		"40 notes: a restore with its verify ≤ 120 s",
+		"40 notes: a write's p50 with change shipping ≤ 100 ms",
 		"get_note at 40 notes: p50 ≤ 100 ms",
 		"get_note: p50 at 40 notes ≤ 1.5× at 20 notes",
 		"list_notes (by contact) at 40 notes: p50 ≤ 100 ms",
@@ -113,7 +115,9 @@ func TestGrowthPrintsEveryTarget(t *testing.T) {
 		"search_emails at 40 notes: p50 ≤ 100 ms",
 		"get_contact_dossier at 40 notes: p50 ≤ 100 ms",
 		"search at 40 notes: p50 ≤ 250 ms",
+		"create_note at 40 notes: p50 ≤ 100 ms",
 		"create_note: p50 at 40 notes ≤ 1.5× at 20 notes",
+		"update_note at 40 notes: p50 ≤ 100 ms",
 		"update_note: p50 at 40 notes ≤ 1.5× at 20 notes",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -58,7 +58,7 @@ func (r *Report) Checks() []Check {
 		}
 		v := float64(s1.P50) / float64(base)
 		out = append(out, Check{row.Name, kind, v, goal, v <= goal})
-		if !row.Write { // a ratio to a slow raw read is no speed: an absolute bound beside it
+		{ // a ratio to a slow raw operation is no speed: an absolute bound beside it
 			goal, what := readGoalFor(row.Name)
 			ms := float64(s1.P50) / float64(time.Millisecond)
 			out = append(out, Check{row.Name, what + " (ms)", ms, float64(goal / time.Millisecond), s1.P50 <= goal})

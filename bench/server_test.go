@@ -40,6 +40,8 @@ func TestGrowthPrintsEveryTargetOnAServer(t *testing.T) {
 		"40 notes: writes paused while the backup's counter is fixed ≤ 200 ms",
 		"40 notes: change shipping adds ≤ 5 % to a write's p50",
 		"40 notes: a restore with its verify ≤ 2× the backup",
+		"40 notes: a restore with its verify ≤ 120 s",
+		"40 notes: a write's p50 with change shipping ≤ 100 ms",
 		"get_note at 40 notes: p50 ≤ 100 ms",
 		"get_note: p50 at 40 notes ≤ 1.5× at 20 notes",
 		"list_notes (by contact) at 40 notes: p50 ≤ 100 ms",
@@ -53,7 +55,9 @@ func TestGrowthPrintsEveryTargetOnAServer(t *testing.T) {
 		"search_emails at 40 notes: p50 ≤ 100 ms",
 		"get_contact_dossier at 40 notes: p50 ≤ 100 ms",
 		"search at 40 notes: p50 ≤ 250 ms",
+		"create_note at 40 notes: p50 ≤ 100 ms",
 		"create_note: p50 at 40 notes ≤ 1.5× at 20 notes",
+		"update_note at 40 notes: p50 ≤ 100 ms",
 		"update_note: p50 at 40 notes ≤ 1.5× at 20 notes",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
