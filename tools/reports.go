@@ -23,6 +23,7 @@ func Reports(s *repo.Store) []Tool {
 		AVERatePerThousand *float64  `json:"ave_rate_per_thousand,omitempty" jsonschema:"advertising-value rate per thousand impressions (0 to 1e9); turns AVE on in coverage reports"`
 		AVEOff             bool      `json:"ave_off,omitempty" jsonschema:"true turns AVE off (clears the rate); not with ave_rate_per_thousand"`
 		AVECurrency        *string   `json:"ave_currency,omitempty" jsonschema:"currency code shown with AVE, e.g. EUR"`
+		TeamName           *string   `json:"team_name,omitempty" jsonschema:"the team's name, printed on rendered and shared reports (one line, at most 200 characters; \"\" clears it)"`
 	}
 	type noIn struct{}
 	return []Tool{
@@ -63,7 +64,7 @@ func Reports(s *repo.Store) []Tool {
 			func(ctx context.Context, _ *noIn) (any, error) { return s.Settings(ctx) }),
 		newTool("update_settings", "Change the organisation settings; only the fields given change. competitors replaces the whole list of tracked competitor names; ave_rate_per_thousand sets the AVE rate and ave_off: true clears it.", change,
 			func(ctx context.Context, in *settingsIn) (any, error) {
-				p := repo.SettingsPatch{Competitors: in.Competitors, AVECurrency: in.AVECurrency}
+				p := repo.SettingsPatch{Competitors: in.Competitors, AVECurrency: in.AVECurrency, TeamName: in.TeamName}
 				switch {
 				case in.AVEOff && in.AVERatePerThousand != nil:
 					return nil, repo.Invalid("ave_off", "turns AVE off; do not give ave_rate_per_thousand with it")
@@ -73,8 +74,8 @@ func Reports(s *repo.Store) []Tool {
 				case in.AVERatePerThousand != nil:
 					p.AVERate = &in.AVERatePerThousand
 				}
-				if p.Competitors == nil && p.AVERate == nil && p.AVECurrency == nil {
-					return nil, repo.Invalid("competitors", "nothing to change: give competitors, ave_rate_per_thousand or ave_currency")
+				if p.Competitors == nil && p.AVERate == nil && p.AVECurrency == nil && p.TeamName == nil {
+					return nil, repo.Invalid("competitors", "nothing to change: give competitors, ave_rate_per_thousand, ave_currency or team_name")
 				}
 				return s.UpdateSettings(ctx, p)
 			}),
