@@ -14,7 +14,7 @@ import (
 
 // areaRuled are the collections whose rollback rule an area above the core
 // registers (RegisterRule).
-var areaRuled = []string{CollPitches}
+var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollSharedReports: "outreach/repo/reports"}
 
 var reactions struct {
 	emailStored func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
@@ -43,9 +43,9 @@ func OnEmailStored(fn func(ctx context.Context, s *Store, in IncomingEmail, res 
 // checkRegistry fails when an area's rule or reaction is missing: the
 // program does not link the area that registers it.
 func checkRegistry() error {
-	for _, c := range areaRuled {
+	for c, pkg := range areaRuled {
 		if stateRules[c] == nil {
-			return fmt.Errorf("the store cannot start: no rollback rule for %s (link package outreach/repo/pitches)", kindOf(c))
+			return fmt.Errorf("the store cannot start: no rollback rule for %s (link package %s)", kindOf(c), pkg)
 		}
 	}
 	if reactions.emailStored == nil {

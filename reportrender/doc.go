@@ -45,6 +45,12 @@ type Document struct {
 	SharedAt *time.Time
 }
 
+// FromSnapshot is the document of a computed report; sharedAt, when set,
+// is the moment of a shared snapshot.
+func FromSnapshot(snap *reports.Snapshot, sharedAt *time.Time) *Document {
+	return &Document{Kind: snap.Kind, Coverage: snap.Coverage, Pipeline: snap.Pipeline, Team: snap.Team, ScopeName: snap.ScopeName, SharedAt: sharedAt}
+}
+
 // Title is the document's title.
 func (d *Document) Title() string {
 	if d.Kind == KindPipeline {

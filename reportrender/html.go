@@ -145,7 +145,7 @@ func (d *Document) HTML(w io.Writer) error {
 			}
 			clips = append(clips, hc)
 		}
-		data["Clips"], data["AllClips"], data["More"] = clips, len(c.Clips), len(c.Clips) > HTMLClips
+		data["Clips"], data["AllClips"], data["More"] = clips, c.Items, c.Items > len(clips)
 		labels := []string{c.Reach.TotalImpressionsLabel, c.Reach.UniqueAudienceLabel, c.Share.Label, c.Pitches.Label, c.TrendNote}
 		if c.AVE != nil {
 			labels = append(labels, c.AVE.Label)

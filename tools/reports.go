@@ -26,37 +26,12 @@ func Reports(s *repo.Store) []Tool {
 		TeamName           *string   `json:"team_name,omitempty" jsonschema:"the team's name, printed on rendered and shared reports (one line, at most 200 characters; \"\" clears it)"`
 	}
 	type noIn struct{}
-	return []Tool{
+	return append([]Tool{
 		newTool("get_coverage_report", "The coverage report over any date range (by published_at, both ends inclusive), for a campaign, a set of outlets, or the whole team: counts by type, sentiment and outlet tier; reach counted two ways, each labelled (total impressions = sum of reach per item; unique audience = audience_size once per outlet); share of voice against the tracked competitors (see update_settings); a trend by week (Monday 00:00 UTC); and, only when a rate is configured, a labelled AVE; and the pitches sent in the range and scope, with replies and bounces so far. Sums stop at the largest figure instead of wrapping (reach.saturated says so). Archived coverage is not counted.", read,
 			func(ctx context.Context, in *reportIn) (any, error) {
-				q := reports.CoverageReportQuery{CampaignID: in.CampaignID, OutletIDs: in.OutletIDs, Until: time.Now().UTC()}
-				if err := optUUID("campaign_id", in.CampaignID); err != nil {
-					return nil, err
-				}
-				if err := checkUUIDs("outlet_ids", in.OutletIDs); err != nil {
-					return nil, err
-				}
-				// A bare-date until is the end of that day, as everywhere; the
-				// default since is then the start of the day 29 days before, so
-				// the default range is 30 whole days.
-				until, err := optionalTime("until", in.Until, true)
+				q, err := coverageQuery(in.Since, in.Until, in.CampaignID, in.OutletIDs)
 				if err != nil {
 					return nil, err
-				}
-				q.Since = q.Until.AddDate(0, 0, -30)
-				if until != nil {
-					q.Until = *until
-					q.Since = q.Until.AddDate(0, 0, -30)
-					if _, bare := time.Parse(time.DateOnly, strings.TrimSpace(in.Until)); bare == nil {
-						q.Since = q.Until.Add(time.Millisecond).AddDate(0, 0, -30)
-					}
-				}
-				since, err := optTime("since", in.Since)
-				if err != nil {
-					return nil, err
-				}
-				if since != nil {
-					q.Since = *since
 				}
 				return reports.Of(s).CoverageReport(ctx, q)
 			}),
@@ -79,5 +54,38 @@ func Reports(s *repo.Store) []Tool {
 				}
 				return s.UpdateSettings(ctx, p)
 			}),
+	}, ReportDocs(s)...)
+}
+
+// coverageQuery reads a report's range and scope: a bare-date until is the
+// end of that day, as everywhere; the default since is then the start of
+// the day 29 days before, so the default range is 30 whole days.
+func coverageQuery(sinceArg, untilArg, campaignID string, outletIDs []string) (reports.CoverageReportQuery, error) {
+	q := reports.CoverageReportQuery{CampaignID: campaignID, OutletIDs: outletIDs, Until: time.Now().UTC()}
+	if err := optUUID("campaign_id", campaignID); err != nil {
+		return q, err
 	}
+	if err := checkUUIDs("outlet_ids", outletIDs); err != nil {
+		return q, err
+	}
+	until, err := optionalTime("until", untilArg, true)
+	if err != nil {
+		return q, err
+	}
+	q.Since = q.Until.AddDate(0, 0, -30)
+	if until != nil {
+		q.Until = *until
+		q.Since = q.Until.AddDate(0, 0, -30)
+		if _, bare := time.Parse(time.DateOnly, strings.TrimSpace(untilArg)); bare == nil {
+			q.Since = q.Until.Add(time.Millisecond).AddDate(0, 0, -30)
+		}
+	}
+	since, err := optTime("since", sinceArg)
+	if err != nil {
+		return q, err
+	}
+	if since != nil {
+		q.Since = *since
+	}
+	return q, nil
 }
