@@ -38,7 +38,7 @@ func sample(clips int) *reportrender.Document {
 	r := &reports.CoverageReport{Scope: "campaign", CampaignID: "c1", Since: since, Until: since.AddDate(0, 1, 0).Add(-time.Millisecond),
 		ByType: map[string]int{"article": 0, "interview": 0}, BySentiment: map[string]int{"positive": 0, "neutral": 0, "negative": 0, "unrated": 0},
 		ByTier: map[string]int{"1": 0, "2": 0, "3": 0, "untiered": 0}, ComputedAt: since.AddDate(0, 1, 2),
-		Share: reports.ShareOfVoice{Competitors: []string{"Globex", markup}, Mentions: map[string]int{"Globex": 3, markup: 1}, Share: map[string]float64{}},
+		Share:     reports.ShareOfVoice{Competitors: []string{"Globex", markup}, Mentions: map[string]int{"Globex": 3, markup: 1}, Share: map[string]float64{}},
 		TrendNote: "every week", Pitches: reports.ReportPitches{Pitches: 4, RecipientsSent: 9, Replied: 3, Bounced: 1, ReplyRate: 33.3}}
 	r.AVE = &reports.AVE{Value: 1234.56, Currency: "EUR", RatePerThousand: 5}
 	titles := []string{markup, rtl, emoji, longHead, formula}

@@ -69,10 +69,10 @@ type OwnerCount struct {
 // Conversion follows the opportunities pitched in the range: how many of
 // them reached responded (or any later stage) and placed (or later) so far.
 type Conversion struct {
-	Label     string  `json:"label"`
-	Pitched   int     `json:"pitched"`
-	Responded int     `json:"responded"`
-	Placed    int     `json:"placed"`
+	Label     string `json:"label"`
+	Pitched   int    `json:"pitched"`
+	Responded int    `json:"responded"`
+	Placed    int    `json:"placed"`
 	// Rates are percentages of Pitched, one decimal.
 	RespondedRate float64 `json:"responded_percent"`
 	PlacedRate    float64 `json:"placed_percent"`
