@@ -25,7 +25,7 @@ const HTMLClips = 100
 const pageStyle = `body{font-family:system-ui,sans-serif;color:#1f2937;margin:0 auto;max-width:980px;padding:16px 24px;line-height:1.4}
 header p{margin:2px 0;color:#4b5563}h1{margin:4px 0 2px;font-size:1.6em}h2{margin-top:28px;font-size:1.2em;border-bottom:1px solid #e5e7eb}
 table{border-collapse:collapse;width:100%;font-size:.92em}th,td{text-align:start;padding:4px 6px;border-bottom:1px solid #e5e7eb;vertical-align:top;overflow-wrap:anywhere}
-td.n,th.n{text-align:end;font-variant-numeric:tabular-nums;white-space:nowrap}figure{margin:16px 0}svg.chart{max-width:100%;height:auto}
+td.n,th.n{text-align:end;font-variant-numeric:tabular-nums;white-space:nowrap}.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:8px 24px}figure{margin:12px 0}figure h3{font-size:1em;margin:0 0 6px}svg.chart{width:100%;height:auto}
 .empty{font-size:1.1em;padding:16px;background:#f3f4f6}.note{color:#4b5563;font-size:.85em}footer{margin-top:32px;color:#6b7280;font-size:.85em}`
 
 // styleHash is the page style's CSP source.
@@ -46,12 +46,13 @@ var page = template.Must(template.New("page").Parse(`<!doctype html>
 <p dir="auto" id="scope">{{.Subtitle}}</p><p id="moment">{{.Moment}}</p></header>
 <main>
 {{if .Empty}}<p class="empty" id="empty" role="status">{{.EmptyText}}</p>{{end}}
+{{if .Charts}}<h2>Charts</h2><div class="charts">{{range .Charts}}<figure aria-labelledby="cap-{{.ID}}"><h3 id="cap-{{.ID}}">{{.Title}}</h3>{{.SVG}}</figure>
+{{end}}</div>{{end}}
 <h2>Figures</h2>
 <table id="figures"><thead><tr><th scope="col">section</th><th scope="col">figure</th><th scope="col" class="n">value</th></tr></thead><tbody>
 {{range .Figures}}<tr data-key="{{.Key}}"><td>{{.Section}}</td><td dir="auto">{{.Name}}</td><td class="n" data-value="{{.Raw}}">{{.Text}}</td></tr>
 {{end}}</tbody></table>
-{{range .Charts}}<figure>{{.SVG}}<figcaption class="note">{{.Title}}</figcaption></figure>
-{{end}}
+
 {{if .Coverage}}{{if .Clips}}<h2>Clips</h2>
 <p class="note">{{if .More}}The {{len .Clips}} clips with the highest reach of {{.AllClips}}; the CSV and XLSX list them all.{{else}}All {{len .Clips}} clips, the highest reach first.{{end}}</p>
 <table id="clips"><thead><tr><th scope="col">headline</th><th scope="col">outlet</th><th scope="col">date</th><th scope="col">type</th><th scope="col">sentiment</th><th scope="col" class="n">reach</th><th scope="col">journalist</th></tr></thead><tbody>
@@ -115,7 +116,7 @@ func (d *Document) HTML(w io.Writer) error {
 	data["Figures"] = figs
 	var charts []map[string]any
 	for _, c := range d.Charts() {
-		charts = append(charts, map[string]any{"Title": c.Title, "SVG": template.HTML(c.SVG())})
+		charts = append(charts, map[string]any{"ID": c.ID, "Title": c.Title, "SVG": template.HTML(c.SVG())})
 	}
 	data["Charts"] = charts
 	if d.Kind == KindPipeline {

@@ -16,6 +16,8 @@ import (
 // attributes, so the page's Content-Security-Policy needs no 'unsafe-inline'.
 
 const (
+	hbarTop    = 8.0
+	hbarRow    = 26.0
 	svgWidth   = 640
 	svgHeight  = 280
 	barColour  = "#2563eb"
@@ -77,8 +79,12 @@ func clip(s string, n int) string {
 func (c Chart) SVG() string {
 	var b strings.Builder
 	id := "chart-" + c.ID
+	height := svgHeight
+	if c.Horizontal && !c.Line {
+		height = int(2*hbarTop + hbarRow*float64(max1(len(c.Points))))
+	}
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="%s" role="img" aria-labelledby="%s-title %s-desc" viewBox="0 0 %d %d" width="%d" height="%d" font-family="sans-serif" font-size="11">`,
-		id, id, id, svgWidth, svgHeight, svgWidth, svgHeight)
+		id, id, id, svgWidth, height, svgWidth, height)
 	fmt.Fprintf(&b, `<title id="%s-title">%s</title>`, id, esc(c.Title))
 	desc := make([]string, len(c.Points))
 	for i, p := range c.Points {
@@ -124,8 +130,7 @@ func (c Chart) vbars(b *strings.Builder, max float64) {
 }
 
 func (c Chart) hbars(b *strings.Builder, max float64) {
-	left, top := 170.0, 8.0
-	rowH := math.Min(26, (svgHeight-2*top)/float64(max1(len(c.Points))))
+	left, top, rowH := 170.0, hbarTop, hbarRow
 	wMax := svgWidth - left - 80
 	for i, p := range c.Points {
 		y := top + float64(i)*rowH
@@ -140,7 +145,7 @@ func (c Chart) line(b *strings.Builder, max float64) {
 	left, top, bottom := 48.0, 16.0, 48.0
 	h := svgHeight - top - bottom
 	n := len(c.Points)
-	step := float64(svgWidth-left-32) / float64(max1(n-1))
+	step := float64(svgWidth-left-64) / float64(max1(n-1))
 	axis(b, left, top, h, max)
 	xy := func(i int) (float64, float64) { return left + 8 + float64(i)*step, top + h - c.Points[i].Value/max*h }
 	var path []string
