@@ -519,3 +519,61 @@ func TestPipelineReportRendered(t *testing.T) {
 		}
 	}
 }
+
+// TestReportApps checks the MCP Apps wiring over MCP: the two ui://
+// resources listed and read with the extension's MIME type, an HTML page
+// speaking the extension's messages and calling render_report, and the
+// tools that open them naming them in _meta.ui.resourceUri.
+func TestReportApps(t *testing.T) {
+	parallelOnEmbedded(t)
+	env := testenv.New(t)
+	c := env.Client(env.Key("read"), "apps")
+	ctx := context.Background()
+	listed := map[string]*mcp.Resource{}
+	for r, err := range c.Session.Resources(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed[r.URI] = r
+	}
+	tools := map[string]*mcp.Tool{}
+	for tl, err := range c.Session.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools[tl.Name] = tl
+	}
+	for uri, tool := range map[string]string{"ui://outreach/coverage-report": "get_coverage_report", "ui://outreach/pipeline-board": "get_pipeline_report"} {
+		r := listed[uri]
+		if r == nil || r.MIMEType != "text/html;profile=mcp-app" {
+			t.Fatalf("resources/list: %s is %+v", uri, r)
+		}
+		res, err := c.Session.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil || len(res.Contents) != 1 {
+			t.Fatalf("read %s: %v", uri, err)
+		}
+		page := res.Contents[0]
+		if page.MIMEType != "text/html;profile=mcp-app" {
+			t.Errorf("%s: MIME type %q", uri, page.MIMEType)
+		}
+		for _, want := range []string{"<!doctype html>", `"ui/initialize"`, `"ui/notifications/initialized"`, `"ui/notifications/tool-input"`, `"tools/call"`, `name: "render_report"`} {
+			if !strings.Contains(page.Text, want) {
+				t.Errorf("%s: the page lacks %s", uri, want)
+			}
+		}
+		tl := tools[tool]
+		if tl == nil {
+			t.Fatalf("tools/list lacks %s", tool)
+		}
+		ui, _ := tl.Meta["ui"].(map[string]any)
+		if ui == nil || ui["resourceUri"] != uri {
+			t.Errorf("%s: _meta %v, want ui.resourceUri %s", tool, tl.Meta, uri)
+		}
+	}
+	// What the page calls answers for the same key: render_report's HTML,
+	// inline, for the pipeline board's scope.
+	r, _ := renderVia(t, c, M{"kind": "pipeline", "format": "html"})
+	if r.Delivery != "inline_text" || !strings.Contains(r.Text, "Pipeline report") {
+		t.Errorf("the board's call: %s %d bytes", r.Delivery, r.SizeBytes)
+	}
+}

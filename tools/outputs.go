@@ -85,6 +85,7 @@ var outputs = map[string]*jsonschema.Schema{
 	// Reports, settings, imports
 	"get_coverage_report":  of[reports.CoverageReport](),
 	"render_report":        of[renderedReport](),
+	"get_pipeline_report":  of[reports.PipelineReport](),
 	"share_report":         of[sharedReportView](),
 	"list_shared_reports":  of[sharedReportList](),
 	"revoke_shared_report": of[sharedReportView](),

@@ -112,7 +112,20 @@ func ReportDocs(s *repo.Store) []Tool {
 	type revokeIn struct {
 		ID string `json:"id" jsonschema:"the shared report's id (UUID)"`
 	}
+	type pipelineIn struct {
+		Since      string `json:"since,omitempty" jsonschema:"start of the conversion window, inclusive (YYYY-MM-DD or ISO datetime); default 30 days before until"`
+		Until      string `json:"until,omitempty" jsonschema:"end of the conversion window, inclusive (YYYY-MM-DD = the whole day); default now"`
+		CampaignID string `json:"campaign_id,omitempty" jsonschema:"one campaign (UUID); leave out for the whole team"`
+	}
 	return []Tool{
+		newTool("get_pipeline_report", "The pipeline report: the active opportunities by stage, the open ones by owner, the conversion of those pitched in the range (to responded or later, to placed or later), the stale ones (no stage change for 14 days) and the embargoes, target dates and next actions of the next 30 days. render_report draws it; hosts with MCP Apps show it as a board.", read,
+			func(ctx context.Context, in *pipelineIn) (any, error) {
+				q, err := reportQuery("pipeline", in.Since, in.Until, in.CampaignID, nil)
+				if err != nil {
+					return nil, err
+				}
+				return reports.Of(s).PipelineReport(ctx, reports.PipelineReportQuery{Since: q.Since, Until: q.Until, CampaignID: q.CampaignID})
+			}),
 		newTool("render_report", "Render the coverage or the pipeline report as a document people read: html (one self-contained page with SVG charts and the clip list), pdf (A4 or Letter, page numbers, the team's name), csv (one table), xlsx (figures and list sheets, typed cells) or png (one chart, answered as an image the chat shows). Same scope and range as get_coverage_report, and the same figures (answered in figures too). Small csv and html come back inline as text; larger renderings, and every pdf and xlsx, as a resource link with a download URL that works for 15 minutes and computes the report when fetched.", read,
 			func(ctx context.Context, in *renderIn) (any, error) {
 				q, err := reportQuery(in.Kind, in.Since, in.Until, in.CampaignID, in.OutletIDs)

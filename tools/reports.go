@@ -26,7 +26,7 @@ func Reports(s *repo.Store) []Tool {
 		TeamName           *string   `json:"team_name,omitempty" jsonschema:"the team's name, printed on rendered and shared reports (one line, at most 200 characters; \"\" clears it)"`
 	}
 	type noIn struct{}
-	return append([]Tool{
+	return withApps(append([]Tool{
 		newTool("get_coverage_report", "The coverage report over any date range (by published_at, both ends inclusive), for a campaign, a set of outlets, or the whole team: counts by type, sentiment and outlet tier; reach counted two ways, each labelled (total impressions = sum of reach per item; unique audience = audience_size once per outlet); share of voice against the tracked competitors (see update_settings); a trend by week (Monday 00:00 UTC); and, only when a rate is configured, a labelled AVE; and the pitches sent in the range and scope, with replies and bounces so far. Sums stop at the largest figure instead of wrapping (reach.saturated says so). Archived coverage is not counted.", read,
 			func(ctx context.Context, in *reportIn) (any, error) {
 				q, err := coverageQuery(in.Since, in.Until, in.CampaignID, in.OutletIDs)
@@ -54,7 +54,7 @@ func Reports(s *repo.Store) []Tool {
 				}
 				return s.UpdateSettings(ctx, p)
 			}),
-	}, ReportDocs(s)...)
+	}, ReportDocs(s)...))
 }
 
 // coverageQuery reads a report's range and scope: a bare-date until is the
