@@ -577,3 +577,36 @@ func TestReportApps(t *testing.T) {
 		t.Errorf("the board's call: %s %d bytes", r.Delivery, r.SizeBytes)
 	}
 }
+
+// TestPromptsEndInTheReport: the coverage report and the weekly pipeline
+// review prompts end in the rendered report: the chart as an image message,
+// and how to render the document and share it.
+func TestPromptsEndInTheReport(t *testing.T) {
+	parallelOnEmbedded(t)
+	env := testenv.New(t)
+	c := env.Client(env.Key("read", "write"), "prompt-report")
+	camp, _ := reportFixture(t, c)
+	for name, args := range map[string]map[string]string{
+		"campaign_coverage_report": {"campaign": camp, "since": "2026-10-01", "until": "2026-10-31"},
+		"weekly_pipeline_review":   {"campaign": camp},
+	} {
+		res, err := c.Session.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(res.Messages) != 2 {
+			t.Fatalf("%s: %d messages, want the text and the chart", name, len(res.Messages))
+		}
+		text := res.Messages[0].Content.(*mcp.TextContent).Text
+		if !strings.Contains(text, "End with the rendered report. The chart is attached below.") || !strings.Contains(text, "share_report") || !strings.Contains(text, camp) {
+			t.Errorf("%s: the text does not end in the report:\n%s", name, text[max(0, len(text)-600):])
+		}
+		img, ok := res.Messages[1].Content.(*mcp.ImageContent)
+		if !ok || img.MIMEType != "image/png" {
+			t.Fatalf("%s: second message %#v", name, res.Messages[1].Content)
+		}
+		if _, err := png.Decode(bytes.NewReader(img.Data)); err != nil {
+			t.Errorf("%s: the chart does not decode: %v", name, err)
+		}
+	}
+}
