@@ -295,8 +295,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if len(cfg.Only) > 0 && !slices.ContainsFunc(cfg.Only, func(s string) bool { return strings.Contains(o.name, s) }) {
 			continue
 		}
-		if len(cfg.Names) > 0 && !slices.Contains(cfg.Names, o.name) || o.rendering && !slices.Contains(cfg.Names, o.name) {
+		if len(cfg.Names) > 0 && !slices.Contains(cfg.Names, o.name) {
 			continue
+		}
+		if o.rendering && len(cfg.Names) == 0 && len(cfg.Only) == 0 {
+			continue // the renderings are the growth table's rows, or asked for by name
 		}
 		ops = append(ops, o)
 		if o.scratch != "" && !slices.Contains(copies, o.scratch) {
