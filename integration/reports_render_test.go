@@ -156,7 +156,7 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 	parallelOnEmbedded(t)
 	env := testenv.New(t)
 	c := env.Client(env.Key("read", "write"), "render")
-	camp, _ := reportFixture(t, c)
+	camp, opp := reportFixture(t, c)
 	scope := M{"campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31"}
 	var tool map[string]any
 	c.Must("get_coverage_report", scope, &tool)
@@ -234,8 +234,8 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 		t.Fatalf("xlsx: second content %#v", res.Content[1])
 	}
 	hr, body := get(t, r.DownloadURL)
-	if hr.StatusCode != 200 {
-		t.Fatalf("xlsx download: %d %s", hr.StatusCode, body)
+	if hr.StatusCode != 200 || len(body) != r.SizeBytes {
+		t.Fatalf("xlsx download: %d, %d bytes (the call rendered %d)", hr.StatusCode, len(body), r.SizeBytes)
 	}
 	f, err := excelize.OpenReader(bytes.NewReader(body))
 	if err != nil {
@@ -306,6 +306,19 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 	if im, err := png.Decode(bytes.NewReader(img.Data)); err != nil || im.Bounds().Dx() != reportrender.PNGWidth {
 		t.Fatalf("png: %v", err)
 	}
+
+	// A download is the document the call answered for: a clip added after
+	// the call is not in it.
+	r, _ = renderVia(t, c, with(M{"format": "xlsx"}))
+	c.Must("create_coverage", M{"title": "After the call", "type": "article", "published_at": "2026-10-20T10:00:00Z", "opportunity_id": opp}, nil)
+	_, body = get(t, r.DownloadURL)
+	if f, err = excelize.OpenReader(bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	if crows, _ := f.GetRows("Clips"); len(crows) != 7 || len(body) != r.SizeBytes {
+		t.Errorf("the download after a change: %d rows, %d bytes; the call rendered 6 clips in %d bytes", len(crows)-1, len(body), r.SizeBytes)
+	}
+	f.Close()
 }
 
 func extractPDF(t *testing.T, b []byte) string {

@@ -21,8 +21,9 @@ import (
 // them out to callers that have a key):
 //
 //   - GET /reports/render?…&e=&s= serves a rendering render_report was too
-//     large to answer inline: the report computed when fetched, for 15
-//     minutes after the call;
+//     large to answer inline, for 15 minutes after the call: the rendering
+//     the call made, kept in memory (reportrender.Keep), or, when this
+//     instance does not keep it, the report computed again;
 //   - GET /shared/{id}?e=&s= serves a shared report's page from its
 //     snapshot, and counts the view.
 //
@@ -95,13 +96,15 @@ func renderDownload(w http.ResponseWriter, r *http.Request, store *repo.Store) (
 	if err != nil {
 		return refuse(w, err), 0, err
 	}
-	snap, err := reports.Of(store).Compute(ctx, rq)
-	if err != nil {
-		return refuse(w, err), 0, err
-	}
-	out, err := reportrender.Render(reportrender.FromSnapshot(snap, nil), sp)
-	if err != nil {
-		return refuse(w, err), 0, err
+	out, ok := reportrender.Kept(q.Get("s"))
+	if !ok { // not kept by this instance: rendered again, with the figures of now
+		snap, err := reports.Of(store).Compute(ctx, rq)
+		if err != nil {
+			return refuse(w, err), 0, err
+		}
+		if out, err = reportrender.Render(reportrender.FromSnapshot(snap, nil), sp); err != nil {
+			return refuse(w, err), 0, err
+		}
 	}
 	pageHeaders(w, out.MimeType)
 	disposition := "attachment"

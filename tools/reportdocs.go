@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"time"
 
@@ -167,11 +168,14 @@ func ReportDocs(s *repo.Store) []Tool {
 					if err != nil {
 						return nil, err
 					}
+					if su, err := url.Parse(u.Reveal()); err == nil {
+						reportrender.Keep(su.Query().Get("s"), r, exp)
+					}
 					size := int64(len(r.Bytes))
 					out.Delivery, out.DownloadURL, out.DownloadExpiresAt = "link", u, &exp
 					mime, _, _ := strings.Cut(r.MimeType, ";")
 					addContent(ctx, &mcp.ResourceLink{URI: u.Reveal(), Name: r.Filename, Title: doc.Title() + " (" + sp.Format + ")", MIMEType: mime, Size: &size,
-						Description: "download within 15 minutes; the report is computed when fetched"})
+						Description: "download within 15 minutes"})
 				}
 				return out, nil
 			}),
