@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -100,6 +101,9 @@ func (s *Store) Settings(ctx context.Context) (*OrgSettings, error) {
 	return st, nil
 }
 
+// MaxTeamName is the longest team name, in characters.
+const MaxTeamName = 200
+
 // SettingsPatch changes the organisation settings: nil leaves a field.
 type SettingsPatch struct {
 	Competitors *[]string
@@ -136,8 +140,8 @@ func (s *Store) UpdateSettings(ctx context.Context, p SettingsPatch) (*OrgSettin
 	if p.AVECurrency != nil && len(strings.TrimSpace(*p.AVECurrency)) > 10 {
 		return nil, Invalid("ave_currency", "must be a short currency code such as EUR or USD")
 	}
-	if p.TeamName != nil && (len(strings.TrimSpace(*p.TeamName)) > 200 || strings.ContainsAny(*p.TeamName, "\r\n")) {
-		return nil, Invalid("team_name", "must be one line of at most 200 characters (\"\" clears it)")
+	if p.TeamName != nil && (utf8.RuneCountInString(strings.TrimSpace(*p.TeamName)) > MaxTeamName || strings.ContainsAny(*p.TeamName, "\r\n")) {
+		return nil, Invalid("team_name", "must be one line of at most %d characters (\"\" clears it)", MaxTeamName)
 	}
 	apply := func(st *OrgSettings) error {
 		if names != nil {

@@ -23,7 +23,7 @@ func Reports(s *repo.Store) []Tool {
 		AVERatePerThousand *float64  `json:"ave_rate_per_thousand,omitempty" jsonschema:"advertising-value rate per thousand impressions (0 to 1e9); turns AVE on in coverage reports"`
 		AVEOff             bool      `json:"ave_off,omitempty" jsonschema:"true turns AVE off (clears the rate); not with ave_rate_per_thousand"`
 		AVECurrency        *string   `json:"ave_currency,omitempty" jsonschema:"currency code shown with AVE, e.g. EUR"`
-		TeamName           *string   `json:"team_name,omitempty" jsonschema:"the team's name, printed on rendered and shared reports (one line, at most 200 characters; \"\" clears it)"`
+		TeamName           *string   `json:"team_name,omitempty" max:"team_name" jsonschema:"the team's name, printed on rendered and shared reports (one line; \"\" clears it)"`
 	}
 	type noIn struct{}
 	return withApps(append([]Tool{
