@@ -54,7 +54,7 @@ var page = template.Must(template.New("page").Parse(`<!doctype html>
 {{end}}</tbody></table>
 
 {{if .Coverage}}{{if .Clips}}<h2>Clips</h2>
-<p class="note">{{if .More}}The {{len .Clips}} clips with the highest reach of {{.AllClips}}; the CSV and XLSX list them all.{{else}}All {{len .Clips}} clips, the highest reach first.{{end}}</p>
+<p class="note">{{if .More}}The {{len .Clips}} clips with the highest reach of {{.AllClips}}{{if .Shared}}.{{else}}; the CSV and XLSX list them all.{{end}}{{else}}All {{len .Clips}} clips, the highest reach first.{{end}}</p>
 <table id="clips"><thead><tr><th scope="col">headline</th><th scope="col">outlet</th><th scope="col">date</th><th scope="col">type</th><th scope="col">sentiment</th><th scope="col" class="n">reach</th><th scope="col">journalist</th></tr></thead><tbody>
 {{range .Clips}}<tr><td dir="auto">{{if .URL}}<a href="{{.URL}}" rel="noopener noreferrer nofollow">{{.Title}}</a>{{else}}{{.Title}}{{end}}</td><td dir="auto">{{.Outlet}}</td><td>{{.Date}}</td><td>{{.Type}}</td><td>{{.Sentiment}}</td><td class="n">{{.Reach}}</td><td dir="auto">{{.Journalists}}</td></tr>
 {{end}}</tbody></table>{{end}}
@@ -108,7 +108,7 @@ func topClips(clips []reports.Clip, n int) []reports.Clip {
 // HTML writes the page.
 func (d *Document) HTML(w io.Writer) error {
 	data := map[string]any{"Title": d.Title(), "Team": d.Team, "Subtitle": d.Subtitle(), "Moment": d.Moment(), "Style": template.CSS(pageStyle),
-		"Empty": d.Empty(), "EmptyText": d.EmptyText()}
+		"Empty": d.Empty(), "EmptyText": d.EmptyText(), "Shared": d.SharedAt != nil}
 	var figs []htmlFigure
 	for _, f := range d.Figures() {
 		figs = append(figs, htmlFigure{f, rawNumber(f.Value)})
