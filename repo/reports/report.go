@@ -198,16 +198,22 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 	if n > MaxReportItems {
 		return nil, repo.Errorf(repo.CodeFailedPrecondition, "the range holds %d coverage items, more than the %d one report reads; narrow since/until or the scope", n, MaxReportItems)
 	}
+	settings, err := s.Settings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The summary is read only when share of voice looks for competitors
+	// in it: it is long text the service's index leaves out (repo's
+	// mirrorSpecs), so without it the index answers the read.
 	var items []repo.Coverage
-	projection := bson.M{"title": 1, "summary": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}
+	projection := bson.M{"title": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}
+	if len(settings.Competitors) > 0 {
+		projection["summary"] = 1
+	}
 	if q.Clips {
 		projection["url"], projection["contact_ids"] = 1, 1
 	}
 	if err := s.FindProjected(ctx, repo.CollCoverage, filter, projection, &items); err != nil {
-		return nil, err
-	}
-	settings, err := s.Settings(ctx)
-	if err != nil {
 		return nil, err
 	}
 	outletIDs := []string{}
