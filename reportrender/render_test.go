@@ -411,3 +411,51 @@ func TestPNGDecodes(t *testing.T) {
 	}
 	_ = io.Discard
 }
+
+// TestPipelineRenderings: the pipeline report's formats, with hostile
+// owner names and titles: its sheets, its CSV tables, its charts' points,
+// its PDF's text.
+func TestPipelineRenderings(t *testing.T) {
+	now := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	p := &reports.PipelineReport{Scope: "team", Since: now.AddDate(0, 0, -30), Until: now, ComputedAt: now, Opportunities: 4,
+		ByStage:    map[string]int{"researching": 1, "pitched": 2, "won": 1, "lost": 0},
+		ByOwner:    []reports.OwnerCount{{Owner: markup, Open: 2}, {Owner: rtl, Open: 1}},
+		Conversion: reports.Conversion{Pitched: 3, Responded: 2, Placed: 1, RespondedRate: 66.7, PlacedRate: 33.3},
+		Stale:      []reports.PipelineItem{{ID: "o1", Title: formula, Stage: "pitched", Owner: markup, StageSince: now.AddDate(0, 0, -20), DaysInStage: 20}},
+		StaleCount: 1, Upcoming: []reports.Upcoming{{OpportunityID: "o2", Title: longHead, What: "embargo_until", At: now.AddDate(0, 0, 3), Owner: rtl}}, UpcomingCount: 1}
+	d := &reportrender.Document{Kind: reportrender.KindPipeline, Pipeline: p, Team: "Acme PR", ScopeName: "The whole team"}
+	var b bytes.Buffer
+	if err := d.HTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if strings.Contains(page, "<script") || !strings.Contains(page, "Pipeline report") || !strings.Contains(page, rtl) || !strings.Contains(page, `id="stale"`) {
+		t.Errorf("pipeline page: escaping or content wrong")
+	}
+	rows, err := csv.NewReader(bytes.NewReader(render(t, d, "stale"))).ReadAll()
+	if err != nil || len(rows) != 2 || rows[1][0] != "'"+formula || rows[1][4] != "20" {
+		t.Errorf("stale CSV: %v %q", err, rows)
+	}
+	rows, err = csv.NewReader(bytes.NewReader(render(t, d, "upcoming"))).ReadAll()
+	if err != nil || len(rows) != 2 || rows[1][0] != longHead || rows[1][1] != "embargo_until" {
+		t.Errorf("upcoming CSV: %v", err)
+	}
+	f, err := excelize.OpenReader(bytes.NewReader(render(t, d, "xlsx")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.GetSheetList(), ","); got != "Figures,Stale,Upcoming" {
+		t.Errorf("sheets %s", got)
+	}
+	f.Close()
+	charts := d.Charts()
+	if len(charts) != 3 || charts[2].Points[0].Value != 3 || charts[2].Points[2].Value != 1 || charts[1].Points[0].Label != markup {
+		t.Errorf("pipeline charts: %+v", charts)
+	}
+	text := pdfText(t, render(t, d, "pdf-letter"))
+	for _, want := range []string{"Pipeline report", "Stale opportunities", "20 days in stage", "66.7", "33.3", "embargo_until"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("pipeline PDF lacks %q", want)
+		}
+	}
+}
