@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/ledger"
 	"outreach/repo"
@@ -207,14 +208,16 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 	// mirrorSpecs), so without it the index answers the read.
 	var items []repo.Coverage
 	projection := bson.M{"title": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}
-	if len(settings.Competitors) > 0 {
-		projection["summary"] = 1
-	}
 	if q.Clips {
 		projection["url"], projection["contact_ids"] = 1, 1
 	}
 	if err := s.FindProjected(ctx, repo.CollCoverage, filter, projection, &items); err != nil {
 		return nil, err
+	}
+	if len(settings.Competitors) > 0 && len(items) > 0 {
+		if err := s.summaries(ctx, filter, items); err != nil {
+			return nil, err
+		}
 	}
 	outletIDs := []string{}
 	for _, c := range items {
@@ -396,6 +399,32 @@ func (s *Store) clips(ctx context.Context, r *CoverageReport, items []repo.Cover
 	})
 	if len(r.TopOutlets) > TopOutletsShown {
 		r.TopOutlets = r.TopOutlets[:TopOutletsShown]
+	}
+	return nil
+}
+
+// summaries fills the summaries of items (the coverage filter matched),
+// which share of voice searches: in one read of the store, with the same
+// filter, since the service's index leaves this long text out and would
+// fetch it record by record.
+func (s *Store) summaries(ctx context.Context, filter bson.M, items []repo.Coverage) error {
+	cur, err := s.Collection(repo.CollCoverage).Find(ctx, filter, options.Find().SetProjection(bson.M{"summary": 1}))
+	if err != nil {
+		return ledger.DriverErr(err, "coverage", "report")
+	}
+	var docs []struct {
+		ID      string `bson:"_id"`
+		Summary string `bson:"summary"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return ledger.DriverErr(err, "coverage", "report")
+	}
+	by := make(map[string]string, len(docs))
+	for _, d := range docs {
+		by[d.ID] = d.Summary
+	}
+	for i := range items {
+		items[i].Summary = by[items[i].ID]
 	}
 	return nil
 }
