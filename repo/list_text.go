@@ -47,7 +47,7 @@ var listTexts = map[string][]string{
 
 // maxTextReads is the most records a free-text filter reads by _id to
 // decide what the word index did not; beyond it (or beyond a
-// maxReadShare-th of the collection) one pass of the store's pattern is
+// MaxReadShare-th of the collection) one pass of the store's pattern is
 // cheaper.
 const maxTextReads = 2000
 
@@ -156,7 +156,7 @@ func (s *Store) textIDs(ctx context.Context, t textFilter) (ids []string, ok boo
 // wordIDs is textIDs from the word index alone.
 func (s *Store) wordIDs(ctx context.Context, t textFilter) (ids []string, ok bool, err error) {
 	fields := listTexts[t.coll]
-	recs, exact, size, ok := s.ListTextCandidates(t.coll, foldText(t.text))
+	recs, exact, size, ok := s.ListTextCandidates(t.coll, FoldText(t.text))
 	if !ok {
 		return nil, false, nil
 	}
@@ -180,7 +180,7 @@ func (s *Store) wordIDs(ctx context.Context, t textFilter) (ids []string, ok boo
 		}
 		read = append(read, r.ID)
 	}
-	if len(read) > maxTextReads || (len(read) > 64 && len(read)*maxReadShare > size) {
+	if len(read) > maxTextReads || (len(read) > 64 && len(read)*MaxReadShare > size) {
 		return nil, false, nil
 	}
 	raws, err := s.FetchByID(ctx, t.coll, read)

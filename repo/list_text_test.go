@@ -108,8 +108,8 @@ func TestListTextWordIndexAnswersAsTheStore(t *testing.T) {
 	compare := func(stage string) {
 		t.Helper()
 		for _, needle := range needles {
-			words := strings.FieldsFunc(foldText(needle), func(r rune) bool { return !wordRune(r) })
-			oneWord := len(words) == 1 && words[0] == foldText(needle)
+			words := strings.FieldsFunc(FoldText(needle), func(r rune) bool { return !wordRune(r) })
+			oneWord := len(words) == 1 && words[0] == FoldText(needle)
 			for _, l := range listers {
 				for _, q := range []struct {
 					archived      bool

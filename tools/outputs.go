@@ -17,6 +17,7 @@ import (
 	"outreach/repo/notify"
 	"outreach/repo/pitches"
 	"outreach/repo/reports"
+	"outreach/repo/search"
 )
 
 // Structured output. Every tool declares an outputSchema, derived from the Go
@@ -99,7 +100,7 @@ var outputs = map[string]*jsonschema.Schema{
 	"archive_note":           of[noteResult](),
 	"restore_note":           of[noteResult](),
 	"get_interaction_log":    of[dossiers.InteractionLog](),
-	"search":                 object("total", of[int](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "search_path", of[string](), "hits", of[[]repo.SearchHit]()),
+	"search":                 object("total", of[int](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "search_path", of[string](), "hits", of[[]search.SearchHit]()),
 	"get_contact_dossier":    of[dossiers.ContactDossier](),
 	"get_outlet_dossier":     of[dossiers.OutletDossier](),
 	"get_opportunity_status": of[dossiers.OpportunityStatus](),
