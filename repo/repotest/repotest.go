@@ -23,6 +23,7 @@ import (
 	"outreach/repo"
 	_ "outreach/repo/access"
 	_ "outreach/repo/dossiers"
+	_ "outreach/repo/inbox"
 	_ "outreach/repo/notify"
 	_ "outreach/repo/pitches"
 	_ "outreach/repo/reports"
@@ -122,4 +123,29 @@ func UpdateFixture(t *testing.T, s *repo.Store, coll, id string, set bson.M) {
 	if _, err := s.Write(Ctx(), ledger.Mutation{Coll: coll, ID: id, Action: "update", Before: before, After: after, Version: v}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// OpenVerified opens a store in the default mode on a fresh embedded
+// server, as database db, and returns it with a context of the system
+// actor; when t ends, the store's invariants are verified (Verify) and it
+// is closed.
+func OpenVerified(t *testing.T, db string) (*repo.Store, context.Context) {
+	t.Helper()
+	ctx := audit.WithActor(context.Background(), repo.SystemActor("directory-test"))
+	es, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(es.Close)
+	s, err := repo.Open(ctx, es.URI, db, repo.Options{Logger: zerolog.Nop(), Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if v, err := s.Verify(context.Background()); err != nil || len(v) > 0 {
+			t.Errorf("invariants: %v %+v", err, v)
+		}
+		s.Close(context.Background())
+	})
+	return s, ctx
 }
