@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -70,8 +69,10 @@ func TextOf(rng *rand.Rand, words int, vocabulary []string) string {
 // PatternCountedStore starts an embedded store for a comparison of the
 // word index with the store's pattern: open opens the service's store on
 // it (its indexes ready, the checkpoint kept across opens), and patterns
-// counts the finds and aggregates sent with a pattern.
-func PatternCountedStore(t *testing.T, db string) (open func() *repo.Store, patterns *atomic.Int64) {
+// counts the finds and aggregates sent with a pattern. wait waits for the
+// service's indexes to be rebuilt (a test's own: the engine's test hooks
+// it reads are called from test files only).
+func PatternCountedStore(t *testing.T, db string, wait func(*testing.T, *repo.Store)) (open func() *repo.Store, patterns *atomic.Int64) {
 	es, err := embedded.Start(context.Background(), embedded.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -89,23 +90,9 @@ func PatternCountedStore(t *testing.T, db string) (open func() *repo.Store, patt
 		if err != nil {
 			t.Fatal(err)
 		}
-		WaitIndexes(t, s)
+		wait(t, s)
 		return s
 	}, patterns
-}
-
-// WaitIndexes waits until the store's indexes are built and the
-// service's indexes are not being rebuilt.
-func WaitIndexes(t *testing.T, s *repo.Store) {
-	t.Helper()
-	if err := s.IndexesReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(time.Minute); s.Internals().IndexStale(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the service's indexes were not rebuilt within a minute")
-		}
-	}
 }
 
 // UpdateFixture sets fields of a record through the write path.

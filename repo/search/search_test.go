@@ -40,7 +40,7 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 		t.Skip("the service keeps its own indexes for the embedded store only")
 	}
 	ctx := repotest.Ctx()
-	open, patterns := repotest.PatternCountedStore(t, "words")
+	open, patterns := repotest.PatternCountedStore(t, "words", waitIndexes)
 	s := open()
 	rng := rand.New(rand.NewPCG(29, 250))
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -189,4 +189,18 @@ func sameHits(a, b []search.SearchHit) bool {
 		}
 	}
 	return true
+}
+
+// waitIndexes waits until the store's indexes are built and the service's
+// indexes are not being rebuilt.
+func waitIndexes(t *testing.T, s *repo.Store) {
+	t.Helper()
+	if err := s.IndexesReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); s.Internals().IndexStale(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the service's indexes were not rebuilt within a minute")
+		}
+	}
 }
