@@ -20,7 +20,7 @@ type EmailAttachment struct {
 	SHA256    string `bson:"sha256,omitempty" json:"sha256,omitempty"`
 }
 
-// IncomingEmail is a parsed message offered to IngestEmail. Addresses are
+// IncomingEmail is a parsed message offered to the inbox's IngestEmail. Addresses are
 // bare, lower case (they match contacts and make content keys); Names holds
 // the display names given with them, by address.
 type IncomingEmail struct {
@@ -37,14 +37,14 @@ type IncomingEmail struct {
 	Source      string
 }
 
-// Outcomes of IngestEmail.
+// Outcomes of the inbox's IngestEmail.
 const (
 	EmailStored    = "stored"
 	EmailDuplicate = "duplicate"
 	EmailSkipped   = "skipped" // no known contact in From, To or Cc
 )
 
-// IngestResult says what IngestEmail did with a message.
+// IngestResult says what the inbox's IngestEmail did with a message.
 // EmailID is the stored message's own id (messages[].id of its thread, the
 // id the interaction log shows); MessageID is its RFC 822 Message-ID (or
 // content key), as messages[].message_id: one name, one meaning everywhere.
