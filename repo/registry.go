@@ -45,7 +45,7 @@ func OnEmailStored(fn func(ctx context.Context, s *Store, in IncomingEmail, res 
 func checkRegistry() error {
 	for c, pkg := range areaRuled {
 		if stateRules[c] == nil {
-			return fmt.Errorf("the store cannot start: no rollback rule for %s (link package %s)", kindOf(c), pkg)
+			return fmt.Errorf("the store cannot start: no rollback rule for %s (link package %s)", KindOf(c), pkg)
 		}
 	}
 	if reactions.emailStored == nil {
