@@ -153,7 +153,7 @@ func (s *Store) PipelineReport(ctx context.Context, q PipelineReportQuery) (*Pip
 	owners := map[string]string{}
 	if len(ownerIDs) > 0 {
 		var users []repo.User
-		if err := s.FindProjected(ctx, repo.CollUsers, repo.ByIDs(ownerIDs), bson.M{"name": 1}, &users); err != nil {
+		if err := s.lookup(ctx, repo.CollUsers, ownerIDs, bson.M{"name": 1}, &users); err != nil {
 			return nil, err
 		}
 		for _, u := range users {
