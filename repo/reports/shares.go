@@ -49,6 +49,9 @@ type ReportQuery struct {
 	Since, Until time.Time
 	CampaignID   string
 	OutletIDs    []string
+	// NoClips leaves the clip list and the top outlets out (a chart that
+	// does not draw them); the figures are the same.
+	NoClips bool
 }
 
 // Snapshot is one computed report with what its pages print around it:
@@ -72,7 +75,7 @@ func (s *Store) Compute(ctx context.Context, q ReportQuery) (*Snapshot, error) {
 	var err error
 	switch q.Kind {
 	case "coverage":
-		snap.Coverage, err = s.CoverageReport(ctx, CoverageReportQuery{Since: q.Since, Until: q.Until, CampaignID: q.CampaignID, OutletIDs: q.OutletIDs, Clips: true})
+		snap.Coverage, err = s.CoverageReport(ctx, CoverageReportQuery{Since: q.Since, Until: q.Until, CampaignID: q.CampaignID, OutletIDs: q.OutletIDs, Clips: !q.NoClips})
 		if err == nil {
 			snap.Clips, snap.TopOutlets = snap.Coverage.Clips, snap.Coverage.TopOutlets
 		}
