@@ -156,6 +156,13 @@ type Report struct {
 	Rollbacks                 []RollbackRun
 	Backup                    *BackupRun
 	ServerRSS, PeerRSS        int64 // bytes, at the end
+	// PeakRSS is this process's peak RSS while serving (the starts, every
+	// call of the service's cells, the backup while serving); RunPeakRSS
+	// over the whole run, the bench's own work too: the seeding, the raw
+	// store's cells, the restore into a second store (memory.go's peaks).
+	// Zero where the kernel cannot say.
+	PeakRSS, RunPeakRSS int64
+	peaks               peaks
 	// HeldRSS is this process's RSS at the end once a collection has handed
 	// the freed memory back (debug.FreeOSMemory): what it holds, without the
 	// garbage the last cells (the raw scans among them) left.
@@ -256,6 +263,7 @@ func (t *target) close() {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	rep := &Report{Config: cfg, Machine: cpuModel(), CPUs: runtime.NumCPU(), LoadBefore: loadAvg()}
+	rep.peaks.begin() // the seeding
 	t := &target{uri: cfg.MongoURI, db: cfg.DB, opts: repo.Options{Logger: zerolog.Nop(), WriteMode: os.Getenv("OUTREACH_WRITE_MODE")}}
 	rep.Store = "MongoDB-compatible server at MONGODB_URI"
 	if t.uri == "" {
@@ -340,14 +348,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, o := range ops {
 		row := Row{Name: o.name, Write: o.write, RawOps: o.rawOps, Service: map[int]Stats{}, Raw: map[int]Stats{}, Peer: map[int]Stats{}}
 		for _, n := range cfg.Clients {
+			rep.peaks.begin()
 			st, err := measureMCP(ctx, svc.URL+"/mcp", bearer{key, cfg.AgentSession}, n, cfg.Cell, o.call, nil)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", o.name, err)
 			}
+			rep.peaks.end(true)
 			row.Service[n] = st
 			var rs Stats
 			if !cfg.NoRaw {
+				rep.peaks.begin()
 				rs = measure(n, cfg.Cell, 1, func(w, i int) error { return o.raw(ctx, raw, w, i) })
+				rep.peaks.end(false)
 			}
 			row.Raw[n] = rs
 			line := fmt.Sprintf("%-34s %d clients: p50 %v (raw %v), %.1f calls/s (raw %.1f)", o.name, n, st.P50, rs.P50, st.Throughput, rs.Throughput)
@@ -363,6 +375,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
+	rep.peaks.begin() // the rollbacks, the backup while serving (measureBackup ends it)
 	for _, n := range cfg.Rollback {
 		rb, err := measureRollback(ctx, svc.URL+"/mcp", key, d, n)
 		if err != nil {
@@ -372,7 +385,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		fmt.Fprintf(cfg.Progress, "session of %d create_note calls: written in %v, rolled back in %v\n", n, rb.Write.Round(time.Millisecond), rb.Rollback.Round(time.Millisecond))
 	}
 	if cfg.Backup {
-		b, err := measureBackup(ctx, t)
+		b, err := measureBackup(ctx, t, &rep.peaks)
 		if err != nil {
 			return nil, err
 		}
@@ -381,6 +394,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			b.Backup.Round(time.Millisecond), b.Paused.Round(time.Microsecond), b.Restore.Round(time.Millisecond))
 		fmt.Fprintf(cfg.Progress, "a write's p50 with change shipping off %v, on %v (%+.1f %%)\n", b.WriteOff.Round(time.Microsecond),
 			b.WriteOn.Round(time.Microsecond), 100*(b.WriteOn.Seconds()/max(b.WriteOff.Seconds(), 1e-9)-1))
+		rep.peaks.end(false) // the restore
+	} else {
+		rep.peaks.end(true)
 	}
 	if cfg.MemProfile != "" {
 		if err := writeHeapProfile(cfg.MemProfile); err != nil {
@@ -388,6 +404,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep.ServerRSS = rss(os.Getpid())
+	rep.PeakRSS, rep.RunPeakRSS = rep.peaks.serving, rep.peaks.run
 	debug.FreeOSMemory()
 	rep.HeldRSS = rss(os.Getpid())
 	rep.Held = heldMemory()
@@ -441,6 +458,8 @@ func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, st
 	fmt.Fprintf(cfg.Progress, "seeded %s in %v (%s)\n", d.summary, rep.SeedTime.Round(time.Millisecond), rep.SeedMethod)
 
 	t.close()
+	rep.peaks.end(false)
+	rep.peaks.begin() // the service's starts
 	start = time.Now()
 	if err := t.open(ctx); err != nil {
 		return nil, "", fmt.Errorf("reopen: %w", err)
@@ -462,6 +481,7 @@ func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, st
 	if err := measureCrash(sctx, t, cfg.Notes, rep, func(f string, a ...any) { fmt.Fprintf(cfg.Progress, f, a...) }); err != nil {
 		return nil, "", err
 	}
+	rep.peaks.end(true)
 	return d, key, nil
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -72,3 +73,34 @@ func (h HeldMemory) String() string {
 // heldMemoryLabel names the split's row.
 const heldMemoryLabel = "of what it holds: Go's live heap / the Go runtime's rest (spans kept, stacks, the collector's metadata) / " +
 	"outside Go (the embedded store's SQLite) / the binary's pages"
+
+// peaks follows the process's peak RSS (VmHWM) phase by phase: each phase
+// begins with a collection that hands freed memory back and the kernel's
+// count started again, and ends by reading it. Serving phases are what a
+// service process does in production (its starts, its calls, a backup
+// while it serves); the others are the bench's own work in the same
+// process (seeding in bulk, the raw store's cells, which make the embedded
+// store decode whole collections, and the restore into a second store with
+// indexes of its own).
+type peaks struct{ serving, run int64 }
+
+func (p *peaks) begin() {
+	debug.FreeOSMemory()
+	resetPeak()
+}
+
+func (p *peaks) end(serving bool) {
+	v := statusBytes("VmHWM:")
+	p.run = max(p.run, v)
+	if serving {
+		p.serving = max(p.serving, v)
+	}
+}
+
+// resetPeak starts the kernel's count of this process's peak RSS (VmHWM)
+// again, so that each run (each size of a growth run) measures its own;
+// where it cannot, the peak is the process's since it started, which is
+// never less than the run's.
+func resetPeak() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}

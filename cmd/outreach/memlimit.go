@@ -66,3 +66,25 @@ func applyMemoryLimit(setting string) (int64, error) {
 	debug.SetMemoryLimit(n)
 	return n, nil
 }
+
+// defaultGCPercent is the collector's GOGC that serve (and bench) set
+// unless GOGC is set: the heap may grow by half of what is live between
+// collections, not by all of it. Most of what is live at scale is the
+// service's own index, built once and kept, which a collection marks
+// quickly (its records are bytes in large chunks, no pointers); the heap's
+// peak is what the pacer lets the garbage reach above it, so at 100,000
+// notes GOGC 100 let the process peak at twice its index (docs/performance.md,
+// "Memory at scale").
+const defaultGCPercent = 50
+
+// applyGCPercent sets defaultGCPercent unless GOGC is set (the runtime
+// has applied it then). It returns the percentage in force.
+func applyGCPercent() int {
+	if os.Getenv("GOGC") != "" {
+		p := debug.SetGCPercent(100)
+		debug.SetGCPercent(p)
+		return p
+	}
+	debug.SetGCPercent(defaultGCPercent)
+	return defaultGCPercent
+}

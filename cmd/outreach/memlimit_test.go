@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"runtime/debug"
 	"testing"
 )
 
@@ -18,5 +19,20 @@ func TestParseMemoryLimit(t *testing.T) {
 		if got, err := parseMemoryLimit(in); err == nil {
 			t.Errorf("%q: accepted as %d", in, got)
 		}
+	}
+}
+
+// Without GOGC the service sets its own percentage; with GOGC the
+// runtime's (what GOGC said at start) stays.
+func TestGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	if got := applyGCPercent(); got != defaultGCPercent || debug.SetGCPercent(defaultGCPercent) != defaultGCPercent {
+		t.Errorf("without GOGC: %d in force, want %d", got, defaultGCPercent)
+	}
+	debug.SetGCPercent(80) // as GOGC=80 at start would
+	t.Setenv("GOGC", "80")
+	if got := applyGCPercent(); got != 80 || debug.SetGCPercent(80) != 80 {
+		t.Errorf("with GOGC=80: %d in force", got)
 	}
 }
