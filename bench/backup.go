@@ -35,7 +35,7 @@ type BackupRun struct {
 
 // measureBackup backs up the target's store into a scratch directory and
 // restores it into an empty store of the same kind.
-func measureBackup(ctx context.Context, t *target, p *peaks) (*BackupRun, error) {
+func measureBackup(ctx context.Context, t *target, servingEnds func() error) (*BackupRun, error) {
 	to, err := os.MkdirTemp("", "outreach-bench-backup-")
 	if err != nil {
 		return nil, err
@@ -55,8 +55,9 @@ func measureBackup(ctx context.Context, t *target, p *peaks) (*BackupRun, error)
 	}
 	// The restore is a process of its own in production (outreach
 	// restore): here it runs beside the service and its indexes.
-	p.end(true)
-	p.begin()
+	if err := servingEnds(); err != nil {
+		return nil, err
+	}
 	db := t.db + "_restored"
 	opts := repo.Options{Logger: zerolog.Nop(), WriteMode: t.opts.WriteMode}
 	if t.uri != "" {

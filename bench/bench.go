@@ -75,7 +75,8 @@ type Config struct {
 	// that a profile of the run is the service's alone.
 	NoRaw bool
 	// MemProfile, when set, is where a heap profile is written at the end
-	// of the run, while the store and the service are still up.
+	// of the service's part of the run (before the restore into a second
+	// store), while the store and the service are still up.
 	MemProfile string
 	// Progress receives one line per cell; nil is silent.
 	Progress io.Writer
@@ -163,9 +164,10 @@ type Report struct {
 	// Zero where the kernel cannot say.
 	PeakRSS, RunPeakRSS int64
 	peaks               peaks
-	// HeldRSS is this process's RSS at the end once a collection has handed
-	// the freed memory back (debug.FreeOSMemory): what it holds, without the
-	// garbage the last cells (the raw scans among them) left.
+	// HeldRSS is this process's RSS at the end of the service's part of the
+	// run (before the restore into a second store) once a collection has
+	// handed the freed memory back (debug.FreeOSMemory): what it holds,
+	// without the garbage the last cells (the raw scans among them) left.
 	HeldRSS int64
 	// Held is what HeldRSS is made of (memory.go).
 	Held     HeldMemory
@@ -375,6 +377,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
+	// servingEnds ends the service's part of the run: its peak, then what
+	// it holds once a collection hands freed memory back (and its heap
+	// profile), before the restore into a second store in this process
+	// (which a production restore runs in a process of its own).
+	servingEnds := func() error {
+		rep.peaks.end(true)
+		if cfg.MemProfile != "" {
+			if err := writeHeapProfile(cfg.MemProfile); err != nil {
+				return err
+			}
+		}
+		debug.FreeOSMemory()
+		rep.HeldRSS = rss(os.Getpid())
+		rep.Held = heldMemory()
+		fmt.Fprintf(cfg.Progress, "held at the end of serving: %d MB (live heap / runtime's rest / outside Go / binary %s; the rest: %s)\n",
+			rep.HeldRSS>>20, rep.Held, runtimeClasses())
+		rep.peaks.begin()
+		return nil
+	}
 	rep.peaks.begin() // the rollbacks, the backup while serving (measureBackup ends it)
 	for _, n := range cfg.Rollback {
 		rb, err := measureRollback(ctx, svc.URL+"/mcp", key, d, n)
@@ -385,7 +406,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		fmt.Fprintf(cfg.Progress, "session of %d create_note calls: written in %v, rolled back in %v\n", n, rb.Write.Round(time.Millisecond), rb.Rollback.Round(time.Millisecond))
 	}
 	if cfg.Backup {
-		b, err := measureBackup(ctx, t, &rep.peaks)
+		b, err := measureBackup(ctx, t, servingEnds)
 		if err != nil {
 			return nil, err
 		}
@@ -394,20 +415,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			b.Backup.Round(time.Millisecond), b.Paused.Round(time.Microsecond), b.Restore.Round(time.Millisecond))
 		fmt.Fprintf(cfg.Progress, "a write's p50 with change shipping off %v, on %v (%+.1f %%)\n", b.WriteOff.Round(time.Microsecond),
 			b.WriteOn.Round(time.Microsecond), 100*(b.WriteOn.Seconds()/max(b.WriteOff.Seconds(), 1e-9)-1))
-		rep.peaks.end(false) // the restore
-	} else {
-		rep.peaks.end(true)
-	}
-	if cfg.MemProfile != "" {
-		if err := writeHeapProfile(cfg.MemProfile); err != nil {
-			return nil, err
-		}
+	} else if err := servingEnds(); err != nil {
+		return nil, err
 	}
 	rep.ServerRSS = rss(os.Getpid())
+	rep.peaks.end(false) // the restore
 	rep.PeakRSS, rep.RunPeakRSS = rep.peaks.serving, rep.peaks.run
-	debug.FreeOSMemory()
-	rep.HeldRSS = rss(os.Getpid())
-	rep.Held = heldMemory()
 	if peer != nil {
 		rep.PeerRSS = rss(peer.pid())
 	}

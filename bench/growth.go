@@ -175,7 +175,7 @@ func (g *Growth) Markdown() string {
 	row("peak RSS over the whole run (with the bulk seeding, the raw store's cells and the restore into a second store, in this process)", func(r *Report) string {
 		return fmt.Sprintf("%d MB", r.RunPeakRSS>>20)
 	})
-	row("RSS once a collection hands freed memory back (what it holds)", func(r *Report) string { return fmt.Sprintf("%d MB", r.HeldRSS>>20) })
+	row("RSS once a collection hands freed memory back (what it holds), at the end of serving (before the restore)", func(r *Report) string { return fmt.Sprintf("%d MB", r.HeldRSS>>20) })
 	row(heldMemoryLabel, func(r *Report) string { return r.Held.String() })
 	row("load average (1 min), start–end", func(r *Report) string {
 		return strings.Fields(r.LoadBefore + " ?")[0] + "–" + strings.Fields(r.LoadAfter + " ?")[0]

@@ -104,3 +104,25 @@ func (p *peaks) end(serving bool) {
 func resetPeak() {
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }
+
+// runtimeClasses names the parts of the Go runtime's rest, for the
+// progress line (in MB): the free space inside the heap's spans, the
+// collector's and the allocator's metadata, the goroutines' stacks.
+func runtimeClasses() string {
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/metadata/other:bytes"},
+		{Name: "/memory/classes/metadata/mspan/inuse:bytes"},
+		{Name: "/memory/classes/heap/stacks:bytes"},
+		{Name: "/memory/classes/other:bytes"},
+	}
+	metrics.Read(samples)
+	var b strings.Builder
+	for _, s := range samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			fmt.Fprintf(&b, "%s %d MB; ", strings.TrimSuffix(strings.TrimPrefix(s.Name, "/memory/classes/"), ":bytes"), s.Value.Uint64()>>20)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
