@@ -48,7 +48,7 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if _, err := applyMemoryLimit(*memoryLimit); err != nil {
 		return fmt.Errorf("-memory-limit: %w", err)
 	}
-	applyGCPercent()
+	applyGCPercent(ctx)
 	switch *seedHow {
 	case bench.SeedAuto, bench.SeedWrite, bench.SeedBulk:
 	default:

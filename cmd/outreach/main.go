@@ -220,7 +220,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if _, err := applyMemoryLimit(cfg.memoryLimit); err != nil {
 			return fmt.Errorf("--memory-limit (OUTREACH_MEMORY_LIMIT): %w", err)
 		}
-		applyGCPercent()
+		applyGCPercent(ctx)
 		return serve(ctx, cfg, stdout, stderr, log)
 	case "indexes", "verify":
 		asJSON := fs.Bool("json", false, "verify: print the report as JSON")

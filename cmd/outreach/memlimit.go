@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // defaultMemoryLimit is the soft limit on the Go runtime's memory that
@@ -67,24 +70,60 @@ func applyMemoryLimit(setting string) (int64, error) {
 	return n, nil
 }
 
-// defaultGCPercent is the collector's GOGC that serve (and bench) set
-// unless GOGC is set: the heap may grow by half of what is live between
-// collections, not by all of it. Most of what is live at scale is the
-// service's own index, built once and kept, which a collection marks
-// quickly (its records are bytes in large chunks, no pointers); the heap's
-// peak is what the pacer lets the garbage reach above it, so at 100,000
-// notes GOGC 100 let the process peak at twice its index (docs/performance.md,
-// "Memory at scale").
-const defaultGCPercent = 50
+// The collector's pace, unless GOGC is set: the heap may grow by
+// gcHeadroom above what the last collection found live before the next
+// one runs (GOGC 100, twice what is live, while that is less), instead of
+// by all of what is live. At scale most of what is live is the service's
+// own index, built once and kept, which a collection marks quickly (its
+// records are bytes in large chunks, no pointers); under GOGC 100 the
+// process peaked at twice its index at 100,000 notes (about 530 MB against
+// 320 held; docs/performance.md, "Memory at scale"). The percentage follows
+// the live heap (paceGC), never below minGCPercent, so a larger index gets
+// proportionally more room and the collector never runs back to back.
+const (
+	gcHeadroom   = 48 << 20
+	minGCPercent = 10
+)
 
-// applyGCPercent sets defaultGCPercent unless GOGC is set (the runtime
-// has applied it then). It returns the percentage in force.
-func applyGCPercent() int {
-	if os.Getenv("GOGC") != "" {
-		p := debug.SetGCPercent(100)
-		debug.SetGCPercent(p)
-		return p
+// gcPercentFor is the GOGC that lets a heap of live bytes grow by
+// gcHeadroom: 100 up to 48 MiB live, 19 at 250 MiB, minGCPercent from
+// 480 MiB.
+func gcPercentFor(live uint64) int {
+	if live == 0 {
+		return 100
 	}
-	debug.SetGCPercent(defaultGCPercent)
-	return defaultGCPercent
+	return int(min(100, max(minGCPercent, 100*uint64(gcHeadroom)/live)))
+}
+
+// applyGCPercent paces the collector (paceGC, until ctx ends) unless GOGC
+// is set, when the runtime's setting stays. It reports whether it paces.
+func applyGCPercent(ctx context.Context) bool {
+	if os.Getenv("GOGC") != "" {
+		return false
+	}
+	go paceGC(ctx, time.Second, func(p int) { debug.SetGCPercent(p) })
+	return true
+}
+
+// paceGC sets (through set) the GOGC gcPercentFor gives for the live heap
+// the last collection found, every interval, when it changes.
+func paceGC(ctx context.Context, every time.Duration, set func(int)) {
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	last := -1
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		metrics.Read(live)
+		if live[0].Value.Kind() == metrics.KindUint64 {
+			if p := gcPercentFor(live[0].Value.Uint64()); p != last {
+				set(p)
+				last = p
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
