@@ -265,6 +265,7 @@ func (t *target) close() {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	rep := &Report{Config: cfg, Machine: cpuModel(), CPUs: runtime.NumCPU(), LoadBefore: loadAvg()}
+	rep.peaks.progress = cfg.Progress
 	rep.peaks.begin() // the seeding
 	t := &target{uri: cfg.MongoURI, db: cfg.DB, opts: repo.Options{Logger: zerolog.Nop(), WriteMode: os.Getenv("OUTREACH_WRITE_MODE")}}
 	rep.Store = "MongoDB-compatible server at MONGODB_URI"
@@ -355,13 +356,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", o.name, err)
 			}
-			rep.peaks.end(true)
+			rep.peaks.end(o.name, true)
 			row.Service[n] = st
 			var rs Stats
 			if !cfg.NoRaw {
 				rep.peaks.begin()
 				rs = measure(n, cfg.Cell, 1, func(w, i int) error { return o.raw(ctx, raw, w, i) })
-				rep.peaks.end(false)
+				rep.peaks.end(o.name+" (raw)", false)
 			}
 			row.Raw[n] = rs
 			line := fmt.Sprintf("%-34s %d clients: p50 %v (raw %v), %.1f calls/s (raw %.1f)", o.name, n, st.P50, rs.P50, st.Throughput, rs.Throughput)
@@ -382,7 +383,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// profile), before the restore into a second store in this process
 	// (which a production restore runs in a process of its own).
 	servingEnds := func() error {
-		rep.peaks.end(true)
+		rep.peaks.end("the rollbacks and the backup while serving", true)
 		if cfg.MemProfile != "" {
 			if err := writeHeapProfile(cfg.MemProfile); err != nil {
 				return err
@@ -419,7 +420,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.ServerRSS = rss(os.Getpid())
-	rep.peaks.end(false) // the restore
+	rep.peaks.end("the restore", false)
 	rep.PeakRSS, rep.RunPeakRSS = rep.peaks.serving, rep.peaks.run
 	if peer != nil {
 		rep.PeerRSS = rss(peer.pid())
@@ -471,7 +472,7 @@ func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, st
 	fmt.Fprintf(cfg.Progress, "seeded %s in %v (%s)\n", d.summary, rep.SeedTime.Round(time.Millisecond), rep.SeedMethod)
 
 	t.close()
-	rep.peaks.end(false)
+	rep.peaks.end("the seeding", false)
 	rep.peaks.begin() // the service's starts
 	start = time.Now()
 	if err := t.open(ctx); err != nil {
@@ -481,6 +482,8 @@ func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, st
 	rep.IndexTime = t.indexTime
 	fmt.Fprintf(cfg.Progress, "reopened the store and started the service in %v; its own indexes were built %v later\n",
 		rep.OpenTime.Round(time.Millisecond), rep.IndexTime.Round(time.Millisecond))
+	rep.peaks.end("the first start on the seeded store", true)
+	rep.peaks.begin()
 	// A restart: a clean stop, then a start on the same store.
 	t.close()
 	start = time.Now()
@@ -494,7 +497,7 @@ func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, st
 	if err := measureCrash(sctx, t, cfg.Notes, rep, func(f string, a ...any) { fmt.Fprintf(cfg.Progress, f, a...) }); err != nil {
 		return nil, "", err
 	}
-	rep.peaks.end(true)
+	rep.peaks.end("the restart and the start after a crash", true)
 	return d, key, nil
 }
 

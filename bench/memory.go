@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -82,15 +83,21 @@ const heldMemoryLabel = "of what it holds: Go's live heap / the Go runtime's res
 // process (seeding in bulk, the raw store's cells, which make the embedded
 // store decode whole collections, and the restore into a second store with
 // indexes of its own).
-type peaks struct{ serving, run int64 }
+type peaks struct {
+	serving, run int64
+	progress     io.Writer // each phase's peak, for finding what made it
+}
 
 func (p *peaks) begin() {
 	debug.FreeOSMemory()
 	resetPeak()
 }
 
-func (p *peaks) end(serving bool) {
+func (p *peaks) end(phase string, serving bool) {
 	v := statusBytes("VmHWM:")
+	if p.progress != nil {
+		fmt.Fprintf(p.progress, "peak RSS of %s: %d MB\n", phase, v>>20)
+	}
 	p.run = max(p.run, v)
 	if serving {
 		p.serving = max(p.serving, v)
