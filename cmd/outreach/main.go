@@ -220,7 +220,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if _, err := applyMemoryLimit(cfg.memoryLimit); err != nil {
 			return fmt.Errorf("--memory-limit (OUTREACH_MEMORY_LIMIT): %w", err)
 		}
-		applyGCPercent(ctx)
+		if _, err := applyGCPace(ctx, env("OUTREACH_GC_HEADROOM", "")); err != nil {
+			return fmt.Errorf("OUTREACH_GC_HEADROOM: %w", err)
+		}
 		return serve(ctx, cfg, stdout, stderr, log)
 	case "indexes", "verify":
 		asJSON := fs.Bool("json", false, "verify: print the report as JSON")

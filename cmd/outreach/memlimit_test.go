@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"runtime"
-	"runtime/debug"
 	"runtime/metrics"
 	"testing"
 	"time"
@@ -26,24 +25,29 @@ func TestParseMemoryLimit(t *testing.T) {
 	}
 }
 
-// The collector's pace: GOGC 100 while the live heap is small, then a
-// fixed headroom above it (a lower percentage as the index grows), never
-// below the floor; with GOGC set, the runtime's setting stays and nothing
-// paces.
+// The collector's pace, when asked for: GOGC 100 while the live heap is
+// small, then a fixed headroom above it (a lower percentage as the index
+// grows), never below the floor; off by default, and with GOGC set the
+// runtime's setting stays and nothing paces.
 func TestGCPace(t *testing.T) {
-	for live, want := range map[uint64]int{0: 100, 10 << 20: 100, 48 << 20: 100, 96 << 20: 50, 250 << 20: 19, 480 << 20: 10, 4 << 30: 10} {
-		if got := gcPercentFor(live); got != want {
-			t.Errorf("%d MiB live: GOGC %d, want %d", live>>20, got, want)
+	const mib = 1 << 20
+	for live, want := range map[uint64]int{0: 100, 10 * mib: 100, 48 * mib: 100, 96 * mib: 50, 250 * mib: 19, 480 * mib: 10, 4096 * mib: 10} {
+		if got := gcPercentFor(live, 48*mib); got != want {
+			t.Errorf("%d MiB live: GOGC %d, want %d", live/mib, got, want)
 		}
 	}
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	t.Setenv("GOGC", "80")
-	debug.SetGCPercent(80) // as GOGC=80 at start would
-	if applyGCPercent(context.Background()) {
-		t.Error("with GOGC set, the service paces the collector")
+	t.Setenv("GOGC", "")
+	for _, off := range []string{"", "off"} {
+		if paced, err := applyGCPace(context.Background(), off); paced || err != nil {
+			t.Errorf("headroom %q: paced %v, %v; want off", off, paced, err)
+		}
 	}
-	if p := debug.SetGCPercent(80); p != 80 {
-		t.Errorf("with GOGC=80: %d in force", p)
+	if _, err := applyGCPace(context.Background(), "48"); err == nil {
+		t.Error("a headroom without a unit was accepted")
+	}
+	t.Setenv("GOGC", "80")
+	if paced, _ := applyGCPace(context.Background(), "64MiB"); paced {
+		t.Error("with GOGC set, the service paces the collector")
 	}
 	// Paced, the percentage follows the live heap, as the last
 	// collection found it.
@@ -52,12 +56,12 @@ func TestGCPace(t *testing.T) {
 	hold := make([]byte, 64<<20) // live: the pace moves below 100
 	runtime.GC()
 	set := make(chan int, 1)
-	go paceGC(ctx, time.Hour, func(p int) { set <- p })
+	go paceGC(ctx, time.Hour, 48*mib, func(p int) { set <- p })
 	got := <-set
 	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(live)
-	if want := gcPercentFor(live[0].Value.Uint64()); got != want || got >= 100 {
-		t.Errorf("paced at %d with %d MiB live, want %d (below 100)", got, live[0].Value.Uint64()>>20, want)
+	if want := gcPercentFor(live[0].Value.Uint64(), 48*mib); got != want || got >= 100 {
+		t.Errorf("paced at %d with %d MiB live, want %d (below 100)", got, live[0].Value.Uint64()/mib, want)
 	}
 	runtime.KeepAlive(hold)
 }
