@@ -10,6 +10,7 @@ import (
 	"outreach/backup"
 	"outreach/mailsync"
 	"outreach/repo"
+	"outreach/repo/inbox"
 	"outreach/slackmsg"
 )
 
@@ -41,19 +42,19 @@ const maxImportBytes = 1 << 20
 
 // threadSummary is a thread in a list: everything but the message bodies.
 type threadSummary struct {
-	ID                 string                      `json:"id"`
-	Subject            string                      `json:"subject"`
-	ContactIDs         []string                    `json:"contact_ids"`
-	OpportunityLinks   []repo.EmailOpportunityLink `json:"opportunity_links"`
-	MessageCount       int                         `json:"message_count"`
-	LastMessageAt      time.Time                   `json:"last_message_at"`
-	LastContactReplyAt *time.Time                  `json:"last_contact_reply_at,omitempty"`
-	LastSummary        string                      `json:"last_summary"`
-	CreatedAt          time.Time                   `json:"created_at"`
-	ArchivedAt         *time.Time                  `json:"archived_at"`
+	ID                 string                       `json:"id"`
+	Subject            string                       `json:"subject"`
+	ContactIDs         []string                     `json:"contact_ids"`
+	OpportunityLinks   []inbox.EmailOpportunityLink `json:"opportunity_links"`
+	MessageCount       int                          `json:"message_count"`
+	LastMessageAt      time.Time                    `json:"last_message_at"`
+	LastContactReplyAt *time.Time                   `json:"last_contact_reply_at,omitempty"`
+	LastSummary        string                       `json:"last_summary"`
+	CreatedAt          time.Time                    `json:"created_at"`
+	ArchivedAt         *time.Time                   `json:"archived_at"`
 }
 
-func summarize(t repo.EmailThread) threadSummary {
+func summarize(t inbox.EmailThread) threadSummary {
 	s := threadSummary{ID: t.ID, Subject: t.Subject, ContactIDs: t.ContactIDs, OpportunityLinks: t.OpportunityLinks, MessageCount: len(t.Messages),
 		LastMessageAt: t.LastMessageAt, LastContactReplyAt: t.LastContactReplyAt, CreatedAt: t.CreatedAt, ArchivedAt: t.ArchivedAt}
 	if n := len(t.Messages); n > 0 {
@@ -115,7 +116,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 	type unlinkIn struct {
 		ID string `json:"id" jsonschema:"the link's own id (UUID), as get_email_thread and link_email_opportunity show it; not the thread's id"`
 	}
-	hits := func(total, limit int, msgs []repo.EmailHit) map[string]any {
+	hits := func(total, limit int, msgs []inbox.EmailHit) map[string]any {
 		return map[string]any{"total": total, "showing": len(msgs), "limit": limit, "messages": msgs}
 	}
 	return []Tool{
@@ -141,7 +142,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				return s.EmailSyncStatus(ctx, in.Reason, limit, offset)
+				return inbox.Of(s).EmailSyncStatus(ctx, in.Reason, limit, offset)
 			}),
 		newTool("import_email", "Import one raw RFC 822 message (e.g. an .eml file), stored like a synced one: into its thread, linked to the known contacts among From, To and Cc. A message without a known contact is skipped; one already stored is reported as a duplicate. Returns outcome, thread_id, email_id (the stored message's own id, messages[].id of the thread) and message_id (its RFC 822 Message-ID, as messages[].message_id).", create,
 			func(ctx context.Context, in *importIn) (any, error) {
@@ -167,14 +168,14 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				f := repo.EmailThreadFilter{ContactID: in.ContactID, OpportunityID: in.OpportunityID, IncludeArchived: in.IncludeArchived}
+				f := inbox.EmailThreadFilter{ContactID: in.ContactID, OpportunityID: in.OpportunityID, IncludeArchived: in.IncludeArchived}
 				if err := checkOptionalUUIDs("contact_id", in.ContactID, "opportunity_id", in.OpportunityID); err != nil {
 					return nil, err
 				}
 				if f.Since, err = optionalTime("since", in.Since, false); err != nil {
 					return nil, err
 				}
-				p, err := s.ListEmailThreads(ctx, f, limit, offset)
+				p, err := inbox.Of(s).ListEmailThreads(ctx, f, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -189,7 +190,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.EmailThreadDetail(ctx, in.ID)
+				return inbox.Of(s).EmailThreadDetail(ctx, in.ID)
 			}),
 		newTool("search_emails", "Search email messages by subject, body and sender, newest first. The text is matched literally and case-insensitively.", read,
 			func(ctx context.Context, in *searchIn) (any, error) {
@@ -200,7 +201,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if strings.TrimSpace(in.Query) == "" {
 					return nil, repo.Invalid("query", "must not be empty")
 				}
-				total, msgs, err := s.SearchEmails(ctx, in.Query, limit)
+				total, msgs, err := inbox.Of(s).SearchEmails(ctx, in.Query, limit)
 				if err != nil {
 					return nil, err
 				}
@@ -223,7 +224,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 					}
 					since = &t
 				}
-				total, msgs, err := s.ContactEmails(ctx, in.ContactID, since, limit)
+				total, msgs, err := inbox.Of(s).ContactEmails(ctx, in.ContactID, since, limit)
 				if err != nil {
 					return nil, err
 				}
@@ -237,7 +238,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if err := checkUUID("opportunity_id", in.OpportunityID); err != nil {
 					return nil, err
 				}
-				t, link, err := s.LinkEmailOpportunity(ctx, in.ThreadID, in.OpportunityID)
+				t, link, err := inbox.Of(s).LinkEmailOpportunity(ctx, in.ThreadID, in.OpportunityID)
 				if err != nil {
 					return nil, err
 				}
@@ -248,7 +249,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				t, err := s.UnlinkEmailOpportunity(ctx, in.ID)
+				t, err := inbox.Of(s).UnlinkEmailOpportunity(ctx, in.ID)
 				if err != nil {
 					return nil, err
 				}
