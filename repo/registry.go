@@ -14,7 +14,7 @@ import (
 
 // areaRuled are the collections whose rollback rule an area above the core
 // registers (RegisterRule).
-var areaRuled = []string{CollPitches}
+var areaRuled = []string{CollPitches, CollMailboxes}
 
 var reactions struct {
 	emailStored func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
@@ -45,7 +45,7 @@ func OnEmailStored(fn func(ctx context.Context, s *Store, in IncomingEmail, res 
 func checkRegistry() error {
 	for _, c := range areaRuled {
 		if stateRules[c] == nil {
-			return fmt.Errorf("the store cannot start: no rollback rule for %s (link package outreach/repo/pitches)", kindOf(c))
+			return fmt.Errorf("the store cannot start: no rollback rule for %s (link the area that keeps it: outreach/repo/pitches, outreach/repo/mailboxes)", kindOf(c))
 		}
 	}
 	if reactions.emailStored == nil {

@@ -15,6 +15,7 @@ import (
 	"outreach/repo"
 	_ "outreach/repo/access"
 	_ "outreach/repo/dossiers"
+	_ "outreach/repo/mailboxes"
 	_ "outreach/repo/notify"
 	_ "outreach/repo/pitches"
 	_ "outreach/repo/reports"
