@@ -138,7 +138,8 @@ var outputs = map[string]*jsonschema.Schema{
 	// Emails
 	"sync_emails":              of[mailsync.Result](),
 	"import_email":             of[repo.IngestResult](),
-	"get_sync_status":          of[repo.SyncStatus](),
+	"get_sync_status":          of[syncStatus](),
+	"disconnect_mailbox":       of[disconnectMailboxOut](),
 	"list_email_threads":       object("total", of[int64](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "threads", of[[]threadSummary]()),
 	"get_email_thread":         of[repo.EmailThreadDetail](),
 	"search_emails":            object("total", of[int](), "showing", of[int](), "limit", of[int](), "messages", of[[]repo.EmailHit]()),

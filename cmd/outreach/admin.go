@@ -207,6 +207,9 @@ func execute(ctx context.Context, store *repo.Store, c command, prog io.Writer) 
 	case "users invite", "users clients", "users disconnect":
 		err := executeUsers(ctx, store, c, &out)
 		return out.String(), err
+	case "mailbox connect", "mailbox device start", "mailbox device wait", "mailbox status", "mailbox disconnect":
+		err := executeMailbox(ctx, store, c, &out)
+		return out.String(), err
 	case "backup":
 		err := executeBackup(ctx, store, c, &out)
 		return out.String(), err
