@@ -47,6 +47,10 @@ type Provider struct {
 	store                *tokenStore
 	// Refreshes counts the refresh token grants answered.
 	Refreshes atomic.Int64
+	issued    struct {
+		sync.Mutex
+		tokens []string
+	}
 	// Down, when set, makes the token endpoint unreachable (the connection
 	// is closed without an answer); Garbage makes it answer 200 with HTML.
 	Down, Garbage atomic.Bool
@@ -92,6 +96,28 @@ func Start(t testing.TB, redirect string, users ...User) *Provider {
 			if r.PostForm.Get("grant_type") == "refresh_token" {
 				p.Refreshes.Add(1)
 			}
+			rec := httptest.NewRecorder()
+			router.ServeHTTP(rec, r)
+			var t struct {
+				Access  string `json:"access_token"`
+				Refresh string `json:"refresh_token"`
+				ID      string `json:"id_token"`
+			}
+			if json.Unmarshal(rec.Body.Bytes(), &t) == nil {
+				p.issued.Lock()
+				for _, v := range []string{t.Access, t.Refresh} {
+					if v != "" {
+						p.issued.tokens = append(p.issued.tokens, v)
+					}
+				}
+				p.issued.Unlock()
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+			return
 		}
 		router.ServeHTTP(w, r)
 	}))
@@ -121,6 +147,18 @@ func Start(t testing.TB, redirect string, users ...User) *Provider {
 // Scopes are the scopes a client asks of this provider: the mail scope,
 // the account's email in the ID token, and a refresh token.
 var Scopes = []string{"custom_scope:mail", "openid", "email", "offline_access"}
+
+// Issued returns every access and refresh token the token endpoint
+// handed out.
+func (p *Provider) Issued() []string {
+	p.issued.Lock()
+	defer p.issued.Unlock()
+	return append([]string(nil), p.issued.tokens...)
+}
+
+// SetRedirect sets the client's redirect URI (when the service's address
+// is known only after the provider started).
+func (p *Provider) SetRedirect(u string) { p.store.redirect.Store(u) }
 
 // SetAccessTTL sets the lifetime of the access tokens issued from now on.
 func (p *Provider) SetAccessTTL(d time.Duration) { p.store.ttl.Store(int64(d)) }
@@ -167,6 +205,7 @@ func (u userStore) ExampleClientID() string { return "" }
 type tokenStore struct {
 	*storage.Storage
 	users    userStore
+	redirect atomic.Value
 	clientID string
 	ttl      atomic.Int64
 	mu       sync.Mutex
@@ -237,12 +276,23 @@ func (s *tokenStore) GetClientByClientID(ctx context.Context, id string) (op.Cli
 	if err != nil {
 		return nil, err
 	}
-	return claimsClient{c}, nil
+	return claimsClient{c, s}, nil
 }
 
 // claimsClient puts the user's claims (the email) in the ID token, as
 // Google and Microsoft do.
-type claimsClient struct{ op.Client }
+type claimsClient struct {
+	op.Client
+	s *tokenStore
+}
+
+// RedirectURIs: the one set last (SetRedirect), or the one Start was given.
+func (c claimsClient) RedirectURIs() []string {
+	if u, _ := c.s.redirect.Load().(string); u != "" {
+		return []string{u}
+	}
+	return c.Client.RedirectURIs()
+}
 
 func (claimsClient) IDTokenUserinfoClaimsAssertion() bool { return true }
 
