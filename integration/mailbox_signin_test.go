@@ -95,6 +95,9 @@ func TestMailboxSignIn(t *testing.T) {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	defer cancelBrowser()
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
 	connect := func(as string) string {
 		t.Helper()
 		out := mustCLI(t, "mailbox", "connect", "--provider", "testprovider", "--data", data)
@@ -278,7 +281,7 @@ func TestMailboxSignIn(t *testing.T) {
 	sc := bufio.NewScanner(pr)
 	for sc.Scan() {
 		rest.WriteString(sc.Text() + "\n")
-		if m := regexp.MustCompile(`enter the code (\S+)`).FindStringSubmatch(sc.Text()); m != nil {
+		if m := regexp.MustCompile(`enter the code ([^\s,]+)`).FindStringSubmatch(sc.Text()); m != nil {
 			code = m[1]
 			break
 		}
