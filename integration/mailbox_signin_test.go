@@ -53,13 +53,14 @@ func TestMailboxSignIn(t *testing.T) {
 	data := dataDir(t)
 	secretFile := filepath.Join(t.TempDir(), "client-secret")
 	os.WriteFile(secretFile, []byte(p.Secret+"\n"), 0o600)
-	srv := startServer(t, data,
+	svcEnv := []string{
 		"OUTREACH_IMAP_ADDR="+mail.IMAP, "OUTREACH_IMAP_SECURITY=plain", "OUTREACH_IMAP_USER="+mailtest.Team, "OUTREACH_IMAP_INTERVAL=0",
 		"OUTREACH_SMTP_ADDR="+mail.Submission, "OUTREACH_SMTP_SECURITY=starttls", "OUTREACH_SMTP_USER="+mailtest.Team,
 		"OUTREACH_SMTP_FROM=PR Team <"+mailtest.Team+">", "SSL_CERT_FILE="+mail.CAFile, "OUTREACH_PITCH_INTERVAL=1s",
 		"OUTREACH_MAILBOX_PROVIDER=testprovider", "OUTREACH_MAILBOX_CLIENT_ID="+p.ClientID, "OUTREACH_MAILBOX_CLIENT_SECRET_FILE="+secretFile,
 		"OUTREACH_MAILBOX_AUTH_URL="+p.AuthURL, "OUTREACH_MAILBOX_TOKEN_URL="+p.TokenURL, "OUTREACH_MAILBOX_DEVICE_AUTH_URL="+p.DeviceURL,
-		"OUTREACH_MAILBOX_REVOKE_URL="+p.RevokeURL, "OUTREACH_MAILBOX_SCOPES="+strings.Join(mailauthtest.Scopes, " "))
+		"OUTREACH_MAILBOX_REVOKE_URL="+p.RevokeURL, "OUTREACH_MAILBOX_SCOPES="+strings.Join(mailauthtest.Scopes, " ")}
+	srv := startServer(t, data, svcEnv...)
 	p.SetRedirect(srv.Base + mailauth.CallbackPath)
 	if info, err := os.Stat(filepath.Join(data, mailauth.KeyFileName)); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("the mailbox key file: %v %v", info, err)
@@ -329,4 +330,23 @@ func TestMailboxSignIn(t *testing.T) {
 	}
 	look("the server's log", []byte(srv.stderr.String()))
 	look("the server's output", []byte(srv.stdout.String()))
+
+	// The key file readable by others, or gone while a connection is kept:
+	// the service refuses to start, saying why.
+	key := filepath.Join(data, mailauth.KeyFileName)
+	refuses := func(want string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary(t), "serve", "--data", data, "--addr", "127.0.0.1:0")
+		cmd.Env = append(append(os.Environ(), storeEnv(data)...), svcEnv...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || ctx.Err() != nil || !strings.Contains(string(out), want) {
+			t.Errorf("serve with the key file %s: %v\n%s", want, err, out)
+		}
+	}
+	os.Chmod(key, 0o644)
+	refuses("readable by others (mode 0644): chmod 600")
+	os.Remove(key)
+	refuses("is missing: the refresh token cannot be opened without it")
 }

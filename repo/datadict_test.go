@@ -23,6 +23,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/access"
+	"outreach/repo/mailboxes"
 	"outreach/repo/notify"
 	"outreach/repo/pitches"
 )
@@ -42,6 +43,7 @@ var dictionaryDocs = []struct {
 	{repo.CollEmails, repo.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
 	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, notify.Message{}},
 	{repo.CollHeld, repo.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollChangeLog, audit.Entry{}},
+	{repo.CollMailboxes, mailboxes.Connection{}},
 }
 
 // dictionaryBookkeeping are the collections of the write path's and the
@@ -77,6 +79,7 @@ var dictionaryEnums = map[string][]string{
 	"change_log.action": audit.Actions,
 	"email_held.reason": repo.HeldReasons, "email_held.outcome": {repo.HeldStored, repo.HeldDuplicate, repo.HeldGone},
 	"pitches.state": pitches.PitchStates, "pitches.recipients.state": pitches.RecipientStates, "suppressions.reason": pitches.SuppressionReasons,
+	"mailbox_connections.status": {mailboxes.StatusConnected, mailboxes.StatusDisconnected},
 }
 
 var (
