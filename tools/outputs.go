@@ -10,6 +10,7 @@ import (
 
 	"outreach/audit"
 	"outreach/backup"
+	"outreach/mailauth"
 	"outreach/mailsync"
 	"outreach/repo"
 	"outreach/repo/access"
@@ -119,7 +120,7 @@ var outputs = map[string]*jsonschema.Schema{
 		"key_id", of[string](), "key_name", of[string](), "scopes", of[[]string](), "session_id", of[string](), "signed_in_with", of[string]()),
 	"list_connected_clients":  object("total", of[int](), "connected_clients", of[[]access.OAuthGrant]()),
 	"revoke_connected_client": of[access.OAuthGrant](),
-	"get_service_info":        optional(object("version", of[string](), "store", of[repo.Capabilities]()), "backup", of[backup.Status]()),
+	"get_service_info":        optional(optional(object("version", of[string](), "store", of[repo.Capabilities]()), "backup", of[backup.Status]()), "mailbox", of[mailauth.Status]()),
 	"create_agent_key":        object("key", of[string](), "agent_key", of[*repo.AgentKey](), "note", of[string]()),
 	"list_agent_keys":         object("total", of[int](), "agent_keys", of[[]repo.AgentKey]()),
 	"revoke_agent_key":        of[repo.AgentKey](),
