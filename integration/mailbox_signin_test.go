@@ -42,6 +42,7 @@ import (
 func TestMailboxSignIn(t *testing.T) {
 	exe := chromium(t)
 	const pw = "the team's password at the provider"
+	const adminPassword = "an admin's password at Outreach"
 	p := mailauthtest.Start(t, "", mailauthtest.User{ID: "team", Email: mailtest.Team, Password: pw},
 		mailauthtest.User{ID: "other", Email: "other@outreach.test", Password: pw})
 	p.SetAccessTTL(6 * time.Second)
@@ -57,7 +58,7 @@ func TestMailboxSignIn(t *testing.T) {
 		"OUTREACH_IMAP_ADDR="+mail.IMAP, "OUTREACH_IMAP_SECURITY=plain", "OUTREACH_IMAP_USER="+mailtest.Team, "OUTREACH_IMAP_INTERVAL=0",
 		"OUTREACH_SMTP_ADDR="+mail.Submission, "OUTREACH_SMTP_SECURITY=starttls", "OUTREACH_SMTP_USER="+mailtest.Team,
 		"OUTREACH_SMTP_FROM=PR Team <"+mailtest.Team+">", "SSL_CERT_FILE="+mail.CAFile, "OUTREACH_PITCH_INTERVAL=1s",
-		"OUTREACH_MAILBOX_PROVIDER=testprovider", "OUTREACH_MAILBOX_CLIENT_ID="+p.ClientID, "OUTREACH_MAILBOX_CLIENT_SECRET_FILE="+secretFile,
+		"OUTREACH_OAUTH=true", "OUTREACH_MAILBOX_PROVIDER=testprovider", "OUTREACH_MAILBOX_CLIENT_ID="+p.ClientID, "OUTREACH_MAILBOX_CLIENT_SECRET_FILE="+secretFile,
 		"OUTREACH_MAILBOX_AUTH_URL="+p.AuthURL, "OUTREACH_MAILBOX_TOKEN_URL="+p.TokenURL, "OUTREACH_MAILBOX_DEVICE_AUTH_URL="+p.DeviceURL,
 		"OUTREACH_MAILBOX_REVOKE_URL="+p.RevokeURL, "OUTREACH_MAILBOX_SCOPES="+strings.Join(mailauthtest.Scopes, " ")}
 	srv := startServer(t, data, svcEnv...)
@@ -84,8 +85,29 @@ func TestMailboxSignIn(t *testing.T) {
 		t.Fatalf("before connecting: %+v", st)
 	}
 	var te *toolError
-	if err := admin.call(context.Background(), "sync_emails", M{}, nil); !errors.As(err, &te) || !strings.Contains(te.Message, "not connected") {
+	if err := admin.call(context.Background(), "sync_emails", M{}, nil); !errors.As(err, &te) || te.Code != "failed_precondition" || !strings.Contains(te.Message, "not connected") {
 		t.Fatalf("sync before connecting: %v", err)
+	}
+
+	// The connect page's guards, over plain HTTP: a return from the
+	// provider that no sign-in of this browser started, and a sign-in form
+	// without this browser's CSRF token, are refused; the page's headers
+	// allow nothing else to run or frame it.
+	resp, err := http.Get(srv.Base + mailauth.CallbackPath + "?state=forged&code=forged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "already used") || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") ||
+		resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("a forged return: %s %v %s", resp.Status, resp.Header, body)
+	}
+	resp, err = http.PostForm(srv.Base+mailauth.ConnectPath, url.Values{"email": {"x@example.test"}, "password": {"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "security token") {
+		t.Fatalf("a sign-in without the CSRF token: %s %s", resp.Status, body)
 	}
 
 	// The admin's browser.
@@ -98,6 +120,37 @@ func TestMailboxSignIn(t *testing.T) {
 	defer cancelBrowser()
 	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("start chromium: %v", err)
+	}
+	// An admin with a password to sign in to Outreach (set from an invite,
+	// in the browser), and a member who is not an admin.
+	invite := func(email, scopes string) {
+		t.Helper()
+		out := mustCLI(t, "users", "invite", "--email", email, "--scopes", scopes, "--data", data, "--public-url", srv.Base)
+		link := regexp.MustCompile(`http://\S+/oauth/invite\?token=\S+`).FindString(out)
+		ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+		defer cancel()
+		if err := chromedp.Do(ctx, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.ID("password")),
+			chromedp.SendKeys(chromedp.ID("password"), adminPassword), chromedp.SendKeys(chromedp.ID("confirm"), adminPassword),
+			chromedp.Click(chromedp.CSS(`button[type=submit]`))); err != nil {
+			t.Fatalf("the invite of %s: %v", email, err)
+		}
+		for {
+			if h, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("h1"))); h == "Password set" {
+				return
+			}
+			if ctx.Err() != nil {
+				body, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("body")))
+				t.Fatalf("the invite of %s: %s", email, body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// signInOutreach opens the connect page and signs in to Outreach as
+	// email; it returns the message the page then shows, if any.
+	signInOutreach := func(ctx context.Context, email string) error {
+		return chromedp.Do(ctx, chromedp.Navigate(srv.Base+mailauth.ConnectPath), chromedp.WaitVisible(chromedp.ID("email")),
+			chromedp.SendKeys(chromedp.ID("email"), email), chromedp.SendKeys(chromedp.ID("password"), adminPassword),
+			chromedp.Click(chromedp.CSS(`button[type=submit]`)))
 	}
 	connect := func(as string) string {
 		t.Helper()
@@ -130,9 +183,35 @@ func TestMailboxSignIn(t *testing.T) {
 		}
 		return msg
 	}
-	// The wrong account at the provider: refused, said plainly, nothing kept.
-	if msg := connect("other@outreach.test"); !strings.Contains(msg, "You signed in as other@outreach.test, but the team mailbox is "+mailtest.Team) {
-		t.Fatalf("the wrong account: %q", msg)
+	// From the connect page: an admin signs in to Outreach, then at the
+	// provider; first as the wrong account: refused, said plainly, nothing
+	// kept. A member who is not an admin cannot start it.
+	invite("ada@example.test", "read,write,admin")
+	invite("ben@example.test", "read,write")
+	{
+		ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+		if err := signInOutreach(ctx, "ben@example.test"); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[role=alert]`)))
+		if err != nil || !strings.Contains(msg, "Only an admin connects the team mailbox") {
+			t.Fatalf("a member who is not an admin: %q %v", msg, err)
+		}
+		if err := signInOutreach(ctx, "ada@example.test"); err != nil {
+			t.Fatal(err)
+		}
+		err = chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("username")),
+			chromedp.SendKeys(chromedp.ID("username"), "other@outreach.test"), chromedp.SendKeys(chromedp.ID("password"), pw),
+			chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitVisible(chromedp.ID("message")))
+		if err != nil {
+			body, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("body")))
+			t.Fatalf("the page's connect: %v\n%s", err, body)
+		}
+		msg, _ = chromedp.Run(ctx, chromedp.Text(chromedp.ID("message")))
+		cancel()
+		if !strings.Contains(msg, "You signed in as other@outreach.test, but the team mailbox is "+mailtest.Team) {
+			t.Fatalf("the wrong account: %q", msg)
+		}
 	}
 	if st := status(); st.State != "not_connected" {
 		t.Fatalf("after the wrong account: %+v", st)
@@ -349,4 +428,12 @@ func TestMailboxSignIn(t *testing.T) {
 	refuses("readable by others (mode 0644): chmod 600")
 	os.Remove(key)
 	refuses("is missing: the refresh token cannot be opened without it")
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return b.String()
 }

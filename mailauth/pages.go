@@ -107,8 +107,19 @@ func (p *Pages) start(w http.ResponseWriter, r *http.Request, userID string) {
 }
 
 func (p *Pages) signin(w http.ResponseWriter, code int, csrf, email, msg string) {
-	p.render(w, code, "signin", "'self'", map[string]any{"Title": "Connect the team mailbox", "Address": p.m.opts.Address,
+	// The form's answer redirects to the provider: a browser holds a
+	// redirect after a form to the form-action sources too.
+	p.render(w, code, "signin", "'self' "+origin(p.m.opts.Provider.AuthURL), map[string]any{"Title": "Connect the team mailbox", "Address": p.m.opts.Address,
 		"Provider": providerName(p.m.opts.Provider.Name), "CSRF": csrf, "Email": email, "Error": msg, "Action": p.action()})
+}
+
+// origin is the scheme and host of u, as a CSP source.
+func origin(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" {
+		return ""
+	}
+	return pu.Scheme + "://" + pu.Host
 }
 
 func providerName(n string) string {

@@ -152,6 +152,10 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				}
 				res, err := o.mail.SyncWith(ctx, mailsync.SyncOptions{Rescan: in.Rescan}, func(done, total int, msg string) { Progress(ctx, done, total, msg) })
 				if err != nil {
+					var de *mailauth.DisconnectedError
+					if errors.As(err, &de) {
+						return nil, repo.Errorf(repo.CodeFailedPrecondition, "%s; get_sync_status shows the connection", de.Error())
+					}
 					var ie *mailsync.IMAPError
 					if errors.As(err, &ie) {
 						return nil, &repo.Error{Code: repo.CodeUnavailable, Retryable: true, Details: res,
