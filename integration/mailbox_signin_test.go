@@ -55,12 +55,12 @@ func TestMailboxSignIn(t *testing.T) {
 	secretFile := filepath.Join(t.TempDir(), "client-secret")
 	os.WriteFile(secretFile, []byte(p.Secret+"\n"), 0o600)
 	svcEnv := []string{
-		"OUTREACH_IMAP_ADDR="+mail.IMAP, "OUTREACH_IMAP_SECURITY=plain", "OUTREACH_IMAP_USER="+mailtest.Team, "OUTREACH_IMAP_INTERVAL=0",
-		"OUTREACH_SMTP_ADDR="+mail.Submission, "OUTREACH_SMTP_SECURITY=starttls", "OUTREACH_SMTP_USER="+mailtest.Team,
-		"OUTREACH_SMTP_FROM=PR Team <"+mailtest.Team+">", "SSL_CERT_FILE="+mail.CAFile, "OUTREACH_PITCH_INTERVAL=1s",
-		"OUTREACH_OAUTH=true", "OUTREACH_MAILBOX_PROVIDER=testprovider", "OUTREACH_MAILBOX_CLIENT_ID="+p.ClientID, "OUTREACH_MAILBOX_CLIENT_SECRET_FILE="+secretFile,
-		"OUTREACH_MAILBOX_AUTH_URL="+p.AuthURL, "OUTREACH_MAILBOX_TOKEN_URL="+p.TokenURL, "OUTREACH_MAILBOX_DEVICE_AUTH_URL="+p.DeviceURL,
-		"OUTREACH_MAILBOX_REVOKE_URL="+p.RevokeURL, "OUTREACH_MAILBOX_SCOPES="+strings.Join(mailauthtest.Scopes, " ")}
+		"OUTREACH_IMAP_ADDR=" + mail.IMAP, "OUTREACH_IMAP_SECURITY=plain", "OUTREACH_IMAP_USER=" + mailtest.Team, "OUTREACH_IMAP_INTERVAL=0",
+		"OUTREACH_SMTP_ADDR=" + mail.Submission, "OUTREACH_SMTP_SECURITY=starttls", "OUTREACH_SMTP_USER=" + mailtest.Team,
+		"OUTREACH_SMTP_FROM=PR Team <" + mailtest.Team + ">", "SSL_CERT_FILE=" + mail.CAFile, "OUTREACH_PITCH_INTERVAL=1s",
+		"OUTREACH_OAUTH=true", "OUTREACH_MAILBOX_PROVIDER=testprovider", "OUTREACH_MAILBOX_CLIENT_ID=" + p.ClientID, "OUTREACH_MAILBOX_CLIENT_SECRET_FILE=" + secretFile,
+		"OUTREACH_MAILBOX_AUTH_URL=" + p.AuthURL, "OUTREACH_MAILBOX_TOKEN_URL=" + p.TokenURL, "OUTREACH_MAILBOX_DEVICE_AUTH_URL=" + p.DeviceURL,
+		"OUTREACH_MAILBOX_REVOKE_URL=" + p.RevokeURL, "OUTREACH_MAILBOX_SCOPES=" + strings.Join(mailauthtest.Scopes, " ")}
 	srv := startServer(t, data, svcEnv...)
 	p.SetRedirect(srv.Base + mailauth.CallbackPath)
 	if info, err := os.Stat(filepath.Join(data, mailauth.KeyFileName)); err != nil || info.Mode().Perm() != 0o600 {
