@@ -299,6 +299,23 @@ func TestMailboxSignIn(t *testing.T) {
 	if err := admin.call(context.Background(), "sync_emails", M{}, nil); !errors.As(err, &te) || !strings.Contains(te.Message, "not connected") {
 		t.Fatalf("sync while disconnected: %v", err)
 	}
+	// A pitch sent now is refused before anything is written; one
+	// scheduled waits: nothing sent, nothing failed.
+	{
+		var opp, pt struct{ ID string }
+		agent.must(t, "create_opportunity", M{"title": "Refused now", "stage": "drafting", "contact_ids": []string{ids[3]}}, &opp)
+		agent.must(t, "create_pitch", M{"opportunity_id": opp.ID, "contact_ids": []string{ids[3]}, "subject": "Now", "body": "Hello."}, &pt)
+		admin.must(t, "approve_pitch", M{"id": pt.ID, "confirm": true}, nil)
+		if err := agent.call(context.Background(), "send_pitch", M{"id": pt.ID, "confirm": true}, nil); !errors.As(err, &te) || te.Code != "failed_precondition" || !strings.Contains(te.Message, "nothing was sent or scheduled") {
+			t.Fatalf("send now while disconnected: %v", err)
+		}
+		var got pitchView
+		agent.must(t, "get_pitch", M{"id": pt.ID}, &got)
+		if got.State != "approved" {
+			t.Fatalf("the refused pitch is %s", got.State)
+		}
+		agent.must(t, "cancel_pitch", M{"id": pt.ID}, nil)
+	}
 	// A pitch scheduled now waits: nothing sent, nothing failed.
 	waitID, st3 := pitch(3, time.Now().Add(time.Second).UTC().Format(time.RFC3339))
 	if st3 != "scheduled" {

@@ -258,8 +258,10 @@ func (s *Sender) Deliver(ctx context.Context, id string) (*pitches.Pitch, error)
 	return pitches.Of(s.store).FinishPitch(ctx, id, s.cfg.Instance, "")
 }
 
-// ready reports whether the mailbox can send (always, without a mailbox
-// connected by signing in).
+// Ready reports whether the mailbox can send (always, without a mailbox
+// connected by signing in), and why not.
+func (s *Sender) Ready(ctx context.Context) (bool, string) { return s.ready(ctx) }
+
 func (s *Sender) ready(ctx context.Context) (bool, string) {
 	if s.cfg.Mailbox == nil {
 		return true, ""
