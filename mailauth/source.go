@@ -166,6 +166,18 @@ func (m *Mailbox) refreshLocked(ctx context.Context) error {
 	}
 	cfg := m.opts.Provider.config(m.redirect())
 	t, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: rt}).Token()
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) && refused[re.ErrorCode] {
+		// Another instance on the same database may have rotated the token
+		// meanwhile: refused only if the token kept is still the one sent.
+		if again, gerr := mailboxes.Of(m.store).Connection(ctx, m.opts.Address); gerr == nil && again != nil &&
+			again.Status == mailboxes.StatusConnected && again.RefreshSealed != conn.RefreshSealed {
+			if rt2, oerr := m.opts.Key.Open(m.opts.Address, again.RefreshSealed); oerr == nil {
+				rt = rt2
+				t, err = cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: rt}).Token()
+			}
+		}
+	}
 	if err != nil {
 		return m.refreshFailed(ctx, err)
 	}

@@ -46,6 +46,9 @@ type command struct {
 	// encrypted with the passphrase (sent over the 0600 socket, never logged).
 	SecretsDir string `json:"secrets_dir,omitempty"`
 	Passphrase string `json:"passphrase,omitempty"`
+	// mailbox: the data directory whose mailbox key a command run without
+	// a server reads.
+	DataDir string `json:"data_dir,omitempty"`
 }
 
 type commandResult struct {

@@ -158,7 +158,7 @@ func mailboxCommand(ctx context.Context, cfg config, args []string, stdout, stde
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	c := command{Name: "mailbox " + args[0], KeyName: strings.ToLower(*provider)}
+	c := command{Name: "mailbox " + args[0], KeyName: strings.ToLower(*provider), DataDir: cfg.data}
 	switch args[0] {
 	case "connect":
 		if *provider == "" {
@@ -172,7 +172,7 @@ func mailboxCommand(ctx context.Context, cfg config, args []string, stdout, stde
 			}
 			handle, text, _ := strings.Cut(out.String(), "\n")
 			fmt.Fprint(stdout, text)
-			return runCommand(ctx, cfg, command{Name: "mailbox device wait", ID: handle}, stdout, stderr, zerolog.Nop())
+			return runCommand(ctx, cfg, command{Name: "mailbox device wait", ID: handle, DataDir: cfg.data}, stdout, stderr, zerolog.Nop())
 		}
 	case "status", "disconnect":
 	default:
@@ -191,11 +191,11 @@ var devices = struct {
 // commandMailbox is the mailbox connection a command works on: the running
 // server's, or (no server on the data directory, or MongoDB) one made here
 // on the store the command opened.
-func commandMailbox(ctx context.Context, store *repo.Store) (*mailauth.Mailbox, error) {
+func commandMailbox(ctx context.Context, store *repo.Store, dataDir string) (*mailauth.Mailbox, error) {
 	if m := runningMailbox.Load(); m != nil {
 		return m, nil
 	}
-	cfg := config{data: env("OUTREACH_DATA", "data"), uri: os.Getenv("MONGODB_URI")}
+	cfg := config{data: dataDir, uri: os.Getenv("MONGODB_URI")}
 	ms, err := mailboxConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -208,7 +208,7 @@ func commandMailbox(ctx context.Context, store *repo.Store) (*mailauth.Mailbox, 
 
 // executeMailbox runs a mailbox command against store.
 func executeMailbox(ctx context.Context, store *repo.Store, c command, out io.Writer) error {
-	m, err := commandMailbox(ctx, store)
+	m, err := commandMailbox(ctx, store, c.DataDir)
 	if err != nil {
 		return err
 	}
@@ -218,7 +218,7 @@ func executeMailbox(ctx context.Context, store *repo.Store, c command, out io.Wr
 	switch c.Name {
 	case "mailbox connect":
 		if runningMailbox.Load() == nil {
-			return errors.New("the connect page is served by the running service, and none runs on this data directory: start it (outreach serve), then run this again; or use --device")
+			return errors.New("the one-time link is made by the running service, and none runs on this data directory (on MongoDB commands never go through it): start it (outreach serve) and run this again, or sign in as an admin on its page /mailbox/connect, or use --device")
 		}
 		fmt.Fprintf(out, "Open this link in a browser within %s; it works once. Sign in at %s as %s:\n\n    %s\n\n",
 			mailauth.LinkTTL, m.Provider(), m.Address(), m.NewLink("system"))
