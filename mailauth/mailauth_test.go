@@ -3,6 +3,7 @@ package mailauth_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -257,59 +258,85 @@ func TestProviderUnreachableOrGarbled(t *testing.T) {
 	}
 }
 
-// TestRefusals: a replayed state, a callback in another browser, a code
-// of another sign-in (the PKCE proof does not match), and the wrong account
-// are refused, said plainly, and store nothing.
+// TestRefusals: a replayed state, a return in another browser, a code of
+// another sign-in (the PKCE proof does not match) and the wrong account are
+// refused, said plainly, and store nothing; and each is let through (or,
+// for the replay, reaches the provider) with its guard turned off, so each
+// refusal is its guard's.
 func TestRefusals(t *testing.T) {
-	f := setup(t, time.Hour)
 	ctx := context.Background()
-	nothing := func(what string) {
-		t.Helper()
-		if c := f.stored(t); c != nil {
-			t.Fatalf("%s stored a connection: %+v", what, c)
-		}
+	attacks := []struct {
+		name, guard, want string
+		// attack runs the attack on a fresh fixture and returns its error.
+		attack func(f *fixture) error
+	}{
+		{"another browser", "nonce", "another browser", func(f *fixture) error {
+			state, code, _ := f.signIn(t, address)
+			_, err := f.m.Finish(ctx, state, code, "another browser's nonce")
+			return err
+		}},
+		{"a code of another sign-in", "pkce", "PKCE", func(f *fixture) error {
+			_, codeA, _ := f.signIn(t, address)
+			authB, nonceB := f.m.Start(f.admin)
+			_, err := f.m.Finish(ctx, mustQuery(t, authB, "state"), codeA, nonceB)
+			return err
+		}},
+		{"the wrong account", "account", "You signed in as someone@example.test, but the team mailbox is team@example.test", func(f *fixture) error {
+			state, code, nonce := f.signIn(t, "someone@example.test")
+			_, err := f.m.Finish(ctx, state, code, nonce)
+			return err
+		}},
 	}
-	refused := func(what string, err error, want string) {
-		t.Helper()
+	for _, a := range attacks {
+		t.Run(a.name, func(t *testing.T) {
+			f := setup(t, time.Hour)
+			err := a.attack(f)
+			var r *mailauth.Refusal
+			if !errors.As(err, &r) || !strings.Contains(r.Message, a.want) {
+				t.Fatalf("%v; want a refusal saying %q", err, a.want)
+			}
+			if c := f.stored(t); c != nil {
+				t.Fatalf("the refused sign-in stored a connection: %+v", c)
+			}
+			// Without the guard, the attack connects the mailbox.
+			f = setup(t, time.Hour)
+			on := mailauth.Without(a.guard)
+			err = a.attack(f)
+			on()
+			if err != nil || f.stored(t) == nil {
+				t.Fatalf("without the %s guard: %v; the attack should have connected, or the refusal is not the guard's", a.guard, err)
+			}
+		})
+	}
+
+	t.Run("a replayed state", func(t *testing.T) {
+		f := setup(t, time.Hour)
+		state, code, nonce := f.signIn(t, address)
+		if _, err := f.m.Finish(ctx, state, code, nonce); err != nil {
+			t.Fatal(err)
+		}
+		before := f.p.Exchanges.Load()
+		_, err := f.m.Finish(ctx, state, code, nonce)
 		var r *mailauth.Refusal
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Fatalf("%s: %v; want a refusal saying %q", what, err, want)
+		if !errors.As(err, &r) || !strings.Contains(r.Message, "already used") || f.p.Exchanges.Load() != before {
+			t.Fatalf("replay: %v (%d exchanges); want refused before asking the provider", err, f.p.Exchanges.Load()-before)
 		}
-		if !asRefusal(err, &r) {
-			t.Fatalf("%s: %T is not a refusal", what, err)
+		// Without the guard the replay reaches the provider (which refuses
+		// the spent code: a second line of defence).
+		on := mailauth.Without("spend")
+		state, code, nonce = f.signIn(t, address)
+		f.m.Finish(ctx, state, code, nonce)
+		before = f.p.Exchanges.Load()
+		_, err = f.m.Finish(ctx, state, code, nonce)
+		on()
+		if f.p.Exchanges.Load() == before || err == nil {
+			t.Fatalf("without the guard the replay did not reach the provider: %v", err)
 		}
-		nothing(what)
-	}
+	})
 
-	// Another browser (or admin): the nonce of its cookie is not the flow's.
-	state, code, _ := f.signIn(t, address)
-	_, err := f.m.Finish(ctx, state, code, "another browser's nonce")
-	refused("another browser", err, "another browser")
-	// The state is spent: replaying it, even with the right browser, fails.
-	_, err = f.m.Finish(ctx, state, code, "")
-	refused("replayed state", err, "already used")
-
-	// A code of sign-in A brought to the callback of sign-in B: the
-	// provider checks B's PKCE verifier against A's challenge.
-	_, codeA, _ := f.signIn(t, address)
-	authB, nonceB := f.m.Start(f.admin)
-	stateB := mustQuery(t, authB, "state")
-	_, err = f.m.Finish(ctx, stateB, codeA, nonceB)
-	refused("a code of another sign-in", err, "PKCE")
-
-	// The wrong account signed in at the provider.
-	state, code, nonce := f.signIn(t, "someone@example.test")
-	_, err = f.m.Finish(ctx, state, code, nonce)
-	refused("the wrong account", err, "You signed in as someone@example.test, but the team mailbox is team@example.test")
-
-	// And the right one connects.
+	// And the right account connects.
+	f := setup(t, time.Hour)
 	f.connect(t)
-}
-
-func asRefusal(err error, r **mailauth.Refusal) bool {
-	x, ok := err.(*mailauth.Refusal)
-	*r = x
-	return ok
 }
 
 func mustQuery(t *testing.T, raw, k string) string {

@@ -45,8 +45,9 @@ type Provider struct {
 	DeviceURL, RevokeURL string
 	IntrospectURL        string
 	store                *tokenStore
-	// Refreshes counts the refresh token grants answered.
-	Refreshes atomic.Int64
+	// Refreshes counts the refresh token grants asked; Exchanges the
+	// authorization codes.
+	Refreshes, Exchanges atomic.Int64
 	issued    struct {
 		sync.Mutex
 		tokens []string
@@ -93,8 +94,11 @@ func Start(t testing.TB, redirect string, users ...User) *Provider {
 				return
 			}
 			r.ParseForm()
-			if r.PostForm.Get("grant_type") == "refresh_token" {
+			switch r.PostForm.Get("grant_type") {
+			case "refresh_token":
 				p.Refreshes.Add(1)
+			case "authorization_code":
+				p.Exchanges.Add(1)
 			}
 			rec := httptest.NewRecorder()
 			router.ServeHTTP(rec, r)
