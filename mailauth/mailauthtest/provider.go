@@ -48,7 +48,7 @@ type Provider struct {
 	// Refreshes counts the refresh token grants asked; Exchanges the
 	// authorization codes.
 	Refreshes, Exchanges atomic.Int64
-	issued    struct {
+	issued               struct {
 		sync.Mutex
 		tokens []string
 	}
