@@ -83,7 +83,7 @@ func (m *Mailbox) Start(userID string) (authURL, nonce string) {
 	for k, v := range m.opts.Provider.AuthParams {
 		opts = append(opts, oauth2.SetAuthURLParam(k, v))
 	}
-	return m.opts.Provider.config(m.redirect()).AuthCodeURL(state, opts...), nonce
+	return m.cfg.AuthCodeURL(state, opts...), nonce
 }
 
 func (m *Mailbox) gcLocked() {
@@ -149,7 +149,7 @@ func (m *Mailbox) Finish(ctx context.Context, state, code, nonce string) (*mailb
 	if !without.pkce {
 		proof = append(proof, oauth2.VerifierOption(f.verifier))
 	}
-	t, err := m.opts.Provider.config(m.redirect()).Exchange(m.ctx(ctx), code, proof...)
+	t, err := m.cfg.Exchange(m.ctx(ctx), code, proof...)
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) && re.ErrorCode != "" {
@@ -234,13 +234,13 @@ func (m *Mailbox) DeviceStart(ctx context.Context) (*oauth2.DeviceAuthResponse, 
 	if m.opts.Provider.DeviceAuthURL == "" {
 		return nil, fmt.Errorf("the mailbox provider %s has no device authorization endpoint configured (OUTREACH_MAILBOX_DEVICE_AUTH_URL)", m.opts.Provider.Name)
 	}
-	return m.opts.Provider.config("").DeviceAuth(m.ctx(ctx))
+	return m.cfg.DeviceAuth(m.ctx(ctx))
 }
 
 // DeviceFinish waits for the person to sign in on the device flow da,
 // then keeps the refresh token as Finish does, for userID.
 func (m *Mailbox) DeviceFinish(ctx context.Context, da *oauth2.DeviceAuthResponse, userID string) (*mailboxes.Connection, error) {
-	t, err := m.opts.Provider.config("").DeviceAccessToken(m.ctx(ctx), da)
+	t, err := m.cfg.DeviceAccessToken(m.ctx(ctx), da)
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) && re.ErrorCode != "" {

@@ -431,3 +431,38 @@ func TestKeyFile(t *testing.T) {
 		t.Fatalf("short key: %v", err)
 	}
 }
+
+// TestRefreshLoopBacksOff: with the provider unreachable the refresh loop
+// retries with backoff (1 s doubling, here up to 2 s), never in a tight
+// loop; once the provider answers again it refreshes and clears the
+// problem. (Only an upper bound on the attempts: a loaded machine makes
+// fewer.)
+func TestRefreshLoopBacksOff(t *testing.T) {
+	f := setup(t, time.Hour)
+	f.connect(t)
+	f.p.Down.Store(true)
+	before := f.p.Refreshes.Load()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.m.Run(ctx); close(done) }()
+	time.Sleep(5 * time.Second)
+	if n := f.p.Refreshes.Load() - before; n > 6 {
+		t.Errorf("%d refresh attempts in 5 s with the provider down; want backoff (at most 6)", n)
+	}
+	if st, _ := f.m.Status(context.Background()); st.Problem == "" || st.State != mailboxes.StatusConnected {
+		t.Errorf("status while the provider is down: %+v", st)
+	}
+	f.p.Down.Store(false)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if st, _ := f.m.Status(context.Background()); st.Problem == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the problem stays after the provider is back")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}

@@ -49,6 +49,9 @@ type Options struct {
 type Mailbox struct {
 	store *repo.Store
 	opts  Options
+	// cfg is the provider's client, made once: it remembers how the
+	// provider takes the client's credentials after the first answer.
+	cfg *oauth2.Config
 
 	mu       sync.Mutex // held while a token is refreshed: one refresh at a time
 	tok      *oauth2.Token
@@ -88,7 +91,9 @@ func New(store *repo.Store, opts Options) (*Mailbox, error) {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 5 * time.Minute
 	}
-	return &Mailbox{store: store, opts: opts, wake: make(chan struct{}, 1), flows: map[string]*flow{}, links: map[string]*link{}}, nil
+	m := &Mailbox{store: store, opts: opts, wake: make(chan struct{}, 1), flows: map[string]*flow{}, links: map[string]*link{}}
+	m.cfg = opts.Provider.config(m.redirect())
+	return m, nil
 }
 
 // Address is the team mailbox's address.
@@ -164,7 +169,7 @@ func (m *Mailbox) refreshLocked(ctx context.Context) error {
 		m.setProblem(err.Error())
 		return err
 	}
-	cfg := m.opts.Provider.config(m.redirect())
+	cfg := m.cfg
 	t, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: rt}).Token()
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) && refused[re.ErrorCode] {

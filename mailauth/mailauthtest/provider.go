@@ -81,6 +81,13 @@ func Start(t testing.TB, redirect string, users ...User) *Provider {
 	router := exampleop.SetupServer(issuer, st, nil, false)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/oauth/token" {
+			r.ParseForm()
+			switch r.PostForm.Get("grant_type") {
+			case "refresh_token":
+				p.Refreshes.Add(1)
+			case "authorization_code":
+				p.Exchanges.Add(1)
+			}
 			if p.Down.Load() {
 				if hj, ok := w.(http.Hijacker); ok {
 					c, _, _ := hj.Hijack()
@@ -92,13 +99,6 @@ func Start(t testing.TB, redirect string, users ...User) *Provider {
 				w.Header().Set("Content-Type", "text/html")
 				io.WriteString(w, "<html><body>Service temporarily overloaded</body></html>")
 				return
-			}
-			r.ParseForm()
-			switch r.PostForm.Get("grant_type") {
-			case "refresh_token":
-				p.Refreshes.Add(1)
-			case "authorization_code":
-				p.Exchanges.Add(1)
 			}
 			rec := httptest.NewRecorder()
 			router.ServeHTTP(rec, r)
