@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/mailauth"
 	"outreach/mailauth/mailauthtest"
@@ -445,6 +446,43 @@ func TestMailboxSignIn(t *testing.T) {
 	refuses("readable by others (mode 0644): chmod 600")
 	os.Remove(key)
 	refuses("is missing: the refresh token cannot be opened without it")
+
+	// Every document of every collection, read through the driver; the
+	// connection's change entries hold the sealed token as [redacted].
+	docs, _, db := scanCollections(t, data, look)
+	if docs < 20 {
+		t.Fatalf("only %d documents", docs)
+	}
+	type state struct {
+		RefreshSealed *string    `bson:"refresh_sealed"`
+		RotatedAt     *time.Time `bson:"rotated_at"`
+	}
+	var entries []struct {
+		Seq    int64  `bson:"seq"`
+		Before *state `bson:"before"`
+		After  *state `bson:"after"`
+	}
+	cur, err := db.Collection("change_log").Find(context.Background(), bson.M{"collection": "mailbox_connections"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.All(context.Background(), &entries); err != nil {
+		t.Fatal(err)
+	}
+	rotations := 0
+	for _, e := range entries {
+		for _, st := range []*state{e.Before, e.After} {
+			if st != nil && st.RefreshSealed != nil && *st.RefreshSealed != "[redacted]" && *st.RefreshSealed != "" {
+				t.Errorf("change entry %d holds the sealed token: %q", e.Seq, *st.RefreshSealed)
+			}
+		}
+		if e.Before != nil && e.After != nil && e.After.RotatedAt != nil && (e.Before.RotatedAt == nil || !e.After.RotatedAt.Equal(*e.Before.RotatedAt)) {
+			rotations++
+		}
+	}
+	if rotations < 3 {
+		t.Errorf("%d rotations of the refresh token in the change log (%d entries); want one per refresh", rotations, len(entries))
+	}
 }
 
 func readAll(t *testing.T, resp *http.Response) string {

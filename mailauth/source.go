@@ -122,7 +122,8 @@ func (m *Mailbox) ctx(ctx context.Context) context.Context {
 }
 
 // early is how long before its expiry an access token is no longer handed
-// out (a connection made with it must still authenticate).
+// out (a connection made with it must still authenticate); a quarter of its
+// life for a token that lives less than 40 s.
 const early = 10 * time.Second
 
 // AccessToken returns an access token for the mailbox, refreshing it when
@@ -132,7 +133,7 @@ const early = 10 * time.Second
 func (m *Mailbox) AccessToken(ctx context.Context) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.tok != nil && time.Until(m.tok.Expiry) > early {
+	if m.tok != nil && time.Until(m.tok.Expiry) > min(early, m.tok.Expiry.Sub(m.obtained)/4) {
 		return m.tok.AccessToken, nil
 	}
 	if err := m.refreshLocked(ctx); err != nil {
