@@ -353,14 +353,14 @@ func (m *Mailbox) Ready(ctx context.Context) (bool, string) {
 // connection while the mailbox is not connected.
 func (m *Mailbox) Run(ctx context.Context) {
 	backoff := time.Duration(0)
+	err := m.Refresh(ctx) // at start: the token kept still works, or the status says why
 	for {
 		var wait time.Duration
-		err := m.Refresh(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return
 		case IsDisconnected(err):
-			backoff, wait = 0, -1
+			backoff, wait = 0, -1 // until a connection wakes the loop
 		case err != nil || m.Problem() != "":
 			backoff = min(max(2*backoff, time.Second), m.opts.MaxBackoff)
 			wait = backoff/2 + rand.N(backoff/2+1)
@@ -379,7 +379,9 @@ func (m *Mailbox) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-m.wake:
+			err = nil // connected just now, with a fresh token: wait for its expiry
 		case <-fire:
+			err = m.Refresh(ctx)
 		}
 		if timer != nil {
 			timer.Stop()
