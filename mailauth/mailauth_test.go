@@ -466,3 +466,25 @@ func TestRefreshLoopBacksOff(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestReplacedKey: a kept token that does not open with the key (the key
+// file was replaced) disconnects the mailbox, saying so.
+func TestReplacedKey(t *testing.T) {
+	f := setup(t, time.Hour)
+	f.connect(t)
+	other, err := mailauth.MakeKey(filepath.Join(t.TempDir(), "new.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mailauth.New(f.store, mailauth.Options{Provider: mailauth.Provider{Name: "testprovider", ClientID: f.p.ClientID, ClientSecret: f.p.Secret,
+		AuthURL: f.p.AuthURL, TokenURL: f.p.TokenURL, Scopes: mailauthtest.Scopes}, Address: address, PublicURL: publicURL, Key: other, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Refresh(context.Background()); !mailauth.IsDisconnected(err) {
+		t.Fatalf("refresh under another key: %v", err)
+	}
+	if st, _ := m.Status(context.Background()); st.State != mailboxes.StatusDisconnected || !strings.Contains(st.Reason, "key file was replaced") {
+		t.Fatalf("%+v", st)
+	}
+}

@@ -167,8 +167,14 @@ func (m *Mailbox) refreshLocked(ctx context.Context) error {
 	}
 	rt, err := m.opts.Key.Open(m.opts.Address, conn.RefreshSealed)
 	if err != nil {
-		m.setProblem(err.Error())
-		return err
+		// The key file was replaced (or the record copied from another
+		// store): the token can never be opened; an admin connects again.
+		m.tok = nil
+		reason := "the kept refresh token does not open with this service's mailbox key (the key file was replaced)"
+		if derr := m.disconnect(ctx, reason); derr != nil {
+			return derr
+		}
+		return &DisconnectedError{Reason: reason}
 	}
 	cfg := m.cfg
 	t, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: rt}).Token()
