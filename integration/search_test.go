@@ -14,6 +14,7 @@ import (
 	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/search"
 )
 
 type searchResult struct {
@@ -229,22 +230,22 @@ func comparePaths(t *testing.T, env *testenv.Env, queries []string) {
 	searchWorld(t, env)
 	ctx := context.Background()
 	for _, q := range queries {
-		sq := repo.SearchQuery{Query: q, Limit: 200, IncludeArchived: true}
-		a, err := env.Store.Search(ctx, sq)
+		sq := search.SearchQuery{Query: q, Limit: 200, IncludeArchived: true}
+		a, err := search.Of(env.Store).Search(ctx, sq)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if a.Path != "text" {
 			t.Errorf("%q: took the %s path", q, a.Path)
 		}
-		b, err := env.Store.SearchLiteral(ctx, sq)
+		b, err := search.Of(env.Store).SearchLiteral(ctx, sq)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A fragment of a word ("launch" in "relaunched") is not a word of
 		// the text index: the text path finds exactly the literal path's
 		// whole-word hits.
-		whole := []repo.SearchHit{}
+		whole := []search.SearchHit{}
 		for _, h := range b.Hits {
 			if h.WholeWord {
 				whole = append(whole, h)
@@ -267,7 +268,7 @@ func BenchmarkSearch(b *testing.B) {
 	ctx := context.Background()
 	b.Run("search", func(b *testing.B) {
 		for b.Loop() {
-			r, err := store.Search(ctx, repo.SearchQuery{Query: "note", Limit: 20})
+			r, err := search.Of(store).Search(ctx, search.SearchQuery{Query: "note", Limit: 20})
 			if err != nil || r.Total < 1000 {
 				b.Fatal(err, r)
 			}

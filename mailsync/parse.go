@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/html"
 
 	"outreach/repo"
+	"outreach/repo/inbox"
 )
 
 // ErrMalformed marks a message that cannot be read as RFC 822/MIME.
@@ -131,7 +132,7 @@ func parse(r io.Reader, o parseOptions) (*repo.IncomingEmail, error) {
 		// perr is an unknown charset or transfer encoding: the body comes
 		// undecoded, which is better than no body.
 		_ = perr
-		b, err := io.ReadAll(io.LimitReader(part.Body, 4*repo.MaxEmailBodyText))
+		b, err := io.ReadAll(io.LimitReader(part.Body, 4*inbox.MaxEmailBodyText))
 		if err != nil {
 			return fmt.Errorf("%w: body part: %v", ErrMalformed, err)
 		}
@@ -160,7 +161,7 @@ func parse(r io.Reader, o parseOptions) (*repo.IncomingEmail, error) {
 	}
 	in.BodyText = normalizeText(strings.Join(body, "\n\n"))
 	if in.MessageID == "" {
-		in.MessageID = repo.ContentKey(in.From, strings.Join(in.To, ","), strings.Join(in.Cc, ","), in.Subject, h.Get("Date"), in.BodyText)
+		in.MessageID = inbox.ContentKey(in.From, strings.Join(in.To, ","), strings.Join(in.Cc, ","), in.Subject, h.Get("Date"), in.BodyText)
 	}
 	return in, nil
 }

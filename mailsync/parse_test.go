@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"outreach/repo"
+	"outreach/repo/inbox"
 )
 
 // TestParse reads awkward messages with the MIME library and checks what a
@@ -151,7 +152,7 @@ func TestSubjectKey(t *testing.T) {
 		"Launch":                   "launch",
 		"Reply about launch":       "reply about launch",
 	} {
-		if got := repo.SubjectKey(in); got != want {
+		if got := inbox.SubjectKey(in); got != want {
 			t.Errorf("SubjectKey(%q) = %q, want %q", in, got, want)
 		}
 	}

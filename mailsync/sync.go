@@ -28,6 +28,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/inbox"
 )
 
 // Security of the IMAP connection.
@@ -180,7 +181,7 @@ func (e *IMAPError) Error() string { return e.Op + ": " + e.Err.Error() }
 func (e *IMAPError) Unwrap() error { return e.Err }
 
 // Problem is a message that was not stored, and why. Problems do not stop
-// the sync: the message is passed over and held (repo.HeldEmail), where
+// the sync: the message is passed over and held (inbox.HeldEmail), where
 // get_sync_status shows it and every later sync tries it again.
 type Problem struct {
 	Mailbox   string `json:"mailbox,omitempty"`
@@ -425,7 +426,7 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 		return mr, &IMAPError{Op: "select " + mbox, Err: err}
 	}
 	mr.UIDValidity = sel.UIDValidity
-	st, err := s.store.EmailSyncState(ctx, s.Account(), mbox)
+	st, err := inbox.Of(s.store).EmailSyncState(ctx, s.Account(), mbox)
 	if err != nil {
 		return mr, err
 	}
@@ -442,14 +443,14 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 	mr.LastUID = uint32(mark)
 	// The messages held from earlier syncs: those of another UIDVALIDITY
 	// are gone (their UIDs name nothing now; the rescan reads them again).
-	held, err := s.store.HeldEmails(ctx, s.Account(), mbox)
+	held, err := inbox.Of(s.store).HeldEmails(ctx, s.Account(), mbox)
 	if err != nil {
 		return mr, err
 	}
-	open := map[imap.UID]repo.HeldEmail{}
+	open := map[imap.UID]inbox.HeldEmail{}
 	for _, h := range held {
 		if h.UIDValidity != int64(sel.UIDValidity) {
-			if err := s.store.ResolveHeldEmail(ctx, h.Account, h.Mailbox, h.UIDValidity, h.UID, repo.HeldGone); err != nil {
+			if err := inbox.Of(s.store).ResolveHeldEmail(ctx, h.Account, h.Mailbox, h.UIDValidity, h.UID, inbox.HeldGone); err != nil {
 				return mr, err
 			}
 			continue
@@ -536,7 +537,7 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 			case it.size > s.cfg.MaxMessageBytes:
 				res.Seen++
 				res.Failed++
-				p := Problem{Mailbox: mbox, UID: uint32(it.uid), Reason: repo.HeldTooLarge,
+				p := Problem{Mailbox: mbox, UID: uint32(it.uid), Reason: inbox.HeldTooLarge,
 					Detail: fmt.Sprintf("%d bytes is over the limit of %d bytes", it.size, s.cfg.MaxMessageBytes)}
 				res.Problems = append(res.Problems, p)
 				if err := s.hold(ctx, mbox, sel.UIDValidity, it, p, nil); err != nil {
@@ -582,45 +583,45 @@ func (s *Syncer) syncMailbox(ctx context.Context, c *imapclient.Client, mbox str
 // hold keeps a message that was not stored, with its headers when they
 // were read, so get_sync_status shows it and a later sync tries it again.
 func (s *Syncer) hold(ctx context.Context, mbox string, validity uint32, it item, p Problem, hdr *header) error {
-	h := repo.HeldEmail{Account: s.Account(), Mailbox: mbox, UIDValidity: int64(validity), UID: int64(it.uid),
+	h := inbox.HeldEmail{Account: s.Account(), Mailbox: mbox, UIDValidity: int64(validity), UID: int64(it.uid),
 		Reason: p.Reason, Detail: p.Detail, MessageID: p.MessageID}
 	if it.size > s.cfg.MaxMessageBytes {
 		h.SizeBytes = it.size
 	}
 	if hdr != nil {
 		h.MessageID, h.Subject = hdr.MessageID, hdr.Subject
-		h.From = repo.Mailbox(hdr.Names[hdr.From], hdr.From)
+		h.From = inbox.Mailbox(hdr.Names[hdr.From], hdr.From)
 		for _, a := range hdr.To {
-			h.To = append(h.To, repo.Mailbox(hdr.Names[a], a))
+			h.To = append(h.To, inbox.Mailbox(hdr.Names[a], a))
 		}
 		for _, a := range hdr.Cc {
-			h.Cc = append(h.Cc, repo.Mailbox(hdr.Names[a], a))
+			h.Cc = append(h.Cc, inbox.Mailbox(hdr.Names[a], a))
 		}
 		if !hdr.Date.IsZero() {
 			d := hdr.Date
 			h.Date = &d
 		}
 	}
-	return s.store.HoldEmail(ctx, h)
+	return inbox.Of(s.store).HoldEmail(ctx, h)
 }
 
 // settleHeld records what became of a message read cleanly: a skipped one
 // is held (its headers, no body) for a contact to claim later; a stored
 // one, held before, is no longer held.
-func (s *Syncer) settleHeld(ctx context.Context, mbox string, validity uint32, it item, f fetched, open map[imap.UID]repo.HeldEmail) error {
+func (s *Syncer) settleHeld(ctx context.Context, mbox string, validity uint32, it item, f fetched, open map[imap.UID]inbox.HeldEmail) error {
 	if f.ir == nil {
 		return nil
 	}
 	switch f.ir.Outcome {
 	case repo.EmailSkipped:
-		return s.hold(ctx, mbox, validity, it, Problem{Reason: repo.HeldNoContact, Detail: "no active contact holds any of its addresses (From, To, Cc); it is stored once one does"}, f.hdr)
+		return s.hold(ctx, mbox, validity, it, Problem{Reason: inbox.HeldNoContact, Detail: "no active contact holds any of its addresses (From, To, Cc); it is stored once one does"}, f.hdr)
 	case repo.EmailStored, repo.EmailDuplicate:
 		if _, ok := open[it.uid]; ok {
-			outcome := repo.HeldStored
+			outcome := inbox.HeldStored
 			if f.ir.Outcome == repo.EmailDuplicate {
-				outcome = repo.HeldDuplicate
+				outcome = inbox.HeldDuplicate
 			}
-			return s.store.ResolveHeldEmail(ctx, s.Account(), mbox, int64(validity), int64(it.uid), outcome)
+			return inbox.Of(s.store).ResolveHeldEmail(ctx, s.Account(), mbox, int64(validity), int64(it.uid), outcome)
 		}
 	}
 	return nil
@@ -631,18 +632,18 @@ func (s *Syncer) settleHeld(ctx context.Context, mbox string, validity uint32, i
 // contact now holds. One still failing stays held, unchanged; one gone from
 // the mailbox is no longer held. Retries count in Retried and Recovered,
 // and what they store in Stored and the threads touched, not in Seen.
-func (s *Syncer) retryHeld(ctx context.Context, c *imapclient.Client, mbox string, validity uint32, open map[imap.UID]repo.HeldEmail, readNow map[imap.UID]bool, res *Result) error {
-	var failed, skipped []repo.HeldEmail
+func (s *Syncer) retryHeld(ctx context.Context, c *imapclient.Client, mbox string, validity uint32, open map[imap.UID]inbox.HeldEmail, readNow map[imap.UID]bool, res *Result) error {
+	var failed, skipped []inbox.HeldEmail
 	for uid, h := range open {
 		switch {
 		case readNow[uid]:
-		case h.Reason == repo.HeldNoContact:
+		case h.Reason == inbox.HeldNoContact:
 			skipped = append(skipped, h)
 		default:
 			failed = append(failed, h)
 		}
 	}
-	claimed, err := s.store.ClaimableHeld(ctx, skipped)
+	claimed, err := inbox.Of(s.store).ClaimableHeld(ctx, skipped)
 	if err != nil {
 		return err
 	}
@@ -650,7 +651,7 @@ func (s *Syncer) retryHeld(ctx context.Context, c *imapclient.Client, mbox strin
 	if len(cand) == 0 {
 		return nil
 	}
-	slices.SortFunc(cand, func(a, b repo.HeldEmail) int { return int(a.UID - b.UID) })
+	slices.SortFunc(cand, func(a, b inbox.HeldEmail) int { return int(a.UID - b.UID) })
 	var set imap.UIDSet
 	for _, h := range cand {
 		set.AddNum(imap.UID(h.UID))
@@ -669,12 +670,12 @@ func (s *Syncer) retryHeld(ctx context.Context, c *imapclient.Client, mbox strin
 		it, ok := present[imap.UID(h.UID)]
 		switch {
 		case !ok:
-			if err := s.store.ResolveHeldEmail(ctx, h.Account, h.Mailbox, h.UIDValidity, h.UID, repo.HeldGone); err != nil {
+			if err := inbox.Of(s.store).ResolveHeldEmail(ctx, h.Account, h.Mailbox, h.UIDValidity, h.UID, inbox.HeldGone); err != nil {
 				return err
 			}
 		case it.size > s.cfg.MaxMessageBytes:
 			res.Retried++
-			p := Problem{Reason: repo.HeldTooLarge, Detail: fmt.Sprintf("%d bytes is over the limit of %d bytes", it.size, s.cfg.MaxMessageBytes)}
+			p := Problem{Reason: inbox.HeldTooLarge, Detail: fmt.Sprintf("%d bytes is over the limit of %d bytes", it.size, s.cfg.MaxMessageBytes)}
 			if err := s.hold(ctx, mbox, validity, it, p, nil); err != nil {
 				return err
 			}
@@ -742,7 +743,7 @@ func (s *Syncer) saveState(ctx context.Context, mbox string, validity uint32, la
 	if st.ID != "" && st.UIDValidity == int64(validity) && st.LastUID >= int64(last) {
 		return nil
 	}
-	return s.store.SaveEmailSyncState(ctx, s.Account(), mbox, int64(validity), int64(last))
+	return inbox.Of(s.store).SaveEmailSyncState(ctx, s.Account(), mbox, int64(validity), int64(last))
 }
 
 // fetched is what became of one fetched message: its UID (0 if the server
@@ -802,12 +803,12 @@ func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbac
 			*hdr = h
 		}
 		if h.MessageID != "" {
-			if ir, err := s.store.StoredEmail(ctx, h.MessageID); err != nil || ir != nil {
+			if ir, err := inbox.Of(s.store).StoredEmail(ctx, h.MessageID); err != nil || ir != nil {
 				early = ir
 				return false, err
 			}
 		}
-		n, err := s.store.KnownEmailContacts(ctx, slices.Concat([]string{h.From}, h.To, h.Cc))
+		n, err := inbox.Of(s.store).KnownEmailContacts(ctx, slices.Concat([]string{h.From}, h.To, h.Cc))
 		if err == nil && n == 0 {
 			early = &repo.IngestResult{Outcome: repo.EmailSkipped, MessageID: h.MessageID}
 		}
@@ -815,7 +816,7 @@ func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbac
 	}}
 	if s.cfg.KeepAttachments {
 		opts.keepAttachment = func(filename, mimeType string, r io.Reader) (string, int64, string, error) {
-			return s.store.PutEmailAttachment(ctx, filename, mimeType, r)
+			return inbox.Of(s.store).PutEmailAttachment(ctx, filename, mimeType, r)
 		}
 	}
 	// A delivery report of a pitch is read whole (it is small) and handed
@@ -842,7 +843,7 @@ func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbac
 		return early, nil, nil
 	}
 	in.Source = source
-	ir, err := s.store.IngestEmail(ctx, *in)
+	ir, err := inbox.Of(s.store).IngestEmail(ctx, *in)
 	if err != nil {
 		var re *repo.Error
 		// The message itself is refused: pass it over. Anything else (a lost

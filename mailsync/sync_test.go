@@ -19,6 +19,7 @@ import (
 	"outreach/mailsync"
 	"outreach/mailsync/imaptest"
 	"outreach/repo"
+	"outreach/repo/inbox"
 )
 
 func message(i int, from, to string) []byte {
@@ -58,7 +59,7 @@ func config(srv *imaptest.Server) mailsync.Config {
 // storedMessages counts the messages in every thread, and how many keys repeat.
 func storedMessages(t *testing.T, store *repo.Store, ctx context.Context) (n, repeats int) {
 	t.Helper()
-	p, err := store.ListEmailThreads(ctx, repo.EmailThreadFilter{IncludeArchived: true}, 200, 0)
+	p, err := inbox.Of(store).ListEmailThreads(ctx, inbox.EmailThreadFilter{IncludeArchived: true}, 200, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestSyncResumesAfterConnectionCut(t *testing.T) {
 	if got == 0 || got >= n || got != res.Stored {
 		t.Fatalf("stored %d before the cut (result says %d), want some but not all of %d", got, res.Stored, n)
 	}
-	st, err := store.EmailSyncState(ctx, s.Account(), "INBOX")
+	st, err := inbox.Of(store).EmailSyncState(ctx, s.Account(), "INBOX")
 	if err != nil || st.LastUID != int64(got) {
 		t.Errorf("sync state after the cut: last UID %d (%v), want %d", st.LastUID, err, got)
 	}
@@ -294,7 +295,7 @@ Content-Disposition: attachment; filename="notes.txt"
 	if err != nil || res.Stored != 1 {
 		t.Fatalf("sync: %v %+v", err, res)
 	}
-	p, err := store.ListEmailThreads(ctx, repo.EmailThreadFilter{}, 10, 0)
+	p, err := inbox.Of(store).ListEmailThreads(ctx, inbox.EmailThreadFilter{}, 10, 0)
 	if err != nil || len(p.Items) != 1 {
 		t.Fatalf("threads: %v %d", err, len(p.Items))
 	}
@@ -330,10 +331,10 @@ func TestFailedMessageIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := small.Sync(audit.WithActor(context.Background(), mailsync.Actor()), nil)
-	if err != nil || res.Stored != 2 || res.Failed != 1 || res.Problems[0].Reason != repo.HeldTooLarge || res.Problems[0].UID != 3 {
+	if err != nil || res.Stored != 2 || res.Failed != 1 || res.Problems[0].Reason != inbox.HeldTooLarge || res.Problems[0].UID != 3 {
 		t.Fatalf("sync with a 4 KiB cap: %v %+v; want 2 stored and UID 3 too large", err, res)
 	}
-	st, err := store.EmailSyncStatus(ctx, "", 50, 0)
+	st, err := inbox.Of(store).EmailSyncStatus(ctx, "", 50, 0)
 	if err != nil || st.HeldTotal != 1 || st.Held[0].UID != 3 || st.Held[0].SizeBytes == 0 || st.Mailboxes[0].LastUID != 3 {
 		t.Fatalf("status: %v %+v; want UID 3 held and the mark at 3", err, st)
 	}
@@ -349,7 +350,7 @@ func TestFailedMessageIsRetried(t *testing.T) {
 	if n, _ := storedMessages(t, store, ctx); n != 3 {
 		t.Errorf("%d messages stored; want 3", n)
 	}
-	st, err = store.EmailSyncStatus(ctx, "", 50, 0)
+	st, err = inbox.Of(store).EmailSyncStatus(ctx, "", 50, 0)
 	if err != nil || st.HeldTotal != 0 {
 		t.Errorf("status after the retry: %v %+v; want nothing held", err, st)
 	}

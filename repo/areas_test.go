@@ -8,6 +8,7 @@ package repo_test
 import (
 	_ "outreach/repo/access"
 	_ "outreach/repo/dossiers"
+	_ "outreach/repo/inbox"
 	_ "outreach/repo/mailboxes"
 	_ "outreach/repo/notify"
 	_ "outreach/repo/pitches"

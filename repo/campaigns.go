@@ -212,7 +212,7 @@ func (s *Store) ListCampaigns(ctx context.Context, f CampaignFilter, limit, offs
 		filter["status"] = f.Status
 	}
 	if f.Search != "" {
-		return textListPage[Campaign](ctx, s, textFilter{coll: CollCampaigns, text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return textListPage[Campaign](ctx, s, TextFilter{Coll: CollCampaigns, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
 	return ListPage[Campaign](ctx, s, CollCampaigns, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }

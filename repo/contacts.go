@@ -376,7 +376,7 @@ func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset
 		filter["is_freelance"] = *f.IsFreelance
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return textListPage[Contact](ctx, s, textFilter{coll: CollContacts, text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return textListPage[Contact](ctx, s, TextFilter{Coll: CollContacts, Text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
 	return ListPage[Contact](ctx, s, CollContacts, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }

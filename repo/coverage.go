@@ -171,7 +171,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 		return nil, err
 	}
 	c.Meta = Meta{}
-	if err := insertWithEvents(ctx, s, CollCoverage, c, func() ([]event, error) {
+	if err := insertWithEvents(ctx, s, CollCoverage, c, func() ([]OppEvent, error) {
 		if c.OpportunityID == "" {
 			return nil, nil
 		}
@@ -179,9 +179,9 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 		if err != nil {
 			return nil, err
 		}
-		return []event{{kind: EventCoverageAdded, oppID: o.ID, title: o.Title,
-			text: fmt.Sprintf("coverage on %q: %s", o.Title, c.Title),
-			data: map[string]any{"coverage_id": c.ID, "coverage_title": c.Title, "url": c.URL, "type": c.Type}}}, nil
+		return []OppEvent{{Kind: EventCoverageAdded, OppID: o.ID, Title: o.Title,
+			Text: fmt.Sprintf("coverage on %q: %s", o.Title, c.Title),
+			Data: map[string]any{"coverage_id": c.ID, "coverage_title": c.Title, "url": c.URL, "type": c.Type}}}, nil
 	}); err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 	ledger.Between(filter, "published_at", f.Since, f.Until)
 	sort := bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return textListPage[Coverage](ctx, s, textFilter{coll: CollCoverage, text: f.Search}, Active(filter, f.IncludeArchived), sort, limit, offset)
+		return textListPage[Coverage](ctx, s, TextFilter{Coll: CollCoverage, Text: f.Search}, Active(filter, f.IncludeArchived), sort, limit, offset)
 	}
 	return ListPage[Coverage](ctx, s, CollCoverage, Active(filter, f.IncludeArchived), sort, limit, offset)
 }
@@ -298,16 +298,16 @@ func (s *Store) CoverageDetail(ctx context.Context, id string) (*CoverageDetail,
 		return nil, err
 	}
 	d := &CoverageDetail{Coverage: c}
-	if d.Outlet, err = s.trimmedOne(ctx, CollOutlets, c.OutletID, trimOutlet); err != nil {
+	if d.Outlet, err = s.TrimmedOne(ctx, CollOutlets, c.OutletID, trimOutlet); err != nil {
 		return nil, err
 	}
-	if d.Channel, err = s.trimmedOne(ctx, CollChannels, c.ChannelID, trimChannel); err != nil {
+	if d.Channel, err = s.TrimmedOne(ctx, CollChannels, c.ChannelID, trimChannel); err != nil {
 		return nil, err
 	}
-	if d.Opportunity, err = s.trimmedOne(ctx, CollOpportunities, c.OpportunityID, trimOpportunity); err != nil {
+	if d.Opportunity, err = s.TrimmedOne(ctx, CollOpportunities, c.OpportunityID, trimOpportunity); err != nil {
 		return nil, err
 	}
-	if d.Campaign, err = s.trimmedOne(ctx, CollCampaigns, c.CampaignID, trimCampaign); err != nil {
+	if d.Campaign, err = s.TrimmedOne(ctx, CollCampaigns, c.CampaignID, trimCampaign); err != nil {
 		return nil, err
 	}
 	if d.Contacts, err = s.Trimmed(ctx, CollContacts, ByIDs(c.ContactIDs), nil, TrimContact); err != nil {

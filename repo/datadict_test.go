@@ -23,6 +23,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/access"
+	"outreach/repo/inbox"
 	"outreach/repo/mailboxes"
 	"outreach/repo/notify"
 	"outreach/repo/pitches"
@@ -40,9 +41,9 @@ var dictionaryDocs = []struct {
 }{
 	{repo.CollOutlets, repo.Outlet{}}, {repo.CollChannels, repo.Channel{}}, {repo.CollContacts, repo.Contact{}}, {repo.CollCampaigns, repo.Campaign{}},
 	{repo.CollOpportunities, repo.Opportunity{}}, {repo.CollCoverage, repo.Coverage{}}, {repo.CollMedia, repo.Media{}}, {repo.CollNotes, repo.Note{}},
-	{repo.CollEmails, repo.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
+	{repo.CollEmails, inbox.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
 	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, notify.Message{}},
-	{repo.CollHeld, repo.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollChangeLog, audit.Entry{}},
+	{repo.CollHeld, inbox.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollChangeLog, audit.Entry{}},
 	{repo.CollMailboxes, mailboxes.Connection{}},
 }
 
@@ -77,7 +78,7 @@ var dictionaryEnums = map[string][]string{
 	"agent_keys.scopes":    {repo.ScopeRead, repo.ScopeWrite, repo.ScopeAdmin},
 	"subscriptions.events": repo.Events, "notifications.event": repo.Events,
 	"change_log.action": audit.Actions,
-	"email_held.reason": repo.HeldReasons, "email_held.outcome": {repo.HeldStored, repo.HeldDuplicate, repo.HeldGone},
+	"email_held.reason": inbox.HeldReasons, "email_held.outcome": {inbox.HeldStored, inbox.HeldDuplicate, inbox.HeldGone},
 	"pitches.state": pitches.PitchStates, "pitches.recipients.state": pitches.RecipientStates, "suppressions.reason": pitches.SuppressionReasons,
 	"mailbox_connections.status": {mailboxes.StatusConnected, mailboxes.StatusDisconnected},
 }

@@ -1,16 +1,19 @@
-package repo
+package repo_test
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"outreach/repo"
+	"outreach/repo/inbox"
 )
 
 // recordTypes are the documents of the record collections and the
 // documents embedded in them, as tools return them.
-var recordTypes = []any{Outlet{}, Channel{}, Contact{}, Affiliation{}, Campaign{}, Opportunity{}, StageChange{},
-	Coverage{}, Media{}, Note{}, NoteLink{}, EmailThread{}, EmailMessage{}, EmailOpportunityLink{}, User{}, AgentKey{}}
+var recordTypes = []any{repo.Outlet{}, repo.Channel{}, repo.Contact{}, repo.Affiliation{}, repo.Campaign{}, repo.Opportunity{}, repo.StageChange{},
+	repo.Coverage{}, repo.Media{}, repo.Note{}, repo.NoteLink{}, inbox.EmailThread{}, inbox.EmailMessage{}, inbox.EmailOpportunityLink{}, repo.User{}, repo.AgentKey{}}
 
 // TestEmptyValuesOneRule checks the rule for empty values (docs/data-dictionary.md):
 // a field a record may lack is absent when unset, both in the stored

@@ -47,7 +47,7 @@ var listTexts = map[string][]string{
 
 // maxTextReads is the most records a free-text filter reads by _id to
 // decide what the word index did not; beyond it (or beyond a
-// maxReadShare-th of the collection) one pass of the store's pattern is
+// MaxReadShare-th of the collection) one pass of the store's pattern is
 // cheaper.
 const maxTextReads = 2000
 
@@ -55,55 +55,55 @@ const maxTextReads = 2000
 // word index cannot answer it (a variable for the test of the bound).
 var patternBound = 10 * time.Second
 
-// textFilter is a list's free-text filter.
-type textFilter struct {
-	coll, text string
+// TextFilter is a list's free-text filter.
+type TextFilter struct {
+	Coll, Text string
 	// textIndex: on a server with text search, the collection's text
 	// index covers the fields, and a $text narrows the pattern's scan.
-	textIndex bool
+	TextIndex bool
 }
 
 // textListPage lists the records of coll matching filter and holding t's
 // text, in sort order, with their total.
-func textListPage[T any](ctx context.Context, s *Store, t textFilter, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
-	ids, ok, err := s.textIDs(ctx, t)
+func textListPage[T any](ctx context.Context, s *Store, t TextFilter, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
+	ids, ok, err := s.TextIDs(ctx, t)
 	if err != nil {
 		return Page[T]{}, err
 	}
 	if ok {
-		page, answered, err := ledger.ListAmong[T](ctx, s.Engine, t.coll, ids, filter, sort, limit, offset)
+		page, answered, err := ledger.ListAmong[T](ctx, s.Engine, t.Coll, ids, filter, sort, limit, offset)
 		if err != nil || answered {
 			return page, err
 		}
 	}
-	bounded, cancel := s.byPattern(ctx, t, filter)
+	bounded, cancel := s.ByPattern(ctx, t, filter)
 	defer cancel()
-	page, err := ListPage[T](bounded, s, t.coll, filter, sort, limit, offset)
-	return page, s.boundErr(ctx, bounded, t, err)
+	page, err := ListPage[T](bounded, s, t.Coll, filter, sort, limit, offset)
+	return page, s.BoundErr(ctx, bounded, t, err)
 }
 
 // byPattern adds t to filter as the store's pattern, and bounds the
 // context of the read that follows by patternBound.
-func (s *Store) byPattern(ctx context.Context, t textFilter, filter bson.M) (context.Context, context.CancelFunc) {
-	for k, v := range anyField(t.text, listTexts[t.coll]...) {
+func (s *Store) ByPattern(ctx context.Context, t TextFilter, filter bson.M) (context.Context, context.CancelFunc) {
+	for k, v := range anyField(t.Text, listTexts[t.Coll]...) {
 		filter[k] = v
 	}
-	if t.textIndex && s.Capabilities().TextSearch {
-		filter["$text"] = bson.M{"$search": textPhrase(t.text)}
+	if t.TextIndex && s.Capabilities().TextSearch {
+		filter["$text"] = bson.M{"$search": textPhrase(t.Text)}
 	}
 	return context.WithTimeout(ctx, patternBound)
 }
 
 // boundErr names the bound when the store's pattern outlasted it (and the
 // caller's own context did not end first).
-func (s *Store) boundErr(ctx, bounded context.Context, t textFilter, err error) error {
+func (s *Store) BoundErr(ctx, bounded context.Context, t TextFilter, err error) error {
 	if err == nil || ctx.Err() != nil || !errors.Is(bounded.Err(), context.DeadlineExceeded) {
 		return err
 	}
-	return &Error{Code: CodeUnavailable, Field: searchField(t.coll), Retryable: true, Message: fmt.Sprintf(
+	return &Error{Code: CodeUnavailable, Field: searchField(t.Coll), Retryable: true, Message: fmt.Sprintf(
 		"%s: the word index cannot answer %q now (it is being built, or the text has no letter or digit), and the store's scan for it "+
 			"took longer than %s; try again shortly, add a word of letters or digits, or narrow the list with its other filters",
-		searchField(t.coll), t.text, patternBound)}
+		searchField(t.Coll), t.Text, patternBound)}
 }
 
 // searchField is the parameter a list's free-text filter is given as.
@@ -114,11 +114,11 @@ func searchField(coll string) string {
 	return "search"
 }
 
-// textIDs are the ids of the records of t.coll holding t.text, from the
+// textIDs are the ids of the records of t.Coll holding t.Text, from the
 // word index; ok is false when the index does not answer (the store's
 // pattern is then asked). With the index check on (tests), the answer is
 // compared with the store's pattern.
-func (s *Store) textIDs(ctx context.Context, t textFilter) (ids []string, ok bool, err error) {
+func (s *Store) TextIDs(ctx context.Context, t TextFilter) (ids []string, ok bool, err error) {
 	if s.textByPattern.Load() {
 		return nil, false, nil
 	}
@@ -130,7 +130,7 @@ func (s *Store) textIDs(ctx context.Context, t textFilter) (ids []string, ok boo
 		var docs []struct {
 			ID string `bson:"_id"`
 		}
-		err := s.findAll(ctx, t.coll, anyField(t.text, listTexts[t.coll]...), options.Find().SetProjection(bson.M{"_id": 1}), &docs)
+		err := s.findAll(ctx, t.Coll, anyField(t.Text, listTexts[t.Coll]...), options.Find().SetProjection(bson.M{"_id": 1}), &docs)
 		if err != nil {
 			return nil, false, err
 		}
@@ -146,7 +146,7 @@ func (s *Store) textIDs(ctx context.Context, t textFilter) (ids []string, ok boo
 		}
 		// A write may have landed between the two: ask again.
 		if attempt == 3 {
-			return nil, false, fmt.Errorf("%s %q: the word index found %d records %v, the store %d %v", t.coll, t.text,
+			return nil, false, fmt.Errorf("%s %q: the word index found %d records %v, the store %d %v", t.Coll, t.Text,
 				len(got), got[:min(5, len(got))], len(want), want[:min(5, len(want))])
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -154,15 +154,15 @@ func (s *Store) textIDs(ctx context.Context, t textFilter) (ids []string, ok boo
 }
 
 // wordIDs is textIDs from the word index alone.
-func (s *Store) wordIDs(ctx context.Context, t textFilter) (ids []string, ok bool, err error) {
-	fields := listTexts[t.coll]
-	recs, exact, size, ok := s.ListTextCandidates(t.coll, foldText(t.text))
+func (s *Store) wordIDs(ctx context.Context, t TextFilter) (ids []string, ok bool, err error) {
+	fields := listTexts[t.Coll]
+	recs, exact, size, ok := s.ListTextCandidates(t.Coll, FoldText(t.Text))
 	if !ok {
 		return nil, false, nil
 	}
-	decides := exact && plainText(t.text)
-	match := anyField(t.text, fields...)
-	held := !slices.ContainsFunc(fields, func(f string) bool { return !mirrorSpecs[t.coll].Keeps(f) })
+	decides := exact && plainText(t.Text)
+	match := anyField(t.Text, fields...)
+	held := !slices.ContainsFunc(fields, func(f string) bool { return !mirrorSpecs[t.Coll].Keeps(f) })
 	ids = []string{}
 	var read []string
 	for _, r := range recs {
@@ -180,10 +180,10 @@ func (s *Store) wordIDs(ctx context.Context, t textFilter) (ids []string, ok boo
 		}
 		read = append(read, r.ID)
 	}
-	if len(read) > maxTextReads || (len(read) > 64 && len(read)*maxReadShare > size) {
+	if len(read) > maxTextReads || (len(read) > 64 && len(read)*MaxReadShare > size) {
 		return nil, false, nil
 	}
-	raws, err := s.FetchByID(ctx, t.coll, read)
+	raws, err := s.FetchByID(ctx, t.Coll, read)
 	if err != nil {
 		return nil, false, err
 	}

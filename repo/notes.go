@@ -120,8 +120,8 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 	} else {
 		n.OccurredAt = Now()
 	}
-	if err := insertWithEvents(ctx, s, CollNotes, n, func() ([]event, error) {
-		var evs []event
+	if err := insertWithEvents(ctx, s, CollNotes, n, func() ([]OppEvent, error) {
+		var evs []OppEvent
 		for _, l := range n.Links {
 			if l.OpportunityID == "" {
 				continue
@@ -130,9 +130,9 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 			if err != nil {
 				return nil, err
 			}
-			evs = append(evs, event{kind: EventNoteAdded, oppID: o.ID, title: o.Title,
-				text: fmt.Sprintf("note added to %q: %s", o.Title, noteGist(n.Title, n.Content)),
-				data: map[string]any{"note_id": n.ID, "note_type": n.Type, "note_title": n.Title}})
+			evs = append(evs, OppEvent{Kind: EventNoteAdded, OppID: o.ID, Title: o.Title,
+				Text: fmt.Sprintf("note added to %q: %s", o.Title, noteGist(n.Title, n.Content)),
+				Data: map[string]any{"note_id": n.ID, "note_type": n.Type, "note_title": n.Title}})
 		}
 		return evs, nil
 	}); err != nil {
@@ -276,7 +276,7 @@ func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) 
 	}
 	sort := bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return textListPage[Note](ctx, s, textFilter{coll: CollNotes, text: f.Search, textIndex: true}, filter, sort, limit, offset)
+		return textListPage[Note](ctx, s, TextFilter{Coll: CollNotes, Text: f.Search, TextIndex: true}, filter, sort, limit, offset)
 	}
 	return ListPage[Note](ctx, s, CollNotes, filter, sort, limit, offset)
 }

@@ -127,24 +127,24 @@ func (s *Store) deliveryTargets() []string {
 	return nil
 }
 
-// event describes what happened to an opportunity.
-type event struct {
-	kind  string
-	oppID string
-	title string // the opportunity's title
-	text  string
-	data  map[string]any
+// OppEvent describes what happened to an opportunity.
+type OppEvent struct {
+	Kind  string
+	OppID string
+	Title string // the opportunity's title
+	Text  string
+	Data  map[string]any
 	// key, when set, makes the notifications' ids a function of it and the
 	// subscriber, so the same event is never notified twice.
-	key string
+	Key string
 }
 
-// eventMutations returns the mutations that create one notification per
+// EventMutations returns the mutations that create one notification per
 // subscriber of ev. They go into the group of the change that caused the
 // event. A notification cannot be rolled back: a rollback of the change
 // does not un-send what was sent.
-func (s *Store) eventMutations(ctx context.Context, ev event) ([]mutation, error) {
-	subs, err := s.subscribers(ctx, ev.oppID, ev.kind)
+func (s *Store) EventMutations(ctx context.Context, ev OppEvent) ([]mutation, error) {
+	subs, err := s.subscribers(ctx, ev.OppID, ev.Kind)
 	if err != nil || len(subs) == 0 {
 		return nil, err
 	}
@@ -155,13 +155,13 @@ func (s *Store) eventMutations(ctx context.Context, ev event) ([]mutation, error
 	}
 	var muts []mutation
 	for _, sub := range subs {
-		n := &Notification{UserID: sub.UserID, OpportunityID: ev.oppID, Event: ev.kind, Title: ev.title, Text: ev.text,
-			Data: ev.data, OccurredAt: t, Delivery: Delivery{Done: len(targets) == 0, Targets: targets, NextAttemptAt: t}}
+		n := &Notification{UserID: sub.UserID, OpportunityID: ev.OppID, Event: ev.Kind, Title: ev.Title, Text: ev.Text,
+			Data: ev.Data, OccurredAt: t, Delivery: Delivery{Done: len(targets) == 0, Targets: targets, NextAttemptAt: t}}
 		if n.Data == nil {
 			n.Data = map[string]any{}
 		}
-		if ev.key != "" {
-			n.ID = uuid.NewSHA1(uuid.NameSpaceOID, []byte("notification/"+ev.key+"/"+sub.UserID)).String()
+		if ev.Key != "" {
+			n.ID = uuid.NewSHA1(uuid.NameSpaceOID, []byte("notification/"+ev.Key+"/"+sub.UserID)).String()
 		}
 		m, err := Creation(CollNotifications, n)
 		if err != nil {
@@ -174,10 +174,10 @@ func (s *Store) eventMutations(ctx context.Context, ev event) ([]mutation, error
 }
 
 // stageEvent is the event of opportunity o moving from stage from.
-func stageEvent(o *Opportunity, from string) event {
-	return event{kind: EventStageChanged, oppID: o.ID, title: o.Title,
-		text: fmt.Sprintf("%q moved from %s to %s", o.Title, from, o.Stage),
-		data: map[string]any{"from": from, "to": o.Stage}}
+func stageEvent(o *Opportunity, from string) OppEvent {
+	return OppEvent{Kind: EventStageChanged, OppID: o.ID, Title: o.Title,
+		Text: fmt.Sprintf("%q moved from %s to %s", o.Title, from, o.Stage),
+		Data: map[string]any{"from": from, "to": o.Stage}}
 }
 
 // rollbackEvents returns the events of a rollback's mutations: a rollback
@@ -196,8 +196,8 @@ func (s *Store) rollbackEvents(ctx context.Context, muts []mutation) ([]mutation
 		}
 		title, _ := m.After["title"].(string)
 		ev := stageEvent(&Opportunity{Meta: Meta{ID: m.ID}, Title: title, Stage: to}, from)
-		ev.data["rollback"] = true
-		evm, err := s.eventMutations(ctx, ev)
+		ev.Data["rollback"] = true
+		evm, err := s.EventMutations(ctx, ev)
 		if err != nil {
 			return nil, err
 		}
@@ -228,10 +228,10 @@ func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error)
 			continue
 		}
 		day := o.NextActionDate.UTC().Format(time.RFC3339)
-		ev := event{kind: EventNextActionDue, oppID: o.ID, title: o.Title, key: "next_action_due/" + o.ID + "/" + day,
-			text: fmt.Sprintf("next action on %q is due (%s): %s", o.Title, day, o.NextAction),
-			data: map[string]any{"next_action": o.NextAction, "next_action_date": *o.NextActionDate, "next_action_owner": o.NextActionOwner}}
-		muts, err := s.eventMutations(ctx, ev)
+		ev := OppEvent{Kind: EventNextActionDue, OppID: o.ID, Title: o.Title, Key: "next_action_due/" + o.ID + "/" + day,
+			Text: fmt.Sprintf("next action on %q is due (%s): %s", o.Title, day, o.NextAction),
+			Data: map[string]any{"next_action": o.NextAction, "next_action_date": *o.NextActionDate, "next_action_owner": o.NextActionOwner}}
+		muts, err := s.EventMutations(ctx, ev)
 		if err != nil {
 			return made, err
 		}
@@ -268,7 +268,7 @@ func isNotFound(err error) bool { return IsNotFound(err) }
 func insertWithEvents[P interface {
 	*T
 	record
-}, T any](ctx context.Context, s *Store, coll string, rec P, events func() ([]event, error)) error {
+}, T any](ctx context.Context, s *Store, coll string, rec P, events func() ([]OppEvent, error)) error {
 	m, err := Creation(coll, rec)
 	if err != nil {
 		return err
@@ -279,7 +279,7 @@ func insertWithEvents[P interface {
 	}
 	muts := []mutation{m}
 	for _, ev := range evs {
-		em, err := s.eventMutations(ctx, ev)
+		em, err := s.EventMutations(ctx, ev)
 		if err != nil {
 			return err
 		}

@@ -456,9 +456,9 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 		}
 		ev := stageEvent(o, from)
 		if noteID != "" {
-			ev.data["note_id"], ev.data["note"] = noteID, mv.Note
+			ev.Data["note_id"], ev.Data["note"] = noteID, mv.Note
 		}
-		notes, err := s.eventMutations(ctx, ev)
+		notes, err := s.EventMutations(ctx, ev)
 		if err != nil {
 			return nil, err
 		}
@@ -553,7 +553,7 @@ func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limi
 		filter["next_action_date"] = bson.M{"$lt": *f.NextActionBefore}
 	}
 	if f.Search != "" {
-		return textListPage[Opportunity](ctx, s, textFilter{coll: CollOpportunities, text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return textListPage[Opportunity](ctx, s, TextFilter{Coll: CollOpportunities, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
 	return ListPage[Opportunity](ctx, s, CollOpportunities, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
@@ -588,13 +588,13 @@ func (s *Store) OpportunityDetail(ctx context.Context, id string) (*OpportunityD
 		return nil, err
 	}
 	d := &OpportunityDetail{Opportunity: o}
-	if d.Campaign, err = s.trimmedOne(ctx, CollCampaigns, o.CampaignID, trimCampaign); err != nil {
+	if d.Campaign, err = s.TrimmedOne(ctx, CollCampaigns, o.CampaignID, trimCampaign); err != nil {
 		return nil, err
 	}
-	if d.Outlet, err = s.trimmedOne(ctx, CollOutlets, o.OutletID, trimOutlet); err != nil {
+	if d.Outlet, err = s.TrimmedOne(ctx, CollOutlets, o.OutletID, trimOutlet); err != nil {
 		return nil, err
 	}
-	if d.Channel, err = s.trimmedOne(ctx, CollChannels, o.ChannelID, trimChannel); err != nil {
+	if d.Channel, err = s.TrimmedOne(ctx, CollChannels, o.ChannelID, trimChannel); err != nil {
 		return nil, err
 	}
 	if d.Contacts, err = s.Trimmed(ctx, CollContacts, ByIDs(o.ContactIDs), nil, TrimContact); err != nil {
@@ -613,7 +613,7 @@ func (s *Store) OpportunityDetail(ctx context.Context, id string) (*OpportunityD
 
 // trimmedOne returns fields of record id of coll, or nil when id is empty or
 // the record is missing.
-func (s *Store) trimmedOne(ctx context.Context, coll, id string, fields []string) (map[string]any, error) {
+func (s *Store) TrimmedOne(ctx context.Context, coll, id string, fields []string) (map[string]any, error) {
 	if id == "" {
 		return nil, nil
 	}

@@ -183,7 +183,7 @@ func (s *Store) ListOutlets(ctx context.Context, f OutletFilter, limit, offset i
 		filter["topics"] = element(t)
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return textListPage[Outlet](ctx, s, textFilter{coll: CollOutlets, text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return textListPage[Outlet](ctx, s, TextFilter{Coll: CollOutlets, Text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
 	return ListPage[Outlet](ctx, s, CollOutlets, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }

@@ -45,7 +45,7 @@ func OnEmailStored(fn func(ctx context.Context, s *Store, in IncomingEmail, res 
 func checkRegistry() error {
 	for _, c := range areaRuled {
 		if stateRules[c] == nil {
-			return fmt.Errorf("the store cannot start: no rollback rule for %s (link the area that keeps it: outreach/repo/pitches, outreach/repo/mailboxes)", kindOf(c))
+			return fmt.Errorf("the store cannot start: no rollback rule for %s (link the area that keeps it: outreach/repo/pitches, outreach/repo/mailboxes)", KindOf(c))
 		}
 	}
 	if reactions.emailStored == nil {

@@ -200,7 +200,7 @@ func (s *Store) checkRules(ctx context.Context, p audit.Plan) (map[int][]RuleVio
 		case errors.As(err, &vi):
 			out[i] = append(out[i], *vi)
 		case err != nil:
-			return nil, fmt.Errorf("check the rules of %s %s: %w", kindOf(st.Change.Collection), st.Change.RecordID, err)
+			return nil, fmt.Errorf("check the rules of %s %s: %w", KindOf(st.Change.Collection), st.Change.RecordID, err)
 		}
 	}
 	return out, nil

@@ -38,8 +38,8 @@ var kinds = map[string]string{
 	CollHeld: "held email", CollPitches: "pitch", CollSuppressions: "suppression", CollMailboxes: "mailbox connection",
 }
 
-// kindOf names a collection's records in messages, whatever the collection.
-func kindOf(coll string) string {
+// KindOf names a collection's records in messages, whatever the collection.
+func KindOf(coll string) string {
 	if k, ok := kinds[coll]; ok {
 		return k
 	}

@@ -1,14 +1,8 @@
 package repo
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"maps"
-	"reflect"
 	"slices"
-	"strings"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -39,14 +33,14 @@ const wordsExtraction = "search 2"
 // and those of the lists with a free-text filter (listTexts) theirs.
 func withWords(specs map[string]index.Spec) map[string]index.Spec {
 	out := maps.Clone(specs)
-	for _, k := range searchKinds {
-		spec := out[k.coll]
-		spec.Words = &index.Words{Name: wordsExtraction, Fields: k.fields, Texts: k.texts, Listed: listedApart(k)}
-		out[k.coll] = spec
+	for _, k := range SearchKinds {
+		spec := out[k.Coll]
+		spec.Words = &index.Words{Name: wordsExtraction, Fields: k.Fields, Texts: k.texts, Listed: listedApart(k)}
+		out[k.Coll] = spec
 	}
 	for coll, fields := range listTexts {
 		if spec := out[coll]; spec.Words == nil {
-			k := searchKind{coll: coll, fields: fields}
+			k := SearchKind{Coll: coll, Fields: fields}
 			spec.Words = &index.Words{Name: wordsExtraction, Fields: fields, Texts: k.texts}
 			out[coll] = spec
 		}
@@ -57,9 +51,9 @@ func withWords(specs map[string]index.Spec) map[string]index.Spec {
 // listedApart reports whether the fields a list's free-text filter reads
 // in k's collection differ from those search reads: the word index then
 // holds their words apart.
-func listedApart(k searchKind) bool {
-	fields, ok := listTexts[k.coll]
-	return ok && !slices.Equal(fields, k.fields)
+func listedApart(k SearchKind) bool {
+	fields, ok := listTexts[k.Coll]
+	return ok && !slices.Equal(fields, k.Fields)
 }
 
 // texts is what the word index holds of a record of k: the folded text of
@@ -67,31 +61,31 @@ func listedApart(k searchKind) bool {
 // untitled note's first line), exactly as matchDoc reads them; the folded
 // texts of the list's fields when they differ; and whether those a list
 // reads are plain (plainText).
-func (k searchKind) texts(d bson.M) index.Texts {
+func (k SearchKind) texts(d bson.M) index.Texts {
 	var t index.Texts
-	for i, f := range k.fields {
-		for _, v := range values(d, f) {
-			t.All = append(t.All, foldText(v))
-			if i == 0 && k.kind != "" {
+	for i, f := range k.Fields {
+		for _, v := range Values(d, f) {
+			t.All = append(t.All, FoldText(v))
+			if i == 0 && k.Kind != "" {
 				t.Title = append(t.Title, t.All[len(t.All)-1])
 			}
 		}
 	}
-	if line, ok := untitledLine(k, d); ok {
-		t.Title = append(t.Title, foldText(line))
+	if line, ok := UntitledLine(k, d); ok {
+		t.Title = append(t.Title, FoldText(line))
 	}
-	listed := k.fields
+	listed := k.Fields
 	if listedApart(k) {
-		listed = listTexts[k.coll]
+		listed = listTexts[k.Coll]
 		for _, f := range listed {
-			for _, v := range values(d, f) {
-				t.List = append(t.List, foldText(v))
+			for _, v := range Values(d, f) {
+				t.List = append(t.List, FoldText(v))
 			}
 		}
 	}
 	t.Plain = true
 	for _, f := range listed {
-		for _, v := range values(d, f) {
+		for _, v := range Values(d, f) {
 			if !plainText(v) {
 				t.Plain = false
 			}
@@ -100,129 +94,7 @@ func (k searchKind) texts(d bson.M) index.Texts {
 	return t
 }
 
-// maxReadShare: when the word index names more than this share of a
+// MaxReadShare: when the word index names more than this share of a
 // collection's records for a query it does not decide, the store's
 // pattern (one pass over the collection) is asked instead of reading each.
-const maxReadShare = 5
-
-// wordHits are k's hits as the word index finds them: exact, decided by
-// the index with their date from the record it holds (to be completed by
-// completeHits once paged); otherwise read and decided by matchDoc. ok is
-// false when the index does not answer: the store is asked.
-func (s *Store) wordHits(ctx context.Context, k searchKind, q SearchQuery, needle string, t time.Time) (hits []SearchHit, exact, ok bool, err error) {
-	recs, exact, size, ok := s.TextCandidates(k.coll, needle)
-	if !ok {
-		return nil, false, false, nil
-	}
-	if !exact {
-		if len(recs)*maxReadShare > size {
-			return nil, false, false, nil
-		}
-		if len(recs) == 0 {
-			return nil, false, true, nil
-		}
-		ids := make([]string, len(recs))
-		for i, r := range recs {
-			ids[i] = r.ID
-		}
-		hits, err := s.readHits(ctx, k, bson.M{"_id": bson.M{"$in": ids}}, q.IncludeArchived, needle, t)
-		return hits, false, err == nil, err
-	}
-	activeOnly := bson.M{"archived_at": nil}
-	for _, r := range recs {
-		if !q.IncludeArchived {
-			match, decided := index.Match(r.Raw, activeOnly)
-			if !decided {
-				return nil, false, false, nil
-			}
-			if !match {
-				continue
-			}
-		}
-		h := SearchHit{Type: k.kind, ID: r.ID, InTitle: r.Title, WholeWord: r.Whole}
-		if v, err := r.Raw.LookupErr(k.date); err == nil && v.Type == bson.TypeDateTime {
-			h.Date = bson.DateTime(v.DateTime()).Time().UTC()
-		}
-		hits = append(hits, h)
-	}
-	return hits, true, true, nil
-}
-
-// completeHits reads the records of the page's hits the word index decided
-// and builds each with matchDoc, which must confirm what the index
-// decided (else errWordsRaced: a write landed in between).
-func (s *Store) completeHits(ctx context.Context, q SearchQuery, page []SearchHit, decided map[string]map[string]bool, needle string, t time.Time) error {
-	ids := map[string][]string{}
-	for _, h := range page {
-		if decided[h.Type][h.ID] {
-			ids[h.Type] = append(ids[h.Type], h.ID)
-		}
-	}
-	read := map[string]SearchHit{}
-	for _, k := range searchKinds {
-		if len(ids[k.kind]) == 0 {
-			continue
-		}
-		hits, err := s.readHits(ctx, k, bson.M{"_id": bson.M{"$in": ids[k.kind]}}, q.IncludeArchived, needle, t)
-		if err != nil {
-			return fmt.Errorf("search %s: %w", k.kind, err)
-		}
-		for _, h := range hits {
-			read[k.kind+"/"+h.ID] = h
-		}
-	}
-	for i, h := range page {
-		if !decided[h.Type][h.ID] {
-			continue
-		}
-		full, ok := read[h.Type+"/"+h.ID]
-		if !ok || full.InTitle != h.InTitle || full.WholeWord != h.WholeWord || !full.Date.Equal(h.Date) {
-			return fmt.Errorf("%w: %s %s", errWordsRaced, h.Type, h.ID)
-		}
-		page[i] = full
-	}
-	return nil
-}
-
-// searchWords is search through the word index. A hit it decided that its
-// record does not confirm (a write landed in between) asks the store
-// instead. With the index check on (tests), every answer is compared with
-// the store's, as the index's other answers are.
-func (s *Store) searchWords(ctx context.Context, q SearchQuery) (*SearchResult, error) {
-	for attempt := 0; ; attempt++ {
-		t := Now()
-		res, err := s.search(ctx, q, pathWords, t)
-		if errors.Is(err, errWordsRaced) {
-			s.Log.Info().Err(err).Msg("search: asking the store")
-			return s.search(ctx, q, pathStore, t)
-		}
-		if err != nil || !s.IndexChecked() {
-			return res, err
-		}
-		want, err := s.search(ctx, q, pathStore, t)
-		if err != nil {
-			return nil, err
-		}
-		if reflect.DeepEqual(res, want) {
-			return res, nil
-		}
-		// A write may have landed between the two: ask again.
-		if attempt == 3 {
-			return nil, fmt.Errorf("search %q: the word index answered %d hits %v, the store %d hits %v", q.Query,
-				res.Total, hitIDs(res.Hits), want.Total, hitIDs(want.Hits))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func hitIDs(hits []SearchHit) string {
-	var b strings.Builder
-	for i, h := range hits {
-		if i == 5 {
-			b.WriteString(" …")
-			break
-		}
-		fmt.Fprintf(&b, " %s/%s", h.Type, h.ID)
-	}
-	return b.String()
-}
+const MaxReadShare = 5

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -77,6 +78,20 @@ func singletonBefore(c audit.Entry) bson.M {
 		}
 	}
 	return def
+}
+
+// EmailSyncState is where the sync of one mailbox of one account stands:
+// the mailbox's UIDVALIDITY and the highest UID handled under it. It is a
+// settings record, written through the write path like any other; package
+// repo/inbox reads and moves it, the core knows its default (singletonBefore).
+type EmailSyncState struct {
+	Meta        `bson:",inline"`
+	Name        string    `bson:"name" json:"name"`
+	Account     string    `bson:"account" json:"account"`
+	Mailbox     string    `bson:"mailbox" json:"mailbox"`
+	UIDValidity int64     `bson:"uid_validity" json:"uid_validity"`
+	LastUID     int64     `bson:"last_uid" json:"last_uid"`
+	SyncedAt    time.Time `bson:"synced_at" json:"synced_at"`
 }
 
 // MaxCompetitors bounds the competitor list.

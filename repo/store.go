@@ -73,7 +73,7 @@ const (
 	CollNotifications = "notifications"
 	CollDeliveries    = "deliveries"
 	CollMessages      = "slack_messages"
-	// Messages of the shared inbox read but not stored (emailheld.go).
+	// Messages of the shared inbox read but not stored (repo/inbox/emailheld.go).
 	CollHeld = "email_held"
 	// Pitches and the suppression list (repo/pitches).
 	CollPitches      = "pitches"

@@ -12,6 +12,7 @@ import (
 	"outreach/mailauth"
 	"outreach/mailsync"
 	"outreach/repo"
+	"outreach/repo/inbox"
 	"outreach/slackmsg"
 )
 
@@ -42,7 +43,7 @@ func WithMailbox(m *mailauth.Mailbox) Option { return func(o *options) { o.mailb
 // syncStatus is get_sync_status's result: the sync's marks and held
 // messages, and the mailbox connection when it is made by signing in.
 type syncStatus struct {
-	*repo.SyncStatus
+	*inbox.SyncStatus
 	// Mailbox: the connection's state, reason and problem; paused says the
 	// sync and pitch sending wait for an admin to connect it.
 	Mailbox *mailauth.Status `json:"mailbox,omitempty"`
@@ -67,19 +68,19 @@ const maxImportBytes = 1 << 20
 
 // threadSummary is a thread in a list: everything but the message bodies.
 type threadSummary struct {
-	ID                 string                      `json:"id"`
-	Subject            string                      `json:"subject"`
-	ContactIDs         []string                    `json:"contact_ids"`
-	OpportunityLinks   []repo.EmailOpportunityLink `json:"opportunity_links"`
-	MessageCount       int                         `json:"message_count"`
-	LastMessageAt      time.Time                   `json:"last_message_at"`
-	LastContactReplyAt *time.Time                  `json:"last_contact_reply_at,omitempty"`
-	LastSummary        string                      `json:"last_summary"`
-	CreatedAt          time.Time                   `json:"created_at"`
-	ArchivedAt         *time.Time                  `json:"archived_at"`
+	ID                 string                       `json:"id"`
+	Subject            string                       `json:"subject"`
+	ContactIDs         []string                     `json:"contact_ids"`
+	OpportunityLinks   []inbox.EmailOpportunityLink `json:"opportunity_links"`
+	MessageCount       int                          `json:"message_count"`
+	LastMessageAt      time.Time                    `json:"last_message_at"`
+	LastContactReplyAt *time.Time                   `json:"last_contact_reply_at,omitempty"`
+	LastSummary        string                       `json:"last_summary"`
+	CreatedAt          time.Time                    `json:"created_at"`
+	ArchivedAt         *time.Time                   `json:"archived_at"`
 }
 
-func summarize(t repo.EmailThread) threadSummary {
+func summarize(t inbox.EmailThread) threadSummary {
 	s := threadSummary{ID: t.ID, Subject: t.Subject, ContactIDs: t.ContactIDs, OpportunityLinks: t.OpportunityLinks, MessageCount: len(t.Messages),
 		LastMessageAt: t.LastMessageAt, LastContactReplyAt: t.LastContactReplyAt, CreatedAt: t.CreatedAt, ArchivedAt: t.ArchivedAt}
 	if n := len(t.Messages); n > 0 {
@@ -141,7 +142,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 	type unlinkIn struct {
 		ID string `json:"id" jsonschema:"the link's own id (UUID), as get_email_thread and link_email_opportunity show it; not the thread's id"`
 	}
-	hits := func(total, limit int, msgs []repo.EmailHit) map[string]any {
+	hits := func(total, limit int, msgs []inbox.EmailHit) map[string]any {
 		return map[string]any{"total": total, "showing": len(msgs), "limit": limit, "messages": msgs}
 	}
 	return []Tool{
@@ -171,7 +172,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				st, err := s.EmailSyncStatus(ctx, in.Reason, limit, offset)
+				st, err := inbox.Of(s).EmailSyncStatus(ctx, in.Reason, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -232,14 +233,14 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				f := repo.EmailThreadFilter{ContactID: in.ContactID, OpportunityID: in.OpportunityID, IncludeArchived: in.IncludeArchived}
+				f := inbox.EmailThreadFilter{ContactID: in.ContactID, OpportunityID: in.OpportunityID, IncludeArchived: in.IncludeArchived}
 				if err := checkOptionalUUIDs("contact_id", in.ContactID, "opportunity_id", in.OpportunityID); err != nil {
 					return nil, err
 				}
 				if f.Since, err = optionalTime("since", in.Since, false); err != nil {
 					return nil, err
 				}
-				p, err := s.ListEmailThreads(ctx, f, limit, offset)
+				p, err := inbox.Of(s).ListEmailThreads(ctx, f, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -254,7 +255,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.EmailThreadDetail(ctx, in.ID)
+				return inbox.Of(s).EmailThreadDetail(ctx, in.ID)
 			}),
 		newTool("search_emails", "Search email messages by subject, body and sender, newest first. The text is matched literally and case-insensitively.", read,
 			func(ctx context.Context, in *searchIn) (any, error) {
@@ -265,7 +266,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if strings.TrimSpace(in.Query) == "" {
 					return nil, repo.Invalid("query", "must not be empty")
 				}
-				total, msgs, err := s.SearchEmails(ctx, in.Query, limit)
+				total, msgs, err := inbox.Of(s).SearchEmails(ctx, in.Query, limit)
 				if err != nil {
 					return nil, err
 				}
@@ -288,7 +289,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 					}
 					since = &t
 				}
-				total, msgs, err := s.ContactEmails(ctx, in.ContactID, since, limit)
+				total, msgs, err := inbox.Of(s).ContactEmails(ctx, in.ContactID, since, limit)
 				if err != nil {
 					return nil, err
 				}
@@ -302,7 +303,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if err := checkUUID("opportunity_id", in.OpportunityID); err != nil {
 					return nil, err
 				}
-				t, link, err := s.LinkEmailOpportunity(ctx, in.ThreadID, in.OpportunityID)
+				t, link, err := inbox.Of(s).LinkEmailOpportunity(ctx, in.ThreadID, in.OpportunityID)
 				if err != nil {
 					return nil, err
 				}
@@ -313,7 +314,7 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				t, err := s.UnlinkEmailOpportunity(ctx, in.ID)
+				t, err := inbox.Of(s).UnlinkEmailOpportunity(ctx, in.ID)
 				if err != nil {
 					return nil, err
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"outreach/repo"
+	"outreach/repo/search"
 )
 
 // Limits of arguments, declared once: newTool writes them into the input
@@ -53,7 +54,7 @@ var namedLimits = map[string]int64{
 	"page":          maxLimit,                              // limit of every list
 	"session_id":    repo.MaxSessionID,                     // an agent session's id
 	"session_label": repo.MaxLabel,                         // start_session.label
-	"search_query":  repo.MaxSearchQuery,                   // search.query
+	"search_query":  search.MaxSearchQuery,                 // search.query
 	"competitors":   repo.MaxCompetitors,                   // update_settings.competitors
 	"slack_options": maxSlackOptions,                       // ask_slack.options
 	"slack_text":    maxSlackText,                          // send_slack_message.text

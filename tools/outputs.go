@@ -15,9 +15,11 @@ import (
 	"outreach/repo"
 	"outreach/repo/access"
 	"outreach/repo/dossiers"
+	"outreach/repo/inbox"
 	"outreach/repo/notify"
 	"outreach/repo/pitches"
 	"outreach/repo/reports"
+	"outreach/repo/search"
 )
 
 // Structured output. Every tool declares an outputSchema, derived from the Go
@@ -100,7 +102,7 @@ var outputs = map[string]*jsonschema.Schema{
 	"archive_note":           of[noteResult](),
 	"restore_note":           of[noteResult](),
 	"get_interaction_log":    of[dossiers.InteractionLog](),
-	"search":                 object("total", of[int](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "search_path", of[string](), "hits", of[[]repo.SearchHit]()),
+	"search":                 object("total", of[int](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "search_path", of[string](), "hits", of[[]search.SearchHit]()),
 	"get_contact_dossier":    of[dossiers.ContactDossier](),
 	"get_outlet_dossier":     of[dossiers.OutletDossier](),
 	"get_opportunity_status": of[dossiers.OpportunityStatus](),
@@ -142,10 +144,10 @@ var outputs = map[string]*jsonschema.Schema{
 	"get_sync_status":          of[syncStatus](),
 	"disconnect_mailbox":       of[disconnectMailboxOut](),
 	"list_email_threads":       object("total", of[int64](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "threads", of[[]threadSummary]()),
-	"get_email_thread":         of[repo.EmailThreadDetail](),
-	"search_emails":            object("total", of[int](), "showing", of[int](), "limit", of[int](), "messages", of[[]repo.EmailHit]()),
-	"get_contact_emails":       object("total", of[int](), "showing", of[int](), "limit", of[int](), "messages", of[[]repo.EmailHit]()),
-	"link_email_opportunity":   object("link", of[*repo.EmailOpportunityLink](), "thread", of[threadSummary]()),
+	"get_email_thread":         of[inbox.EmailThreadDetail](),
+	"search_emails":            object("total", of[int](), "showing", of[int](), "limit", of[int](), "messages", of[[]inbox.EmailHit]()),
+	"get_contact_emails":       object("total", of[int](), "showing", of[int](), "limit", of[int](), "messages", of[[]inbox.EmailHit]()),
+	"link_email_opportunity":   object("link", of[*inbox.EmailOpportunityLink](), "thread", of[threadSummary]()),
 	"unlink_email_opportunity": object("thread", of[threadSummary]()),
 
 	// Notifications and messaging

@@ -8,6 +8,7 @@ import (
 	"outreach/audit"
 	"outreach/repo"
 	"outreach/repo/dossiers"
+	"outreach/repo/search"
 )
 
 // Search is the Search group: one query across every kind of record, the
@@ -58,11 +59,11 @@ func Search(s *repo.Store) []Tool {
 					return nil, repo.Invalid("query", "must not be empty")
 				}
 				for _, t := range in.Types {
-					if err := checkEnum("types", t, repo.SearchTypes); err != nil {
+					if err := checkEnum("types", t, search.SearchTypes); err != nil {
 						return nil, err
 					}
 				}
-				r, err := s.Search(ctx, repo.SearchQuery{Query: q, Types: in.Types, IncludeArchived: in.IncludeArchived, Limit: limit, Offset: offset})
+				r, err := search.Of(s).Search(ctx, search.SearchQuery{Query: q, Types: in.Types, IncludeArchived: in.IncludeArchived, Limit: limit, Offset: offset})
 				if err != nil {
 					return nil, err
 				}

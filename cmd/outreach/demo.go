@@ -12,6 +12,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/inbox"
 )
 
 // The demo data: a small, realistic, fictional PR team's store, made through
@@ -339,7 +340,7 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 					From: emails[j], To: []string{team}, Subject: "Re: " + subject, Date: *demoDay(13 + t), Source: "demo",
 					BodyText: "Thanks, yes please. Can you send the benchmark numbers under embargo?"}
 			}
-			res, err := s.IngestEmail(ctx, in)
+			res, err := inbox.Of(s).IngestEmail(ctx, in)
 			if err != nil {
 				return counts, fmt.Errorf("email %s: %w", in.MessageID, err)
 			}
@@ -349,7 +350,7 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 			threadID = res.ThreadID
 			done("email messages")
 		}
-		if _, _, err := s.LinkEmailOpportunity(ctx, threadID, opp.ID); err != nil {
+		if _, _, err := inbox.Of(s).LinkEmailOpportunity(ctx, threadID, opp.ID); err != nil {
 			return counts, fmt.Errorf("link thread %s: %w", threadID, err)
 		}
 		done("email threads")

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"outreach/repo"
+	"outreach/repo/inbox"
 	"outreach/repo/pitches"
 	"slices"
 	"strings"
@@ -95,7 +96,7 @@ func later(cur *Touch, t Touch) *Touch {
 // contact's address, and otherwise it was sent by the team.
 type mailbox struct {
 	// threads hold their headers only (mailThread's fields).
-	threads []repo.EmailThread
+	threads []inbox.EmailThread
 	senders map[string]string // lower-case address → contact id
 }
 
@@ -103,9 +104,9 @@ type mailbox struct {
 // the messages' headers. Decoding the messages whole (bodies, recipients,
 // references) was most of a dossier's own cost.
 type mailThread struct {
-	ID               string                      `bson:"_id"`
-	Subject          string                      `bson:"subject"`
-	OpportunityLinks []repo.EmailOpportunityLink `bson:"opportunity_links"`
+	ID               string                       `bson:"_id"`
+	Subject          string                       `bson:"subject"`
+	OpportunityLinks []inbox.EmailOpportunityLink `bson:"opportunity_links"`
 	Messages         []struct {
 		ID         string    `bson:"id"`
 		From       string    `bson:"from"`
@@ -123,18 +124,18 @@ func (s *Store) readMail(ctx context.Context, filter bson.M) (*mailbox, error) {
 	if err := s.FindAll(ctx, repo.CollEmails, filter, nil, &read); err != nil {
 		return nil, err
 	}
-	mb.threads = make([]repo.EmailThread, len(read))
+	mb.threads = make([]inbox.EmailThread, len(read))
 	for i, r := range read {
-		t := repo.EmailThread{Meta: repo.Meta{ID: r.ID}, Subject: r.Subject, OpportunityLinks: r.OpportunityLinks, Messages: make([]repo.EmailMessage, len(r.Messages))}
+		t := inbox.EmailThread{Meta: repo.Meta{ID: r.ID}, Subject: r.Subject, OpportunityLinks: r.OpportunityLinks, Messages: make([]inbox.EmailMessage, len(r.Messages))}
 		for j, m := range r.Messages {
-			t.Messages[j] = repo.EmailMessage{ID: m.ID, From: m.From, Subject: m.Subject, Date: m.Date, ContactIDs: m.ContactIDs}
+			t.Messages[j] = inbox.EmailMessage{ID: m.ID, From: m.From, Subject: m.Subject, Date: m.Date, ContactIDs: m.ContactIDs}
 		}
 		mb.threads[i] = t
 	}
 	var addrs []string
 	for _, t := range mb.threads {
 		for _, m := range t.Messages {
-			if a := repo.BareAddress(m.From); a != "" && !slices.Contains(addrs, a) {
+			if a := inbox.BareAddress(m.From); a != "" && !slices.Contains(addrs, a) {
 				addrs = append(addrs, a)
 			}
 		}
@@ -160,13 +161,13 @@ func (s *Store) readMail(ctx context.Context, filter bson.M) (*mailbox, error) {
 }
 
 // sender is the contact who sent m, or "" when the team sent it.
-func (mb *mailbox) sender(m *repo.EmailMessage) string { return mb.senders[repo.BareAddress(m.From)] }
+func (mb *mailbox) sender(m *inbox.EmailMessage) string { return mb.senders[inbox.BareAddress(m.From)] }
 
 // firstReply is the earliest message from a contact, on or after since, in
 // a thread linked to opportunity oppID.
-func (mb *mailbox) firstReply(oppID string, since time.Time) (*repo.EmailThread, *repo.EmailMessage) {
-	var bt *repo.EmailThread
-	var bm *repo.EmailMessage
+func (mb *mailbox) firstReply(oppID string, since time.Time) (*inbox.EmailThread, *inbox.EmailMessage) {
+	var bt *inbox.EmailThread
+	var bm *inbox.EmailMessage
 	for i := range mb.threads {
 		t := &mb.threads[i]
 		if !linkedTo(t, oppID) {
@@ -182,8 +183,8 @@ func (mb *mailbox) firstReply(oppID string, since time.Time) (*repo.EmailThread,
 	return bt, bm
 }
 
-func linkedTo(t *repo.EmailThread, oppID string) bool {
-	return slices.ContainsFunc(t.OpportunityLinks, func(l repo.EmailOpportunityLink) bool { return l.OpportunityID == oppID })
+func linkedTo(t *inbox.EmailThread, oppID string) bool {
+	return slices.ContainsFunc(t.OpportunityLinks, func(l inbox.EmailOpportunityLink) bool { return l.OpportunityID == oppID })
 }
 
 // PitchCounts count a contact's pitches and responses. An opportunity naming
@@ -291,7 +292,7 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 				if !linkedTo(&th, o.ID) {
 					continue
 				}
-				answered = answered || slices.ContainsFunc(th.Messages, func(m repo.EmailMessage) bool {
+				answered = answered || slices.ContainsFunc(th.Messages, func(m inbox.EmailMessage) bool {
 					return mb.sender(&m) == id && !m.Date.Before(at)
 				})
 			}
@@ -773,7 +774,7 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 			if len(th.OpportunityLinks) > 0 {
 				continue
 			}
-			var latest *repo.EmailMessage
+			var latest *inbox.EmailMessage
 			for j := range th.Messages {
 				m := &th.Messages[j]
 				if mb.sender(m) != "" && !m.Date.Before(replySince) && !m.Date.After(t) && (latest == nil || m.Date.After(latest.Date)) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"outreach/repo"
+	"outreach/repo/inbox"
 	"outreach/repo/pitches"
 	"slices"
 	"time"
@@ -51,7 +52,7 @@ type interactionScope struct {
 	// messages filters unwound messages (fields under "messages.").
 	messages bson.M
 	// messageOK is the same filter as messages, evaluated in Go.
-	messageOK func(t *repo.EmailThread, m *repo.EmailMessage) bool
+	messageOK func(t *inbox.EmailThread, m *inbox.EmailMessage) bool
 }
 
 func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (interactionScope, error) {
@@ -59,7 +60,7 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 	coverage := bson.M{"archived_at": nil}
 	threads := bson.M{"archived_at": nil}
 	messages := bson.M{}
-	var checks []func(*repo.EmailThread, *repo.EmailMessage) bool
+	var checks []func(*inbox.EmailThread, *inbox.EmailMessage) bool
 	// A pitch is an interaction per recipient it was sent to (sent_at set,
 	// whatever happened after: bounced, replied).
 	// pitches only narrows (any recipient matches); recipients and
@@ -75,7 +76,7 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 		coverage["contact_ids"] = q.ContactID
 		threads["messages.contact_ids"] = q.ContactID
 		messages["messages.contact_ids"] = q.ContactID
-		checks = append(checks, func(_ *repo.EmailThread, m *repo.EmailMessage) bool {
+		checks = append(checks, func(_ *inbox.EmailThread, m *inbox.EmailMessage) bool {
 			return slices.Contains(m.ContactIDs, q.ContactID)
 		})
 	}
@@ -84,8 +85,8 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 		coverage["opportunity_id"] = q.OpportunityID
 		threads["opportunity_links.opportunity_id"] = q.OpportunityID
 		pitchFilter["opportunity_id"] = q.OpportunityID
-		checks = append(checks, func(t *repo.EmailThread, _ *repo.EmailMessage) bool {
-			return slices.ContainsFunc(t.OpportunityLinks, func(l repo.EmailOpportunityLink) bool { return l.OpportunityID == q.OpportunityID })
+		checks = append(checks, func(t *inbox.EmailThread, _ *inbox.EmailMessage) bool {
+			return slices.ContainsFunc(t.OpportunityLinks, func(l inbox.EmailOpportunityLink) bool { return l.OpportunityID == q.OpportunityID })
 		})
 	}
 	if q.OutletID != "" {
@@ -114,9 +115,9 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 		pitchChecks = append(pitchChecks, func(p *pitches.Pitch, r *pitches.PitchRecipient) bool {
 			return slices.Contains(contacts, r.ContactID) || slices.Contains(opps, p.OpportunityID)
 		})
-		checks = append(checks, func(t *repo.EmailThread, m *repo.EmailMessage) bool {
+		checks = append(checks, func(t *inbox.EmailThread, m *inbox.EmailMessage) bool {
 			return slices.ContainsFunc(m.ContactIDs, func(id string) bool { return slices.Contains(contacts, id) }) ||
-				slices.ContainsFunc(t.OpportunityLinks, func(l repo.EmailOpportunityLink) bool { return slices.Contains(opps, l.OpportunityID) })
+				slices.ContainsFunc(t.OpportunityLinks, func(l inbox.EmailOpportunityLink) bool { return slices.Contains(opps, l.OpportunityID) })
 		})
 	}
 	dates := bson.M{}
@@ -134,7 +135,7 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 		pitchChecks = append(pitchChecks, func(_ *pitches.Pitch, r *pitches.PitchRecipient) bool {
 			return (q.Since == nil || !r.SentAt.Before(*q.Since)) && (q.Until == nil || !r.SentAt.After(*q.Until))
 		})
-		checks = append(checks, func(_ *repo.EmailThread, m *repo.EmailMessage) bool {
+		checks = append(checks, func(_ *inbox.EmailThread, m *inbox.EmailMessage) bool {
 			return (q.Since == nil || !m.Date.Before(*q.Since)) && (q.Until == nil || !m.Date.After(*q.Until))
 		})
 	}
@@ -148,7 +149,7 @@ func (s *Store) interactionScope(ctx context.Context, q InteractionQuery) (inter
 			}
 			return true
 		},
-		messageOK: func(t *repo.EmailThread, m *repo.EmailMessage) bool {
+		messageOK: func(t *inbox.EmailThread, m *inbox.EmailMessage) bool {
 			for _, ok := range checks {
 				if !ok(t, m) {
 					return false
@@ -216,8 +217,8 @@ func newest(a, b Interaction) int {
 // filters (messageOK) and its entries use. Decoding each thread's messages
 // whole, headers it never shows included, was most of the log's own cost.
 type logThread struct {
-	ID               string                      `bson:"_id"`
-	OpportunityLinks []repo.EmailOpportunityLink `bson:"opportunity_links"`
+	ID               string                       `bson:"_id"`
+	OpportunityLinks []inbox.EmailOpportunityLink `bson:"opportunity_links"`
 	Messages         []struct {
 		ID         string    `bson:"id"`
 		Subject    string    `bson:"subject"`
@@ -263,10 +264,10 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	}
 	for i := range threads {
 		lt := &threads[i]
-		t := &repo.EmailThread{Meta: repo.Meta{ID: lt.ID}, OpportunityLinks: lt.OpportunityLinks}
+		t := &inbox.EmailThread{Meta: repo.Meta{ID: lt.ID}, OpportunityLinks: lt.OpportunityLinks}
 		for j := range lt.Messages {
 			lm := &lt.Messages[j]
-			m := &repo.EmailMessage{ID: lm.ID, Subject: lm.Subject, Date: lm.Date, ContactIDs: lm.ContactIDs}
+			m := &inbox.EmailMessage{ID: lm.ID, Subject: lm.Subject, Date: lm.Date, ContactIDs: lm.ContactIDs}
 			if !sc.messageOK(t, m) {
 				continue
 			}

@@ -17,6 +17,7 @@ import (
 	"outreach/audit"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/inbox"
 )
 
 // The sending side of pitches: the suppression list, the claim a sender
@@ -529,8 +530,8 @@ func (s *Store) pitchReply(ctx context.Context, in repo.IncomingEmail, res repo.
 			s.Log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: mark the recipient replied")
 			continue
 		}
-		if t, err := s.EmailThread(ctx, res.ThreadID); err == nil && !slices.ContainsFunc(t.OpportunityLinks, func(l repo.EmailOpportunityLink) bool { return l.OpportunityID == p.OpportunityID }) {
-			if _, _, err := s.LinkEmailOpportunity(ctx, res.ThreadID, p.OpportunityID); err != nil {
+		if t, err := inbox.Of(s.Store).EmailThread(ctx, res.ThreadID); err == nil && !slices.ContainsFunc(t.OpportunityLinks, func(l inbox.EmailOpportunityLink) bool { return l.OpportunityID == p.OpportunityID }) {
+			if _, _, err := inbox.Of(s.Store).LinkEmailOpportunity(ctx, res.ThreadID, p.OpportunityID); err != nil {
 				s.Log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: link the thread")
 			}
 		}

@@ -33,13 +33,13 @@ func TestLocate(t *testing.T) {
 		{"한국어", "한국", "한국", false},
 		{"क़िला", "क़ि", "क़ि", false},
 	} {
-		at, end, whole := locate(tc.text, fold(tc.query).text)
+		at, end, whole := Locate(tc.text, fold(tc.query).text)
 		got := ""
 		if at >= 0 {
 			got = tc.text[at:end]
 		}
 		if got != tc.match || (at >= 0 && whole != tc.whole) {
-			t.Errorf("locate(%q, %q) = %q whole %v; want %q whole %v", tc.text, tc.query, got, whole, tc.match, tc.whole)
+			t.Errorf("Locate(%q, %q) = %q whole %v; want %q whole %v", tc.text, tc.query, got, whole, tc.match, tc.whole)
 		}
 	}
 }
@@ -55,8 +55,8 @@ func TestSnippet(t *testing.T) {
 		{strings.Repeat("abcdefg ", 10) + "needle", "needle", "…" + strings.Repeat("abcdefg ", 7) + "needle"},
 		{long + "needle " + long, "needle", "…" + strings.TrimSpace(strings.Repeat("word ", 12)) + " needle " + strings.TrimSpace(strings.Repeat("word ", 12)) + "…"},
 	} {
-		at, end, _ := locate(tc.text, fold(tc.query).text)
-		if got := snippet(tc.text, at, end); got != tc.want {
+		at, end, _ := Locate(tc.text, fold(tc.query).text)
+		if got := Snippet(tc.text, at, end); got != tc.want {
 			t.Errorf("snippet of %q in %.30q…:\n got %q\nwant %q", tc.query, tc.text, got, tc.want)
 		}
 	}
@@ -90,15 +90,15 @@ func TestFoldPatternFindsWhatLocateFinds(t *testing.T) {
 		if strings.TrimSpace(needle) == "" {
 			continue
 		}
-		re, err := regexp.Compile(foldPattern(needle))
+		re, err := regexp.Compile(FoldPattern(needle))
 		if err != nil {
 			t.Fatalf("pattern of %q: %v", q, err)
 		}
-		at, _, _ := locate(text, needle)
+		at, _, _ := Locate(text, needle)
 		if at >= 0 {
 			checked++
 			if !re.MatchString(text) {
-				t.Fatalf("query %q is in %q (fold %q), but the pattern %q misses it", q, text, fold(text).text, foldPattern(needle))
+				t.Fatalf("query %q is in %q (fold %q), but the pattern %q misses it", q, text, fold(text).text, FoldPattern(needle))
 			}
 		}
 	}
@@ -110,7 +110,7 @@ func TestFoldPatternFindsWhatLocateFinds(t *testing.T) {
 func TestWordsOnly(t *testing.T) {
 	got := map[string]bool{}
 	for _, q := range []string{"launch", "Café Weekly", "launch 2026", "a.b", "C++", `"x"`, "-x", "  ", "e\u0301"} {
-		got[q] = wordsOnly(q)
+		got[q] = WordsOnly(q)
 	}
 	want := map[string]bool{"launch": true, "Café Weekly": true, "launch 2026": true, "a.b": false, "C++": false, `"x"`: false, "-x": false, "  ": false, "e\u0301": true}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -122,8 +122,8 @@ func TestWordsOnly(t *testing.T) {
 // the match reads what fold gives).
 func TestFoldTextIsFold(t *testing.T) {
 	for _, s := range []string{"", "Café", "Cafe\u0301", "ZOË", "Йошкар", "\xff\xfeA", "한국어", "C++ a.b", "İstanbul ß ǅ"} {
-		if got, want := foldText(s), fold(s).text; got != want {
-			t.Errorf("foldText(%q) = %q, fold %q", s, got, want)
+		if got, want := FoldText(s), fold(s).text; got != want {
+			t.Errorf("FoldText(%q) = %q, fold %q", s, got, want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package repo
+package inbox
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"outreach/repo"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,7 +26,7 @@ import (
 // EmailThread is a conversation synced from the shared inbox (or imported).
 // Its messages are embedded, oldest first; the interaction log unwinds them.
 type EmailThread struct {
-	Meta             `bson:",inline"`
+	repo.Meta        `bson:",inline"`
 	Subject          string                 `bson:"subject" json:"subject"`
 	ContactIDs       []string               `bson:"contact_ids" json:"contact_ids"`
 	OpportunityLinks []EmailOpportunityLink `bson:"opportunity_links" json:"opportunity_links"`
@@ -52,17 +53,17 @@ type EmailOpportunityLink struct {
 // message without one, a key derived from its content) that keeps a message
 // from being stored twice: a unique index holds it across threads.
 type EmailMessage struct {
-	ID          string            `bson:"id" json:"id"`
-	MessageID   string            `bson:"message_id" json:"message_id"`
-	InReplyTo   string            `bson:"in_reply_to,omitempty" json:"in_reply_to,omitempty"`
-	References  []string          `bson:"references,omitempty" json:"references,omitempty"`
-	From        string            `bson:"from" json:"from"`
-	To          []string          `bson:"to" json:"to"`
-	Cc          []string          `bson:"cc,omitempty" json:"cc,omitempty"`
-	Subject     string            `bson:"subject" json:"subject"`
-	Date        time.Time         `bson:"date" json:"date"`
-	BodyText    string            `bson:"body_text" json:"body_text"`
-	Attachments []EmailAttachment `bson:"attachments,omitempty" json:"attachments,omitempty"`
+	ID          string                 `bson:"id" json:"id"`
+	MessageID   string                 `bson:"message_id" json:"message_id"`
+	InReplyTo   string                 `bson:"in_reply_to,omitempty" json:"in_reply_to,omitempty"`
+	References  []string               `bson:"references,omitempty" json:"references,omitempty"`
+	From        string                 `bson:"from" json:"from"`
+	To          []string               `bson:"to" json:"to"`
+	Cc          []string               `bson:"cc,omitempty" json:"cc,omitempty"`
+	Subject     string                 `bson:"subject" json:"subject"`
+	Date        time.Time              `bson:"date" json:"date"`
+	BodyText    string                 `bson:"body_text" json:"body_text"`
+	Attachments []repo.EmailAttachment `bson:"attachments,omitempty" json:"attachments,omitempty"`
 	// ContactIDs are the known contacts among From, To and Cc.
 	ContactIDs []string `bson:"contact_ids" json:"contact_ids"`
 	// FromContactID is set when a known contact sent the message (a reply
@@ -74,16 +75,6 @@ type EmailMessage struct {
 	Source string `bson:"source,omitempty" json:"source,omitempty"`
 }
 
-// EmailAttachment is an attachment's metadata. FileID names its bytes in
-// the GridFS bucket when attachment bytes are kept (off by default).
-type EmailAttachment struct {
-	Filename  string `bson:"filename" json:"filename"`
-	MIMEType  string `bson:"mime_type" json:"mime_type"`
-	SizeBytes int64  `bson:"size_bytes" json:"size_bytes"`
-	FileID    string `bson:"file_id,omitempty" json:"file_id,omitempty"`
-	SHA256    string `bson:"sha256,omitempty" json:"sha256,omitempty"`
-}
-
 // MaxEmailBodyText caps a message's stored text, in bytes, so a thread stays
 // far inside a document's size limit.
 const MaxEmailBodyText = 64 << 10
@@ -92,42 +83,6 @@ const MaxEmailBodyText = 64 << 10
 // normalised subject (and a shared contact) may be and still be one thread
 // when no reply header ties them.
 const SubjectWindow = 30 * 24 * time.Hour
-
-// IncomingEmail is a parsed message offered to IngestEmail. Addresses are
-// bare, lower case (they match contacts and make content keys); Names holds
-// the display names given with them, by address.
-type IncomingEmail struct {
-	MessageID   string
-	InReplyTo   string
-	References  []string
-	From        string
-	To, Cc      []string
-	Names       map[string]string
-	Subject     string
-	Date        time.Time
-	BodyText    string
-	Attachments []EmailAttachment
-	Source      string
-}
-
-// Outcomes of IngestEmail.
-const (
-	EmailStored    = "stored"
-	EmailDuplicate = "duplicate"
-	EmailSkipped   = "skipped" // no known contact in From, To or Cc
-)
-
-// IngestResult says what IngestEmail did with a message.
-// EmailID is the stored message's own id (messages[].id of its thread, the
-// id the interaction log shows); MessageID is its RFC 822 Message-ID (or
-// content key), as messages[].message_id: one name, one meaning everywhere.
-type IngestResult struct {
-	Outcome   string `json:"outcome"`
-	ThreadID  string `json:"thread_id,omitempty"`
-	EmailID   string `json:"email_id,omitempty"`
-	MessageID string `json:"message_id,omitempty"`
-	NewThread bool   `json:"new_thread,omitempty"`
-}
 
 // ingestMu serialises IngestEmail in the process.
 var ingestMu sync.Mutex
@@ -175,7 +130,7 @@ func (s *Store) contactsByAddress(ctx context.Context, addrs []string) (map[stri
 	if len(lower) == 0 {
 		return out, nil
 	}
-	cur, err := s.find(ctx, CollContacts, bson.M{"email_lower": bson.M{"$in": lower}, "archived_at": nil},
+	cur, err := s.Find(ctx, repo.CollContacts, bson.M{"email_lower": bson.M{"$in": lower}, "archived_at": nil},
 		options.Find().SetProjection(bson.M{"_id": 1, "email_lower": 1}).SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return nil, ledger.DriverErr(err, "contact", "query")
@@ -199,7 +154,7 @@ func (s *Store) contactsByAddress(ctx context.Context, addrs []string) (map[stri
 // by one of keys, or nil.
 func (s *Store) threadWith(ctx context.Context, filter bson.M) (*EmailThread, error) {
 	var t EmailThread
-	err := s.findOne(ctx, CollEmails, filter, options.FindOne().SetSort(bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}})).Decode(&t)
+	err := s.FindOne(ctx, repo.CollEmails, filter, options.FindOne().SetSort(bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}})).Decode(&t)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
@@ -218,48 +173,48 @@ func (s *Store) threadWith(ctx context.Context, filter bson.M) (*EmailThread, er
 // within SubjectWindow; else it starts a thread. Two instances storing the
 // same message at once end with one copy: the unique index on the message
 // key refuses the second, which then finds the first.
-func (s *Store) IngestEmail(ctx context.Context, in IncomingEmail) (IngestResult, error) {
+func (s *Store) IngestEmail(ctx context.Context, in repo.IncomingEmail) (repo.IngestResult, error) {
 	// Within a process the look-up and the write are one step: the embedded
 	// store (one process only) does not hold a unique index over array
 	// elements, so this is what keeps two syncs of one process apart.
 	ingestMu.Lock()
 	defer ingestMu.Unlock()
 	if strings.TrimSpace(in.MessageID) == "" {
-		return IngestResult{}, Invalid("message_id", "a message needs a key (its Message-ID or a content key)")
+		return repo.IngestResult{}, repo.Invalid("message_id", "a message needs a key (its Message-ID or a content key)")
 	}
 	if in.Date.IsZero() {
-		in.Date = Now()
+		in.Date = repo.Now()
 	}
 	in.Date = in.Date.UTC().Truncate(time.Millisecond)
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		var res IngestResult
+		var res repo.IngestResult
 		res, err = s.ingestOnce(ctx, in)
 		if err == nil {
-			reactions.emailStored(ctx, s, in, res) // a reply to a pitch (package pitches)
+			s.ReactToStoredEmail(ctx, in, res) // a reply to a pitch (package pitches)
 			return res, nil
 		}
-		if !isConflict(err) && !mongo.IsDuplicateKeyError(err) {
-			return IngestResult{}, err
+		if !ledger.IsConflict(err) && !mongo.IsDuplicateKeyError(err) {
+			return repo.IngestResult{}, err
 		}
 		time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
 	}
-	return IngestResult{}, err
+	return repo.IngestResult{}, err
 }
 
-func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult, error) {
+func (s *Store) ingestOnce(ctx context.Context, in repo.IncomingEmail) (repo.IngestResult, error) {
 	if dup, err := s.StoredEmail(ctx, in.MessageID); err != nil || dup != nil {
 		if dup == nil {
-			return IngestResult{}, err
+			return repo.IngestResult{}, err
 		}
 		return *dup, nil
 	}
 	byAddr, err := s.contactsByAddress(ctx, slices.Concat([]string{in.From}, in.To, in.Cc))
 	if err != nil {
-		return IngestResult{}, err
+		return repo.IngestResult{}, err
 	}
 	if len(byAddr) == 0 {
-		return IngestResult{Outcome: EmailSkipped, MessageID: in.MessageID}, nil
+		return repo.IngestResult{Outcome: repo.EmailSkipped, MessageID: in.MessageID}, nil
 	}
 	var contacts []string
 	for _, a := range slices.Concat([]string{in.From}, in.To, in.Cc) {
@@ -279,7 +234,7 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 	}
 	target, err := s.threadFor(ctx, in, contacts)
 	if err != nil {
-		return IngestResult{}, err
+		return repo.IngestResult{}, err
 	}
 	if target != nil && threadBytes(target)+messageBytes(&msg) > maxThreadBytes {
 		target = nil // the thread is full: the conversation goes on in a new one
@@ -288,24 +243,24 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		t := &EmailThread{Subject: in.Subject, SubjectKey: SubjectKey(in.Subject), ContactIDs: contacts,
 			OpportunityLinks: []EmailOpportunityLink{}, Messages: []EmailMessage{msg}}
 		t.settle()
-		if err := Insert(ctx, s, CollEmails, t); err != nil {
-			return IngestResult{}, err
+		if err := repo.Insert(ctx, s.Store, repo.CollEmails, t); err != nil {
+			return repo.IngestResult{}, err
 		}
-		return IngestResult{Outcome: EmailStored, ThreadID: t.ID, EmailID: msg.ID, MessageID: msg.MessageID, NewThread: true}, nil
+		return repo.IngestResult{Outcome: repo.EmailStored, ThreadID: t.ID, EmailID: msg.ID, MessageID: msg.MessageID, NewThread: true}, nil
 	}
-	var res IngestResult
+	var res repo.IngestResult
 	// The message and the email_received notifications of the thread's
 	// linked opportunities are one unit: a notification exists exactly when
 	// its message was stored.
-	err = s.writeGroup(ctx, func() ([]mutation, error) {
-		res = IngestResult{Outcome: EmailStored, ThreadID: target.ID, EmailID: msg.ID, MessageID: msg.MessageID}
-		t, m, err := Prepare(ctx, s, CollEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
+	err = s.WriteGroup(ctx, func() ([]ledger.Mutation, error) {
+		res = repo.IngestResult{Outcome: repo.EmailStored, ThreadID: target.ID, EmailID: msg.ID, MessageID: msg.MessageID}
+		t, m, err := repo.Prepare(ctx, s.Store, repo.CollEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
 			if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == in.MessageID }); i >= 0 {
-				res = IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, EmailID: t.Messages[i].ID, MessageID: in.MessageID}
+				res = repo.IngestResult{Outcome: repo.EmailDuplicate, ThreadID: t.ID, EmailID: t.Messages[i].ID, MessageID: in.MessageID}
 				return nil // stored meanwhile: nothing changes, nothing is written
 			}
 			if t.ArchivedAt != nil {
-				return ErrConflict // archived meanwhile: look again
+				return repo.ErrConflict // archived meanwhile: look again
 			}
 			t.Messages = append(t.Messages, msg)
 			for _, c := range contacts {
@@ -323,10 +278,10 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 		if err != nil {
 			return nil, err
 		}
-		return append([]mutation{*m}, evs...), nil
+		return append([]ledger.Mutation{*m}, evs...), nil
 	})
 	if err != nil {
-		return IngestResult{}, err
+		return repo.IngestResult{}, err
 	}
 	return res, nil
 }
@@ -335,14 +290,14 @@ func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult,
 // thread t: one event per active opportunity the thread is linked to, when
 // a known contact sent the message (mail the team sends, copied to the
 // shared inbox, is not news to the team).
-func (s *Store) emailEvents(ctx context.Context, t *EmailThread, m *EmailMessage) ([]mutation, error) {
+func (s *Store) emailEvents(ctx context.Context, t *EmailThread, m *EmailMessage) ([]ledger.Mutation, error) {
 	if m.FromContactID == "" {
 		return nil, nil
 	}
-	var out []mutation
+	var out []ledger.Mutation
 	for _, l := range t.OpportunityLinks {
-		o, err := Find[*Opportunity](ctx, s, CollOpportunities, l.OpportunityID)
-		if isNotFound(err) {
+		o, err := repo.Find[*repo.Opportunity](ctx, s.Store, repo.CollOpportunities, l.OpportunityID)
+		if repo.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
@@ -355,9 +310,9 @@ func (s *Store) emailEvents(ctx context.Context, t *EmailThread, m *EmailMessage
 		if subject == "" {
 			subject = t.Subject
 		}
-		muts, err := s.eventMutations(ctx, event{kind: EventEmailReceived, oppID: o.ID, title: o.Title,
-			text: fmt.Sprintf("email on %q from %s: %s", o.Title, m.From, subject),
-			data: map[string]any{"thread_id": t.ID, "email_id": m.ID, "message_id": m.MessageID, "from": m.From,
+		muts, err := s.EventMutations(ctx, repo.OppEvent{Kind: repo.EventEmailReceived, OppID: o.ID, Title: o.Title,
+			Text: fmt.Sprintf("email on %q from %s: %s", o.Title, m.From, subject),
+			Data: map[string]any{"thread_id": t.ID, "email_id": m.ID, "message_id": m.MessageID, "from": m.From,
 				"from_contact_id": m.FromContactID, "subject": subject, "date": m.Date}})
 		if err != nil {
 			return nil, err
@@ -456,7 +411,7 @@ func (t *EmailThread) settle() {
 }
 
 // threadFor picks the active thread a new message joins, or nil.
-func (s *Store) threadFor(ctx context.Context, in IncomingEmail, contacts []string) (*EmailThread, error) {
+func (s *Store) threadFor(ctx context.Context, in repo.IncomingEmail, contacts []string) (*EmailThread, error) {
 	var refs []string
 	for _, r := range slices.Concat([]string{in.InReplyTo}, in.References) {
 		if r != "" && !slices.Contains(refs, r) {
@@ -486,7 +441,7 @@ func (s *Store) threadFor(ctx context.Context, in IncomingEmail, contacts []stri
 
 // EmailThread returns one thread.
 func (s *Store) EmailThread(ctx context.Context, id string) (*EmailThread, error) {
-	return Find[*EmailThread](ctx, s, CollEmails, id)
+	return repo.Find[*EmailThread](ctx, s.Store, repo.CollEmails, id)
 }
 
 // EmailThreadFilter selects threads for ListEmailThreads.
@@ -498,8 +453,8 @@ type EmailThreadFilter struct {
 
 // ListEmailThreads lists threads, newest last message first, _id descending
 // on ties.
-func (s *Store) ListEmailThreads(ctx context.Context, f EmailThreadFilter, limit, offset int) (Page[EmailThread], error) {
-	filter := Active(bson.M{}, f.IncludeArchived)
+func (s *Store) ListEmailThreads(ctx context.Context, f EmailThreadFilter, limit, offset int) (repo.Page[EmailThread], error) {
+	filter := repo.Active(bson.M{}, f.IncludeArchived)
 	if f.ContactID != "" {
 		filter["contact_ids"] = f.ContactID
 	}
@@ -507,7 +462,7 @@ func (s *Store) ListEmailThreads(ctx context.Context, f EmailThreadFilter, limit
 		filter["opportunity_links.opportunity_id"] = f.OpportunityID
 	}
 	ledger.Between(filter, "last_message_at", f.Since, nil)
-	return ListPage[EmailThread](ctx, s, CollEmails, filter, bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	return repo.ListPage[EmailThread](ctx, s.Store, repo.CollEmails, filter, bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 
 // EmailHit is one message found by SearchEmails or ContactEmails, with its thread.
@@ -526,29 +481,29 @@ func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int,
 			strings.Contains(strings.ToLower(from), q)
 	}
 	keep := func(_ *EmailThread, m *EmailMessage) bool { return holds(m.Subject, m.BodyText, m.From) }
-	t := textFilter{coll: CollEmails, text: query, textIndex: true}
-	ids, ok, err := s.textIDs(ctx, t)
+	t := repo.TextFilter{Coll: repo.CollEmails, Text: query, TextIndex: true}
+	ids, ok, err := s.TextIDs(ctx, t)
 	if err != nil {
 		return 0, nil, err
 	}
 	if ok { // the threads the word index found, read by _id
-		raws, err := s.FetchByID(ctx, CollEmails, ids)
+		raws, err := s.FetchByID(ctx, repo.CollEmails, ids)
 		if err != nil {
 			return 0, nil, ledger.DriverErr(err, "email thread", "query")
 		}
 		return rawMessageHits(raws, holds, limit)
 	}
 	filter := bson.M{"archived_at": nil}
-	bounded, cancel := s.byPattern(ctx, t, filter)
+	bounded, cancel := s.ByPattern(ctx, t, filter)
 	defer cancel()
 	total, hits, err := s.messages(bounded, filter, keep, limit)
-	return total, hits, s.boundErr(ctx, bounded, t, err)
+	return total, hits, s.BoundErr(ctx, bounded, t, err)
 }
 
 // ContactEmails returns the messages that involve a contact (From, To or
 // Cc), newest first, since a date when given.
 func (s *Store) ContactEmails(ctx context.Context, contactID string, since *time.Time, limit int) (int, []EmailHit, error) {
-	if _, err := Find[*Contact](ctx, s, CollContacts, contactID); err != nil {
+	if _, err := repo.Find[*repo.Contact](ctx, s.Store, repo.CollContacts, contactID); err != nil {
 		return 0, nil, err
 	}
 	filter := bson.M{"archived_at": nil, "messages.contact_ids": contactID}
@@ -560,7 +515,7 @@ func (s *Store) ContactEmails(ctx context.Context, contactID string, since *time
 // messages reads the threads of filter and returns the total and the first
 // limit of their messages that keep accepts, newest first.
 func (s *Store) messages(ctx context.Context, filter bson.M, keep func(*EmailThread, *EmailMessage) bool, limit int) (int, []EmailHit, error) {
-	cur, err := s.find(ctx, CollEmails, filter)
+	cur, err := s.Find(ctx, repo.CollEmails, filter)
 	if err != nil {
 		return 0, nil, ledger.DriverErr(err, "email thread", "query")
 	}
@@ -659,19 +614,19 @@ func (s *Store) LinkEmailOpportunity(ctx context.Context, threadID, opportunityI
 	if _, err := s.EmailThread(ctx, threadID); err != nil {
 		return nil, nil, err
 	}
-	if err := s.MustExist(ctx, CollOpportunities, "opportunity_id", opportunityID); err != nil {
+	if err := s.MustExist(ctx, repo.CollOpportunities, "opportunity_id", opportunityID); err != nil {
 		return nil, nil, err
 	}
 	var link EmailOpportunityLink
-	t, err := Modify(ctx, s, CollEmails, threadID, audit.ActionLink, func(t *EmailThread) error {
+	t, err := repo.Modify(ctx, s.Store, repo.CollEmails, threadID, audit.ActionLink, func(t *EmailThread) error {
 		if t.ArchivedAt != nil {
-			return Errorf(CodeFailedPrecondition, "email thread %s is archived; it cannot be linked", t.ID)
+			return repo.Errorf(repo.CodeFailedPrecondition, "email thread %s is archived; it cannot be linked", t.ID)
 		}
 		if i := slices.IndexFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return l.OpportunityID == opportunityID }); i >= 0 {
-			return &Error{Code: CodeConflict, Field: "opportunity_id", Message: fmt.Sprintf("opportunity_id: thread %s is already linked to opportunity %s (link %s)", t.ID, opportunityID, t.OpportunityLinks[i].ID),
+			return &repo.Error{Code: repo.CodeConflict, Field: "opportunity_id", Message: fmt.Sprintf("opportunity_id: thread %s is already linked to opportunity %s (link %s)", t.ID, opportunityID, t.OpportunityLinks[i].ID),
 				Details: map[string]string{"link_id": t.OpportunityLinks[i].ID}}
 		}
-		link = EmailOpportunityLink{ID: uuid.NewString(), OpportunityID: opportunityID, LinkedAt: Now()}
+		link = EmailOpportunityLink{ID: uuid.NewString(), OpportunityID: opportunityID, LinkedAt: repo.Now()}
 		t.OpportunityLinks = append(t.OpportunityLinks, link)
 		return nil
 	})
@@ -685,36 +640,23 @@ func (s *Store) LinkEmailOpportunity(ctx context.Context, threadID, opportunityI
 // unlink change entry keeps it.
 func (s *Store) UnlinkEmailOpportunity(ctx context.Context, linkID string) (*EmailThread, error) {
 	if ledger.CheckID(linkID) != nil {
-		return nil, NotFound("email opportunity link", linkID)
+		return nil, repo.NotFound("email opportunity link", linkID)
 	}
-	var owner Meta
-	if err := s.findOne(ctx, CollEmails, bson.M{"opportunity_links.id": linkID}).Decode(&owner); err != nil {
+	var owner repo.Meta
+	if err := s.FindOne(ctx, repo.CollEmails, bson.M{"opportunity_links.id": linkID}).Decode(&owner); err != nil {
 		return nil, ledger.DriverErr(err, "email opportunity link", linkID)
 	}
-	return Modify(ctx, s, CollEmails, owner.ID, audit.ActionUnlink, func(t *EmailThread) error {
+	return repo.Modify(ctx, s.Store, repo.CollEmails, owner.ID, audit.ActionUnlink, func(t *EmailThread) error {
 		if t.ArchivedAt != nil {
-			return Errorf(CodeFailedPrecondition, "email thread %s is archived; it cannot be changed", t.ID)
+			return repo.Errorf(repo.CodeFailedPrecondition, "email thread %s is archived; it cannot be changed", t.ID)
 		}
 		i := slices.IndexFunc(t.OpportunityLinks, func(l EmailOpportunityLink) bool { return l.ID == linkID })
 		if i < 0 {
-			return NotFound("email opportunity link", linkID)
+			return repo.NotFound("email opportunity link", linkID)
 		}
 		t.OpportunityLinks = slices.Delete(t.OpportunityLinks, i, i+1)
 		return nil
 	})
-}
-
-// EmailSyncState is where the sync of one mailbox of one account stands:
-// the mailbox's UIDVALIDITY and the highest UID handled under it. It is a
-// settings record, written through the write path like any other.
-type EmailSyncState struct {
-	Meta        `bson:",inline"`
-	Name        string    `bson:"name" json:"name"`
-	Account     string    `bson:"account" json:"account"`
-	Mailbox     string    `bson:"mailbox" json:"mailbox"`
-	UIDValidity int64     `bson:"uid_validity" json:"uid_validity"`
-	LastUID     int64     `bson:"last_uid" json:"last_uid"`
-	SyncedAt    time.Time `bson:"synced_at" json:"synced_at"`
 }
 
 var syncStateSpace = uuid.MustParse("3f0b7a52-5d4e-4c1a-9b7e-2a6c8d9e0f11")
@@ -725,11 +667,11 @@ func syncStateID(account, mailbox string) string {
 
 // EmailSyncState returns the sync state of a mailbox; a mailbox never synced
 // has the zero state.
-func (s *Store) EmailSyncState(ctx context.Context, account, mailbox string) (EmailSyncState, error) {
-	var st EmailSyncState
-	err := s.coll(CollSettings).FindOne(ctx, bson.M{"_id": syncStateID(account, mailbox)}).Decode(&st)
+func (s *Store) EmailSyncState(ctx context.Context, account, mailbox string) (repo.EmailSyncState, error) {
+	var st repo.EmailSyncState
+	err := s.Collection(repo.CollSettings).FindOne(ctx, bson.M{"_id": syncStateID(account, mailbox)}).Decode(&st)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return EmailSyncState{Name: "email_sync", Account: account, Mailbox: mailbox}, nil
+		return repo.EmailSyncState{Name: "email_sync", Account: account, Mailbox: mailbox}, nil
 	}
 	if err != nil {
 		return st, ledger.DriverErr(err, "setting", "email sync state")
@@ -748,24 +690,24 @@ func (s *Store) SaveEmailSyncState(ctx context.Context, account, mailbox string,
 			return err
 		}
 		if cur.ID == "" {
-			st := &EmailSyncState{Meta: Meta{ID: id}, Name: "email_sync", Account: account, Mailbox: mailbox,
-				UIDValidity: uidValidity, LastUID: lastUID, SyncedAt: Now()}
-			err = Insert(ctx, s, CollSettings, st)
-			if isConflict(err) {
+			st := &repo.EmailSyncState{Meta: repo.Meta{ID: id}, Name: "email_sync", Account: account, Mailbox: mailbox,
+				UIDValidity: uidValidity, LastUID: lastUID, SyncedAt: repo.Now()}
+			err = repo.Insert(ctx, s.Store, repo.CollSettings, st)
+			if ledger.IsConflict(err) {
 				continue // another instance created it first
 			}
 			return err
 		}
-		_, err = Modify(ctx, s, CollSettings, id, audit.ActionUpdate, func(st *EmailSyncState) error {
+		_, err = repo.Modify(ctx, s.Store, repo.CollSettings, id, audit.ActionUpdate, func(st *repo.EmailSyncState) error {
 			if st.UIDValidity == uidValidity && st.LastUID >= lastUID {
 				return nil
 			}
-			st.UIDValidity, st.LastUID, st.SyncedAt = uidValidity, lastUID, Now()
+			st.UIDValidity, st.LastUID, st.SyncedAt = uidValidity, lastUID, repo.Now()
 			return nil
 		})
 		return err
 	}
-	return ErrConflict
+	return repo.ErrConflict
 }
 
 // PutEmailAttachment streams an attachment's bytes into the GridFS bucket
@@ -775,7 +717,7 @@ func (s *Store) SaveEmailSyncState(ctx context.Context, account, mailbox string,
 func (s *Store) PutEmailAttachment(ctx context.Context, filename, mimeType string, r io.Reader) (string, int64, string, error) {
 	fileID := uuid.NewString()
 	h := sha256.New()
-	n, err := s.putBlob(ctx, fileID, filename, io.TeeReader(r, h), bson.M{"email_attachment": true, "mime_type": mimeType})
+	n, err := s.PutBlob(ctx, fileID, filename, io.TeeReader(r, h), bson.M{"email_attachment": true, "mime_type": mimeType})
 	if err != nil {
 		return "", n, "", err
 	}
@@ -783,12 +725,12 @@ func (s *Store) PutEmailAttachment(ctx context.Context, filename, mimeType strin
 }
 
 // StoredEmail reports where a message keyed key is stored (a duplicate), or nil.
-func (s *Store) StoredEmail(ctx context.Context, key string) (*IngestResult, error) {
+func (s *Store) StoredEmail(ctx context.Context, key string) (*repo.IngestResult, error) {
 	t, err := s.threadWith(ctx, bson.M{"messages.message_id": key})
 	if err != nil || t == nil {
 		return nil, err
 	}
-	res := &IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, MessageID: key}
+	res := &repo.IngestResult{Outcome: repo.EmailDuplicate, ThreadID: t.ID, MessageID: key}
 	if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == key }); i >= 0 {
 		res.EmailID = t.Messages[i].ID
 	}
@@ -816,12 +758,12 @@ func (s *Store) EmailThreadDetail(ctx context.Context, id string) (*EmailThreadD
 		return nil, err
 	}
 	d := &EmailThreadDetail{EmailThread: t, Opportunities: []map[string]any{}}
-	if d.Contacts, err = s.Trimmed(ctx, CollContacts, bson.M{"_id": bson.M{"$in": nonNil(t.ContactIDs)}}, bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}},
+	if d.Contacts, err = s.Trimmed(ctx, repo.CollContacts, bson.M{"_id": bson.M{"$in": nonNil(t.ContactIDs)}}, bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}},
 		[]string{"name", "email", "archived_at"}); err != nil {
 		return nil, err
 	}
 	for _, l := range t.OpportunityLinks {
-		o, err := s.trimmedOne(ctx, CollOpportunities, l.OpportunityID, []string{"title", "stage", "archived_at"})
+		o, err := s.TrimmedOne(ctx, repo.CollOpportunities, l.OpportunityID, []string{"title", "stage", "archived_at"})
 		if err != nil {
 			return nil, err
 		}
@@ -834,22 +776,22 @@ func (s *Store) EmailThreadDetail(ctx context.Context, id string) (*EmailThreadD
 	return d, nil
 }
 
-func emailThreadRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
-	t, err := DecodeState[EmailThread](id, state)
+func emailThreadRule(ctx context.Context, v *repo.RuleView, id string, state bson.M) error {
+	t, err := repo.DecodeState[EmailThread](id, state)
 	if err != nil {
 		return err
 	}
 	for i, c := range t.ContactIDs {
-		if err := v.Linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
+		if err := v.Linked(ctx, repo.CollContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
 			return err
 		}
 	}
 	for _, l := range t.OpportunityLinks {
-		if err := v.Linked(ctx, CollOpportunities, fmt.Sprintf("opportunity link %s", l.ID), l.OpportunityID); err != nil {
+		if err := v.Linked(ctx, repo.CollOpportunities, fmt.Sprintf("opportunity link %s", l.ID), l.OpportunityID); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func init() { RegisterRule(CollEmails, emailThreadRule) }
+func init() { repo.RegisterRule(repo.CollEmails, emailThreadRule) }

@@ -1,9 +1,10 @@
-package repo
+package inbox
 
 import (
 	"context"
 	"fmt"
 	"net/mail"
+	"outreach/repo"
 	"slices"
 	"strings"
 	"time"
@@ -46,7 +47,7 @@ const (
 // Its id is a function of the account, mailbox, UIDVALIDITY and UID, so a
 // message is held once however often it is read.
 type HeldEmail struct {
-	Meta        `bson:",inline"`
+	repo.Meta   `bson:",inline"`
 	Account     string `bson:"account" json:"account"`
 	Mailbox     string `bson:"mailbox" json:"mailbox"`
 	UIDValidity int64  `bson:"uid_validity" json:"uid_validity"`
@@ -86,7 +87,7 @@ func (s *Store) HoldEmail(ctx context.Context, h HeldEmail) error {
 		h.Date = &d
 	}
 	for attempt := 0; attempt < 3; attempt++ {
-		_, err := Modify(ctx, s, CollHeld, h.ID, audit.ActionUpdate, func(cur *HeldEmail) error {
+		_, err := repo.Modify(ctx, s.Store, repo.CollHeld, h.ID, audit.ActionUpdate, func(cur *HeldEmail) error {
 			// Held again after a rollback archived it: it is held, as it was.
 			cur.Reason, cur.Detail, cur.ResolvedAt, cur.Outcome, cur.ArchivedAt = h.Reason, h.Detail, nil, "", nil
 			if h.MessageID != "" || h.From != "" {
@@ -97,31 +98,31 @@ func (s *Store) HoldEmail(ctx context.Context, h HeldEmail) error {
 			}
 			return nil
 		})
-		if !isNotFound(err) {
+		if !repo.IsNotFound(err) {
 			return err
 		}
 		fresh := h
 		fresh.ResolvedAt, fresh.Outcome = nil, ""
-		err = Insert(ctx, s, CollHeld, &fresh)
-		if isConflict(err) {
+		err = repo.Insert(ctx, s.Store, repo.CollHeld, &fresh)
+		if ledger.IsConflict(err) {
 			continue // held by another sync meanwhile: update that one
 		}
 		return err
 	}
-	return ErrConflict
+	return repo.ErrConflict
 }
 
 // ResolveHeldEmail records that a held message is no longer held: outcome
 // is stored, duplicate or gone. A message not held is left alone.
 func (s *Store) ResolveHeldEmail(ctx context.Context, account, mailbox string, uidValidity, uid int64, outcome string) error {
-	_, err := Modify(ctx, s, CollHeld, HeldEmailID(account, mailbox, uidValidity, uid), audit.ActionUpdate, func(h *HeldEmail) error {
+	_, err := repo.Modify(ctx, s.Store, repo.CollHeld, HeldEmailID(account, mailbox, uidValidity, uid), audit.ActionUpdate, func(h *HeldEmail) error {
 		if h.ResolvedAt == nil {
-			t := Now()
+			t := repo.Now()
 			h.ResolvedAt, h.Outcome = &t, outcome
 		}
 		return nil
 	})
-	if isNotFound(err) {
+	if repo.IsNotFound(err) {
 		return nil
 	}
 	return err
@@ -133,10 +134,10 @@ func (s *Store) ResolveHeldEmail(ctx context.Context, account, mailbox string, u
 // back too.
 func (s *Store) HeldEmails(ctx context.Context, account, mailbox string) ([]HeldEmail, error) {
 	var out []HeldEmail
-	err := s.findAll(ctx, CollHeld, bson.M{"account": account, "mailbox": mailbox, "resolved_at": nil, "archived_at": nil},
+	err := s.FindAll(ctx, repo.CollHeld, bson.M{"account": account, "mailbox": mailbox, "resolved_at": nil, "archived_at": nil},
 		options.Find().SetSort(bson.D{{Key: "uid_validity", Value: 1}, {Key: "uid", Value: 1}}), &out)
 	if err != nil {
-		return nil, ledger.DriverErr(err, kinds[CollHeld], "query")
+		return nil, ledger.DriverErr(err, repo.KindOf(repo.CollHeld), "query")
 	}
 	return out, nil
 }
@@ -182,7 +183,7 @@ func heldAddresses(h HeldEmail) []string {
 // SyncStatus is where the sync of the shared inbox stands: each mailbox's
 // mark, and the messages held (not stored), with their reasons.
 type SyncStatus struct {
-	Mailboxes []EmailSyncState `json:"mailboxes"`
+	Mailboxes []repo.EmailSyncState `json:"mailboxes"`
 	// HeldTotal counts the messages held; ByReason counts them by reason.
 	HeldTotal int            `json:"held_total"`
 	ByReason  map[string]int `json:"held_by_reason"`
@@ -196,19 +197,19 @@ type SyncStatus struct {
 // page of the messages held (of one reason, when given), newest first.
 func (s *Store) EmailSyncStatus(ctx context.Context, reason string, limit, offset int) (*SyncStatus, error) {
 	if reason != "" && !slices.Contains(HeldReasons, reason) {
-		return nil, Invalid("reason", "%q is not a reason a message is held; use one of: %s", reason, strings.Join(HeldReasons, ", "))
+		return nil, repo.Invalid("reason", "%q is not a reason a message is held; use one of: %s", reason, strings.Join(HeldReasons, ", "))
 	}
-	st := &SyncStatus{Mailboxes: []EmailSyncState{}, ByReason: map[string]int{}, Limit: limit, Offset: offset}
-	if err := s.findAll(ctx, CollSettings, bson.M{"name": "email_sync"}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}), &st.Mailboxes); err != nil {
+	st := &SyncStatus{Mailboxes: []repo.EmailSyncState{}, ByReason: map[string]int{}, Limit: limit, Offset: offset}
+	if err := s.FindAll(ctx, repo.CollSettings, bson.M{"name": "email_sync"}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}), &st.Mailboxes); err != nil {
 		return nil, ledger.DriverErr(err, "setting", "email sync state")
 	}
-	slices.SortFunc(st.Mailboxes, func(a, b EmailSyncState) int {
+	slices.SortFunc(st.Mailboxes, func(a, b repo.EmailSyncState) int {
 		return strings.Compare(a.Account+"\x00"+a.Mailbox, b.Account+"\x00"+b.Mailbox)
 	})
 	for _, r := range HeldReasons {
-		n, err := s.coll(CollHeld).CountDocuments(ctx, bson.M{"resolved_at": nil, "archived_at": nil, "reason": r})
+		n, err := s.Collection(repo.CollHeld).CountDocuments(ctx, bson.M{"resolved_at": nil, "archived_at": nil, "reason": r})
 		if err != nil {
-			return nil, ledger.DriverErr(err, kinds[CollHeld], "count")
+			return nil, ledger.DriverErr(err, repo.KindOf(repo.CollHeld), "count")
 		}
 		st.ByReason[r] = int(n)
 		st.HeldTotal += int(n)
@@ -217,7 +218,7 @@ func (s *Store) EmailSyncStatus(ctx context.Context, reason string, limit, offse
 	if reason != "" {
 		filter["reason"] = reason
 	}
-	p, err := ListPage[HeldEmail](ctx, s, CollHeld, filter, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	p, err := repo.ListPage[HeldEmail](ctx, s.Store, repo.CollHeld, filter, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 	if err != nil {
 		return nil, err
 	}

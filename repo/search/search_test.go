@@ -1,4 +1,4 @@
-package repo
+package search_test
 
 import (
 	"context"
@@ -7,17 +7,16 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
-	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	mongoevent "go.mongodb.org/mongo-driver/v2/event"
 
-	"outreach/embedded"
-	"outreach/ledger"
+	"outreach/repo"
+	"outreach/repo/repotest"
+	"outreach/repo/search"
 )
 
 // searchVocabulary mixes case, accents (precomposed and written apart),
@@ -25,20 +24,8 @@ import (
 var searchVocabulary = []string{"Launch", "relaunch", "LAUNCHED", "plan", "Café", "Cafe\u0301", "cafe", "Zoë", "ZOE", "C++", "a.b", "axb",
 	"(guide)", "$x", "q-1", "12", "2026", "über", "Йошкар", "мир", "kit", "@example.org", "a", "the", "Ünïcödé", "x"}
 
-func searchText(rng *rand.Rand, words int) string { return textOf(rng, words, searchVocabulary) }
-
-// textOf is up to words words of vocabulary, drawn at random, joined by
-// spaces, signs, line breaks or nothing.
-func textOf(rng *rand.Rand, words int, vocabulary []string) string {
-	seps := []string{" ", " ", ", ", ".", "-", "\n", "/", ""}
-	var b strings.Builder
-	for i := range rng.IntN(words + 1) {
-		if i > 0 {
-			b.WriteString(seps[rng.IntN(len(seps))])
-		}
-		b.WriteString(vocabulary[rng.IntN(len(vocabulary))])
-	}
-	return b.String()
+func searchText(rng *rand.Rand, words int) string {
+	return repotest.TextOf(rng, words, searchVocabulary)
 }
 
 // The word index's search gives what the store's pattern gives (hits,
@@ -52,8 +39,8 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 	if os.Getenv("MONGODB_URI") != "" {
 		t.Skip("the service keeps its own indexes for the embedded store only")
 	}
-	ctx := testCtx()
-	open, patterns := patternCountedStore(t, "words")
+	ctx := repotest.Ctx()
+	open, patterns := repotest.PatternCountedStore(t, "words", waitIndexes)
 	s := open()
 	rng := rand.New(rand.NewPCG(29, 250))
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -70,26 +57,26 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 		records[coll] = append(records[coll], id)
 	}
 	for range 25 {
-		put(CollOutlets, map[string]any{"name": searchText(rng, 3), "website": "https://" + searchText(rng, 1) + ".org", "description": searchText(rng, 8),
+		put(repo.CollOutlets, map[string]any{"name": searchText(rng, 3), "website": "https://" + searchText(rng, 1) + ".org", "description": searchText(rng, 8),
 			"topics": []string{searchText(rng, 2), searchText(rng, 1)}, "updated_at": day()})
-		put(CollContacts, map[string]any{"name": searchText(rng, 3), "email": "x@example.org", "title": searchText(rng, 3), "bio": searchText(rng, 10),
+		put(repo.CollContacts, map[string]any{"name": searchText(rng, 3), "email": "x@example.org", "title": searchText(rng, 3), "bio": searchText(rng, 10),
 			"beats": []string{searchText(rng, 1)}, "location": searchText(rng, 2), "affiliations": bson.A{}, "updated_at": day()})
-		put(CollOpportunities, map[string]any{"title": searchText(rng, 3), "description": searchText(rng, 8), "next_action": searchText(rng, 3),
+		put(repo.CollOpportunities, map[string]any{"title": searchText(rng, 3), "description": searchText(rng, 8), "next_action": searchText(rng, 3),
 			"stage": "identified", "contact_ids": bson.A{}, "updated_at": day()})
-		put(CollCoverage, map[string]any{"title": searchText(rng, 3), "summary": searchText(rng, 8), "url": "https://x.org/" + searchText(rng, 1),
+		put(repo.CollCoverage, map[string]any{"title": searchText(rng, 3), "summary": searchText(rng, 8), "url": "https://x.org/" + searchText(rng, 1),
 			"full_text": searchText(rng, 20), "published_at": day(), "type": "article", "contact_ids": bson.A{}})
 		title := searchText(rng, 3)
 		if rng.IntN(3) == 0 {
 			title = "" // an untitled note: its first line is its title
 		}
-		put(CollNotes, map[string]any{"title": title, "content": searchText(rng, 4) + "\n" + searchText(rng, 10), "type": "call",
+		put(repo.CollNotes, map[string]any{"title": title, "content": searchText(rng, 4) + "\n" + searchText(rng, 10), "type": "call",
 			"occurred_at": day(), "links": bson.A{}})
 		var msgs bson.A
 		for range rng.IntN(3) + 1 {
 			msgs = append(msgs, bson.M{"id": uuid.NewString(), "message_id": uuid.NewString(), "from": searchText(rng, 2), "to": bson.A{},
 				"subject": searchText(rng, 3), "date": day(), "body_text": searchText(rng, 12), "contact_ids": bson.A{}})
 		}
-		put(CollEmails, map[string]any{"subject": searchText(rng, 3), "messages": msgs, "contact_ids": bson.A{}, "opportunity_links": bson.A{},
+		put(repo.CollEmails, map[string]any{"subject": searchText(rng, 3), "messages": msgs, "contact_ids": bson.A{}, "opportunity_links": bson.A{},
 			"last_message_at": day()})
 	}
 	needles := []string{"launch", "LAUNCH", "aunch", "laun", "launch plan", "h p", "cafe", "CAFÉ", "zoe", "ZOË", "c++", "C+", "a.b", "axb", "(guide)",
@@ -98,7 +85,7 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 	for _, texts := range records {
 		for range 3 {
 			var d bson.M
-			if err := s.coll(CollNotes).FindOne(context.Background(), bson.M{"_id": texts[rng.IntN(len(texts))]}).Decode(&d); err == nil {
+			if err := s.Collection(repo.CollNotes).FindOne(context.Background(), bson.M{"_id": texts[rng.IntN(len(texts))]}).Decode(&d); err == nil {
 				c := []rune(d["content"].(string))
 				i := rng.IntN(len(c))
 				needles = append(needles, string(c[i:min(len(c), i+1+rng.IntN(10))]))
@@ -111,18 +98,18 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 			if strings.TrimSpace(needle) == "" {
 				continue
 			}
-			for _, q := range []SearchQuery{
+			for _, q := range []search.SearchQuery{
 				{Query: needle, Limit: 200},
 				{Query: needle, Limit: 3, Offset: 2, IncludeArchived: true},
 				{Query: needle, Limit: 200, Types: []string{"note", "email"}},
 			} {
 				before := patterns.Load()
-				got, err := s.Search(ctx, q)
+				got, err := search.Of(s).Search(ctx, q)
 				if err != nil {
 					t.Fatalf("%s: %+v: %v", stage, q, err)
 				}
 				sent := patterns.Load() - before
-				want, err := s.SearchLiteral(ctx, q)
+				want, err := search.Of(s).SearchLiteral(ctx, q)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -132,7 +119,7 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 				if got.Total != want.Total || !sameHits(got.Hits, want.Hits) {
 					t.Errorf("%s: %+v:\nword index %d %+v\nstore      %d %+v", stage, q, got.Total, got.Hits, want.Total, want.Hits)
 				}
-				if wordsOf := strings.FieldsFunc(fold(needle).text, func(r rune) bool { return !wordRune(r) }); len(wordsOf) == 1 && wordsOf[0] == fold(needle).text && sent > 0 {
+				if wordsOf := strings.FieldsFunc(repo.FoldText(needle), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }); len(wordsOf) == 1 && wordsOf[0] == repo.FoldText(needle) && sent > 0 {
 					t.Errorf("%s: %q asked the store for a pattern %d times", stage, needle, sent)
 				}
 			}
@@ -140,36 +127,36 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 	}
 	compare("created", needles)
 	for range 30 { // words leave records and join others
-		coll := []string{CollNotes, CollCoverage, CollOutlets}[rng.IntN(3)]
+		coll := []string{repo.CollNotes, repo.CollCoverage, repo.CollOutlets}[rng.IntN(3)]
 		ids := records[coll]
 		set := bson.M{}
 		switch coll {
-		case CollNotes:
+		case repo.CollNotes:
 			set["content"] = searchText(rng, 10)
 			if rng.IntN(2) == 0 {
 				set["title"] = ""
 			}
-		case CollCoverage:
+		case repo.CollCoverage:
 			set["title"], set["full_text"] = searchText(rng, 3), searchText(rng, 10)
 		default:
 			set["name"], set["archived_at"] = searchText(rng, 2), nil
 		}
-		updateFixture(t, s, coll, ids[rng.IntN(len(ids))], set)
+		repotest.UpdateFixture(t, s, coll, ids[rng.IntN(len(ids))], set)
 	}
 	compare("updated", needles)
-	if _, err := s.Fixture(ctx, CollNotes, map[string]any{"title": "Budget", "content": "The zanzibar quarterly numbers", "type": "call", "occurred_at": day(), "links": bson.A{}}); err != nil {
+	if _, err := s.Fixture(ctx, repo.CollNotes, map[string]any{"title": "Budget", "content": "The zanzibar quarterly numbers", "type": "call", "occurred_at": day(), "links": bson.A{}}); err != nil {
 		t.Fatal(err)
 	}
 	before := patterns.Load()
-	phrase := SearchQuery{Query: "zanzibar quarterl", Limit: 20}
-	r, err := s.Search(ctx, phrase)
+	phrase := search.SearchQuery{Query: "zanzibar quarterl", Limit: 20}
+	r, err := search.Of(s).Search(ctx, phrase)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := patterns.Load() - before
 	if s.IndexChecked() {
 		before = patterns.Load()
-		if _, err := s.SearchLiteral(ctx, phrase); err != nil {
+		if _, err := search.Of(s).SearchLiteral(ctx, phrase); err != nil {
 			t.Fatal(err)
 		}
 		n -= patterns.Load() - before
@@ -186,52 +173,8 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 	compare("restarted from the checkpoint", needles[:12])
 }
 
-// patternCountedStore starts an embedded store for a comparison of the
-// word index with the store's pattern: open opens the service's store on
-// it (its indexes ready, the checkpoint kept across opens), and patterns
-// counts the finds and aggregates sent with a pattern.
-func patternCountedStore(t *testing.T, db string) (open func() *Store, patterns *atomic.Int64) {
-	es, err := embedded.Start(context.Background(), embedded.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(es.Close)
-	patterns = &atomic.Int64{}
-	monitor := &mongoevent.CommandMonitor{Started: func(_ context.Context, e *mongoevent.CommandStartedEvent) {
-		if (e.CommandName == "find" || e.CommandName == "aggregate") && strings.Contains(e.Command.String(), "$regex") {
-			patterns.Add(1)
-		}
-	}}
-	return func() *Store {
-		s, err := Open(context.Background(), es.URI, db, Options{Logger: zerolog.Nop(), Exclusive: true, PrepareStore: es.IndexIDs,
-			IndexCheckpoint: es.IndexCheckpoint(db), Monitor: monitor})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitIndexes(t, s)
-		return s
-	}, patterns
-}
-
-// updateFixture sets fields of a record through the write path.
-func updateFixture(t *testing.T, s *Store, coll, id string, set bson.M) {
-	t.Helper()
-	var cur bson.M
-	if err := s.coll(coll).FindOne(context.Background(), bson.M{"_id": id}).Decode(&cur); err != nil {
-		t.Fatal(err)
-	}
-	v, _ := ledger.AsInt(cur[fieldVersion])
-	before, after := ledger.Strip(cur), ledger.Strip(cur)
-	for k, x := range set {
-		after[k] = x
-	}
-	if _, err := s.write(testCtx(), mutation{Coll: coll, ID: id, Action: "update", Before: before, After: after, Version: v}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // sameHits compares hits; scores within the rounding of two calls' clocks.
-func sameHits(a, b []SearchHit) bool {
+func sameHits(a, b []search.SearchHit) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -246,4 +189,18 @@ func sameHits(a, b []SearchHit) bool {
 		}
 	}
 	return true
+}
+
+// waitIndexes waits until the store's indexes are built and the service's
+// indexes are not being rebuilt.
+func waitIndexes(t *testing.T, s *repo.Store) {
+	t.Helper()
+	if err := s.IndexesReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); s.Internals().IndexStale(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the service's indexes were not rebuilt within a minute")
+		}
+	}
 }
