@@ -37,7 +37,7 @@ var running sync.Mutex
 // What a backup leaves out, and what a restore needs besides it.
 var (
 	leftOut = []string{
-		"the key files of the data directory (media-url.key, the media URL signing secret, and the ACME account and certificates): secrets, in a copy only with --with-secrets, encrypted",
+		"the key files of the data directory (media-url.key, the media URL signing secret; mailbox.key, the key of the team mailbox's refresh token; the ACME account and certificates): secrets, in a copy only with --with-secrets, encrypted",
 		"the write path's bookkeeping (write_intents, plans, plan_steps) and the capability probes' scratch collection: settled at the copy's counter",
 		"idempotency claims of calls made after the copy's counter, and GridFS chunks of uploads that never completed",
 	}

@@ -34,11 +34,14 @@ type Secrets struct {
 }
 
 // keyFiles are the data directory's secrets, relative to it: the media URL
-// signing secret and everything under acme/.
+// signing secret, the key the team mailbox's refresh token is sealed under,
+// and everything under acme/.
 func keyFiles(dir string) ([]string, error) {
 	var out []string
-	if _, err := os.Stat(filepath.Join(dir, "media-url.key")); err == nil {
-		out = append(out, "media-url.key")
+	for _, name := range []string{"media-url.key", "mailbox.key"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			out = append(out, name)
+		}
 	}
 	err := filepath.WalkDir(filepath.Join(dir, "acme"), func(path string, d fs.DirEntry, err error) error {
 		if errors.Is(err, os.ErrNotExist) {

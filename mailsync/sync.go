@@ -57,6 +57,10 @@ type Config struct {
 	// connection instead, so a token refreshed by another process is used.
 	Token     string
 	TokenFile string
+	// Tokens, when set, gives the access token of the mailbox connected by
+	// signing in (package mailauth), shared with the SMTP sending; Auth is
+	// then xoauth2.
+	Tokens TokenSource
 	// Mailboxes to sync; default INBOX.
 	Mailboxes []string
 	// Interval between automatic syncs; zero syncs only on demand.
@@ -71,6 +75,11 @@ type Config struct {
 	Timeout time.Duration
 }
 
+// TokenSource gives the mailbox's current OAuth2 access token.
+type TokenSource interface {
+	AccessToken(ctx context.Context) (string, error)
+}
+
 // DefaultMaxMessageBytes is the default size cap of one message.
 const DefaultMaxMessageBytes = 50 << 20
 
@@ -83,7 +92,7 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Auth == "" {
 		c.Auth = AuthPassword
-		if c.Token != "" || c.TokenFile != "" {
+		if c.Token != "" || c.TokenFile != "" || c.Tokens != nil {
 			c.Auth = AuthXOAuth2
 		}
 	}
@@ -121,8 +130,8 @@ func (c Config) Check() error {
 			return errors.New("IMAP password is not set (or set an OAuth2 token for xoauth2)")
 		}
 	case AuthXOAuth2, AuthOAuthBearer:
-		if c.Token == "" && c.TokenFile == "" {
-			return fmt.Errorf("IMAP auth %s needs an OAuth2 access token or a token file", c.Auth)
+		if c.Token == "" && c.TokenFile == "" && c.Tokens == nil {
+			return fmt.Errorf("IMAP auth %s needs an OAuth2 access token, a token file, or the mailbox connected by signing in (OUTREACH_MAILBOX_PROVIDER)", c.Auth)
 		}
 	default:
 		return fmt.Errorf("IMAP auth %q: use password, xoauth2 or oauthbearer", c.Auth)
@@ -358,7 +367,16 @@ func (s *Syncer) connect() (*imapclient.Client, error) {
 		err = c.Login(s.cfg.User, s.cfg.Password).Wait()
 	default:
 		token := s.cfg.Token
-		if s.cfg.TokenFile != "" {
+		if s.cfg.Tokens != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+			t, terr := s.cfg.Tokens.AccessToken(ctx)
+			cancel()
+			if terr != nil {
+				c.Close()
+				return nil, terr
+			}
+			token = t
+		} else if s.cfg.TokenFile != "" {
 			b, rerr := os.ReadFile(s.cfg.TokenFile)
 			if rerr != nil {
 				c.Close()

@@ -59,6 +59,10 @@ type Config struct {
 	Password  string
 	Token     string
 	TokenFile string
+	// Mailbox, when set, is the mailbox connected by signing in (package
+	// mailauth): its access token authenticates (Auth xoauth2), and while
+	// it is not connected no pitch is taken: scheduled pitches wait.
+	Mailbox Mailbox
 	// From is the sender, "Name <address>" or an address.
 	From string
 	// PublicURL is the service's public base URL; the unsubscribe link
@@ -83,6 +87,13 @@ type Config struct {
 	// the Sent folder, before the outcome is recorded: an error stops the
 	// delivery there, as a crash would.
 	AfterSend func(contactID string) error
+}
+
+// Mailbox is the team mailbox connected by signing in, as the sender needs
+// it.
+type Mailbox interface {
+	AccessToken(ctx context.Context) (string, error)
+	Ready(ctx context.Context) (bool, string)
 }
 
 // UnsubscribePath is the service's one-click unsubscribe endpoint.
@@ -110,7 +121,7 @@ func (c Config) Check() error {
 			return errors.New("SMTP auth password needs OUTREACH_SMTP_USER and OUTREACH_SMTP_PASSWORD")
 		}
 	case "xoauth2":
-		if c.User == "" || (c.Token == "" && c.TokenFile == "") {
+		if c.User == "" || (c.Token == "" && c.TokenFile == "" && c.Mailbox == nil) {
 			return errors.New("SMTP auth xoauth2 needs OUTREACH_SMTP_USER and an OAuth2 token (or token file)")
 		}
 	case "none":
@@ -139,7 +150,7 @@ type Sender struct {
 func New(store *repo.Store, cfg Config, log zerolog.Logger) (*Sender, error) {
 	if cfg.Auth == "" {
 		cfg.Auth = "password"
-		if cfg.Token != "" || cfg.TokenFile != "" {
+		if cfg.Token != "" || cfg.TokenFile != "" || cfg.Mailbox != nil {
 			cfg.Auth = "xoauth2"
 		}
 	}
@@ -195,8 +206,12 @@ func (s *Sender) Run(ctx context.Context) {
 	}
 }
 
-// RunOnce sends every pitch that is due now.
+// RunOnce sends every pitch that is due now. While the mailbox connected
+// by signing in is not connected, it takes none: they wait.
 func (s *Sender) RunOnce(ctx context.Context) {
+	if ok, _ := s.ready(ctx); !ok {
+		return
+	}
 	ids, err := pitches.Of(s.store).DuePitches(ctx)
 	if err != nil {
 		s.log.Warn().Err(err).Msg("pitch delivery: list due pitches")
@@ -215,6 +230,9 @@ func (s *Sender) RunOnce(ctx context.Context) {
 func (s *Sender) Deliver(ctx context.Context, id string) (*pitches.Pitch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ok, why := s.ready(ctx); !ok {
+		return nil, repo.Errorf(repo.CodeFailedPrecondition, "the team mailbox is not connected (%s): pitch %s waits, nothing was sent or marked failed; an admin connects the mailbox again (outreach mailbox connect) and sending resumes", why, id)
+	}
 	p, err := pitches.Of(s.store).ClaimPitch(ctx, id, s.cfg.Instance, s.cfg.Lease)
 	if errors.Is(err, pitches.ErrNotDue) {
 		cur, gerr := pitches.Of(s.store).Pitch(ctx, id)
@@ -238,6 +256,17 @@ func (s *Sender) Deliver(ctx context.Context, id string) (*pitches.Pitch, error)
 		}
 	}
 	return pitches.Of(s.store).FinishPitch(ctx, id, s.cfg.Instance, "")
+}
+
+// Ready reports whether the mailbox can send (always, without a mailbox
+// connected by signing in), and why not.
+func (s *Sender) Ready(ctx context.Context) (bool, string) { return s.ready(ctx) }
+
+func (s *Sender) ready(ctx context.Context) (bool, string) {
+	if s.cfg.Mailbox == nil {
+		return true, ""
+	}
+	return s.cfg.Mailbox.Ready(ctx)
 }
 
 // recipient sends one recipient; an error is the store's (the claim lost,
@@ -272,10 +301,18 @@ func (s *Sender) recipient(ctx context.Context, p *pitches.Pitch, r pitches.Pitc
 		_, rerr := pitches.Of(s.store).RecordRecipient(ctx, id, owner, r.ContactID, pitches.RecipientFailed, "", "the message could not be built: "+err.Error(), "")
 		return rerr
 	}
+	token := ""
+	if s.cfg.Mailbox != nil {
+		// Before the attempt is recorded: without a token the recipient
+		// stays as it is and the pitch waits for the next sender.
+		if token, err = s.cfg.Mailbox.AccessToken(ctx); err != nil {
+			return fmt.Errorf("pitch %s waits: %w", id, err)
+		}
+	}
 	if _, err := pitches.Of(s.store).RecordAttempt(ctx, id, owner, r.ContactID, msgID, s.cfg.Lease); err != nil {
 		return err
 	}
-	serr := s.send(ctx, msg)
+	serr := s.send(ctx, msg, token)
 	if serr != nil && !msg.IsDelivered() {
 		_, err := pitches.Of(s.store).RecordRecipient(ctx, id, owner, r.ContactID, pitches.RecipientFailed, "", sendReason(serr, msgID), "")
 		return err
@@ -354,7 +391,7 @@ func (s *Sender) message(ctx context.Context, p *pitches.Pitch, r pitches.PitchR
 }
 
 // send runs one SMTP transaction.
-func (s *Sender) send(ctx context.Context, m *gomail.Msg) error {
+func (s *Sender) send(ctx context.Context, m *gomail.Msg, token string) error {
 	host, portStr, _ := net.SplitHostPort(s.cfg.Addr)
 	port, _ := strconv.Atoi(portStr)
 	opts := []gomail.Option{gomail.WithPort(port), gomail.WithTimeout(s.cfg.Timeout), gomail.WithHELO(domainOf(s.from.Address))}
@@ -380,7 +417,9 @@ func (s *Sender) send(ctx context.Context, m *gomail.Msg) error {
 		opts = append(opts, gomail.WithUsername(s.cfg.User), gomail.WithPassword(s.cfg.Password), gomail.WithSMTPAuth(mech))
 	case "xoauth2":
 		tok := s.cfg.Token
-		if s.cfg.TokenFile != "" {
+		if token != "" {
+			tok = token
+		} else if s.cfg.TokenFile != "" {
 			b, err := os.ReadFile(s.cfg.TokenFile)
 			if err != nil {
 				return fmt.Errorf("read the SMTP OAuth2 token file: %w", err)

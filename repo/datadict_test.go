@@ -24,6 +24,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/access"
 	"outreach/repo/inbox"
+	"outreach/repo/mailboxes"
 	"outreach/repo/notify"
 	"outreach/repo/pitches"
 	"outreach/repo/reports"
@@ -44,6 +45,7 @@ var dictionaryDocs = []struct {
 	{repo.CollEmails, inbox.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
 	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, notify.Message{}},
 	{repo.CollHeld, inbox.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollSharedReports, reports.SharedReport{}}, {repo.CollChangeLog, audit.Entry{}},
+	{repo.CollMailboxes, mailboxes.Connection{}},
 }
 
 // dictionaryBookkeeping are the collections of the write path's and the
@@ -79,6 +81,7 @@ var dictionaryEnums = map[string][]string{
 	"change_log.action": audit.Actions,
 	"email_held.reason": inbox.HeldReasons, "email_held.outcome": {inbox.HeldStored, inbox.HeldDuplicate, inbox.HeldGone},
 	"pitches.state": pitches.PitchStates, "pitches.recipients.state": pitches.RecipientStates, "suppressions.reason": pitches.SuppressionReasons,
+	"mailbox_connections.status": {mailboxes.StatusConnected, mailboxes.StatusDisconnected},
 }
 
 var (

@@ -14,7 +14,7 @@ import (
 
 // areaRuled are the collections whose rollback rule an area above the core
 // registers (RegisterRule).
-var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollSharedReports: "outreach/repo/reports"}
+var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollSharedReports: "outreach/repo/reports", CollMailboxes: "outreach/repo/mailboxes"}
 
 var reactions struct {
 	emailStored func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)

@@ -18,12 +18,13 @@ func domainSchema(s *Store) ledger.Schema {
 
 // redacted lists, per collection, fields whose values never enter change_log.
 var redacted = map[string][]string{CollKeys: {"key_hash", "scram"}, CollOAuthGrants: {"access_hash", "refresh_hash", "used_refresh_hashes"},
-	CollOAuthRequests: {"code_hash", "consent_hash", "upstream_hash", "code_challenge", "state", "nonce"}, CollSignIns: {"password_hash", "invite_hash"}, CollSettings: {"secret"}}
+	CollOAuthRequests: {"code_hash", "consent_hash", "upstream_hash", "code_challenge", "state", "nonce"}, CollSignIns: {"password_hash", "invite_hash"}, CollSettings: {"secret"},
+	CollMailboxes: {"refresh_sealed"}}
 
 // recordCollections are the collections written through the write path.
 var recordCollections = []string{CollOutlets, CollContacts, CollChannels, CollCampaigns, CollOpportunities,
 	CollCoverage, CollMedia, CollNotes, CollEmails, CollUsers, CollKeys, CollOAuthGrants, CollOAuthClients, CollOAuthRequests, CollSignIns, CollSettings,
-	CollSubscriptions, CollNotifications, CollDeliveries, CollMessages, CollHeld, CollPitches, CollSuppressions, CollSharedReports}
+	CollSubscriptions, CollNotifications, CollDeliveries, CollMessages, CollHeld, CollPitches, CollSuppressions, CollSharedReports, CollMailboxes}
 
 // RecordCollections are the collections Verify checks record by record.
 func RecordCollections() []string { return append([]string(nil), recordCollections...) }
@@ -34,7 +35,7 @@ var kinds = map[string]string{
 	CollOpportunities: "opportunity", CollCoverage: "coverage", CollMedia: "media", CollNotes: "note",
 	CollEmails: "email thread", CollUsers: "user", CollKeys: "agent key", CollOAuthGrants: "OAuth grant", CollOAuthClients: "OAuth client", CollOAuthRequests: "authorization request", CollSignIns: "sign-in", CollSettings: "setting",
 	CollSubscriptions: "subscription", CollNotifications: "notification", CollDeliveries: "delivery", CollMessages: "Slack message",
-	CollHeld: "held email", CollPitches: "pitch", CollSuppressions: "suppression", CollSharedReports: "shared report",
+	CollHeld: "held email", CollPitches: "pitch", CollSuppressions: "suppression", CollSharedReports: "shared report", CollMailboxes: "mailbox connection",
 }
 
 // KindOf names a collection's records in messages, whatever the collection.

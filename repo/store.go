@@ -80,6 +80,8 @@ const (
 	CollSuppressions = "suppressions"
 	// Shared report snapshots behind signed links (repo/reports).
 	CollSharedReports = "shared_reports"
+	// The team mailbox's OAuth connection (repo/mailboxes).
+	CollMailboxes = "mailbox_connections"
 	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
 	CollFiles  = ledger.CollFiles
 	CollChunks = ledger.CollChunks
@@ -90,7 +92,7 @@ const (
 // verifiers, the OAuth server's token, code and password hashes, the media URL signing secret, stored tool results), or the
 // write path's own bookkeeping, which carries a pending create's redacted
 // values until it lands.
-var SecretCollections = []string{CollKeys, CollOAuthGrants, CollOAuthClients, CollOAuthRequests, CollSignIns, CollSettings, CollIdempotency, CollIntents, CollPlans, CollPlanSteps}
+var SecretCollections = []string{CollKeys, CollOAuthGrants, CollOAuthClients, CollOAuthRequests, CollSignIns, CollSettings, CollMailboxes, CollIdempotency, CollIntents, CollPlans, CollPlanSteps}
 
 // SecretFields are, per collection, the fields the analyst endpoint never
 // shows: a pending change entry's sealed values (a create's redacted

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -42,6 +43,9 @@ type Config struct {
 	// sends the token (never without one: the MCP listener faces clients).
 	Metrics      *metrics.Metrics
 	MetricsToken string
+	// Mailbox, when set, serves the team mailbox's connect page and the
+	// provider's return under /mailbox/ (package mailauth).
+	Mailbox http.Handler
 }
 
 // ParsePublicURL checks a public base URL: absolute http or https, a host,

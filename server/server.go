@@ -106,6 +106,9 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 		mountServerCard(mux, store, catalog) // card.go
 	}
 	mux.Handle(pitchsend.UnsubscribePath, pitchsend.UnsubscribeHandler(store, log))
+	if cfg.Mailbox != nil {
+		mux.Handle("/mailbox/", cfg.Mailbox)
+	}
 	mountHealth(mux, store) // health.go
 	if cfg.Metrics != nil && cfg.MetricsToken != "" {
 		mux.Handle(metrics.Path, cfg.Metrics.Handler(cfg.MetricsToken))

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"outreach/audit"
 	"outreach/backup"
+	"outreach/mailauth"
 	"outreach/mailsync"
 	"outreach/repo"
 	"outreach/repo/inbox"
@@ -19,6 +21,7 @@ type Option func(*options)
 
 type options struct {
 	mail            *mailsync.Syncer
+	mailbox         *mailauth.Mailbox // the mailbox connected by signing in (get_sync_status, disconnect_mailbox)
 	keepAttachments bool
 	slack           *slackmsg.Client
 	backupStatus    func() backup.Status // get_service_info, for admins
@@ -33,8 +36,31 @@ type options struct {
 // WithMailSync gives sync_emails the configured shared inbox.
 func WithMailSync(m *mailsync.Syncer) Option { return func(o *options) { o.mail = m } }
 
+// WithMailbox gives get_sync_status and disconnect_mailbox the team mailbox
+// connected by signing in.
+func WithMailbox(m *mailauth.Mailbox) Option { return func(o *options) { o.mailbox = m } }
+
+// syncStatus is get_sync_status's result: the sync's marks and held
+// messages, and the mailbox connection when it is made by signing in.
+type syncStatus struct {
+	*inbox.SyncStatus
+	// Mailbox: the connection's state, reason and problem; paused says the
+	// sync and pitch sending wait for an admin to connect it.
+	Mailbox *mailauth.Status `json:"mailbox,omitempty"`
+}
+
 // WithEmailAttachments keeps the bytes of imported attachments in GridFS.
 func WithEmailAttachments(keep bool) Option { return func(o *options) { o.keepAttachments = keep } }
+
+type disconnectMailboxIn struct {
+	Reason string `json:"reason,omitempty" jsonschema:"why, kept with the connection (at most 500 characters)"`
+}
+
+type disconnectMailboxOut struct {
+	// Done says what was done: revoked at the provider, or forgotten here only.
+	Done    string          `json:"done"`
+	Mailbox mailauth.Status `json:"mailbox"`
+}
 
 // maxImportBytes caps import_email's decoded message (the request body
 // limit caps it anyway; this says so clearly).
@@ -127,6 +153,10 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				}
 				res, err := o.mail.SyncWith(ctx, mailsync.SyncOptions{Rescan: in.Rescan}, func(done, total int, msg string) { Progress(ctx, done, total, msg) })
 				if err != nil {
+					var de *mailauth.DisconnectedError
+					if errors.As(err, &de) {
+						return nil, repo.Errorf(repo.CodeFailedPrecondition, "%s; get_sync_status shows the connection", de.Error())
+					}
 					var ie *mailsync.IMAPError
 					if errors.As(err, &ie) {
 						return nil, &repo.Error{Code: repo.CodeUnavailable, Retryable: true, Details: res,
@@ -142,7 +172,42 @@ func Emails(s *repo.Store, opts ...Option) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				return inbox.Of(s).EmailSyncStatus(ctx, in.Reason, limit, offset)
+				st, err := inbox.Of(s).EmailSyncStatus(ctx, in.Reason, limit, offset)
+				if err != nil {
+					return nil, err
+				}
+				out := syncStatus{SyncStatus: st}
+				if o.mailbox != nil {
+					mst, err := o.mailbox.Status(ctx)
+					if err != nil {
+						return nil, err
+					}
+					out.Mailbox = &mst
+				}
+				return out, nil
+			}),
+		newTool("disconnect_mailbox", "Disconnect the team mailbox connected by signing in (Google, Microsoft): revoke its refresh token at the provider where the provider offers revocation, and forget the tokens. The inbox sync and pitch sending then wait (scheduled pitches stay scheduled, nothing is marked failed) until an admin connects it again (outreach mailbox connect). reason is kept with the connection. Needs the admin scope.", adminChange,
+			func(ctx context.Context, in *disconnectMailboxIn) (any, error) {
+				if o.mailbox == nil {
+					return nil, repo.Errorf(repo.CodeFailedPrecondition, "the team mailbox is not connected by signing in on this server (OUTREACH_MAILBOX_PROVIDER is not set; see docs/connect.md)")
+				}
+				reason := strings.TrimSpace(in.Reason)
+				if len(reason) > 500 {
+					return nil, repo.Invalid("reason", "is %d characters; at most 500", len(reason))
+				}
+				a, _ := audit.ActorFrom(ctx)
+				if reason == "" {
+					reason = "disconnected by an admin"
+				}
+				said, err := o.mailbox.Disconnect(ctx, reason+" ("+a.UserID+")")
+				if err != nil {
+					return nil, err
+				}
+				st, err := o.mailbox.Status(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return disconnectMailboxOut{Done: said, Mailbox: st}, nil
 			}),
 		newTool("import_email", "Import one raw RFC 822 message (e.g. an .eml file), stored like a synced one: into its thread, linked to the known contacts among From, To and Cc. A message without a known contact is skipped; one already stored is reported as a duplicate. Returns outcome, thread_id, email_id (the stored message's own id, messages[].id of the thread) and message_id (its RFC 822 Message-ID, as messages[].message_id).", create,
 			func(ctx context.Context, in *importIn) (any, error) {

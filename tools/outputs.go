@@ -10,6 +10,7 @@ import (
 
 	"outreach/audit"
 	"outreach/backup"
+	"outreach/mailauth"
 	"outreach/mailsync"
 	"outreach/repo"
 	"outreach/repo/access"
@@ -126,7 +127,7 @@ var outputs = map[string]*jsonschema.Schema{
 		"key_id", of[string](), "key_name", of[string](), "scopes", of[[]string](), "session_id", of[string](), "signed_in_with", of[string]()),
 	"list_connected_clients":  object("total", of[int](), "connected_clients", of[[]access.OAuthGrant]()),
 	"revoke_connected_client": of[access.OAuthGrant](),
-	"get_service_info":        optional(object("version", of[string](), "store", of[repo.Capabilities]()), "backup", of[backup.Status]()),
+	"get_service_info":        optional(optional(object("version", of[string](), "store", of[repo.Capabilities]()), "backup", of[backup.Status]()), "mailbox", of[mailauth.Status]()),
 	"create_agent_key":        object("key", of[string](), "agent_key", of[*repo.AgentKey](), "note", of[string]()),
 	"list_agent_keys":         object("total", of[int](), "agent_keys", of[[]repo.AgentKey]()),
 	"revoke_agent_key":        of[repo.AgentKey](),
@@ -145,7 +146,8 @@ var outputs = map[string]*jsonschema.Schema{
 	// Emails
 	"sync_emails":              of[mailsync.Result](),
 	"import_email":             of[repo.IngestResult](),
-	"get_sync_status":          of[inbox.SyncStatus](),
+	"get_sync_status":          of[syncStatus](),
+	"disconnect_mailbox":       of[disconnectMailboxOut](),
 	"list_email_threads":       object("total", of[int64](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "threads", of[[]threadSummary]()),
 	"get_email_thread":         of[inbox.EmailThreadDetail](),
 	"search_emails":            object("total", of[int](), "showing", of[int](), "limit", of[int](), "messages", of[[]inbox.EmailHit]()),

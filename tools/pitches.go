@@ -136,6 +136,16 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 				if sender == nil {
 					return nil, repo.Errorf(repo.CodeFailedPrecondition, "no outgoing mail server is configured (OUTREACH_SMTP_ADDR); pitches can be drafted and approved but not sent")
 				}
+				if r, ok := sender.(interface {
+					Ready(context.Context) (bool, string)
+				}); ok && (at == nil || !at.After(time.Now())) {
+					// Sent now through a mailbox that is not connected: refused
+					// before anything is written (a pitch scheduled for later
+					// waits for the connection instead).
+					if ready, why := r.Ready(ctx); !ready {
+						return nil, repo.Errorf(repo.CodeFailedPrecondition, "the team mailbox is not connected (%s): nothing was sent or scheduled; an admin connects it again (outreach mailbox connect), or give scheduled_at: a scheduled pitch waits for the connection", why)
+					}
+				}
 				p, err := pitches.Of(s).SchedulePitch(ctx, in.ID, at, zone)
 				if err != nil || p.ScheduledAt.After(time.Now()) {
 					return p, err

@@ -46,6 +46,9 @@ type command struct {
 	// encrypted with the passphrase (sent over the 0600 socket, never logged).
 	SecretsDir string `json:"secrets_dir,omitempty"`
 	Passphrase string `json:"passphrase,omitempty"`
+	// mailbox: the data directory whose mailbox key a command run without
+	// a server reads.
+	DataDir string `json:"data_dir,omitempty"`
 }
 
 type commandResult struct {
@@ -206,6 +209,9 @@ func execute(ctx context.Context, store *repo.Store, c command, prog io.Writer) 
 		return out.String(), nil
 	case "users invite", "users clients", "users disconnect":
 		err := executeUsers(ctx, store, c, &out)
+		return out.String(), err
+	case "mailbox connect", "mailbox device start", "mailbox device wait", "mailbox status", "mailbox disconnect":
+		err := executeMailbox(ctx, store, c, &out)
 		return out.String(), err
 	case "backup":
 		err := executeBackup(ctx, store, c, &out)

@@ -32,9 +32,11 @@ import (
 	"outreach/backup"
 	"outreach/delivery"
 	"outreach/embedded"
+	"outreach/mailauth"
 	"outreach/mailsync"
 	"outreach/metrics"
 	"outreach/oauth"
+	"outreach/pitchsend"
 	"outreach/repo"
 	"outreach/server"
 	"outreach/server/version"
@@ -59,6 +61,7 @@ commands:
   indexes    apply the index list and exit
   keys       create | list | revoke agent keys
   users      invite --email EMAIL (a one-time link to set a password for OAuth sign-in) | clients | disconnect GRANT_ID
+  mailbox    connect --provider google|microsoft [--device] (a one-time link to the connect page, or the device code flow) | status | disconnect
   verify     check that every record matches its change-log entry (--json: machine-readable)
   backup     --to DIR: a consistent copy of the store, taken by the running server | verify SOURCE | list DIR
   restore    restore SOURCE [--counter N | --until TIME]: a backup (and the changes shipped after it) into an empty store
@@ -90,6 +93,9 @@ Every command reads the same configuration:
   OUTREACH_IMAP_MAILBOXES   comma-separated mailboxes (default INBOX)
   OUTREACH_IMAP_INTERVAL    time between automatic syncs, e.g. 5m (default 5m; 0 = only sync_emails)
   OUTREACH_IMAP_MAX_MESSAGE_BYTES  larger messages are skipped and reported (default 52428800, 50 MiB)
+  OUTREACH_MAILBOX_PROVIDER  google, microsoft or a name of your own: connect the team mailbox by signing in (docs/connect.md)
+  OUTREACH_MAILBOX_CLIENT_ID / _CLIENT_SECRET[_FILE] / _TENANT / _ADDRESS / _KEY_FILE / _SCOPES / _REFRESH_MARGIN
+  OUTREACH_MAILBOX_AUTH_URL / _TOKEN_URL / _DEVICE_AUTH_URL / _REVOKE_URL   a provider by its endpoints; see docs/operations.md
   OUTREACH_EMAIL_KEEP_ATTACHMENTS  true: keep attachment bytes in GridFS (default false: metadata only)
   OUTREACH_SMTP_ADDR        the team mailbox's submission server for pitches, host:port (unset: no sending)
   OUTREACH_SMTP_SECURITY / _AUTH / _USER / _PASSWORD / _OAUTH2_TOKEN[_FILE] / _FROM / _SENT_MAILBOX   see docs/operations.md
@@ -247,6 +253,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return restoreCommand(ctx, cfg, args[1:], stdout, stderr, log)
 	case "users":
 		return users(ctx, cfg, args[1:], stdout, stderr)
+	case "mailbox":
+		return mailboxCommand(ctx, cfg, args[1:], stdout, stderr)
 	case "bench":
 		return benchCommand(ctx, args[1:], stdout, stderr)
 	case "version":
@@ -348,7 +356,7 @@ func mediaOptions(cfg config) (repo.MediaOptions, error) {
 
 // mailConfig reads the shared inbox's configuration; nil when
 // OUTREACH_IMAP_ADDR is unset.
-func mailConfig() (*mailsync.Config, bool, error) {
+func mailConfig(tokens mailsync.TokenSource) (*mailsync.Config, bool, error) {
 	keep := false
 	if v := os.Getenv("OUTREACH_EMAIL_KEEP_ATTACHMENTS"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -365,6 +373,9 @@ func mailConfig() (*mailsync.Config, bool, error) {
 		User: os.Getenv("OUTREACH_IMAP_USER"), Password: os.Getenv("OUTREACH_IMAP_PASSWORD"),
 		Token: os.Getenv("OUTREACH_IMAP_OAUTH2_TOKEN"), TokenFile: os.Getenv("OUTREACH_IMAP_OAUTH2_TOKEN_FILE"),
 		Interval: 5 * time.Minute, KeepAttachments: keep}
+	if tokens != nil {
+		c.Tokens = tokens // the mailbox connected by signing in
+	}
 	for _, m := range strings.Split(os.Getenv("OUTREACH_IMAP_MAILBOXES"), ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			c.Mailboxes = append(c.Mailboxes, m)
@@ -396,7 +407,16 @@ func mailConfig() (*mailsync.Config, bool, error) {
 func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolog.Logger) error {
 	// Every setting is checked, and the address taken, before the store is
 	// opened: a wrong flag must not create a store or print its first key.
-	mailCfg, keep, err := mailConfig()
+	mbSet, err := mailboxConfig(cfg)
+	if err != nil {
+		return err
+	}
+	var imapTokens mailsync.TokenSource
+	var smtpMailbox pitchsend.Mailbox
+	if mbSet != nil {
+		imapTokens, smtpMailbox = mbSet.ref, mbSet.ref
+	}
+	mailCfg, keep, err := mailConfig(imapTokens)
 	if err != nil {
 		return err
 	}
@@ -460,7 +480,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		}
 	}
 	// Pitches' unsubscribe links are built on the public URL (else the address listened on).
-	pitchPol, smtpCfg, err := pitchConfig(bannerBase(scfg.PublicURL, tlsOpts, ln.Addr()))
+	pitchPol, smtpCfg, err := pitchConfig(bannerBase(scfg.PublicURL, tlsOpts, ln.Addr()), smtpMailbox)
 	if err != nil {
 		return err
 	}
@@ -505,6 +525,20 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	store.SetDeliveryTargets(delivery.Targets(dcfg))
 	go delivery.New(store, dcfg).Run(ctx) // also fires next_action_due without targets
 	topts = append(topts, []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack), toolsets, tools.WithRateLimits(limits), tools.WithServerCard(cfg.serverCard)}...)
+	if mbSet != nil {
+		mb, err := newMailbox(ctx, cfg, store, mbSet, base, log)
+		if err != nil {
+			return err
+		}
+		mbSet.ref.m.Store(mb)
+		runningMailbox.Store(mb)
+		defer runningMailbox.Store(nil)
+		scfg.Mailbox = mb.Pages()
+		topts = append(topts, tools.WithMailbox(mb))
+		st, _ := mb.Status(ctx)
+		log.Info().Str("mailbox", mb.Address()).Str("provider", mb.Provider()).Str("state", st.State).Str("connect", base+mailauth.ConnectPath).Msg("mailbox sign-in configured")
+		go mb.Run(ctx)
+	}
 	var syncer *mailsync.Syncer
 	if mailCfg != nil {
 		syncer, err = mailsync.New(store, *mailCfg)

@@ -16,7 +16,7 @@ import (
 // pitchConfig reads the pitch policy and the team mailbox's outgoing side
 // from the environment; the sender's config is nil when OUTREACH_SMTP_ADDR
 // is unset (pitches can then be drafted and approved, not sent).
-func pitchConfig(publicURL string) (repo.PitchPolicy, *pitchsend.Config, error) {
+func pitchConfig(publicURL string, mailbox pitchsend.Mailbox) (repo.PitchPolicy, *pitchsend.Config, error) {
 	pol := repo.PitchPolicy{ApproverScope: env("OUTREACH_PITCH_APPROVER_SCOPE", repo.ScopeAdmin), RespondedOnReply: true}
 	for _, v := range []struct {
 		name string
@@ -47,7 +47,7 @@ func pitchConfig(publicURL string) (repo.PitchPolicy, *pitchsend.Config, error) 
 	c := &pitchsend.Config{Addr: addr, Security: env("OUTREACH_SMTP_SECURITY", pitchsend.SecurityStartTLS), Auth: os.Getenv("OUTREACH_SMTP_AUTH"),
 		User: os.Getenv("OUTREACH_SMTP_USER"), Password: os.Getenv("OUTREACH_SMTP_PASSWORD"),
 		Token: os.Getenv("OUTREACH_SMTP_OAUTH2_TOKEN"), TokenFile: os.Getenv("OUTREACH_SMTP_OAUTH2_TOKEN_FILE"),
-		From: os.Getenv("OUTREACH_SMTP_FROM"), SentMailbox: env("OUTREACH_SMTP_SENT_MAILBOX", "Sent")}
+		From: os.Getenv("OUTREACH_SMTP_FROM"), SentMailbox: env("OUTREACH_SMTP_SENT_MAILBOX", "Sent"), Mailbox: mailbox}
 	if s := os.Getenv("OUTREACH_PITCH_INTERVAL"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d < time.Second {

@@ -40,9 +40,12 @@ type Servers struct {
 	RootCAs *x509.CertPool
 	// Passwords of the mailboxes, by address.
 	Passwords map[string]string
-	dir       string
-	cmds      []*exec.Cmd
-	t         testing.TB
+	// CAFile is the server certificate's PEM file (SSL_CERT_FILE for a
+	// process of its own).
+	CAFile string
+	dir    string
+	cmds   []*exec.Cmd
+	t      testing.TB
 }
 
 // Team is the team mailbox every Servers has.
@@ -68,6 +71,22 @@ func find(names ...string) string {
 // Start starts the servers with the team mailbox and the given journalist
 // mailboxes (addresses at paper.test); they stop when the test ends.
 func Start(t testing.TB, mailboxes ...string) *Servers {
+	t.Helper()
+	return StartWith(t, Options{}, mailboxes...)
+}
+
+// Options choose what the servers offer beyond logins with a password.
+type Options struct {
+	// Introspection, when set, is an OAuth 2.0 token introspection URL
+	// (RFC 7662; credentials in the URL's user part): Dovecot's oauth2
+	// passdb then accepts XOAUTH2 and OAUTHBEARER, for IMAP and for
+	// Postfix's submission (SASL through Dovecot), with the tokens that
+	// endpoint says are active for the login's address (its email claim).
+	Introspection string
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options, mailboxes ...string) *Servers {
 	t.Helper()
 	dovecot := find("dovecot", "/usr/sbin/dovecot")
 	postfix := find("postfix", "/usr/sbin/postfix")
@@ -108,10 +127,18 @@ func Start(t testing.TB, mailboxes ...string) *Servers {
 	os.Chown(filepath.Join(dir, "pf", "data"), puid, -1)
 	os.WriteFile(filepath.Join(dir, "passwd"), []byte(passwd.String()), 0o644)
 	s.RootCAs = imaptest.WriteCert(t, filepath.Join(dir, "pf"))
+	s.CAFile = filepath.Join(dir, "pf", "cert.pem")
 	imapPort, lmtpPort, authPort, subPort := freePort(t), freePort(t), freePort(t), freePort(t)
 	s.IMAP = net.JoinHostPort("127.0.0.1", strconv.Itoa(imapPort))
 	s.Submission = net.JoinHostPort("127.0.0.1", strconv.Itoa(subPort))
 
+	mechs, oauth2 := "plain login", ""
+	if o.Introspection != "" {
+		mechs += " xoauth2 oauthbearer"
+		oauth2 = fmt.Sprintf("passdb {\n  driver = oauth2\n  args = %s/oauth2.conf\n}\n", dir)
+		os.WriteFile(filepath.Join(dir, "oauth2.conf"), []byte("introspection_mode = post\nintrospection_url = "+o.Introspection+
+			"\nusername_attribute = email\nactive_attribute = active\nactive_value = true\n"), 0o644)
+	}
 	dconf := filepath.Join(dir, "dovecot.conf")
 	os.WriteFile(dconf, []byte(fmt.Sprintf(`base_dir = %[1]s/run
 state_dir = %[1]s/state
@@ -120,7 +147,7 @@ protocols = imap lmtp
 listen = 127.0.0.1
 disable_plaintext_auth = no
 first_valid_uid = 0
-auth_mechanisms = plain login
+auth_mechanisms = %[5]s
 mail_location = maildir:%[1]s/mail/%%u
 postmaster_address = postmaster@outreach.test
 ssl = no
@@ -128,7 +155,7 @@ passdb {
   driver = passwd-file
   args = scheme=PLAIN username_format=%%u %[1]s/passwd
 }
-userdb {
+%[6]suserdb {
   driver = static
   args = uid=65534 gid=65534 home=%[1]s/mail/%%u
 }
@@ -153,7 +180,7 @@ service auth {
     port = %[4]d
   }
 }
-`, dir, imapPort, lmtpPort, authPort)), 0o644)
+`, dir, imapPort, lmtpPort, authPort, mechs, oauth2)), 0o644)
 	s.run("", dovecot, "-F", "-c", dconf)
 	s.wait(s.IMAP, "dovecot.log")
 
