@@ -196,7 +196,7 @@ func (s *Store) ArchiveCampaign(ctx context.Context, id string) (*Campaign, erro
 
 // RestoreCampaign restores an archived campaign.
 func (s *Store) RestoreCampaign(ctx context.Context, id string) (*Campaign, error) {
-	return restore[*Campaign](ctx, s, CollCampaigns, id)
+	return Restore[*Campaign](ctx, s, CollCampaigns, id)
 }
 
 // CampaignFilter selects campaigns; empty fields do not filter.
@@ -212,7 +212,7 @@ func (s *Store) ListCampaigns(ctx context.Context, f CampaignFilter, limit, offs
 		filter["status"] = f.Status
 	}
 	if f.Search != "" {
-		return textListPage[Campaign](ctx, s, TextFilter{Coll: CollCampaigns, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return TextListPage[Campaign](ctx, s, TextFilter{Coll: CollCampaigns, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
 	return ListPage[Campaign](ctx, s, CollCampaigns, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }

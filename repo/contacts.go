@@ -276,7 +276,7 @@ func (s *Store) RestoreContact(ctx context.Context, id string) (*Contact, error)
 			return nil, err
 		}
 	}
-	return restore[*Contact](ctx, s, CollContacts, id)
+	return Restore[*Contact](ctx, s, CollContacts, id)
 }
 
 // AffiliationInput is what add_contact_outlet takes.
@@ -376,7 +376,7 @@ func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset
 		filter["is_freelance"] = *f.IsFreelance
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return textListPage[Contact](ctx, s, TextFilter{Coll: CollContacts, Text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return TextListPage[Contact](ctx, s, TextFilter{Coll: CollContacts, Text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
 	return ListPage[Contact](ctx, s, CollContacts, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }

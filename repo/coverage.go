@@ -171,7 +171,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 		return nil, err
 	}
 	c.Meta = Meta{}
-	if err := insertWithEvents(ctx, s, CollCoverage, c, func() ([]OppEvent, error) {
+	if err := InsertWithEvents(ctx, s, CollCoverage, c, func() ([]OppEvent, error) {
 		if c.OpportunityID == "" {
 			return nil, nil
 		}
@@ -244,7 +244,7 @@ func (s *Store) RestoreCoverage(ctx context.Context, id string) (*Coverage, erro
 			return nil, g.toolError()
 		}
 	}
-	return restore[*Coverage](ctx, s, CollCoverage, id)
+	return Restore[*Coverage](ctx, s, CollCoverage, id)
 }
 
 // CoverageFilter selects coverage; empty fields do not filter.
@@ -267,7 +267,7 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 	ledger.Between(filter, "published_at", f.Since, f.Until)
 	sort := bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return textListPage[Coverage](ctx, s, TextFilter{Coll: CollCoverage, Text: f.Search}, Active(filter, f.IncludeArchived), sort, limit, offset)
+		return TextListPage[Coverage](ctx, s, TextFilter{Coll: CollCoverage, Text: f.Search}, Active(filter, f.IncludeArchived), sort, limit, offset)
 	}
 	return ListPage[Coverage](ctx, s, CollCoverage, Active(filter, f.IncludeArchived), sort, limit, offset)
 }

@@ -472,7 +472,7 @@ func (s *Store) ArchiveMedia(ctx context.Context, id string) (*Media, error) {
 
 // RestoreMedia restores an archived media record.
 func (s *Store) RestoreMedia(ctx context.Context, id string) (*Media, error) {
-	return restore[*Media](ctx, s, CollMedia, id)
+	return Restore[*Media](ctx, s, CollMedia, id)
 }
 
 // ---------------------------------------------------------------------------

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -262,10 +261,10 @@ func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error)
 // isNotFound reports whether err is a not_found error (IsNotFound).
 func isNotFound(err error) bool { return IsNotFound(err) }
 
-// insertWithEvents creates rec in coll together with the notifications of
+// InsertWithEvents creates rec in coll together with the notifications of
 // the events it causes, as one unit (a group of creates: no version race
 // to retry). events runs after rec has its id.
-func insertWithEvents[P interface {
+func InsertWithEvents[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll string, rec P, events func() ([]OppEvent, error)) error {
@@ -291,18 +290,6 @@ func insertWithEvents[P interface {
 	}
 	rec.meta().Version, rec.meta().LastChange = 1, entries[0].ID
 	return nil
-}
-
-// noteGist is a short text for a note: its title, else its content's first line.
-func noteGist(title, content string) string {
-	if t := strings.TrimSpace(title); t != "" {
-		return t
-	}
-	l, _, _ := strings.Cut(strings.TrimSpace(content), "\n")
-	if len(l) > 200 {
-		l = l[:200]
-	}
-	return l
 }
 
 // Service events: notified to every admin, of no opportunity.

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -422,7 +421,7 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 		var note mutation
 		if strings.TrimSpace(mv.Note) != "" {
 			var err error
-			if note, err = noteForStage(id, mv.Stage, mv.Note); err != nil {
+			if note, err = reactions.stageNote(id, mv.Stage, mv.Note); err != nil {
 				return nil, err
 			}
 			noteID = note.ID
@@ -468,19 +467,6 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 		return nil, err
 	}
 	return out, nil
-}
-
-// noteForStage returns the mutation creating the note that records a stage
-// change of opportunity oppID: a general note titled "Stage changed to
-// <stage>", linked to the opportunity. It is the only place this group
-// writes a note; it is written in a group with the stage change, so it goes
-// through creation rather than CreateNote (the opportunity is known to
-// exist: it is changed in the same group).
-func noteForStage(oppID, stage, content string) (mutation, error) {
-	t := Now()
-	n := &Note{Type: NoteTypes[0], Title: "Stage changed to " + stage, Content: content, OccurredAt: t,
-		Links: []NoteLink{{ID: uuid.NewString(), OpportunityID: oppID, CreatedAt: t}}}
-	return Creation(CollNotes, n)
 }
 
 // LinkContact adds a contact to an opportunity.
@@ -530,7 +516,7 @@ func (s *Store) RestoreOpportunity(ctx context.Context, id string) (*Opportunity
 			return nil, err
 		}
 	}
-	return restore[*Opportunity](ctx, s, CollOpportunities, id)
+	return Restore[*Opportunity](ctx, s, CollOpportunities, id)
 }
 
 // OpportunityFilter selects opportunities; empty fields do not filter.
@@ -553,7 +539,7 @@ func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limi
 		filter["next_action_date"] = bson.M{"$lt": *f.NextActionBefore}
 	}
 	if f.Search != "" {
-		return textListPage[Opportunity](ctx, s, TextFilter{Coll: CollOpportunities, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return TextListPage[Opportunity](ctx, s, TextFilter{Coll: CollOpportunities, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
 	return ListPage[Opportunity](ctx, s, CollOpportunities, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }

@@ -164,8 +164,8 @@ func Archive[P interface {
 	})
 }
 
-// restore clears archived_at; restoring an active record is an error.
-func restore[P interface {
+// Restore clears archived_at; restoring an active record is an error.
+func Restore[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id string) (P, error) {

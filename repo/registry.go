@@ -13,12 +13,17 @@ import (
 // missing: a store never serves with half of them. Each is registered once.
 
 // areaRuled are the collections whose rollback rule an area above the core
-// registers (RegisterRule).
-var areaRuled = []string{CollPitches}
+// registers (RegisterRule), with the package that registers it.
+var areaRuled = []struct{ coll, area string }{{CollPitches, "pitches"}, {CollNotes, "notes"}}
 
 var reactions struct {
 	emailStored func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
+	stageNote   func(oppID, stage, content string) (Mutation, error)
 }
+
+// Mutation is one record change handed to the write path (ledger.Mutation),
+// as an area hands one to the core.
+type Mutation = mutation
 
 // RegisterRule registers the rollback rule of the records of coll (see
 // stateRules).
@@ -40,16 +45,30 @@ func OnEmailStored(fn func(ctx context.Context, s *Store, in IncomingEmail, res 
 	reactions.emailStored = fn
 }
 
+// RegisterStageNote registers what makes the note that records a stage
+// change of an opportunity, written in the unit of the change (package
+// notes: a general note titled "Stage changed to <stage>", linked to the
+// opportunity). It returns the note's creation; its ID is the note's id.
+func RegisterStageNote(fn func(oppID, stage, content string) (Mutation, error)) {
+	if reactions.stageNote != nil {
+		panic("repo: the note of a stage change is registered twice")
+	}
+	reactions.stageNote = fn
+}
+
 // checkRegistry fails when an area's rule or reaction is missing: the
 // program does not link the area that registers it.
 func checkRegistry() error {
 	for _, c := range areaRuled {
-		if stateRules[c] == nil {
-			return fmt.Errorf("the store cannot start: no rollback rule for %s (link package outreach/repo/pitches)", KindOf(c))
+		if stateRules[c.coll] == nil {
+			return fmt.Errorf("the store cannot start: no rollback rule for %s (link package outreach/repo/%s)", KindOf(c.coll), c.area)
 		}
 	}
 	if reactions.emailStored == nil {
 		return fmt.Errorf("the store cannot start: nothing reacts to a stored email (link package outreach/repo/pitches)")
+	}
+	if reactions.stageNote == nil {
+		return fmt.Errorf("the store cannot start: nothing makes the note of a stage change (link package outreach/repo/notes)")
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	_ "outreach/repo/access"
 	_ "outreach/repo/dossiers"
 	_ "outreach/repo/inbox"
+	_ "outreach/repo/notes"
 	_ "outreach/repo/notify"
 	_ "outreach/repo/pitches"
 	_ "outreach/repo/reports"
