@@ -177,7 +177,7 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 				return err
 			}
 			if g != nil {
-				return g.toolError()
+				return g.ToolError()
 			}
 		}
 		return checkCampaign(c)
@@ -408,26 +408,12 @@ func (s *Store) CampaignHeadlines(ctx context.Context, ids []string) (map[string
 	return out, nil
 }
 
-// FindProjected decodes every document of coll matching filter, with
-// projection, into out (a pointer to a slice).
-func (s *Store) FindProjected(ctx context.Context, coll string, filter, projection bson.M, out any) error {
-	opts := options.Find()
-	if projection != nil {
-		opts.SetProjection(projection)
-	}
-	return s.findAll(ctx, coll, filter, opts, out)
-}
-
 // set applies an optional patch value.
 func set[T any](dst *T, v *T) {
 	if v != nil {
 		*dst = *v
 	}
 }
-
-// MaxFigure bounds an audience figure (reach, audience_size) on input: a
-// trillion, far enough from the int64 limit that sums of them never wrap.
-const MaxFigure = 1_000_000_000_000
 
 // AddFigures adds two figures of 0 or more, held at the largest int64
 // rather than wrapping: a figure stored before MaxFigure (or by hand) must
@@ -471,7 +457,7 @@ func campaignRule(ctx context.Context, v *RuleView, id string, state bson.M) err
 		if err != nil {
 			return err
 		}
-		return g.asViolation()
+		return g.AsViolation()
 	}
 	if strings.EqualFold(c.Name, GeneralCampaign) {
 		others, err := v.Matching(ctx, CollCampaigns, bson.M{"name": GeneralCampaign}, func(st bson.M) bool {

@@ -148,7 +148,7 @@ func (s *Store) applyPlace(ctx context.Context, c *Coverage, outlet, channel, op
 		return err
 	}
 	if g != nil {
-		return g.toolError()
+		return g.ToolError()
 	}
 	return nil
 }
@@ -241,7 +241,7 @@ func (s *Store) RestoreCoverage(ctx context.Context, id string) (*Coverage, erro
 			if err != nil {
 				return nil, err
 			}
-			return nil, g.toolError()
+			return nil, g.ToolError()
 		}
 	}
 	return Restore[*Coverage](ctx, s, CollCoverage, id)
@@ -363,7 +363,7 @@ func coverageRule(ctx context.Context, v *RuleView, id string, state bson.M) err
 		return err
 	}
 	if g != nil {
-		return g.asViolation()
+		return g.AsViolation()
 	}
 	return nil
 }

@@ -196,7 +196,7 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 		return nil, err
 	}
 	o.ContactIDs = UniqueIDs(o.ContactIDs)
-	if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(o.OwnerID)...); err != nil {
+	if err := s.MustExist(ctx, CollUsers, "owner_id", NonEmpty(o.OwnerID)...); err != nil {
 		return nil, err
 	}
 	o.Meta = Meta{}
@@ -207,7 +207,7 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 		if err != nil {
 			return nil, err
 		}
-		return nil, g.toolError()
+		return nil, g.ToolError()
 	}
 	if err := Insert(ctx, s, CollOpportunities, o); err != nil {
 		return nil, err
@@ -281,7 +281,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 		return nil, err
 	}
 	if p.OwnerID != nil {
-		if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(*p.OwnerID)...); err != nil {
+		if err := s.MustExist(ctx, CollUsers, "owner_id", NonEmpty(*p.OwnerID)...); err != nil {
 			return nil, err
 		}
 	}
@@ -300,7 +300,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 					return err
 				}
 				if g != nil {
-					return g.toolError()
+					return g.ToolError()
 				}
 			}
 			if p.Title != nil {
@@ -453,7 +453,7 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 		if noteID != "" {
 			muts = append(muts, note)
 		}
-		ev := stageEvent(o, from)
+		ev := StageEvent(o.ID, o.Title, from, o.Stage)
 		if noteID != "" {
 			ev.Data["note_id"], ev.Data["note"] = noteID, mv.Note
 		}
@@ -683,20 +683,9 @@ func (s *Store) guard(ctx context.Context, id string, was, o *Opportunity) error
 		return err
 	}
 	if g != nil {
-		return g.toolError()
+		return g.ToolError()
 	}
 	return nil
-}
-
-// nonEmpty is ids without empty strings.
-func nonEmpty(ids ...string) []string {
-	out := []string{}
-	for _, id := range ids {
-		if id != "" {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 func opportunityRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
@@ -744,7 +733,7 @@ func opportunityRule(ctx context.Context, v *RuleView, id string, state bson.M) 
 		return err
 	}
 	if g != nil {
-		return g.asViolation()
+		return g.AsViolation()
 	}
 	// Coverage follows its opportunity's campaign.
 	off, err := v.Matching(ctx, CollCoverage, bson.M{"opportunity_id": id}, func(st bson.M) bool {
@@ -760,3 +749,56 @@ func opportunityRule(ctx context.Context, v *RuleView, id string, state bson.M) 
 }
 
 func init() { RegisterRule(CollOpportunities, opportunityRule) }
+
+// NotifyDueActions creates a next_action_due notification for each
+// subscriber of every active opportunity whose next action is due at at.
+// It fires once per due date: the notification's id is a function of the
+// opportunity, the date and the subscriber, so scanning again (here or on
+// another instance) finds it made and writes nothing. It returns how many
+// notifications it created.
+func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error) {
+	cur, err := s.find(ctx, CollOpportunities, bson.M{"archived_at": nil, "next_action_date": bson.M{"$lte": at}})
+	if err != nil {
+		return 0, ledger.DriverErr(err, "opportunity", "due")
+	}
+	var opps []Opportunity
+	if err := cur.All(ctx, &opps); err != nil {
+		return 0, ledger.DriverErr(err, "opportunity", "due")
+	}
+	made := 0
+	for i := range opps {
+		o := &opps[i]
+		if o.NextActionDate == nil || Terminal(o.Stage) {
+			continue
+		}
+		day := o.NextActionDate.UTC().Format(time.RFC3339)
+		ev := OppEvent{Kind: EventNextActionDue, OppID: o.ID, Title: o.Title, Key: "next_action_due/" + o.ID + "/" + day,
+			Text: fmt.Sprintf("next action on %q is due (%s): %s", o.Title, day, o.NextAction),
+			Data: map[string]any{"next_action": o.NextAction, "next_action_date": *o.NextActionDate, "next_action_owner": o.NextActionOwner}}
+		muts, err := s.EventMutations(ctx, ev)
+		if err != nil {
+			return made, err
+		}
+		fresh := muts[:0]
+		for _, m := range muts {
+			var meta Meta
+			err := s.coll(CollNotifications).FindOne(ctx, bson.M{"_id": m.ID}).Decode(&meta)
+			if errors.Is(err, mongo.ErrNoDocuments) {
+				fresh = append(fresh, m)
+			} else if err != nil {
+				return made, ledger.DriverErr(err, "notification", m.ID)
+			}
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		if _, err := s.write(ctx, fresh...); err != nil {
+			if isConflict(err) {
+				continue // another instance made them first
+			}
+			return made, err
+		}
+		made += len(fresh)
+	}
+	return made, nil
+}

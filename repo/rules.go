@@ -205,3 +205,20 @@ func (s *Store) checkRules(ctx context.Context, p audit.Plan) (map[int][]RuleVio
 	}
 	return out, nil
 }
+
+// GuardError is a refused guard: the rule's name, its message, and the
+// argument the tools name.
+type GuardError struct {
+	Rule, Field, Message string
+}
+
+// ToolError is the guard as a tool's error: failed_precondition naming the
+// field.
+func (g *GuardError) ToolError() error {
+	return &Error{Code: CodeFailedPrecondition, Field: g.Field, Message: g.Message}
+}
+
+// AsViolation is the guard as a broken rule of a rollback.
+func (g *GuardError) AsViolation() error {
+	return Violated(g.Rule, "%s; a rollback cannot bring back a state this guard forbids", g.Message)
+}
