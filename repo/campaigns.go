@@ -172,7 +172,7 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 		set(&c.TargetPlacements, p.TargetPlacements)
 		if p.Embargo != nil {
 			c.EmbargoUntil, c.EmbargoZone = embargoFields(*p.Embargo)
-			g, err := s.View().embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil)
+			g, err := embargoCoverage(ctx, s.View(), "campaign_id", id, c.EmbargoUntil)
 			if err != nil {
 				return err
 			}
@@ -453,7 +453,7 @@ func campaignRule(ctx context.Context, v *RuleView, id string, state bson.M) err
 			return Violated("general_campaign", "the %s campaign cannot be renamed (to %q): it collects opportunities created without a campaign; leave this change as it is", GeneralCampaign, c.Name)
 		}
 	}
-	if g, err := v.embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil); err != nil || g != nil {
+	if g, err := embargoCoverage(ctx, v, "campaign_id", id, c.EmbargoUntil); err != nil || g != nil {
 		if err != nil {
 			return err
 		}

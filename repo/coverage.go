@@ -143,7 +143,7 @@ func (s *Store) applyPlace(ctx context.Context, c *Coverage, outlet, channel, op
 	if c.OutletID, c.ChannelID, err = s.place(ctx, c.OutletID, c.ChannelID, outlet, channel); err != nil {
 		return err
 	}
-	g, err := s.View().coverageEmbargo(ctx, c)
+	g, err := coverageEmbargo(ctx, s.View(), c)
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (s *Store) RestoreCoverage(ctx context.Context, id string) (*Coverage, erro
 	if c, err := s.Coverage(ctx, id); err == nil && c.Archived() {
 		back := *c
 		back.ArchivedAt = nil
-		if g, err := s.View().coverageEmbargo(ctx, &back); err != nil || g != nil {
+		if g, err := coverageEmbargo(ctx, s.View(), &back); err != nil || g != nil {
 			if err != nil {
 				return nil, err
 			}
@@ -358,7 +358,7 @@ func coverageRule(ctx context.Context, v *RuleView, id string, state bson.M) err
 	if c.CampaignID != campaign {
 		return coverageCampaign(id, c.CampaignID, c.OpportunityID, campaign)
 	}
-	g, err := v.coverageEmbargo(ctx, c)
+	g, err := coverageEmbargo(ctx, v, c)
 	if err != nil {
 		return err
 	}

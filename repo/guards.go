@@ -43,7 +43,7 @@ func PitchedOrLater(stage string) bool {
 // opportunityGuards checks the proposed state o of opportunity id against
 // its stored state was (nil for a new one): the do-not-contact guard, then
 // the double-pitch guard. It returns nil when both hold.
-func (v *RuleView) opportunityGuards(ctx context.Context, id string, was, o *Opportunity) (*GuardError, error) {
+func opportunityGuards(ctx context.Context, v *RuleView, id string, was, o *Opportunity) (*GuardError, error) {
 	if o.Archived() || !PitchedOrLater(o.Stage) {
 		return nil, nil
 	}
@@ -79,13 +79,13 @@ func (v *RuleView) opportunityGuards(ctx context.Context, id string, was, o *Opp
 	if n := len(o.StageHistory); n > 0 && o.StageHistory[n-1].Stage == StagePitched && o.StageHistory[n-1].OverrideReason != "" {
 		return nil, nil
 	}
-	return v.DoublePitch(ctx, id, o)
+	return DoublePitch(ctx, v, id, o)
 }
 
 // DoublePitch finds, for each contact of o, the latest pitch of that
 // contact by another active opportunity within the pitch window.
-func (v *RuleView) DoublePitch(ctx context.Context, id string, o *Opportunity) (*GuardError, error) {
-	window := v.s.PitchWindow()
+func DoublePitch(ctx context.Context, v *RuleView, id string, o *Opportunity) (*GuardError, error) {
+	window := v.Store().PitchWindow()
 	since := Now().Add(-window)
 	for _, cid := range o.ContactIDs {
 		others, err := v.Matching(ctx, CollOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
@@ -121,7 +121,7 @@ func (v *RuleView) DoublePitch(ctx context.Context, id string, o *Opportunity) (
 				who = ContactLabel(c)
 			}
 		}
-		owner, err := v.ownerLabel(ctx, best)
+		owner, err := ownerLabel(ctx, v, best)
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +141,7 @@ func WindowText(d time.Duration) string {
 
 // ownerLabel names the owner of o: its owner_id, or else whoever moved it
 // to pitched last, as "Name (user id)".
-func (v *RuleView) ownerLabel(ctx context.Context, o *Opportunity) (string, error) {
+func ownerLabel(ctx context.Context, v *RuleView, o *Opportunity) (string, error) {
 	uid := o.OwnerID
 	suffix := ""
 	if uid == "" {
@@ -168,7 +168,7 @@ func (v *RuleView) ownerLabel(ctx context.Context, o *Opportunity) (string, erro
 // EmbargoOf returns the embargo in force on coverage placed in opportunity
 // oppID and campaign campaignID: the later of the two embargoes, and which
 // record sets it.
-func (v *RuleView) EmbargoOf(ctx context.Context, oppID, campaignID string) (time.Time, string, error) {
+func EmbargoOf(ctx context.Context, v *RuleView, oppID, campaignID string) (time.Time, string, error) {
 	var until time.Time
 	src := ""
 	for _, r := range []struct{ coll, id string }{{CollOpportunities, oppID}, {CollCampaigns, campaignID}} {
@@ -205,11 +205,11 @@ func dateOf(v any) (time.Time, bool) {
 
 // coverageEmbargo checks that active coverage c is not published before
 // the embargo of its opportunity or campaign.
-func (v *RuleView) coverageEmbargo(ctx context.Context, c *Coverage) (*GuardError, error) {
+func coverageEmbargo(ctx context.Context, v *RuleView, c *Coverage) (*GuardError, error) {
 	if c.Archived() {
 		return nil, nil
 	}
-	until, src, err := v.EmbargoOf(ctx, c.OpportunityID, c.CampaignID)
+	until, src, err := EmbargoOf(ctx, v, c.OpportunityID, c.CampaignID)
 	if err != nil || until.IsZero() || !c.PublishedAt.Before(until) {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func (v *RuleView) coverageEmbargo(ctx context.Context, c *Coverage) (*GuardErro
 // embargoCoverage checks, for an opportunity or campaign (field names the
 // link in coverage) whose embargo is until, that none of its active
 // coverage was published before it.
-func (v *RuleView) embargoCoverage(ctx context.Context, field, id string, until *time.Time) (*GuardError, error) {
+func embargoCoverage(ctx context.Context, v *RuleView, field, id string, until *time.Time) (*GuardError, error) {
 	if until == nil {
 		return nil, nil
 	}

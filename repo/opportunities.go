@@ -203,7 +203,7 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 	first := stageChange(ctx, o.Stage, o.LostReason, "")
 	first.OverrideReason = strings.TrimSpace(override)
 	o.StageHistory = []StageChange{first}
-	if g, err := s.View().opportunityGuards(ctx, "(new)", nil, o); err != nil || g != nil {
+	if g, err := opportunityGuards(ctx, s.View(), "(new)", nil, o); err != nil || g != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -295,7 +295,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 			set(&o.OwnerID, p.OwnerID)
 			if p.Embargo != nil {
 				o.EmbargoUntil, o.EmbargoZone = embargoFields(*p.Embargo)
-				g, err := s.View().embargoCoverage(ctx, "opportunity_id", id, o.EmbargoUntil)
+				g, err := embargoCoverage(ctx, s.View(), "opportunity_id", id, o.EmbargoUntil)
 				if err != nil {
 					return err
 				}
@@ -678,7 +678,7 @@ func snapshot(o *Opportunity) *Opportunity {
 // guard runs the pipeline's guards on the change of opportunity id from
 // was to o, as a tool's error.
 func (s *Store) guard(ctx context.Context, id string, was, o *Opportunity) error {
-	g, err := s.View().opportunityGuards(ctx, id, was, o)
+	g, err := opportunityGuards(ctx, s.View(), id, was, o)
 	if err != nil {
 		return err
 	}
@@ -725,9 +725,9 @@ func opportunityRule(ctx context.Context, v *RuleView, id string, state bson.M) 
 			return err
 		}
 	}
-	g, err := v.opportunityGuards(ctx, id, was, o)
+	g, err := opportunityGuards(ctx, v, id, was, o)
 	if err == nil && g == nil {
-		g, err = v.embargoCoverage(ctx, "opportunity_id", id, o.EmbargoUntil)
+		g, err = embargoCoverage(ctx, v, "opportunity_id", id, o.EmbargoUntil)
 	}
 	if err != nil {
 		return err

@@ -75,6 +75,9 @@ type RuleView struct {
 
 func (s *Store) View() *RuleView { return &RuleView{s: s} }
 
+// Store is the store the view reads (its settings: the pitch window).
+func (v *RuleView) Store() *Store { return v.s }
+
 // Record returns the state of Record id of coll, or nil when it does not
 // exist.
 func (v *RuleView) Record(ctx context.Context, coll, id string) (bson.M, error) {
