@@ -279,7 +279,7 @@ type NoteFilter struct {
 
 // ListNotes lists notes, newest occurred_at first, _id descending on ties.
 // Search matches title and content literally and case-insensitively
-// (list_text.go: the word index, or the store's pattern).
+// (the core's list_text.go: the word index, or the store's pattern).
 func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) (repo.Page[Note], error) {
 	filter := repo.Active(bson.M{}, f.IncludeArchived)
 	if f.Type != "" {
