@@ -12,7 +12,6 @@ import (
 
 	"outreach/audit"
 	"outreach/backup"
-	"outreach/embedded"
 	"outreach/repo"
 )
 
@@ -23,7 +22,11 @@ type BackupRun struct {
 	Backup, Paused, Restore time.Duration
 	// RestoreVerify is the part of Restore its verify took.
 	RestoreVerify time.Duration
-	Documents     int64
+	// StartOpen and StartIndex are the first start after the restore
+	// (embedded store; zero elsewhere): opening the store and starting the
+	// service, then the service's own indexes ready.
+	StartOpen, StartIndex time.Duration
+	Documents             int64
 	// WriteOff and WriteOn are a write's p50 (create an outlet, on the
 	// store) with change shipping off and on (a segment every 20 ms into
 	// the backup's target, far more often than serve's every minute).
@@ -32,7 +35,7 @@ type BackupRun struct {
 
 // measureBackup backs up the target's store into a scratch directory and
 // restores it into an empty store of the same kind.
-func measureBackup(ctx context.Context, t *target) (*BackupRun, error) {
+func measureBackup(ctx context.Context, t *target, servingEnds func() error) (*BackupRun, error) {
 	to, err := os.MkdirTemp("", "outreach-bench-backup-")
 	if err != nil {
 		return nil, err
@@ -50,32 +53,54 @@ func measureBackup(ctx context.Context, t *target) (*BackupRun, error) {
 	if run.WriteOff, run.WriteOn, err = measureShipping(ctx, t, to, m.Counter); err != nil {
 		return nil, err
 	}
-	uri, db := t.uri, t.db+"_restored"
-	opts := repo.Options{Logger: zerolog.Nop(), WriteMode: t.opts.WriteMode}
-	if uri == "" {
-		dir, err := os.MkdirTemp("", "outreach-bench-restore-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		es, err := embedded.Start(ctx, embedded.Options{Dir: dir})
-		if err != nil {
-			return nil, err
-		}
-		defer es.Close()
-		uri, opts.Exclusive, opts.PrepareStore = es.URI, true, es.IndexIDs
+	// The restore is a process of its own in production (outreach
+	// restore): here it runs beside the service and its indexes.
+	if err := servingEnds(); err != nil {
+		return nil, err
 	}
-	start = time.Now()
-	store, err := repo.Open(ctx, uri, db, opts)
+	db := t.db + "_restored"
+	opts := repo.Options{Logger: zerolog.Nop(), WriteMode: t.opts.WriteMode}
+	if t.uri != "" {
+		start = time.Now()
+		store, err := repo.Open(ctx, t.uri, db, opts)
+		if err != nil {
+			return nil, err
+		}
+		defer store.Close(context.Background())
+		res, err := backup.Restore(ctx, store.Engine, to, backup.Target{})
+		if err != nil {
+			return nil, fmt.Errorf("restore: %w", err)
+		}
+		run.Restore, run.RestoreVerify = time.Since(start), res.Took.Verify
+		return run, nil
+	}
+	// The embedded store: restored as `outreach restore` does (with the
+	// index checkpoint it writes once complete), then stopped as a crash
+	// would (no clean stop writes one) and started again: the first start
+	// after a restore.
+	dir, err := os.MkdirTemp("", "outreach-bench-restore-")
 	if err != nil {
 		return nil, err
 	}
-	defer store.Close(context.Background())
-	res, err := backup.Restore(ctx, store.Engine, to, backup.Target{})
+	defer os.RemoveAll(dir)
+	opts.Exclusive = true
+	rt := &target{dir: dir, db: db, opts: opts}
+	defer rt.close()
+	start = time.Now()
+	if err := rt.open(ctx); err != nil {
+		return nil, err
+	}
+	res, err := backup.Restore(ctx, rt.store.Engine, to, backup.Target{})
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 	run.Restore, run.RestoreVerify = time.Since(start), res.Took.Verify
+	rt.crash(ctx)
+	start = time.Now()
+	if err := rt.open(ctx); err != nil {
+		return nil, fmt.Errorf("start after the restore: %w", err)
+	}
+	run.StartOpen, run.StartIndex = time.Since(start)-rt.indexTime, rt.indexTime
 	return run, nil
 }
 

@@ -158,12 +158,24 @@ func (g *Growth) Markdown() string {
 		}
 		return fmt.Sprintf("%v (verify %v)", r.Backup.Restore.Round(time.Millisecond), r.Backup.RestoreVerify.Round(time.Millisecond))
 	})
+	if !first.onServer() {
+		row("the first start after the restore (no clean stop since): open the store and start the service, then its own indexes ready (from the checkpoint the restore wrote)", func(r *Report) string {
+			if r.Backup == nil {
+				return "–"
+			}
+			return fmt.Sprintf("%v, then %v", r.Backup.StartOpen.Round(time.Millisecond), r.Backup.StartIndex.Round(time.Millisecond))
+		})
+	}
 	rssLabel := "RSS of the bench process at the end (service, clients, embedded store)"
 	if first.onServer() {
 		rssLabel = "RSS of the bench process at the end (service and its clients; the store runs apart)"
 	}
 	row(rssLabel, func(r *Report) string { return fmt.Sprintf("%d MB", r.ServerRSS>>20) })
-	row("RSS once a collection hands freed memory back (what it holds)", func(r *Report) string { return fmt.Sprintf("%d MB", r.HeldRSS>>20) })
+	row("peak RSS while serving (the starts, the service's cells, the backup while serving; a collection before each)", func(r *Report) string { return fmt.Sprintf("%d MB", r.PeakRSS>>20) })
+	row("peak RSS over the whole run (with the bulk seeding, the raw store's cells and the restore into a second store, in this process)", func(r *Report) string {
+		return fmt.Sprintf("%d MB", r.RunPeakRSS>>20)
+	})
+	row("RSS once a collection hands freed memory back (what it holds), at the end of serving (before the restore)", func(r *Report) string { return fmt.Sprintf("%d MB", r.HeldRSS>>20) })
 	row(heldMemoryLabel, func(r *Report) string { return r.Held.String() })
 	row("load average (1 min), start–end", func(r *Report) string {
 		return strings.Fields(r.LoadBefore + " ?")[0] + "–" + strings.Fields(r.LoadAfter + " ?")[0]
@@ -176,14 +188,24 @@ func (g *Growth) Markdown() string {
 	return b.String()
 }
 
-// The growth targets: at the largest size (the is 100,000 notes).
+// The growth targets: at the largest size (100,000 notes, or a million).
 const (
-	rssGoalMB   = 300
 	readyGoal   = 10 * time.Second
 	readGoal    = 100 * time.Millisecond
 	searchGoal  = 250 * time.Millisecond
 	growthRatio = 1.5 // get_note's and the writes' p50 against the smallest size's (the is 1,000 notes)
 )
+
+// memoryGoals are the RSS targets at a size: up to 100,000 notes 300 MB
+// held (after a collection hands freed memory back) and a peak of 400 MB
+// over the run; above (a large agency's million notes) 1 GB held, and
+// the peak printed beside it.
+func memoryGoals(notes int) (heldMB, peakMB float64) {
+	if notes <= 100_000 {
+		return 300, 400
+	}
+	return 1024, 0
+}
 
 // readGoalFor is an operation's absolute target: p50 ≤ 250 ms for
 // search, ≤ 100 ms for every other read (free-text filters among them)
@@ -212,14 +234,17 @@ func (g *Growth) Checks() []Check {
 	}
 	at := thousands(big.Config.Notes) + " notes"
 	var out []Check
-	rssWhat := "RSS of the process ≤ 300 MB (MB; service and embedded store)"
+	heldGoal, peakGoal := memoryGoals(big.Config.Notes)
+	rssWhat := "peak RSS while serving ≤ %.0f MB (MB; service and embedded store, the starts, every call, a backup)"
 	if big.onServer() {
-		rssWhat = "RSS of the service's process ≤ 300 MB (MB; the service and the bench's clients, the store runs apart)"
+		rssWhat = "peak RSS while serving ≤ %.0f MB (MB; the service and the bench's clients, the store runs apart)"
 	}
-	mb := float64(big.ServerRSS >> 20)
-	out = append(out, Check{at, rssWhat, mb, rssGoalMB, mb <= rssGoalMB})
+	if peakGoal > 0 {
+		mb := float64(big.PeakRSS >> 20)
+		out = append(out, Check{at, fmt.Sprintf(rssWhat, peakGoal), mb, peakGoal, mb <= peakGoal})
+	}
 	held := float64(big.HeldRSS >> 20)
-	out = append(out, Check{at, "RSS held ≤ 300 MB (MB; after a collection hands freed memory back)", held, rssGoalMB, held <= rssGoalMB})
+	out = append(out, Check{at, fmt.Sprintf("RSS held ≤ %.0f MB (MB; after a collection hands freed memory back)", heldGoal), held, heldGoal, held <= heldGoal})
 	if big.onServer() {
 		out = append(out, serverStartChecks(at, big)...)
 	}
@@ -237,6 +262,11 @@ func (g *Growth) Checks() []Check {
 		ready := st.open + st.index
 		out = append(out, Check{at, fmt.Sprintf("serving with its indexes ready ≤ 10 s after %s (s: open %v + indexes %v)",
 			st.what, st.open.Round(time.Millisecond), st.index.Round(time.Millisecond)), ready.Seconds(), readyGoal.Seconds(), ready <= readyGoal})
+	}
+	if b := big.Backup; b != nil && !big.onServer() {
+		ready := b.StartOpen + b.StartIndex
+		out = append(out, Check{at, fmt.Sprintf("serving with its indexes ready ≤ 10 s after a restore (s: open %v + indexes %v)",
+			b.StartOpen.Round(time.Millisecond), b.StartIndex.Round(time.Millisecond)), ready.Seconds(), readyGoal.Seconds(), ready <= readyGoal})
 	}
 	out = append(out, backupChecks(at, big.Backup)...)
 	for _, row := range big.Rows {

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -72,3 +74,62 @@ func (h HeldMemory) String() string {
 // heldMemoryLabel names the split's row.
 const heldMemoryLabel = "of what it holds: Go's live heap / the Go runtime's rest (spans kept, stacks, the collector's metadata) / " +
 	"outside Go (the embedded store's SQLite) / the binary's pages"
+
+// peaks follows the process's peak RSS (VmHWM) phase by phase: each phase
+// begins with a collection that hands freed memory back and the kernel's
+// count started again, and ends by reading it. Serving phases are what a
+// service process does in production (its starts, its calls, a backup
+// while it serves); the others are the bench's own work in the same
+// process (seeding in bulk, the raw store's cells, which make the embedded
+// store decode whole collections, and the restore into a second store with
+// indexes of its own).
+type peaks struct {
+	serving, run int64
+	progress     io.Writer // each phase's peak, for finding what made it
+}
+
+func (p *peaks) begin() {
+	debug.FreeOSMemory()
+	resetPeak()
+}
+
+func (p *peaks) end(phase string, serving bool) {
+	v := statusBytes("VmHWM:")
+	if p.progress != nil {
+		fmt.Fprintf(p.progress, "peak RSS of %s: %d MB\n", phase, v>>20)
+	}
+	p.run = max(p.run, v)
+	if serving {
+		p.serving = max(p.serving, v)
+	}
+}
+
+// resetPeak starts the kernel's count of this process's peak RSS (VmHWM)
+// again, so that each run (each size of a growth run) measures its own;
+// where it cannot, the peak is the process's since it started, which is
+// never less than the run's.
+func resetPeak() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// runtimeClasses names the parts of the Go runtime's rest, for the
+// progress line (in MB): the free space inside the heap's spans, the
+// collector's and the allocator's metadata, the goroutines' stacks.
+func runtimeClasses() string {
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/metadata/other:bytes"},
+		{Name: "/memory/classes/metadata/mspan/inuse:bytes"},
+		{Name: "/memory/classes/heap/stacks:bytes"},
+		{Name: "/memory/classes/other:bytes"},
+	}
+	metrics.Read(samples)
+	var b strings.Builder
+	for _, s := range samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			fmt.Fprintf(&b, "%s %d MB; ", strings.TrimSuffix(strings.TrimPrefix(s.Name, "/memory/classes/"), ":bytes"), s.Value.Uint64()>>20)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}

@@ -132,7 +132,7 @@ func (r *Report) Markdown() string {
 		}
 	}
 	if r.ServerRSS > 0 {
-		fmt.Fprintf(&b, "RSS at the end: this process (service, store, clients) %d MB, %d MB once a collection hands freed memory back", r.ServerRSS>>20, r.HeldRSS>>20)
+		fmt.Fprintf(&b, "RSS at the end: this process (service, store, clients) %d MB, %d MB once a collection hands freed memory back; its peak while serving %d MB, over the whole run %d MB", r.ServerRSS>>20, r.HeldRSS>>20, r.PeakRSS>>20, r.RunPeakRSS>>20)
 		if r.PeerRSS > 0 {
 			fmt.Fprintf(&b, "; the peer %d MB", r.PeerRSS>>20)
 		}

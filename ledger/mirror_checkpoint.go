@@ -102,6 +102,8 @@ func (s *Engine) saveCheckpoint(ctx context.Context) {
 	switch {
 	case errors.Is(err, errNotBuilt):
 		s.log.Info().Msg("the index checkpoint was not written: the indexes were not built yet")
+	case errors.Is(err, errRestoring):
+		s.log.Info().Msg("the index checkpoint was not written: the restore did not complete")
 	case err != nil:
 		s.log.Warn().Err(err).Msg("the index checkpoint was not written; the next start follows the change log from the last one, or builds the indexes from the store")
 	}

@@ -307,7 +307,7 @@ func (s *Engine) checkpointLoop(ctx context.Context) {
 		}
 		pos, err := s.writeCheckpoint(ctx)
 		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, errNotBuilt) {
+			if ctx.Err() == nil && !errors.Is(err, errNotBuilt) && !errors.Is(err, errRestoring) {
 				s.log.Warn().Err(err).Msg("the index checkpoint was not written; the next start follows the change log from the last one")
 			}
 			continue
@@ -351,12 +351,41 @@ func (s *Engine) snapshot(ctx context.Context) (index.Snapshot, index.Position, 
 	if mi.stale.Load() || mi.building || mi.colls == nil {
 		return nil, index.Position{}, errNotBuilt
 	}
+	if s.restoring.Load() {
+		// A restore writes records before the counter they belong to is
+		// set, and verifies them after: its checkpoint is written once it
+		// is complete (checkpointRestore).
+		return nil, index.Position{}, errRestoring
+	}
 	s.seqs.drop()
 	counter, err := s.changeCounter(ctx)
 	if err != nil {
 		return nil, index.Position{}, err
 	}
 	return index.Snap(mi.colls), index.Position{Database: s.db.Name(), Counter: counter}, nil
+}
+
+// errRestoring: a restore is under way, so the indexes describe no
+// counter yet.
+var errRestoring = errors.New("a restore is under way")
+
+// checkpointRestore writes the checkpoint of a store just restored and
+// verified: the restore's writes kept the indexes (RestoreDocs,
+// ReplayChange, or a rebuild from the store when one failed), so the first
+// start after it loads them instead of reading every collection again (at
+// 100,000 notes a minute of answers from the store). When it cannot be
+// written the next start builds the indexes from the store, as before, and
+// says so in its status (Health.IndexBuilding).
+func (s *Engine) checkpointRestore(ctx context.Context) {
+	if s.checkpoint == "" || s.mirror == nil {
+		return
+	}
+	pos, err := s.writeCheckpoint(ctx)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("the restored store's index checkpoint was not written: the next start builds the indexes from the store")
+		return
+	}
+	s.log.Info().Int64("counter", pos).Msg("the restored store's index checkpoint is written")
 }
 
 // writeCheckpointFile writes a snapshot through a temporary file renamed

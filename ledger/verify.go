@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -96,7 +97,7 @@ func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
 		defer s.writeMu.Unlock()
 	}
 	var out []Violation
-	entryByID := map[string]*audit.Entry{}
+	entryByID := map[string]*verifyEntry{}
 	// The entries of pending write intents within their lease (serial
 	// protocol): the record may carry one before change_log has it.
 	intentEntry := map[string]*audit.Entry{}
@@ -119,15 +120,25 @@ func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
 		}
 	}
 	visible := map[string]bool{}           // entry id -> its record carries it
-	history := map[string][]*audit.Entry{} // coll/id -> applied entries
+	history := map[string][]*verifyEntry{} // coll/id -> applied entries
 	cur, err = s.coll(collChangeLog).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
 	if err != nil {
 		return res, err
 	}
-	var entries []audit.Entry
-	if err := cur.All(ctx, &entries); err != nil {
+	var entries []verifyEntry
+	for cur.Next(ctx) {
+		e, err := readVerifyEntry(cur.Current)
+		if err != nil {
+			cur.Close(ctx)
+			return res, err
+		}
+		entries = append(entries, e)
+	}
+	if err := cur.Err(); err != nil {
+		cur.Close(ctx)
 		return res, err
 	}
+	cur.Close(ctx)
 	for i := range entries {
 		e := &entries[i]
 		entryByID[e.ID] = e
@@ -154,11 +165,14 @@ func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
 		if err != nil {
 			return res, err
 		}
-		var recs []bson.M
-		if err := cur.All(ctx, &recs); err != nil {
-			return res, err
-		}
-		for _, rec := range recs {
+		// One record at a time: the store's records decoded at once were,
+		// with the change log's states, most of a restore's memory.
+		for cur.Next(ctx) {
+			var rec bson.M
+			if err := cur.Decode(&rec); err != nil {
+				cur.Close(ctx)
+				return res, err
+			}
 			id := fmt.Sprint(rec["_id"])
 			seen[coll+"/"+id] = true
 			bad := func(format string, args ...any) {
@@ -198,12 +212,17 @@ func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
 			if v != e.VersionAfter {
 				bad("version %v, entry says %d", rec[fieldVersion], e.VersionAfter)
 			}
-			if !SameState(s.redact(coll, Strip(rec)), e.After) {
+			if !SameState(s.redact(coll, Strip(rec)), e.afterState()) {
 				bad("differs from the after state of %s", lc)
 			}
 			if problem := chainProblem(history[coll+"/"+id], v, lc); problem != "" {
 				bad("history: %s", problem)
 			}
+		}
+		err = cur.Err()
+		cur.Close(ctx)
+		if err != nil {
+			return res, err
 		}
 	}
 	for k, h := range history {
@@ -240,11 +259,11 @@ func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
 // chainProblem checks one record's applied entries (in seq order) against
 // its version and last change: one entry per version from 1, each starting
 // from the state the previous one left.
-func chainProblem(h []*audit.Entry, version int64, last string) string {
+func chainProblem(h []*verifyEntry, version int64, last string) string {
 	if int64(len(h)) != version {
 		return fmt.Sprintf("%d applied changes for version %d", len(h), version)
 	}
-	byVersion := make([]*audit.Entry, len(h))
+	byVersion := make([]*verifyEntry, len(h))
 	for _, e := range h {
 		if e.VersionAfter < 1 || e.VersionAfter > version || byVersion[e.VersionAfter-1] != nil {
 			return fmt.Sprintf("change %s has version %d twice or out of range", e.ID, e.VersionAfter)
@@ -253,12 +272,12 @@ func chainProblem(h []*audit.Entry, version int64, last string) string {
 	}
 	for i, e := range byVersion {
 		if i == 0 {
-			if e.Before != nil {
+			if e.before != nil {
 				return fmt.Sprintf("change %s (version 1) does not create the record", e.ID)
 			}
 			continue
 		}
-		if !SameState(e.Before, byVersion[i-1].After) {
+		if !SameState(e.beforeState(), byVersion[i-1].afterState()) {
 			return fmt.Sprintf("change %s (version %d) does not start from the state change %s left", e.ID, e.VersionAfter, byVersion[i-1].ID)
 		}
 	}
@@ -266,4 +285,50 @@ func chainProblem(h []*audit.Entry, version int64, last string) string {
 		return fmt.Sprintf("the last applied change is %s, but the record names %s", byVersion[len(byVersion)-1].ID, last)
 	}
 	return ""
+}
+
+// verifyEntry is a change entry as verify holds it: its fields decoded,
+// its before and after kept as the stored bytes and decoded only when
+// compared. At 100,000 notes the change log decoded whole (every state a
+// tree of maps) was most of a restore's peak of 5.2 GB.
+type verifyEntry struct {
+	audit.Entry
+	before, after bson.Raw // nil where the entry stores none (or null)
+}
+
+// readVerifyEntry reads a stored change entry (raw is the cursor's,
+// copied where kept).
+func readVerifyEntry(raw bson.Raw) (verifyEntry, error) {
+	var e verifyEntry
+	if err := bson.Unmarshal(raw, &e.Entry); err != nil {
+		return e, err
+	}
+	e.Before, e.After = nil, nil
+	state := func(key string) bson.Raw {
+		v, err := raw.LookupErr(key)
+		if err != nil || v.Type != bson.TypeEmbeddedDocument {
+			return nil
+		}
+		return bytes.Clone(v.Document())
+	}
+	e.before, e.after = state("before"), state("after")
+	return e, nil
+}
+
+// beforeState and afterState decode the entry's states as the store's
+// reads decode a document (nested documents as maps), or nil.
+func (e *verifyEntry) beforeState() bson.M { return decodeState(e.before) }
+func (e *verifyEntry) afterState() bson.M  { return decodeState(e.after) }
+
+func decodeState(raw bson.Raw) bson.M {
+	if raw == nil {
+		return nil
+	}
+	dec := bson.NewDecoder(bson.NewDocumentReader(bytes.NewReader(raw)))
+	dec.DefaultDocumentM()
+	var m bson.M
+	if err := dec.Decode(&m); err != nil {
+		return nil // the bytes were a document when read: Unmarshal of the entry decoded them
+	}
+	return m
 }

@@ -1957,5 +1957,6 @@ func (s *Engine) CompleteRestore(ctx context.Context, counter int64) error {
 		return fmt.Errorf("restore marker: %w", err)
 	}
 	s.restoring.Store(false)
+	s.checkpointRestore(ctx)
 	return nil
 }

@@ -174,9 +174,9 @@ func restoreCommand(ctx context.Context, cfg config, args []string, stdout, stde
 			return err
 		}
 	}
-	// The restore's writes bypass the service's indexes, so none is
-	// checkpointed while it runs; the next start builds them.
-	cfg.noCheckpoint = true
+	// The restore's writes keep the service's indexes; once the store is
+	// verified the restore writes their checkpoint, which the next start
+	// loads (ledger's CompleteRestore).
 	store, closeStore, err := open(ctx, cfg, false, stderr, log)
 	if err != nil {
 		return err

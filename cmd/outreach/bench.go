@@ -48,6 +48,9 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if _, err := applyMemoryLimit(*memoryLimit); err != nil {
 		return fmt.Errorf("-memory-limit: %w", err)
 	}
+	if _, err := applyGCPace(ctx, env("OUTREACH_GC_HEADROOM", "")); err != nil {
+		return fmt.Errorf("OUTREACH_GC_HEADROOM: %w", err)
+	}
 	switch *seedHow {
 	case bench.SeedAuto, bench.SeedWrite, bench.SeedBulk:
 	default:

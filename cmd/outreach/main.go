@@ -115,8 +115,6 @@ type config struct {
 	oauth bool
 	// oidc* configure sign-in through an upstream OpenID Connect provider.
 	oidcIssuer, oidcClientID, oidcDomains, oidcName string
-	// noCheckpoint: keep no index checkpoint (a restore writes around the index).
-	noCheckpoint bool
 	// mongoTLSCert/Key: the analyst endpoint's certificate files;
 	// mongoAllowPlaintext lets it listen beyond loopback without TLS;
 	// mongoTLS is the configuration serve gives it.
@@ -222,6 +220,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if _, err := applyMemoryLimit(cfg.memoryLimit); err != nil {
 			return fmt.Errorf("--memory-limit (OUTREACH_MEMORY_LIMIT): %w", err)
 		}
+		if _, err := applyGCPace(ctx, env("OUTREACH_GC_HEADROOM", "")); err != nil {
+			return fmt.Errorf("OUTREACH_GC_HEADROOM: %w", err)
+		}
 		return serve(ctx, cfg, stdout, stderr, log)
 	case "indexes", "verify":
 		asJSON := fs.Bool("json", false, "verify: print the report as JSON")
@@ -291,9 +292,7 @@ func open(ctx context.Context, cfg config, serving bool, notice io.Writer, log z
 		uri = es.URI
 		opts.Exclusive = true // only this process can have the embedded files open
 		opts.PrepareStore = es.IndexIDs
-		if !cfg.noCheckpoint {
-			opts.IndexCheckpoint = es.IndexCheckpoint(cfg.db)
-		}
+		opts.IndexCheckpoint = es.IndexCheckpoint(cfg.db)
 		if cfg.data != "" {
 			opts.Lookups = es // SQLite's files: the look-ups read them
 		}
