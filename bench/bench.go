@@ -12,9 +12,11 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -307,6 +309,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if len(cfg.Names) > 0 && !slices.Contains(cfg.Names, o.name) {
 			continue
 		}
+		if o.rendering && len(cfg.Names) == 0 && len(cfg.Only) == 0 {
+			continue // the renderings are the growth table's rows, or asked for by name
+		}
 		ops = append(ops, o)
 		if o.scratch != "" && !slices.Contains(copies, o.scratch) {
 			copies = append(copies, o.scratch)
@@ -498,7 +503,32 @@ func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, st
 		return nil, "", err
 	}
 	rep.peaks.end("the restart and the start after a crash", true)
+	if err := shareYear(ctx, t.svc.URL+"/mcp", key, d); err != nil {
+		return nil, "", err
+	}
 	return d, key, nil
+}
+
+// shareYear shares the year's coverage report the rendering rows render
+// (share_report), for the row of its page.
+func shareYear(ctx context.Context, url, key string, d *data) error {
+	s, err := connect(ctx, url, bearer{key: key})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	text, err := call(ctx, s, "share_report", maps.Clone(renderYear))
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Link string `json:"link"`
+	}
+	if err := json.Unmarshal([]byte(text), &r); err != nil || r.Link == "" {
+		return fmt.Errorf("share_report: no link in %.300s", text)
+	}
+	d.shareLink = r.Link
+	return nil
 }
 
 // floorHandler is the floor: a bare go-sdk server with one trivial tool,
@@ -552,6 +582,26 @@ func call(ctx context.Context, s *mcp.ClientSession, tool string, args map[strin
 	return text, nil
 }
 
+// getPage GETs a page and reads it whole; anything but 200 is an error.
+func getPage(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if _, err := io.Copy(io.Discard, res.Body); err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, res.Status)
+	}
+	return nil
+}
+
 // measureMCP runs clients sessions, each making the calls next gives (worker
 // w, its i-th operation) for d; one operation may be several calls.
 func measureMCP(ctx context.Context, url string, b bearer, clients int, d time.Duration, next func(w, i int) []callSpec,
@@ -575,6 +625,12 @@ func measureMCP(ctx context.Context, url string, b bearer, clients int, d time.D
 		for _, c := range next(w, i) {
 			for k, v := range extras[w] {
 				c.args[k] = v
+			}
+			if c.tool == httpGet {
+				if err := getPage(ctx, c.args["url"].(string)); err != nil {
+					return err
+				}
+				continue
 			}
 			if _, err := call(ctx, sessions[w], c.tool, c.args); err != nil {
 				return err

@@ -37,7 +37,8 @@ type GrowthConfig struct {
 // the two commonest writes.
 var growthOps = []string{"get_note", "list_notes (by contact)", "get_interaction_log", "get_contact_dossier", "search",
 	"list_notes (search)", "list_contacts (search)", "list_outlets (search)", "list_campaigns (search)", "list_opportunities (search)",
-	"list_coverage (search)", "search_emails", "create_note", "update_note"}
+	"list_coverage (search)", "search_emails", "create_note", "update_note",
+	"render_report (html, a year)", "render_report (pdf, a year)", "render_report (xlsx, a year)", "render_report (png, a year)", "shared report page (GET)"}
 
 // Growth is a growth run's result: one benchmark report per size.
 type Growth struct {
@@ -211,11 +212,26 @@ func memoryGoals(notes int) (heldMB, peakMB float64) {
 // search, ≤ 100 ms for every other read (free-text filters among them)
 // and write.
 func readGoalFor(name string) (time.Duration, string) {
+	if g, ok := renderGoals[name]; ok {
+		return g, fmt.Sprintf("p50 ≤ %d ms", g.Milliseconds())
+	}
 	if name == "search" {
 		return searchGoal, "p50 ≤ 250 ms"
 	}
 	return readGoal, "p50 ≤ 100 ms"
 }
+
+// renderGoals are the renderings' targets: a year's coverage report as
+// HTML ≤ 1 s, as PDF or XLSX ≤ 3 s, a chart's PNG ≤ 300 ms, a shared
+// report's page (from its snapshot) ≤ 100 ms.
+var renderGoals = map[string]time.Duration{
+	"render_report (html, a year)": time.Second, "render_report (pdf, a year)": 3 * time.Second,
+	"render_report (xlsx, a year)": 3 * time.Second, "render_report (png, a year)": 300 * time.Millisecond,
+	"shared report page (GET)": 100 * time.Millisecond,
+}
+
+// isRendering reports a rendering row, held to its absolute bound alone.
+func isRendering(name string) bool { _, ok := renderGoals[name]; return ok }
 
 // Checks evaluates the growth targets on the largest size, against the
 // smallest for the ratios.

@@ -8,11 +8,14 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/repo/reports"
 )
 
 // data is what the seed made, for the operations to name.
@@ -23,6 +26,9 @@ type data struct {
 	notes    []string
 	summary  string
 	db       string
+	// shareLink is a shared report of the year renderOps render, made
+	// after seeding (shareYear).
+	shareLink string
 }
 
 // searchWord is in every tenth note's content, coverage title, email
@@ -213,6 +219,11 @@ type operation struct {
 	peer   func(w, i int) []callSpec
 	// scratch is the collection a raw write changes, copied for it.
 	scratch string
+	// rendering marks a report rendering: measured by the growth bench
+	// only (named in its operations), held to an absolute bound alone
+	// (it is CPU work past the store's read, which no ratio to the raw
+	// read describes).
+	rendering bool
 }
 
 var (
@@ -424,5 +435,48 @@ func operations(d *data) []operation {
 					"published_at": time.Now(), "outlet_id": d.outlets[i%len(d.outlets)], "contact_ids": bson.A{d.contacts[(w+i)%len(d.contacts)]}})
 			}},
 	}
+	return append(ops, renderOps(d)...)
+}
+
+// The year the rendering rows report on: the seed spreads coverage over
+// 2024 and 2025, so a year holds half of it (25,000 pieces at 100,000
+// notes).
+var renderYear = map[string]any{"kind": "coverage", "since": "2024-01-01", "until": "2024-12-31"}
+
+// renderOps are the report renderings of a year's coverage report, and
+// the page of a link shared of it; beside each, the raw store reads the
+// year's coverage (what the report counts), or the shared record.
+func renderOps(d *data) []operation {
+	year := bson.M{"archived_at": nil, "published_at": bson.M{"$gte": time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), "$lt": time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	readYear := func(ctx context.Context, r *rawStore, _, _ int) error {
+		cur, err := r.db.Collection("coverage").Find(ctx, year, options.Find().SetProjection(bson.M{"title": 1, "url": 1, "type": 1, "sentiment": 1,
+			"outlet_id": 1, "reach": 1, "published_at": 1, "contact_ids": 1, "summary": 1}))
+		if err != nil {
+			return err
+		}
+		var docs []bson.Raw
+		return cur.All(ctx, &docs)
+	}
+	var ops []operation
+	for _, f := range []struct{ format, chart string }{{"html", ""}, {"pdf", ""}, {"xlsx", ""}, {"png", "trend"}} {
+		args := maps.Clone(renderYear)
+		args["format"] = f.format
+		if f.chart != "" {
+			args["chart"] = f.chart
+		}
+		ops = append(ops, operation{name: "render_report (" + f.format + ", a year)", rawOps: 1, rendering: true,
+			call: func(int, int) []callSpec { return []callSpec{{"render_report", maps.Clone(args)}} },
+			raw:  readYear})
+	}
+	ops = append(ops, operation{name: "shared report page (GET)", rawOps: 1, rendering: true,
+		call: func(int, int) []callSpec { return []callSpec{{httpGet, map[string]any{"url": d.shareLink}}} },
+		raw: func(ctx context.Context, r *rawStore, _, _ int) error {
+			id, _, _, _ := reports.ParseShareURL(d.shareLink[strings.Index(d.shareLink, "/shared/"):])
+			return r.db.Collection("shared_reports").FindOne(ctx, bson.M{"_id": id}).Err()
+		}})
 	return ops
 }
+
+// httpGet is the pseudo tool of a call that is a plain GET of args["url"]
+// (a shared report's page), made without a key.
+const httpGet = "GET"

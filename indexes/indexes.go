@@ -104,6 +104,7 @@ var List = []Index{
 	{Collection: "pitches", Name: "created", Keys: bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: "suppressions", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: "suppressions", Name: "reason", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "reason", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: "shared_reports", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "shared_at", Value: -1}, {Key: "_id", Value: 1}}},
 	{Collection: "outlets", Name: "live", Keys: bson.D{{Key: "archived_at", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: "outlets", Name: "created", Keys: bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: "outlets", Name: "tier", Keys: bson.D{{Key: "tier", Value: 1}, {Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}},

@@ -57,9 +57,9 @@ func kindOfName(name string) string {
 	switch {
 	case name == "get_slack_answer" || name == "list_questions":
 		return "read out" // they read the team's replies in Slack
-	case verb == "search" || verb == "get" || verb == "list" || name == "whoami" || name == "enable_toolset":
+	case verb == "search" || verb == "get" || verb == "list" || verb == "render" || name == "whoami" || name == "enable_toolset":
 		return "read"
-	case verb == "create" || verb == "upload" || verb == "subscribe" || verb == "start" || name == "import_email":
+	case verb == "create" || verb == "upload" || verb == "subscribe" || verb == "start" || verb == "share" || name == "import_email":
 		return "create"
 	case verb == "send" || verb == "ask" || verb == "request" || verb == "sync": // request_pitch_approval posts to Slack
 		return "send"

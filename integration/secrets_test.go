@@ -182,6 +182,42 @@ func TestNoSecretAtRest(t *testing.T) {
 	c.must(t, "update_settings", M{"competitors": []string{"Globex"}}, nil)
 	secretCall(t, c, "update_settings", M{"competitors": []string{"Initech"}}, "meta", "settings-call")
 
+	// A shared report's link (made under an idempotency key, so its result
+	// is stored; opened, so its view is logged) and a rendering's download
+	// URL: their signatures are secrets too.
+	var share struct {
+		Link string `json:"link"`
+	}
+	if err := json.Unmarshal([]byte(secretCall(t, c, "share_report", M{"kind": "coverage"}, "meta", "share-call")), &share); err != nil {
+		t.Fatal(err)
+	}
+	su, err := url.Parse(share.Link)
+	if err != nil || su.Query().Get("s") == "" {
+		t.Fatalf("not a share link: %q", share.Link)
+	}
+	secrets["share link signature"] = su.Query().Get("s")
+	if resp, body := send(t, http.MethodGet, share.Link, nil, 0); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET the share link: %d %s", resp.StatusCode, body)
+	}
+	var rendered struct {
+		StructuredContent struct {
+			DownloadURL string `json:"download_url"`
+		} `json:"structuredContent"`
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	if err := c.rpc(rctx, "tools/call", map[string]any{"name": "render_report", "arguments": M{"kind": "coverage", "format": "pdf"}}, &rendered); err != nil {
+		t.Fatal(err)
+	}
+	rcancel()
+	ru, err := url.Parse(rendered.StructuredContent.DownloadURL)
+	if err != nil || ru.Query().Get("s") == "" {
+		t.Fatalf("not a signed download URL: %q", rendered.StructuredContent.DownloadURL)
+	}
+	secrets["report download URL signature"] = ru.Query().Get("s")
+	if resp, _ := send(t, http.MethodGet, rendered.StructuredContent.DownloadURL, nil, 0); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET the report download URL: %d", resp.StatusCode)
+	}
+
 	// The data directory's files while the server runs (the WAL holds the
 	// latest writes) and after it stopped.
 	look := func(where string, text []byte) {

@@ -27,6 +27,7 @@ import (
 	"outreach/repo/notes"
 	"outreach/repo/notify"
 	"outreach/repo/pitches"
+	"outreach/repo/reports"
 )
 
 var updateDictionary = flag.Bool("update-dictionary", false, "rewrite the generated part of docs/data-dictionary.md")
@@ -43,7 +44,7 @@ var dictionaryDocs = []struct {
 	{repo.CollOpportunities, repo.Opportunity{}}, {repo.CollCoverage, repo.Coverage{}}, {repo.CollMedia, repo.Media{}}, {repo.CollNotes, notes.Note{}},
 	{repo.CollEmails, inbox.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
 	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, notify.Message{}},
-	{repo.CollHeld, inbox.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollChangeLog, audit.Entry{}},
+	{repo.CollHeld, inbox.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollSharedReports, reports.SharedReport{}}, {repo.CollChangeLog, audit.Entry{}},
 }
 
 // dictionaryBookkeeping are the collections of the write path's and the

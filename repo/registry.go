@@ -13,8 +13,8 @@ import (
 // missing: a store never serves with half of them. Each is registered once.
 
 // areaRuled are the collections whose rollback rule an area above the core
-// registers (RegisterRule), with the package that registers it.
-var areaRuled = []struct{ coll, area string }{{CollPitches, "pitches"}, {CollNotes, "notes"}}
+// registers (RegisterRule).
+var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollSharedReports: "outreach/repo/reports", CollNotes: "outreach/repo/notes"}
 
 var reactions struct {
 	emailStored func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
@@ -59,9 +59,9 @@ func RegisterStageNote(fn func(oppID, stage, content string) (Mutation, error)) 
 // checkRegistry fails when an area's rule or reaction is missing: the
 // program does not link the area that registers it.
 func checkRegistry() error {
-	for _, c := range areaRuled {
-		if stateRules[c.coll] == nil {
-			return fmt.Errorf("the store cannot start: no rollback rule for %s (link package outreach/repo/%s)", KindOf(c.coll), c.area)
+	for c, pkg := range areaRuled {
+		if stateRules[c] == nil {
+			return fmt.Errorf("the store cannot start: no rollback rule for %s (link package %s)", KindOf(c), pkg)
 		}
 	}
 	if reactions.emailStored == nil {

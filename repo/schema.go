@@ -23,7 +23,7 @@ var redacted = map[string][]string{CollKeys: {"key_hash", "scram"}, CollOAuthGra
 // recordCollections are the collections written through the write path.
 var recordCollections = []string{CollOutlets, CollContacts, CollChannels, CollCampaigns, CollOpportunities,
 	CollCoverage, CollMedia, CollNotes, CollEmails, CollUsers, CollKeys, CollOAuthGrants, CollOAuthClients, CollOAuthRequests, CollSignIns, CollSettings,
-	CollSubscriptions, CollNotifications, CollDeliveries, CollMessages, CollHeld, CollPitches, CollSuppressions}
+	CollSubscriptions, CollNotifications, CollDeliveries, CollMessages, CollHeld, CollPitches, CollSuppressions, CollSharedReports}
 
 // RecordCollections are the collections Verify checks record by record.
 func RecordCollections() []string { return append([]string(nil), recordCollections...) }
@@ -34,7 +34,7 @@ var kinds = map[string]string{
 	CollOpportunities: "opportunity", CollCoverage: "coverage", CollMedia: "media", CollNotes: "note",
 	CollEmails: "email thread", CollUsers: "user", CollKeys: "agent key", CollOAuthGrants: "OAuth grant", CollOAuthClients: "OAuth client", CollOAuthRequests: "authorization request", CollSignIns: "sign-in", CollSettings: "setting",
 	CollSubscriptions: "subscription", CollNotifications: "notification", CollDeliveries: "delivery", CollMessages: "Slack message",
-	CollHeld: "held email", CollPitches: "pitch", CollSuppressions: "suppression",
+	CollHeld: "held email", CollPitches: "pitch", CollSuppressions: "suppression", CollSharedReports: "shared report",
 }
 
 // KindOf names a collection's records in messages, whatever the collection.

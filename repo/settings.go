@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -31,6 +32,8 @@ type OrgSettings struct {
 	// impressions; nil: no AVE in reports.
 	AVERatePerThousand *float64 `bson:"ave_rate_per_thousand,omitempty" json:"ave_rate_per_thousand"`
 	AVECurrency        string   `bson:"ave_currency,omitempty" json:"ave_currency,omitempty"`
+	// TeamName is the team's name as rendered reports print it.
+	TeamName string `bson:"team_name,omitempty" json:"team_name,omitempty"`
 }
 
 var orgSettingsID = uuid.NewSHA1(uuid.MustParse("8d3c1f4e-2b6a-4e7d-9c5b-1a2f3e4d5c6b"), []byte("organisation")).String()
@@ -113,12 +116,16 @@ func (s *Store) Settings(ctx context.Context) (*OrgSettings, error) {
 	return st, nil
 }
 
+// MaxTeamName is the longest team name, in characters.
+const MaxTeamName = 200
+
 // SettingsPatch changes the organisation settings: nil leaves a field.
 type SettingsPatch struct {
 	Competitors *[]string
 	// AVERate: a pointer to nil clears the rate.
 	AVERate     **float64
 	AVECurrency *string
+	TeamName    *string
 }
 
 // UpdateSettings applies p to the organisation settings.
@@ -148,6 +155,9 @@ func (s *Store) UpdateSettings(ctx context.Context, p SettingsPatch) (*OrgSettin
 	if p.AVECurrency != nil && len(strings.TrimSpace(*p.AVECurrency)) > 10 {
 		return nil, Invalid("ave_currency", "must be a short currency code such as EUR or USD")
 	}
+	if p.TeamName != nil && (utf8.RuneCountInString(strings.TrimSpace(*p.TeamName)) > MaxTeamName || strings.ContainsAny(*p.TeamName, "\r\n")) {
+		return nil, Invalid("team_name", "must be one line of at most %d characters (\"\" clears it)", MaxTeamName)
+	}
 	apply := func(st *OrgSettings) error {
 		if names != nil {
 			st.Competitors = names
@@ -156,6 +166,7 @@ func (s *Store) UpdateSettings(ctx context.Context, p SettingsPatch) (*OrgSettin
 			st.AVERatePerThousand = *p.AVERate
 		}
 		setText(&st.AVECurrency, p.AVECurrency)
+		setText(&st.TeamName, p.TeamName)
 		if st.Competitors == nil {
 			st.Competitors = []string{}
 		}

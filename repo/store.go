@@ -78,6 +78,8 @@ const (
 	// Pitches and the suppression list (repo/pitches).
 	CollPitches      = "pitches"
 	CollSuppressions = "suppressions"
+	// Shared report snapshots behind signed links (repo/reports).
+	CollSharedReports = "shared_reports"
 	// The GridFS bucket "fs" holding media bytes (see blobs in write.go).
 	CollFiles  = ledger.CollFiles
 	CollChunks = ledger.CollChunks

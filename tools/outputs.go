@@ -86,11 +86,16 @@ var outputs = map[string]*jsonschema.Schema{
 	"restore_coverage":           of[repo.Coverage](),
 
 	// Reports, settings, imports
-	"get_coverage_report": of[reports.CoverageReport](),
-	"get_settings":        of[repo.OrgSettings](),
-	"update_settings":     of[repo.OrgSettings](),
-	"import_contacts":     of[repo.ImportResult](),
-	"import_outlets":      of[repo.ImportResult](),
+	"get_coverage_report":  of[reports.CoverageReport](),
+	"render_report":        of[renderedReport](),
+	"get_pipeline_report":  of[reports.PipelineReport](),
+	"share_report":         of[sharedReportView](),
+	"list_shared_reports":  of[sharedReportList](),
+	"revoke_shared_report": of[sharedReportView](),
+	"get_settings":         of[repo.OrgSettings](),
+	"update_settings":      of[repo.OrgSettings](),
+	"import_contacts":      of[repo.ImportResult](),
+	"import_outlets":       of[repo.ImportResult](),
 
 	// Notes, search, dossiers
 	"create_note":            of[noteResult](),

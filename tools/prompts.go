@@ -116,6 +116,44 @@ func (c *Catalog) promptData(ctx context.Context, req *mcp.GetPromptRequest, too
 	return string(out)
 }
 
+type promptImagesKey struct{}
+
+// promptReport ends a prompt in the rendered report: render_report's PNG
+// of the chart args name, read with the caller's key, becomes an image
+// message after the prompt's text (none when the report is empty or the
+// key may not read it), and the text says how to render and share the
+// rest.
+func (c *Catalog) promptReport(ctx context.Context, req *mcp.GetPromptRequest, args map[string]any) string {
+	shown := "The chart is attached below."
+	var t *Tool
+	for i := range c.tools {
+		if c.tools[i].Def.Name == "render_report" {
+			t = &c.tools[i]
+		}
+	}
+	png := map[string]any{"format": "png"}
+	for k, v := range args {
+		png[k] = v
+	}
+	raw, _ := json.Marshal(png)
+	if t == nil {
+		shown = "(render_report is not served: the reports toolset is off.)"
+	} else if res, err := handler(*t)(ctx, &mcp.CallToolRequest{Session: req.Session, Extra: req.Extra, Params: &mcp.CallToolParamsRaw{Name: "render_report", Arguments: raw}}); err != nil || res.IsError || len(res.Content) < 2 {
+		shown = "(No chart: the report is empty or could not be rendered.)"
+	} else if images, ok := ctx.Value(promptImagesKey{}).(*[]mcp.Content); ok {
+		*images = append(*images, res.Content[1])
+	}
+	scope := map[string]any{}
+	for k, v := range args {
+		if k != "chart" {
+			scope[k] = v
+		}
+	}
+	js, _ := json.Marshal(scope)
+	return "\n\nEnd with the rendered report. " + shown + " Show it, then offer the document: render_report with " + string(js) +
+		` and format "pdf" (or "xlsx" for the figures and the full list); when the team wants a link for people without an assistant, share_report with the same arguments, and give them the link it returns.`
+}
+
 type promptDef struct {
 	prompt *mcp.Prompt
 	build  func(c *Catalog, ctx context.Context, req *mcp.GetPromptRequest) (string, error)
@@ -146,7 +184,8 @@ var promptDefs = []promptDef{
 				list["stage"] = st
 			}
 			return "Run the weekly pipeline review of our media relations team. From the data below: summarise the open opportunities by stage; name the ones stuck (no change for two weeks or more), the next actions due or overdue, and the pitches with no reply; propose the three most useful next steps, each with the opportunity it concerns. Do not change anything; suggest the tool calls (update_opportunity_stage, update_opportunity) for the team to confirm.\n\nOpen opportunities (list_opportunities):\n" +
-				c.promptData(ctx, req, "list_opportunities", list) + "\n\nThis week's agenda (get_agenda):\n" + c.promptData(ctx, req, "get_agenda", map[string]any{}), nil
+				c.promptData(ctx, req, "list_opportunities", list) + "\n\nThis week's agenda (get_agenda):\n" + c.promptData(ctx, req, "get_agenda", map[string]any{}) +
+				c.promptReport(ctx, req, pipelineArgs(campaign)), nil
 		}},
 	{&mcp.Prompt{Name: "prepare_pitch", Title: "Prepare a pitch to a contact",
 		Description: "Prepare a pitch to a contact from their dossier and history, within the guards (do-not-contact, double pitch, embargo).",
@@ -184,7 +223,8 @@ var promptDefs = []promptDef{
 				}
 			}
 			return "Write the coverage report of this campaign: results first (coverage items, reach as both figures with their labels, tier-1 pieces, sentiment), then the trend by week, share of voice against competitors, and the pipeline still open. Quote figures exactly as given, with their labels; say what the figures do not cover (items without reach, AVE only if configured).\n\nThe campaign and its metrics (get_campaign):\n" +
-				c.promptData(ctx, req, "get_campaign", map[string]any{"id": campaign}) + "\n\nThe coverage report (get_coverage_report):\n" + c.promptData(ctx, req, "get_coverage_report", rep), nil
+				c.promptData(ctx, req, "get_campaign", map[string]any{"id": campaign}) + "\n\nThe coverage report (get_coverage_report):\n" + c.promptData(ctx, req, "get_coverage_report", rep) +
+				c.promptReport(ctx, req, coverageArgs(rep)), nil
 		}},
 	{&mcp.Prompt{Name: "inbox_triage", Title: "Inbox triage",
 		Description: "Triage the shared inbox: replies to pitches to link to their opportunities, what needs an answer, what can wait.",
@@ -232,12 +272,16 @@ func (c *Catalog) servePrompts(srv *mcp.Server) {
 					return nil, promptError(name, "unknown; %s takes: %s", p.prompt.Name, strings.Join(names, ", "))
 				}
 			}
-			text, err := p.build(c, ctx, req)
+			images := new([]mcp.Content)
+			text, err := p.build(c, context.WithValue(ctx, promptImagesKey{}, images), req)
 			if err != nil {
 				return nil, err
 			}
-			return &mcp.GetPromptResult{Description: p.prompt.Description,
-				Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: text}}}}, nil
+			msgs := []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: text}}}
+			for _, im := range *images {
+				msgs = append(msgs, &mcp.PromptMessage{Role: "user", Content: im})
+			}
+			return &mcp.GetPromptResult{Description: p.prompt.Description, Messages: msgs}, nil
 		})
 	}
 }
@@ -299,4 +343,22 @@ func (c *Catalog) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		res.Completion.Values = values
 	}
 	return res, nil
+}
+
+// pipelineArgs and coverageArgs are render_report's arguments of a
+// prompt's scope, with the chart the prompt shows.
+func pipelineArgs(campaign string) map[string]any {
+	a := map[string]any{"kind": "pipeline", "chart": "stages"}
+	if campaign != "" {
+		a["campaign_id"] = campaign
+	}
+	return a
+}
+
+func coverageArgs(rep map[string]any) map[string]any {
+	a := map[string]any{"kind": "coverage", "chart": "trend"}
+	for k, v := range rep {
+		a[k] = v
+	}
+	return a
 }

@@ -147,6 +147,7 @@ func (c *Catalog) serveResources(srv *mcp.Server) {
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return c.readMedia(ctx, req)
 		})
+	serveApps(srv) // apps.go
 	srv.AddReceivingMiddleware(c.listResources)
 }
 
@@ -224,6 +225,11 @@ func (c *Catalog) listResources(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
 		res.CacheScope = "private" // read with the caller's key
+		if offset == 0 {
+			for _, a := range uiApps {
+				res.Resources = append(res.Resources, a.resource())
+			}
+		}
 		seen := map[string]bool{}
 		for _, ch := range page.Changes {
 			for _, k := range resourceKinds {

@@ -309,6 +309,8 @@ func handler(t Tool) mcp.ToolHandler {
 		actor.Tool = t.Def.Name
 		ctx = audit.WithActor(ctx, actor)
 		ctx = withBaseURL(ctx, req)
+		extra := new([]mcp.Content)
+		ctx = context.WithValue(ctx, contentKey{}, extra)
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			ctx = context.WithValue(ctx, progressKey{}, func(done, total int, msg string) {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(done), Total: float64(total), Message: msg})
@@ -343,7 +345,22 @@ func handler(t Tool) mcp.ToolHandler {
 		if err != nil {
 			return errorResult(err), nil
 		}
-		return textResult(text), nil
+		res := textResult(text)
+		if !replay {
+			res.Content = append(res.Content, *extra...)
+		}
+		return res, nil
+	}
+}
+
+type contentKey struct{}
+
+// addContent adds content to the call's result after its JSON text: an
+// image (render_report's PNG), a link to a resource too large to answer
+// inline. A replayed call answers with its JSON alone.
+func addContent(ctx context.Context, c ...mcp.Content) {
+	if extra, ok := ctx.Value(contentKey{}).(*[]mcp.Content); ok {
+		*extra = append(*extra, c...)
 	}
 }
 

@@ -145,9 +145,9 @@ func kindByName(name string) kind {
 	switch {
 	case name == "get_slack_answer" || name == "list_questions":
 		return readOut // they read Slack's replies
-	case verb == "search" || name == "whoami" || verb == "get" || verb == "list" || name == "enable_toolset":
+	case verb == "search" || name == "whoami" || verb == "get" || verb == "list" || verb == "render" || name == "enable_toolset":
 		return read
-	case verb == "create" || verb == "upload" || verb == "subscribe" || verb == "start" || name == "import_email":
+	case verb == "create" || verb == "upload" || verb == "subscribe" || verb == "start" || verb == "share" || name == "import_email":
 		return create
 	case verb == "send" || verb == "ask" || verb == "request" || verb == "sync":
 		return send

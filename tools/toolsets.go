@@ -38,7 +38,7 @@ var toolsets = []toolset{
 	{"campaigns", "campaigns and their metrics", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Campaigns(s) }},
 	{"opportunities", "the pipeline: opportunities, stages, linked contacts", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Opportunities(s) }},
 	{"coverage", "published coverage", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Coverage(s) }},
-	{"reports", "the coverage report and the organisation settings it reads (competitors, AVE rate)", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Reports(s) }},
+	{"reports", "the coverage report, the pipeline report, their renderings (HTML, PDF, CSV, XLSX, PNG) and share links, and the organisation settings they read (competitors, AVE rate, team name)", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Reports(s) }},
 	{"imports", "bulk import of contacts and outlets, with a dry run", false, func(s *repo.Store, _ options, _ []Option) []Tool { return Imports(s) }},
 	{"notes", "notes and the interaction log", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Notes(s) }},
 	{"search", "search, dossiers, opportunity status, the agenda", true, func(s *repo.Store, _ options, _ []Option) []Tool { return Search(s) }},
