@@ -18,6 +18,7 @@ import (
 	"outreach/integration/testenv"
 	"outreach/repo"
 	"outreach/repo/dossiers"
+	"outreach/repo/notes"
 )
 
 // bigLog is one contact's interaction log of many entries, as seeded.
@@ -54,7 +55,7 @@ func seedBigLog(t testing.TB, store *repo.Store, n int) bigLog {
 	date := func() time.Time { return base.Add(time.Duration(rng.IntN(n/2)) * time.Minute) }
 	for i := 0; i < n/4; i++ {
 		d := date()
-		note, err := store.CreateNote(ctx, repo.NewNote{Title: "note", Content: "x", OccurredAt: &d, Links: repo.LinkTargets{ContactIDs: []string{l.contact}}})
+		note, err := notes.Of(store).CreateNote(ctx, notes.NewNote{Title: "note", Content: "x", OccurredAt: &d, Links: notes.LinkTargets{ContactIDs: []string{l.contact}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +80,7 @@ func seedBigLog(t testing.TB, store *repo.Store, n int) bigLog {
 	}
 	for i := 0; i < n/50; i++ {
 		d := date()
-		if _, err := store.CreateNote(ctx, repo.NewNote{OccurredAt: &d, Links: repo.LinkTargets{ContactIDs: []string{other}}}); err != nil {
+		if _, err := notes.Of(store).CreateNote(ctx, notes.NewNote{OccurredAt: &d, Links: notes.LinkTargets{ContactIDs: []string{other}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

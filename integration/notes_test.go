@@ -11,6 +11,7 @@ import (
 
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/notes"
 )
 
 type noteLink struct {
@@ -196,7 +197,7 @@ func TestErrorMessagesNameAllowedValues(t *testing.T) {
 	e := fixtures(t, env)
 	c := env.Admin()
 	err := c.Fail("create_note", M{"type": "lunch", "contact_ids": []string{e.contact}}, repo.CodeInvalid)
-	for _, v := range repo.NoteTypes {
+	for _, v := range notes.NoteTypes {
 		if !strings.Contains(err.Message, v) {
 			t.Errorf("message %q does not list %s", err.Message, v)
 		}

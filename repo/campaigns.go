@@ -172,12 +172,12 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 		set(&c.TargetPlacements, p.TargetPlacements)
 		if p.Embargo != nil {
 			c.EmbargoUntil, c.EmbargoZone = embargoFields(*p.Embargo)
-			g, err := s.View().embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil)
+			g, err := embargoCoverage(ctx, s.View(), "campaign_id", id, c.EmbargoUntil)
 			if err != nil {
 				return err
 			}
 			if g != nil {
-				return g.toolError()
+				return g.ToolError()
 			}
 		}
 		return checkCampaign(c)
@@ -196,7 +196,7 @@ func (s *Store) ArchiveCampaign(ctx context.Context, id string) (*Campaign, erro
 
 // RestoreCampaign restores an archived campaign.
 func (s *Store) RestoreCampaign(ctx context.Context, id string) (*Campaign, error) {
-	return restore[*Campaign](ctx, s, CollCampaigns, id)
+	return Restore[*Campaign](ctx, s, CollCampaigns, id)
 }
 
 // CampaignFilter selects campaigns; empty fields do not filter.
@@ -212,7 +212,7 @@ func (s *Store) ListCampaigns(ctx context.Context, f CampaignFilter, limit, offs
 		filter["status"] = f.Status
 	}
 	if f.Search != "" {
-		return textListPage[Campaign](ctx, s, TextFilter{Coll: CollCampaigns, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return TextListPage[Campaign](ctx, s, TextFilter{Coll: CollCampaigns, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
 	return ListPage[Campaign](ctx, s, CollCampaigns, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
@@ -408,26 +408,12 @@ func (s *Store) CampaignHeadlines(ctx context.Context, ids []string) (map[string
 	return out, nil
 }
 
-// FindProjected decodes every document of coll matching filter, with
-// projection, into out (a pointer to a slice).
-func (s *Store) FindProjected(ctx context.Context, coll string, filter, projection bson.M, out any) error {
-	opts := options.Find()
-	if projection != nil {
-		opts.SetProjection(projection)
-	}
-	return s.findAll(ctx, coll, filter, opts, out)
-}
-
 // set applies an optional patch value.
 func set[T any](dst *T, v *T) {
 	if v != nil {
 		*dst = *v
 	}
 }
-
-// MaxFigure bounds an audience figure (reach, audience_size) on input: a
-// trillion, far enough from the int64 limit that sums of them never wrap.
-const MaxFigure = 1_000_000_000_000
 
 // AddFigures adds two figures of 0 or more, held at the largest int64
 // rather than wrapping: a figure stored before MaxFigure (or by hand) must
@@ -467,11 +453,11 @@ func campaignRule(ctx context.Context, v *RuleView, id string, state bson.M) err
 			return Violated("general_campaign", "the %s campaign cannot be renamed (to %q): it collects opportunities created without a campaign; leave this change as it is", GeneralCampaign, c.Name)
 		}
 	}
-	if g, err := v.embargoCoverage(ctx, "campaign_id", id, c.EmbargoUntil); err != nil || g != nil {
+	if g, err := embargoCoverage(ctx, v, "campaign_id", id, c.EmbargoUntil); err != nil || g != nil {
 		if err != nil {
 			return err
 		}
-		return g.asViolation()
+		return g.AsViolation()
 	}
 	if strings.EqualFold(c.Name, GeneralCampaign) {
 		others, err := v.Matching(ctx, CollCampaigns, bson.M{"name": GeneralCampaign}, func(st bson.M) bool {

@@ -120,7 +120,7 @@ func (s *Store) ArchiveChannel(ctx context.Context, id string) (*Channel, error)
 // RestoreChannel restores an archived channel, whether or not its outlet is
 // archived (archiving an outlet never touched its channels either).
 func (s *Store) RestoreChannel(ctx context.Context, id string) (*Channel, error) {
-	return restore[*Channel](ctx, s, CollChannels, id)
+	return Restore[*Channel](ctx, s, CollChannels, id)
 }
 
 // ChannelFilter selects channels; zero fields do not filter.

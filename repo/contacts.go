@@ -197,7 +197,7 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 	if err := f.apply(c, true); err != nil {
 		return nil, err
 	}
-	if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(c.OwnerID)...); err != nil {
+	if err := s.MustExist(ctx, CollUsers, "owner_id", NonEmpty(c.OwnerID)...); err != nil {
 		return nil, err
 	}
 	for i, id := range outletIDs {
@@ -231,7 +231,7 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
 	}
 	if f.OwnerID != nil {
-		if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(strings.TrimSpace(*f.OwnerID))...); err != nil {
+		if err := s.MustExist(ctx, CollUsers, "owner_id", NonEmpty(strings.TrimSpace(*f.OwnerID))...); err != nil {
 			return nil, err
 		}
 	}
@@ -253,7 +253,7 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 			return err
 		}
 		if g := contactFlagGuard(ctx, &was, c); g != nil {
-			return &Error{Code: CodePermissionDenied, Field: g.field, Message: g.Message}
+			return &Error{Code: CodePermissionDenied, Field: g.Field, Message: g.Message}
 		}
 		return nil
 	})
@@ -276,7 +276,7 @@ func (s *Store) RestoreContact(ctx context.Context, id string) (*Contact, error)
 			return nil, err
 		}
 	}
-	return restore[*Contact](ctx, s, CollContacts, id)
+	return Restore[*Contact](ctx, s, CollContacts, id)
 }
 
 // AffiliationInput is what add_contact_outlet takes.
@@ -376,7 +376,7 @@ func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset
 		filter["is_freelance"] = *f.IsFreelance
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return textListPage[Contact](ctx, s, TextFilter{Coll: CollContacts, Text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return TextListPage[Contact](ctx, s, TextFilter{Coll: CollContacts, Text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
 	return ListPage[Contact](ctx, s, CollContacts, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
@@ -502,7 +502,7 @@ func contactRule(ctx context.Context, v *RuleView, id string, state bson.M) erro
 			return err
 		}
 		if g := contactFlagGuard(ctx, was, c); g != nil {
-			return g.asViolation()
+			return g.AsViolation()
 		}
 	}
 	if err := v.Linked(ctx, CollUsers, "owner_id", c.OwnerID); err != nil {
@@ -527,3 +527,27 @@ func contactRule(ctx context.Context, v *RuleView, id string, state bson.M) erro
 }
 
 func init() { RegisterRule(CollContacts, contactRule) }
+
+// contactFlagGuard checks that do_not_contact is cleared only by a key with
+// the admin scope (the actor in ctx).
+func contactFlagGuard(ctx context.Context, was, c *Contact) *GuardError {
+	if was == nil || !was.DoNotContact || c.DoNotContact {
+		return nil
+	}
+	a, _ := audit.ActorFrom(ctx)
+	if slices.Contains(a.Scopes, ScopeAdmin) || a.UserID == SystemActor("").UserID {
+		return nil
+	}
+	return &GuardError{Rule: "do_not_contact_admin", Field: "do_not_contact", Message: fmt.Sprintf(
+		"contact %s is marked do-not-contact (reason on record: %q); only a key with the admin scope can clear the flag",
+		ContactLabel(was), was.DoNotContactReason)}
+}
+
+// ContactLabel names a contact in messages: its id and its name.
+func ContactLabel(c *Contact) string {
+	name := strings.TrimSpace(c.Name)
+	if name == "" {
+		name = strings.TrimSpace(c.FirstName + " " + c.LastName)
+	}
+	return fmt.Sprintf("%s (%s)", c.ID, name)
+}

@@ -143,12 +143,12 @@ func (s *Store) applyPlace(ctx context.Context, c *Coverage, outlet, channel, op
 	if c.OutletID, c.ChannelID, err = s.place(ctx, c.OutletID, c.ChannelID, outlet, channel); err != nil {
 		return err
 	}
-	g, err := s.View().coverageEmbargo(ctx, c)
+	g, err := coverageEmbargo(ctx, s.View(), c)
 	if err != nil {
 		return err
 	}
 	if g != nil {
-		return g.toolError()
+		return g.ToolError()
 	}
 	return nil
 }
@@ -171,7 +171,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 		return nil, err
 	}
 	c.Meta = Meta{}
-	if err := insertWithEvents(ctx, s, CollCoverage, c, func() ([]OppEvent, error) {
+	if err := InsertWithEvents(ctx, s, CollCoverage, c, func() ([]OppEvent, error) {
 		if c.OpportunityID == "" {
 			return nil, nil
 		}
@@ -237,14 +237,14 @@ func (s *Store) RestoreCoverage(ctx context.Context, id string) (*Coverage, erro
 	if c, err := s.Coverage(ctx, id); err == nil && c.Archived() {
 		back := *c
 		back.ArchivedAt = nil
-		if g, err := s.View().coverageEmbargo(ctx, &back); err != nil || g != nil {
+		if g, err := coverageEmbargo(ctx, s.View(), &back); err != nil || g != nil {
 			if err != nil {
 				return nil, err
 			}
-			return nil, g.toolError()
+			return nil, g.ToolError()
 		}
 	}
-	return restore[*Coverage](ctx, s, CollCoverage, id)
+	return Restore[*Coverage](ctx, s, CollCoverage, id)
 }
 
 // CoverageFilter selects coverage; empty fields do not filter.
@@ -267,7 +267,7 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 	ledger.Between(filter, "published_at", f.Since, f.Until)
 	sort := bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return textListPage[Coverage](ctx, s, TextFilter{Coll: CollCoverage, Text: f.Search}, Active(filter, f.IncludeArchived), sort, limit, offset)
+		return TextListPage[Coverage](ctx, s, TextFilter{Coll: CollCoverage, Text: f.Search}, Active(filter, f.IncludeArchived), sort, limit, offset)
 	}
 	return ListPage[Coverage](ctx, s, CollCoverage, Active(filter, f.IncludeArchived), sort, limit, offset)
 }
@@ -358,12 +358,12 @@ func coverageRule(ctx context.Context, v *RuleView, id string, state bson.M) err
 	if c.CampaignID != campaign {
 		return coverageCampaign(id, c.CampaignID, c.OpportunityID, campaign)
 	}
-	g, err := v.coverageEmbargo(ctx, c)
+	g, err := coverageEmbargo(ctx, v, c)
 	if err != nil {
 		return err
 	}
 	if g != nil {
-		return g.asViolation()
+		return g.AsViolation()
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"outreach/repo/access"
 	"outreach/repo/inbox"
 	"outreach/repo/mailboxes"
+	"outreach/repo/notes"
 	"outreach/repo/notify"
 	"outreach/repo/pitches"
 	"outreach/repo/reports"
@@ -41,7 +42,7 @@ var dictionaryDocs = []struct {
 	doc  any
 }{
 	{repo.CollOutlets, repo.Outlet{}}, {repo.CollChannels, repo.Channel{}}, {repo.CollContacts, repo.Contact{}}, {repo.CollCampaigns, repo.Campaign{}},
-	{repo.CollOpportunities, repo.Opportunity{}}, {repo.CollCoverage, repo.Coverage{}}, {repo.CollMedia, repo.Media{}}, {repo.CollNotes, repo.Note{}},
+	{repo.CollOpportunities, repo.Opportunity{}}, {repo.CollCoverage, repo.Coverage{}}, {repo.CollMedia, repo.Media{}}, {repo.CollNotes, notes.Note{}},
 	{repo.CollEmails, inbox.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
 	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, notify.Message{}},
 	{repo.CollHeld, inbox.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollSharedReports, reports.SharedReport{}}, {repo.CollChangeLog, audit.Entry{}},
@@ -75,7 +76,7 @@ var dictionaryEnums = map[string][]string{
 	"opportunities.stage_history.stage": repo.Stages,
 	"coverage.type":                     repo.CoverageTypes, "coverage.sentiment": repo.Sentiments, "coverage.depth": repo.Depths,
 	"coverage.share_of_voice": repo.SharesOfVoice, "coverage.initiated_by": repo.Initiators,
-	"media.type": repo.MediaTypes, "notes.type": repo.NoteTypes, "agent_keys.agent_type": repo.AgentTypes,
+	"media.type": repo.MediaTypes, "notes.type": notes.NoteTypes, "agent_keys.agent_type": repo.AgentTypes,
 	"agent_keys.scopes":    {repo.ScopeRead, repo.ScopeWrite, repo.ScopeAdmin},
 	"subscriptions.events": repo.Events, "notifications.event": repo.Events,
 	"change_log.action": audit.Actions,

@@ -8,12 +8,13 @@ import (
 
 	"outreach/repo"
 	"outreach/repo/inbox"
+	"outreach/repo/notes"
 )
 
 // recordTypes are the documents of the record collections and the
 // documents embedded in them, as tools return them.
 var recordTypes = []any{repo.Outlet{}, repo.Channel{}, repo.Contact{}, repo.Affiliation{}, repo.Campaign{}, repo.Opportunity{}, repo.StageChange{},
-	repo.Coverage{}, repo.Media{}, repo.Note{}, repo.NoteLink{}, inbox.EmailThread{}, inbox.EmailMessage{}, inbox.EmailOpportunityLink{}, repo.User{}, repo.AgentKey{}}
+	repo.Coverage{}, repo.Media{}, notes.Note{}, notes.NoteLink{}, inbox.EmailThread{}, inbox.EmailMessage{}, inbox.EmailOpportunityLink{}, repo.User{}, repo.AgentKey{}}
 
 // TestEmptyValuesOneRule checks the rule for empty values (docs/data-dictionary.md):
 // a field a record may lack is absent when unset, both in the stored

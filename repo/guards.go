@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"outreach/audit"
 )
 
 // The pipeline's guards: what a PR team relies on the server to stop.
@@ -33,28 +31,8 @@ import (
 // is allowed (it is how a team records the request), and the opportunity
 // may still be edited; what is refused is pitching them again.
 
-// DefaultPitchWindow is the double-pitch window when none is configured.
-const DefaultPitchWindow = 14 * 24 * time.Hour
-
 // StagePitched is the stage the double-pitch guard watches.
 const StagePitched = "pitched"
-
-// SetPitchWindow sets the double-pitch window; zero or less restores the
-// default.
-func (s *Store) SetPitchWindow(d time.Duration) {
-	if d <= 0 {
-		d = DefaultPitchWindow
-	}
-	s.pitchWindow.Store(int64(d))
-}
-
-// PitchWindow is the double-pitch window in force.
-func (s *Store) PitchWindow() time.Duration {
-	if d := s.pitchWindow.Load(); d > 0 {
-		return time.Duration(d)
-	}
-	return DefaultPitchWindow
-}
 
 // PitchedOrLater reports whether stage is pitched or a later open stage,
 // or won: the stages at which the team has been in touch.
@@ -62,35 +40,10 @@ func PitchedOrLater(stage string) bool {
 	return stage != StageLost && slices.Index(Stages, stage) >= slices.Index(Stages, StagePitched)
 }
 
-// guardError is a refused guard: the rule's name, its message, and the
-// argument the tools name.
-type guardError struct {
-	rule, field, Message string
-}
-
-// toolError is the guard as a tool's error: failed_precondition naming the
-// field.
-func (g *guardError) toolError() error {
-	return &Error{Code: CodeFailedPrecondition, Field: g.field, Message: g.Message}
-}
-
-// asViolation is the guard as a broken rule of a rollback.
-func (g *guardError) asViolation() error {
-	return Violated(g.rule, "%s; a rollback cannot bring back a state this guard forbids", g.Message)
-}
-
-func ContactLabel(c *Contact) string {
-	name := strings.TrimSpace(c.Name)
-	if name == "" {
-		name = strings.TrimSpace(c.FirstName + " " + c.LastName)
-	}
-	return fmt.Sprintf("%s (%s)", c.ID, name)
-}
-
 // opportunityGuards checks the proposed state o of opportunity id against
 // its stored state was (nil for a new one): the do-not-contact guard, then
 // the double-pitch guard. It returns nil when both hold.
-func (v *RuleView) opportunityGuards(ctx context.Context, id string, was, o *Opportunity) (*guardError, error) {
+func opportunityGuards(ctx context.Context, v *RuleView, id string, was, o *Opportunity) (*GuardError, error) {
 	if o.Archived() || !PitchedOrLater(o.Stage) {
 		return nil, nil
 	}
@@ -114,7 +67,7 @@ func (v *RuleView) opportunityGuards(ctx context.Context, id string, was, o *Opp
 				what = fmt.Sprintf("is on opportunity %s, which therefore cannot move to %s", id, o.Stage)
 				field = "stage"
 			}
-			return &guardError{rule: "do_not_contact", field: field, Message: fmt.Sprintf(
+			return &GuardError{Rule: "do_not_contact", Field: field, Message: fmt.Sprintf(
 				"contact %s is marked do-not-contact (reason on record: %q) and %s; remove the contact from the opportunity (remove_opportunity_contact) or, if they agreed to be contacted again, an admin clears do_not_contact with update_contact",
 				ContactLabel(c), c.DoNotContactReason, what)}, nil
 		}
@@ -126,13 +79,13 @@ func (v *RuleView) opportunityGuards(ctx context.Context, id string, was, o *Opp
 	if n := len(o.StageHistory); n > 0 && o.StageHistory[n-1].Stage == StagePitched && o.StageHistory[n-1].OverrideReason != "" {
 		return nil, nil
 	}
-	return v.DoublePitch(ctx, id, o)
+	return DoublePitch(ctx, v, id, o)
 }
 
 // DoublePitch finds, for each contact of o, the latest pitch of that
 // contact by another active opportunity within the pitch window.
-func (v *RuleView) DoublePitch(ctx context.Context, id string, o *Opportunity) (*guardError, error) {
-	window := v.s.PitchWindow()
+func DoublePitch(ctx context.Context, v *RuleView, id string, o *Opportunity) (*GuardError, error) {
+	window := v.Store().PitchWindow()
 	since := Now().Add(-window)
 	for _, cid := range o.ContactIDs {
 		others, err := v.Matching(ctx, CollOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
@@ -168,11 +121,11 @@ func (v *RuleView) DoublePitch(ctx context.Context, id string, o *Opportunity) (
 				who = ContactLabel(c)
 			}
 		}
-		owner, err := v.ownerLabel(ctx, best)
+		owner, err := ownerLabel(ctx, v, best)
 		if err != nil {
 			return nil, err
 		}
-		return &guardError{rule: "double_pitch", field: "override_reason", Message: fmt.Sprintf(
+		return &GuardError{Rule: "double_pitch", Field: "override_reason", Message: fmt.Sprintf(
 			"contact %s was already pitched by the team on %s in opportunity %s (%q, owner: %s), within the %s double-pitch window; coordinate with the owner, or pass override_reason to pitch anyway (it is kept in the stage history)",
 			who, bestAt.UTC().Format(time.RFC3339), best.ID, best.Title, owner, WindowText(window))}, nil
 	}
@@ -188,7 +141,7 @@ func WindowText(d time.Duration) string {
 
 // ownerLabel names the owner of o: its owner_id, or else whoever moved it
 // to pitched last, as "Name (user id)".
-func (v *RuleView) ownerLabel(ctx context.Context, o *Opportunity) (string, error) {
+func ownerLabel(ctx context.Context, v *RuleView, o *Opportunity) (string, error) {
 	uid := o.OwnerID
 	suffix := ""
 	if uid == "" {
@@ -212,25 +165,10 @@ func (v *RuleView) ownerLabel(ctx context.Context, o *Opportunity) (string, erro
 	return fmt.Sprintf("%s (%s%s)", Str(st, "name"), uid, suffix), nil
 }
 
-// contactFlagGuard checks that do_not_contact is cleared only by a key with
-// the admin scope (the actor in ctx).
-func contactFlagGuard(ctx context.Context, was, c *Contact) *guardError {
-	if was == nil || !was.DoNotContact || c.DoNotContact {
-		return nil
-	}
-	a, _ := audit.ActorFrom(ctx)
-	if slices.Contains(a.Scopes, ScopeAdmin) || a.UserID == SystemActor("").UserID {
-		return nil
-	}
-	return &guardError{rule: "do_not_contact_admin", field: "do_not_contact", Message: fmt.Sprintf(
-		"contact %s is marked do-not-contact (reason on record: %q); only a key with the admin scope can clear the flag",
-		ContactLabel(was), was.DoNotContactReason)}
-}
-
 // EmbargoOf returns the embargo in force on coverage placed in opportunity
 // oppID and campaign campaignID: the later of the two embargoes, and which
 // record sets it.
-func (v *RuleView) EmbargoOf(ctx context.Context, oppID, campaignID string) (time.Time, string, error) {
+func EmbargoOf(ctx context.Context, v *RuleView, oppID, campaignID string) (time.Time, string, error) {
 	var until time.Time
 	src := ""
 	for _, r := range []struct{ coll, id string }{{CollOpportunities, oppID}, {CollCampaigns, campaignID}} {
@@ -267,15 +205,15 @@ func dateOf(v any) (time.Time, bool) {
 
 // coverageEmbargo checks that active coverage c is not published before
 // the embargo of its opportunity or campaign.
-func (v *RuleView) coverageEmbargo(ctx context.Context, c *Coverage) (*guardError, error) {
+func coverageEmbargo(ctx context.Context, v *RuleView, c *Coverage) (*GuardError, error) {
 	if c.Archived() {
 		return nil, nil
 	}
-	until, src, err := v.EmbargoOf(ctx, c.OpportunityID, c.CampaignID)
+	until, src, err := EmbargoOf(ctx, v, c.OpportunityID, c.CampaignID)
 	if err != nil || until.IsZero() || !c.PublishedAt.Before(until) {
 		return nil, err
 	}
-	return &guardError{rule: "embargo", field: "published_at", Message: fmt.Sprintf(
+	return &GuardError{Rule: "embargo", Field: "published_at", Message: fmt.Sprintf(
 		"coverage %q would be published at %s, before the embargo of %s lifts at %s; coverage cannot be recorded as published before the embargo: give a published_at at or after it, or change embargo_until on the %s",
 		c.Title, c.PublishedAt.UTC().Format(time.RFC3339), src, until.Format(time.RFC3339), strings.Fields(src)[0])}, nil
 }
@@ -283,7 +221,7 @@ func (v *RuleView) coverageEmbargo(ctx context.Context, c *Coverage) (*guardErro
 // embargoCoverage checks, for an opportunity or campaign (field names the
 // link in coverage) whose embargo is until, that none of its active
 // coverage was published before it.
-func (v *RuleView) embargoCoverage(ctx context.Context, field, id string, until *time.Time) (*guardError, error) {
+func embargoCoverage(ctx context.Context, v *RuleView, field, id string, until *time.Time) (*GuardError, error) {
 	if until == nil {
 		return nil, nil
 	}
@@ -295,7 +233,7 @@ func (v *RuleView) embargoCoverage(ctx context.Context, field, id string, until 
 		return nil, err
 	}
 	t, _ := dateOf(early[0]["published_at"])
-	return &guardError{rule: "embargo", field: "embargo_until", Message: fmt.Sprintf(
+	return &GuardError{Rule: "embargo", Field: "embargo_until", Message: fmt.Sprintf(
 		"coverage %s (%q) was published at %s, before the embargo_until %s; an embargo cannot start after coverage it covers was published: correct that coverage's published_at first, or choose an earlier embargo_until",
 		Str(early[0], "_id"), Str(early[0], "title"), t.Format(time.RFC3339), until.UTC().Format(time.RFC3339))}, nil
 }

@@ -380,7 +380,7 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 				continue
 			}
 			if g := contactFlagGuard(ctx, &was, c); g != nil {
-				p.refuse(res, g.field, g.Message)
+				p.refuse(res, g.Field, g.Message)
 				continue
 			}
 			if err := p.addUpdate(res, CollContacts, raw, c); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -63,9 +64,9 @@ type TextFilter struct {
 	TextIndex bool
 }
 
-// textListPage lists the records of coll matching filter and holding t's
+// TextListPage lists the records of coll matching filter and holding t's
 // text, in sort order, with their total.
-func textListPage[T any](ctx context.Context, s *Store, t TextFilter, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
+func TextListPage[T any](ctx context.Context, s *Store, t TextFilter, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
 	ids, ok, err := s.TextIDs(ctx, t)
 	if err != nil {
 		return Page[T]{}, err
@@ -197,4 +198,9 @@ func (s *Store) wordIDs(ctx context.Context, t TextFilter) (ids []string, ok boo
 		}
 	}
 	return ids, true, nil
+}
+
+// textPhrase makes a $text search of the query as one literal phrase.
+func textPhrase(q string) string {
+	return `"` + strings.ReplaceAll(q, `"`, " ") + `"`
 }

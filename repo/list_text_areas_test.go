@@ -17,6 +17,7 @@ import (
 
 	"outreach/repo"
 	"outreach/repo/inbox"
+	"outreach/repo/notes"
 	"outreach/repo/repotest"
 )
 
@@ -97,7 +98,7 @@ func TestListTextWordIndexAnswersAsTheStore(t *testing.T) {
 	page := func(p any, err error) (any, error) { return p, err }
 	listers := []lister{
 		{"list_notes", func(n string, a bool, l, o int) (any, error) {
-			return page(s.ListNotes(ctx, repo.NoteFilter{Search: n, IncludeArchived: a}, l, o))
+			return page(notes.Of(s).ListNotes(ctx, notes.NoteFilter{Search: n, IncludeArchived: a}, l, o))
 		}},
 		{"list_contacts", func(n string, a bool, l, o int) (any, error) {
 			return page(s.ListContacts(ctx, repo.ContactFilter{Search: n, IncludeArchived: a}, l, o))
@@ -197,14 +198,14 @@ func TestListTextPatternIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitIndexes(t, s)
-	p, err := s.ListNotes(ctx, repo.NoteFilter{Search: "@"}, 10, 0)
+	p, err := notes.Of(s).ListNotes(ctx, notes.NoteFilter{Search: "@"}, 10, 0)
 	if err != nil || p.Total != 1 {
 		t.Fatalf("within the bound: %+v, %v", p, err)
 	}
 	defer func(d time.Duration) { *repo.PatternBound = d }(*repo.PatternBound)
 	*repo.PatternBound = time.Nanosecond
 	for name, call := range map[string]func() error{
-		"search": func() error { _, err := s.ListNotes(ctx, repo.NoteFilter{Search: "@"}, 10, 0); return err },
+		"search": func() error { _, err := notes.Of(s).ListNotes(ctx, notes.NoteFilter{Search: "@"}, 10, 0); return err },
 		"query":  func() error { _, _, err := inbox.Of(s).SearchEmails(ctx, "@", 10); return err },
 	} {
 		err := call()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -173,11 +172,12 @@ func (s *Store) EventMutations(ctx context.Context, ev OppEvent) ([]mutation, er
 	return muts, nil
 }
 
-// stageEvent is the event of opportunity o moving from stage from.
-func stageEvent(o *Opportunity, from string) OppEvent {
-	return OppEvent{Kind: EventStageChanged, OppID: o.ID, Title: o.Title,
-		Text: fmt.Sprintf("%q moved from %s to %s", o.Title, from, o.Stage),
-		Data: map[string]any{"from": from, "to": o.Stage}}
+// StageEvent is the event of opportunity oppID, titled title, moving from
+// stage from to stage to.
+func StageEvent(oppID, title, from, to string) OppEvent {
+	return OppEvent{Kind: EventStageChanged, OppID: oppID, Title: title,
+		Text: fmt.Sprintf("%q moved from %s to %s", title, from, to),
+		Data: map[string]any{"from": from, "to": to}}
 }
 
 // rollbackEvents returns the events of a rollback's mutations: a rollback
@@ -195,7 +195,7 @@ func (s *Store) rollbackEvents(ctx context.Context, muts []mutation) ([]mutation
 			continue
 		}
 		title, _ := m.After["title"].(string)
-		ev := stageEvent(&Opportunity{Meta: Meta{ID: m.ID}, Title: title, Stage: to}, from)
+		ev := StageEvent(m.ID, title, from, to)
 		ev.Data["rollback"] = true
 		evm, err := s.EventMutations(ctx, ev)
 		if err != nil {
@@ -206,66 +206,13 @@ func (s *Store) rollbackEvents(ctx context.Context, muts []mutation) ([]mutation
 	return out, nil
 }
 
-// NotifyDueActions creates a next_action_due notification for each
-// subscriber of every active opportunity whose next action is due at at.
-// It fires once per due date: the notification's id is a function of the
-// opportunity, the date and the subscriber, so scanning again (here or on
-// another instance) finds it made and writes nothing. It returns how many
-// notifications it created.
-func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error) {
-	cur, err := s.find(ctx, CollOpportunities, bson.M{"archived_at": nil, "next_action_date": bson.M{"$lte": at}})
-	if err != nil {
-		return 0, ledger.DriverErr(err, "opportunity", "due")
-	}
-	var opps []Opportunity
-	if err := cur.All(ctx, &opps); err != nil {
-		return 0, ledger.DriverErr(err, "opportunity", "due")
-	}
-	made := 0
-	for i := range opps {
-		o := &opps[i]
-		if o.NextActionDate == nil || Terminal(o.Stage) {
-			continue
-		}
-		day := o.NextActionDate.UTC().Format(time.RFC3339)
-		ev := OppEvent{Kind: EventNextActionDue, OppID: o.ID, Title: o.Title, Key: "next_action_due/" + o.ID + "/" + day,
-			Text: fmt.Sprintf("next action on %q is due (%s): %s", o.Title, day, o.NextAction),
-			Data: map[string]any{"next_action": o.NextAction, "next_action_date": *o.NextActionDate, "next_action_owner": o.NextActionOwner}}
-		muts, err := s.EventMutations(ctx, ev)
-		if err != nil {
-			return made, err
-		}
-		fresh := muts[:0]
-		for _, m := range muts {
-			var meta Meta
-			err := s.coll(CollNotifications).FindOne(ctx, bson.M{"_id": m.ID}).Decode(&meta)
-			if errors.Is(err, mongo.ErrNoDocuments) {
-				fresh = append(fresh, m)
-			} else if err != nil {
-				return made, ledger.DriverErr(err, "notification", m.ID)
-			}
-		}
-		if len(fresh) == 0 {
-			continue
-		}
-		if _, err := s.write(ctx, fresh...); err != nil {
-			if isConflict(err) {
-				continue // another instance made them first
-			}
-			return made, err
-		}
-		made += len(fresh)
-	}
-	return made, nil
-}
-
 // isNotFound reports whether err is a not_found error (IsNotFound).
 func isNotFound(err error) bool { return IsNotFound(err) }
 
-// insertWithEvents creates rec in coll together with the notifications of
+// InsertWithEvents creates rec in coll together with the notifications of
 // the events it causes, as one unit (a group of creates: no version race
 // to retry). events runs after rec has its id.
-func insertWithEvents[P interface {
+func InsertWithEvents[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll string, rec P, events func() ([]OppEvent, error)) error {
@@ -291,18 +238,6 @@ func insertWithEvents[P interface {
 	}
 	rec.meta().Version, rec.meta().LastChange = 1, entries[0].ID
 	return nil
-}
-
-// noteGist is a short text for a note: its title, else its content's first line.
-func noteGist(title, content string) string {
-	if t := strings.TrimSpace(title); t != "" {
-		return t
-	}
-	l, _, _ := strings.Cut(strings.TrimSpace(content), "\n")
-	if len(l) > 200 {
-		l = l[:200]
-	}
-	return l
 }
 
 // Service events: notified to every admin, of no opportunity.

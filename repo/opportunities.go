@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -197,18 +196,18 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 		return nil, err
 	}
 	o.ContactIDs = UniqueIDs(o.ContactIDs)
-	if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(o.OwnerID)...); err != nil {
+	if err := s.MustExist(ctx, CollUsers, "owner_id", NonEmpty(o.OwnerID)...); err != nil {
 		return nil, err
 	}
 	o.Meta = Meta{}
 	first := stageChange(ctx, o.Stage, o.LostReason, "")
 	first.OverrideReason = strings.TrimSpace(override)
 	o.StageHistory = []StageChange{first}
-	if g, err := s.View().opportunityGuards(ctx, "(new)", nil, o); err != nil || g != nil {
+	if g, err := opportunityGuards(ctx, s.View(), "(new)", nil, o); err != nil || g != nil {
 		if err != nil {
 			return nil, err
 		}
-		return nil, g.toolError()
+		return nil, g.ToolError()
 	}
 	if err := Insert(ctx, s, CollOpportunities, o); err != nil {
 		return nil, err
@@ -282,7 +281,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 		return nil, err
 	}
 	if p.OwnerID != nil {
-		if err := s.MustExist(ctx, CollUsers, "owner_id", nonEmpty(*p.OwnerID)...); err != nil {
+		if err := s.MustExist(ctx, CollUsers, "owner_id", NonEmpty(*p.OwnerID)...); err != nil {
 			return nil, err
 		}
 	}
@@ -296,12 +295,12 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 			set(&o.OwnerID, p.OwnerID)
 			if p.Embargo != nil {
 				o.EmbargoUntil, o.EmbargoZone = embargoFields(*p.Embargo)
-				g, err := s.View().embargoCoverage(ctx, "opportunity_id", id, o.EmbargoUntil)
+				g, err := embargoCoverage(ctx, s.View(), "opportunity_id", id, o.EmbargoUntil)
 				if err != nil {
 					return err
 				}
 				if g != nil {
-					return g.toolError()
+					return g.ToolError()
 				}
 			}
 			if p.Title != nil {
@@ -422,7 +421,7 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 		var note mutation
 		if strings.TrimSpace(mv.Note) != "" {
 			var err error
-			if note, err = noteForStage(id, mv.Stage, mv.Note); err != nil {
+			if note, err = reactions.stageNote(id, mv.Stage, mv.Note); err != nil {
 				return nil, err
 			}
 			noteID = note.ID
@@ -454,7 +453,7 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 		if noteID != "" {
 			muts = append(muts, note)
 		}
-		ev := stageEvent(o, from)
+		ev := StageEvent(o.ID, o.Title, from, o.Stage)
 		if noteID != "" {
 			ev.Data["note_id"], ev.Data["note"] = noteID, mv.Note
 		}
@@ -468,19 +467,6 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 		return nil, err
 	}
 	return out, nil
-}
-
-// noteForStage returns the mutation creating the note that records a stage
-// change of opportunity oppID: a general note titled "Stage changed to
-// <stage>", linked to the opportunity. It is the only place this group
-// writes a note; it is written in a group with the stage change, so it goes
-// through creation rather than CreateNote (the opportunity is known to
-// exist: it is changed in the same group).
-func noteForStage(oppID, stage, content string) (mutation, error) {
-	t := Now()
-	n := &Note{Type: NoteTypes[0], Title: "Stage changed to " + stage, Content: content, OccurredAt: t,
-		Links: []NoteLink{{ID: uuid.NewString(), OpportunityID: oppID, CreatedAt: t}}}
-	return Creation(CollNotes, n)
 }
 
 // LinkContact adds a contact to an opportunity.
@@ -530,7 +516,7 @@ func (s *Store) RestoreOpportunity(ctx context.Context, id string) (*Opportunity
 			return nil, err
 		}
 	}
-	return restore[*Opportunity](ctx, s, CollOpportunities, id)
+	return Restore[*Opportunity](ctx, s, CollOpportunities, id)
 }
 
 // OpportunityFilter selects opportunities; empty fields do not filter.
@@ -553,7 +539,7 @@ func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limi
 		filter["next_action_date"] = bson.M{"$lt": *f.NextActionBefore}
 	}
 	if f.Search != "" {
-		return textListPage[Opportunity](ctx, s, TextFilter{Coll: CollOpportunities, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return TextListPage[Opportunity](ctx, s, TextFilter{Coll: CollOpportunities, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
 	return ListPage[Opportunity](ctx, s, CollOpportunities, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }
@@ -692,25 +678,14 @@ func snapshot(o *Opportunity) *Opportunity {
 // guard runs the pipeline's guards on the change of opportunity id from
 // was to o, as a tool's error.
 func (s *Store) guard(ctx context.Context, id string, was, o *Opportunity) error {
-	g, err := s.View().opportunityGuards(ctx, id, was, o)
+	g, err := opportunityGuards(ctx, s.View(), id, was, o)
 	if err != nil {
 		return err
 	}
 	if g != nil {
-		return g.toolError()
+		return g.ToolError()
 	}
 	return nil
-}
-
-// nonEmpty is ids without empty strings.
-func nonEmpty(ids ...string) []string {
-	out := []string{}
-	for _, id := range ids {
-		if id != "" {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 func opportunityRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
@@ -750,15 +725,15 @@ func opportunityRule(ctx context.Context, v *RuleView, id string, state bson.M) 
 			return err
 		}
 	}
-	g, err := v.opportunityGuards(ctx, id, was, o)
+	g, err := opportunityGuards(ctx, v, id, was, o)
 	if err == nil && g == nil {
-		g, err = v.embargoCoverage(ctx, "opportunity_id", id, o.EmbargoUntil)
+		g, err = embargoCoverage(ctx, v, "opportunity_id", id, o.EmbargoUntil)
 	}
 	if err != nil {
 		return err
 	}
 	if g != nil {
-		return g.asViolation()
+		return g.AsViolation()
 	}
 	// Coverage follows its opportunity's campaign.
 	off, err := v.Matching(ctx, CollCoverage, bson.M{"opportunity_id": id}, func(st bson.M) bool {
@@ -774,3 +749,56 @@ func opportunityRule(ctx context.Context, v *RuleView, id string, state bson.M) 
 }
 
 func init() { RegisterRule(CollOpportunities, opportunityRule) }
+
+// NotifyDueActions creates a next_action_due notification for each
+// subscriber of every active opportunity whose next action is due at at.
+// It fires once per due date: the notification's id is a function of the
+// opportunity, the date and the subscriber, so scanning again (here or on
+// another instance) finds it made and writes nothing. It returns how many
+// notifications it created.
+func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error) {
+	cur, err := s.find(ctx, CollOpportunities, bson.M{"archived_at": nil, "next_action_date": bson.M{"$lte": at}})
+	if err != nil {
+		return 0, ledger.DriverErr(err, "opportunity", "due")
+	}
+	var opps []Opportunity
+	if err := cur.All(ctx, &opps); err != nil {
+		return 0, ledger.DriverErr(err, "opportunity", "due")
+	}
+	made := 0
+	for i := range opps {
+		o := &opps[i]
+		if o.NextActionDate == nil || Terminal(o.Stage) {
+			continue
+		}
+		day := o.NextActionDate.UTC().Format(time.RFC3339)
+		ev := OppEvent{Kind: EventNextActionDue, OppID: o.ID, Title: o.Title, Key: "next_action_due/" + o.ID + "/" + day,
+			Text: fmt.Sprintf("next action on %q is due (%s): %s", o.Title, day, o.NextAction),
+			Data: map[string]any{"next_action": o.NextAction, "next_action_date": *o.NextActionDate, "next_action_owner": o.NextActionOwner}}
+		muts, err := s.EventMutations(ctx, ev)
+		if err != nil {
+			return made, err
+		}
+		fresh := muts[:0]
+		for _, m := range muts {
+			var meta Meta
+			err := s.coll(CollNotifications).FindOne(ctx, bson.M{"_id": m.ID}).Decode(&meta)
+			if errors.Is(err, mongo.ErrNoDocuments) {
+				fresh = append(fresh, m)
+			} else if err != nil {
+				return made, ledger.DriverErr(err, "notification", m.ID)
+			}
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		if _, err := s.write(ctx, fresh...); err != nil {
+			if isConflict(err) {
+				continue // another instance made them first
+			}
+			return made, err
+		}
+		made += len(fresh)
+	}
+	return made, nil
+}

@@ -152,7 +152,7 @@ func (s *Store) ArchiveOutlet(ctx context.Context, id string) (*Outlet, error) {
 
 // RestoreOutlet restores an archived outlet.
 func (s *Store) RestoreOutlet(ctx context.Context, id string) (*Outlet, error) {
-	return restore[*Outlet](ctx, s, CollOutlets, id)
+	return Restore[*Outlet](ctx, s, CollOutlets, id)
 }
 
 // OutletFilter selects outlets; zero fields do not filter.
@@ -183,7 +183,7 @@ func (s *Store) ListOutlets(ctx context.Context, f OutletFilter, limit, offset i
 		filter["topics"] = element(t)
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return textListPage[Outlet](ctx, s, TextFilter{Coll: CollOutlets, Text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return TextListPage[Outlet](ctx, s, TextFilter{Coll: CollOutlets, Text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 	}
 	return ListPage[Outlet](ctx, s, CollOutlets, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
 }

@@ -1,6 +1,9 @@
 package repo
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // The operator's pitch settings, held by the store from start (package
 // pitches reads them when it sends, package cmd/outreach sets them).
@@ -59,4 +62,27 @@ func (s *Store) PitchPolicy() PitchPolicy {
 		return *p
 	}
 	return PitchPolicy{ApproverScope: ScopeAdmin, DailyCap: DefaultPitchDailyCap, DomainCap: DefaultPitchDomainCap, RespondedOnReply: true}
+}
+
+// The double-pitch window (the pipeline's guard, guards.go, reads
+// it), held by the store from start.
+
+// DefaultPitchWindow is the double-pitch window when none is configured.
+const DefaultPitchWindow = 14 * 24 * time.Hour
+
+// SetPitchWindow sets the double-pitch window; zero or less restores the
+// default.
+func (s *Store) SetPitchWindow(d time.Duration) {
+	if d <= 0 {
+		d = DefaultPitchWindow
+	}
+	s.pitchWindow.Store(int64(d))
+}
+
+// PitchWindow is the double-pitch window in force.
+func (s *Store) PitchWindow() time.Duration {
+	if d := s.pitchWindow.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return DefaultPitchWindow
 }

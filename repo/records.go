@@ -164,8 +164,8 @@ func Archive[P interface {
 	})
 }
 
-// restore clears archived_at; restoring an active record is an error.
-func restore[P interface {
+// Restore clears archived_at; restoring an active record is an error.
+func Restore[P interface {
 	*T
 	record
 }, T any](ctx context.Context, s *Store, coll, id string) (P, error) {
@@ -311,4 +311,29 @@ func (s *Store) DistinctIDs(ctx context.Context, coll string, filter bson.M) ([]
 		ids[i] = d.ID
 	}
 	return ids, nil
+}
+
+// FindProjected decodes every document of coll matching filter, with
+// projection, into out (a pointer to a slice).
+func (s *Store) FindProjected(ctx context.Context, coll string, filter, projection bson.M, out any) error {
+	opts := options.Find()
+	if projection != nil {
+		opts.SetProjection(projection)
+	}
+	return s.findAll(ctx, coll, filter, opts, out)
+}
+
+// MaxFigure bounds an audience figure (reach, audience_size) on input: a
+// trillion, far enough from the int64 limit that sums of them never wrap.
+const MaxFigure = 1_000_000_000_000
+
+// NonEmpty is ids without empty strings.
+func NonEmpty(ids ...string) []string {
+	out := []string{}
+	for _, id := range ids {
+		if id != "" {
+			out = append(out, id)
+		}
+	}
+	return out
 }

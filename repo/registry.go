@@ -14,11 +14,16 @@ import (
 
 // areaRuled are the collections whose rollback rule an area above the core
 // registers (RegisterRule).
-var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollSharedReports: "outreach/repo/reports", CollMailboxes: "outreach/repo/mailboxes"}
+var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollSharedReports: "outreach/repo/reports", CollMailboxes: "outreach/repo/mailboxes", CollNotes: "outreach/repo/notes"}
 
 var reactions struct {
 	emailStored func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
+	stageNote   func(oppID, stage, content string) (Mutation, error)
 }
+
+// Mutation is one record change handed to the write path (ledger.Mutation),
+// as an area hands one to the core.
+type Mutation = mutation
 
 // RegisterRule registers the rollback rule of the records of coll (see
 // stateRules).
@@ -40,6 +45,17 @@ func OnEmailStored(fn func(ctx context.Context, s *Store, in IncomingEmail, res 
 	reactions.emailStored = fn
 }
 
+// RegisterStageNote registers what makes the note that records a stage
+// change of an opportunity, written in the unit of the change (package
+// notes: a general note titled "Stage changed to <stage>", linked to the
+// opportunity). It returns the note's creation; its ID is the note's id.
+func RegisterStageNote(fn func(oppID, stage, content string) (Mutation, error)) {
+	if reactions.stageNote != nil {
+		panic("repo: the note of a stage change is registered twice")
+	}
+	reactions.stageNote = fn
+}
+
 // checkRegistry fails when an area's rule or reaction is missing: the
 // program does not link the area that registers it.
 func checkRegistry() error {
@@ -50,6 +66,9 @@ func checkRegistry() error {
 	}
 	if reactions.emailStored == nil {
 		return fmt.Errorf("the store cannot start: nothing reacts to a stored email (link package outreach/repo/pitches)")
+	}
+	if reactions.stageNote == nil {
+		return fmt.Errorf("the store cannot start: nothing makes the note of a stage change (link package outreach/repo/notes)")
 	}
 	return nil
 }

@@ -75,6 +75,9 @@ type RuleView struct {
 
 func (s *Store) View() *RuleView { return &RuleView{s: s} }
 
+// Store is the store the view reads (its settings: the pitch window).
+func (v *RuleView) Store() *Store { return v.s }
+
 // Record returns the state of Record id of coll, or nil when it does not
 // exist.
 func (v *RuleView) Record(ctx context.Context, coll, id string) (bson.M, error) {
@@ -204,4 +207,21 @@ func (s *Store) checkRules(ctx context.Context, p audit.Plan) (map[int][]RuleVio
 		}
 	}
 	return out, nil
+}
+
+// GuardError is a refused guard: the rule's name, its message, and the
+// argument the tools name.
+type GuardError struct {
+	Rule, Field, Message string
+}
+
+// ToolError is the guard as a tool's error: failed_precondition naming the
+// field.
+func (g *GuardError) ToolError() error {
+	return &Error{Code: CodeFailedPrecondition, Field: g.Field, Message: g.Message}
+}
+
+// AsViolation is the guard as a broken rule of a rollback.
+func (g *GuardError) AsViolation() error {
+	return Violated(g.Rule, "%s; a rollback cannot bring back a state this guard forbids", g.Message)
 }

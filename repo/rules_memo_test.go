@@ -1,4 +1,4 @@
-package repo
+package repo_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"outreach/audit"
 	"outreach/embedded"
+	"outreach/repo"
+	"outreach/repo/notes"
 )
 
 // TestRollbackChecksEachLinkedRecordOnce: the rules a session rollback
@@ -35,14 +37,14 @@ func TestRollbackChecksEachLinkedRecordOnce(t *testing.T) {
 		if e.CommandName != "find" {
 			return
 		}
-		if c, ok := e.Command.Lookup("find").StringValueOK(); !ok || c != CollContacts {
+		if c, ok := e.Command.Lookup("find").StringValueOK(); !ok || c != repo.CollContacts {
 			return
 		}
 		if id, ok := e.Command.Lookup("filter", "_id").StringValueOK(); ok && id == contactID.Load().(string) {
 			reads.Add(1)
 		}
 	}}
-	s, err := Open(ctx, es.URI, "rulesmemo", Options{Logger: zerolog.Nop(), Exclusive: true, PrepareStore: es.IndexIDs, Monitor: mon})
+	s, err := repo.Open(ctx, es.URI, "rulesmemo", repo.Options{Logger: zerolog.Nop(), Exclusive: true, PrepareStore: es.IndexIDs, Monitor: mon})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,25 +53,25 @@ func TestRollbackChecksEachLinkedRecordOnce(t *testing.T) {
 	a := audit.Actor{UserID: "u1", AgentID: "agent-1", KeyID: "key-1", Tool: "test", SessionID: "memo-1"}
 	work := audit.WithActor(ctx, a)
 	c, err := s.CreateContact(audit.WithActor(ctx, audit.Actor{UserID: "u1", AgentID: "agent-1", KeyID: "key-1", Tool: "test", SessionID: "memo-0"}),
-		ContactFields{FirstName: ptrTo("Memo"), LastName: ptrTo("Contact")}, nil)
+		repo.ContactFields{FirstName: repo.PtrTo("Memo"), LastName: repo.PtrTo("Contact")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const notes = 6
-	for i := 0; i < notes; i++ {
-		if _, err := s.CreateNote(work, NewNote{Title: fmt.Sprint("note ", i), Links: LinkTargets{ContactIDs: []string{c.ID}}}); err != nil {
+	const noteCount = 6
+	for i := 0; i < noteCount; i++ {
+		if _, err := notes.Of(s).CreateNote(work, notes.NewNote{Title: fmt.Sprint("note ", i), Links: notes.LinkTargets{ContactIDs: []string{c.ID}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	contactID.Store(c.ID)
-	res, err := s.RollbackSession(audit.WithActor(ctx, audit.Actor{UserID: "u1", AgentID: "agent-1", KeyID: "key-1", Tool: "test", SessionID: "memo-2"}), "memo-1", RollbackOptions{})
+	res, err := s.RollbackSession(audit.WithActor(ctx, audit.Actor{UserID: "u1", AgentID: "agent-1", KeyID: "key-1", Tool: "test", SessionID: "memo-2"}), "memo-1", repo.RollbackOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Steps) != notes {
-		t.Fatalf("%d steps rolled back; want %d", len(res.Steps), notes)
+	if len(res.Steps) != noteCount {
+		t.Fatalf("%d steps rolled back; want %d", len(res.Steps), noteCount)
 	}
 	if n := reads.Load(); n > 1 {
-		t.Errorf("the rollback of %d notes of one contact read the contact %d times; want once", notes, n)
+		t.Errorf("the rollback of %d notes of one contact read the contact %d times; want once", noteCount, n)
 	}
 }

@@ -166,11 +166,11 @@ type Store struct {
 	keys     keyCache // verified keys (keys.go)
 
 	media    MediaOptions
-	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (media.go)
+	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (mediakey.go)
 	uploadMu sync.Mutex             // one upload completes at a time (media.go)
 
 	targets     atomic.Pointer[[]string] // delivery targets of new notifications (notify.go)
-	pitchWindow atomic.Int64             // the double-pitch window in nanoseconds; 0: the default (guards.go)
+	pitchWindow atomic.Int64             // the double-pitch window in nanoseconds; 0: the default (pitchpolicy.go)
 
 	pitchPolicy atomic.Pointer[PitchPolicy] // the operator's pitch settings (pitchpolicy.go)
 

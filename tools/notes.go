@@ -5,6 +5,7 @@ import (
 
 	"outreach/repo"
 	"outreach/repo/dossiers"
+	"outreach/repo/notes"
 )
 
 // Notes is the Notes group, exactly as the specification names it: notes,
@@ -61,10 +62,10 @@ func Notes(s *repo.Store) []Tool {
 	return []Tool{
 		newTool("create_note", "Create a note (meeting recap, call log, research, observation) linked to at least one contact, outlet, opportunity or channel.", create,
 			func(ctx context.Context, in *createIn) (any, error) {
-				nn := repo.NewNote{Type: in.Type, Title: in.Title, Content: in.Content,
-					Links: repo.LinkTargets{ContactIDs: in.ContactIDs, OutletIDs: in.OutletIDs, OpportunityIDs: in.OpportunityIDs, ChannelIDs: in.ChannelIDs}}
+				nn := notes.NewNote{Type: in.Type, Title: in.Title, Content: in.Content,
+					Links: notes.LinkTargets{ContactIDs: in.ContactIDs, OutletIDs: in.OutletIDs, OpportunityIDs: in.OpportunityIDs, ChannelIDs: in.ChannelIDs}}
 				if in.Type != "" {
-					if err := checkEnum("type", in.Type, repo.NoteTypes); err != nil {
+					if err := checkEnum("type", in.Type, notes.NoteTypes); err != nil {
 						return nil, err
 					}
 				}
@@ -80,7 +81,7 @@ func Notes(s *repo.Store) []Tool {
 					}
 					nn.OccurredAt = &t
 				}
-				n, err := s.CreateNote(ctx, nn)
+				n, err := notes.Of(s).CreateNote(ctx, nn)
 				if err != nil {
 					return nil, err
 				}
@@ -91,7 +92,7 @@ func Notes(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				n, err := s.Note(ctx, in.ID)
+				n, err := notes.Of(s).Note(ctx, in.ID)
 				if err != nil {
 					return nil, err
 				}
@@ -104,14 +105,14 @@ func Notes(s *repo.Store) []Tool {
 					return nil, err
 				}
 				if in.Type != "" {
-					if err := checkEnum("type", in.Type, repo.NoteTypes); err != nil {
+					if err := checkEnum("type", in.Type, notes.NoteTypes); err != nil {
 						return nil, err
 					}
 				}
 				if err := checkOptionalUUIDs("contact_id", in.ContactID, "outlet_id", in.OutletID, "opportunity_id", in.OpportunityID); err != nil {
 					return nil, err
 				}
-				p, err := s.ListNotes(ctx, repo.NoteFilter{Type: in.Type, ContactID: in.ContactID, OutletID: in.OutletID,
+				p, err := notes.Of(s).ListNotes(ctx, notes.NoteFilter{Type: in.Type, ContactID: in.ContactID, OutletID: in.OutletID,
 					OpportunityID: in.OpportunityID, Search: in.Search, IncludeArchived: in.IncludeArchived}, limit, offset)
 				if err != nil {
 					return nil, err
@@ -126,9 +127,9 @@ func Notes(s *repo.Store) []Tool {
 				if in.Type == nil && in.Title == nil && in.Content == nil && in.OccurredAt == nil {
 					return nil, repo.Invalid("id", "nothing to update: give at least one of type, title, content, occurred_at")
 				}
-				c := repo.NoteChanges{Type: in.Type, Title: in.Title, Content: in.Content}
+				c := notes.NoteChanges{Type: in.Type, Title: in.Title, Content: in.Content}
 				if in.Type != nil {
-					if err := checkEnum("type", *in.Type, repo.NoteTypes); err != nil {
+					if err := checkEnum("type", *in.Type, notes.NoteTypes); err != nil {
 						return nil, err
 					}
 				}
@@ -139,7 +140,7 @@ func Notes(s *repo.Store) []Tool {
 					}
 					c.OccurredAt = &t
 				}
-				n, err := s.UpdateNote(ctx, in.ID, c)
+				n, err := notes.Of(s).UpdateNote(ctx, in.ID, c)
 				if err != nil {
 					return nil, err
 				}
@@ -150,7 +151,7 @@ func Notes(s *repo.Store) []Tool {
 				if err := checkUUID("note_id", in.NoteID); err != nil {
 					return nil, err
 				}
-				var t repo.LinkTargets
+				var t notes.LinkTargets
 				for _, x := range []struct {
 					field, id string
 					into      *[]string
@@ -163,7 +164,7 @@ func Notes(s *repo.Store) []Tool {
 					}
 					*x.into = []string{x.id}
 				}
-				n, added, err := s.AddNoteLinks(ctx, in.NoteID, t)
+				n, added, err := notes.Of(s).AddNoteLinks(ctx, in.NoteID, t)
 				if err != nil {
 					return nil, err
 				}
@@ -176,7 +177,7 @@ func Notes(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				n, err := s.RemoveNoteLink(ctx, in.ID)
+				n, err := notes.Of(s).RemoveNoteLink(ctx, in.ID)
 				if err != nil {
 					return nil, err
 				}
@@ -187,7 +188,7 @@ func Notes(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				n, err := s.ArchiveNote(ctx, in.ID)
+				n, err := notes.Of(s).ArchiveNote(ctx, in.ID)
 				if err != nil {
 					return nil, err
 				}
@@ -198,7 +199,7 @@ func Notes(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				n, err := s.RestoreNote(ctx, in.ID)
+				n, err := notes.Of(s).RestoreNote(ctx, in.ID)
 				if err != nil {
 					return nil, err
 				}
@@ -234,21 +235,21 @@ func Notes(s *repo.Store) []Tool {
 // noteResult is a note as the tools show it: its links carry the linked
 // record's kind and name.
 type noteResult struct {
-	*repo.Note
-	Links []linkResult    `json:"links"`
-	Added []repo.NoteLink `json:"added,omitempty"`
+	*notes.Note
+	Links []linkResult     `json:"links"`
+	Added []notes.NoteLink `json:"added,omitempty"`
 }
 
 type linkResult struct {
-	repo.NoteLink
-	Entity repo.LinkedEntity `json:"entity"`
+	notes.NoteLink
+	Entity notes.LinkedEntity `json:"entity"`
 }
 
-func noteView(ctx context.Context, s *repo.Store, n *repo.Note) noteResult {
+func noteView(ctx context.Context, s *repo.Store, n *notes.Note) noteResult {
 	v := noteResult{Note: n, Links: make([]linkResult, 0, len(n.Links))}
 	for _, l := range n.Links {
-		coll, id := repo.LinkEntity(l)
-		v.Links = append(v.Links, linkResult{NoteLink: l, Entity: s.Entity(ctx, coll, id)})
+		coll, id := notes.LinkEntity(l)
+		v.Links = append(v.Links, linkResult{NoteLink: l, Entity: notes.Of(s).Entity(ctx, coll, id)})
 	}
 	return v
 }

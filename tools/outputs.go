@@ -16,6 +16,7 @@ import (
 	"outreach/repo/access"
 	"outreach/repo/dossiers"
 	"outreach/repo/inbox"
+	"outreach/repo/notes"
 	"outreach/repo/notify"
 	"outreach/repo/pitches"
 	"outreach/repo/reports"
@@ -100,7 +101,7 @@ var outputs = map[string]*jsonschema.Schema{
 	// Notes, search, dossiers
 	"create_note":            of[noteResult](),
 	"get_note":               of[noteResult](),
-	"list_notes":             list[repo.Note]("notes"),
+	"list_notes":             list[notes.Note]("notes"),
 	"update_note":            of[noteResult](),
 	"add_note_link":          of[noteResult](),
 	"remove_note_link":       of[noteResult](),

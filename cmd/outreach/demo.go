@@ -13,6 +13,7 @@ import (
 	"outreach/audit"
 	"outreach/repo"
 	"outreach/repo/inbox"
+	"outreach/repo/notes"
 )
 
 // The demo data: a small, realistic, fictional PR team's store, made through
@@ -259,11 +260,11 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 	for n, dn := range demoNotes {
 		for r := 0; r < 2; r++ {
 			opp := opps[(2*n+r)%len(opps)]
-			links := repo.LinkTargets{ContactIDs: opp.ContactIDs, OpportunityIDs: []string{opp.ID}}
+			links := notes.LinkTargets{ContactIDs: opp.ContactIDs, OpportunityIDs: []string{opp.ID}}
 			if r == 1 {
-				links = repo.LinkTargets{ContactIDs: opp.ContactIDs, OutletIDs: []string{opp.OutletID}}
+				links = notes.LinkTargets{ContactIDs: opp.ContactIDs, OutletIDs: []string{opp.OutletID}}
 			}
-			if _, err := s.CreateNote(ctx, repo.NewNote{Type: dn.typ, Title: dn.title, Content: dn.content, OccurredAt: demoDay(10 + 3*n + r), Links: links}); err != nil {
+			if _, err := notes.Of(s).CreateNote(ctx, notes.NewNote{Type: dn.typ, Title: dn.title, Content: dn.content, OccurredAt: demoDay(10 + 3*n + r), Links: links}); err != nil {
 				return counts, fmt.Errorf("note %s: %w", dn.title, err)
 			}
 			done("notes")

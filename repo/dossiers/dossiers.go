@@ -5,6 +5,7 @@ import (
 	"context"
 	"outreach/repo"
 	"outreach/repo/inbox"
+	"outreach/repo/notes"
 	"outreach/repo/pitches"
 	"slices"
 	"strings"
@@ -319,7 +320,7 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 			}
 		}
 	}
-	var notes []repo.Note
+	var notes []notes.Note
 	if err := s.FindAll(ctx, repo.CollNotes, bson.M{"links.contact_id": id, "archived_at": nil, "occurred_at": bson.M{"$lte": t}},
 		options.Find().SetSort(bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}).SetLimit(1).SetProjection(bson.M{"title": 1, "occurred_at": 1, "content": 1}), &notes); err != nil {
 		return nil, err
@@ -345,7 +346,7 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 	return d, nil
 }
 
-func noteTitle(n *repo.Note) string {
+func noteTitle(n *notes.Note) string {
 	if n.Title != "" {
 		return n.Title
 	}
@@ -699,7 +700,7 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 	for _, o := range opps {
 		touched[o.ID] = o.UpdatedAt // an edit after t (as_of in the past) counts too: never "untouched"
 	}
-	var notes []repo.Note
+	var notes []notes.Note
 	if err := s.FindProjected(ctx, repo.CollNotes, bson.M{"archived_at": nil, "links.opportunity_id": bson.M{"$in": ids}}, bson.M{"occurred_at": 1, "links": 1}, &notes); err != nil {
 		return nil, err
 	}

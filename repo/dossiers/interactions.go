@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"outreach/repo"
 	"outreach/repo/inbox"
+	"outreach/repo/notes"
 	"outreach/repo/pitches"
 	"slices"
 	"time"
@@ -233,7 +234,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	var total int64
 	// Each source's page and count in one read where a count costs a
 	// second scan (see listPage).
-	notes, err := repo.ListPage[repo.Note](ctx, s.Store, repo.CollNotes, sc.notes, bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
+	notes, err := repo.ListPage[notes.Note](ctx, s.Store, repo.CollNotes, sc.notes, bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log notes: %w", err)
 	}

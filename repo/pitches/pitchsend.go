@@ -399,14 +399,14 @@ func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) 
 		return "", "", err
 	}
 	v := s.View()
-	if until, src, err := v.EmbargoOf(ctx, o.ID, o.CampaignID); err != nil {
+	if until, src, err := repo.EmbargoOf(ctx, v, o.ID, o.CampaignID); err != nil {
 		return "", "", err
 	} else if until.After(repo.Now()) {
 		return "embargo", fmt.Sprintf("the %s is under embargo until %s; schedule the pitch after it", src, until.Format(time.RFC3339)), nil
 	}
 	override := p.Approval != nil && p.Approval.OverrideReason != ""
 	if !override {
-		if g, err := v.DoublePitch(ctx, o.ID, &repo.Opportunity{ContactIDs: []string{r.ContactID}}); err != nil {
+		if g, err := repo.DoublePitch(ctx, v, o.ID, &repo.Opportunity{ContactIDs: []string{r.ContactID}}); err != nil {
 			return "", "", err
 		} else if g != nil {
 			return "double_pitch", g.Message, nil

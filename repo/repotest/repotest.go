@@ -24,6 +24,7 @@ import (
 	_ "outreach/repo/dossiers"
 	_ "outreach/repo/inbox"
 	_ "outreach/repo/mailboxes"
+	_ "outreach/repo/notes"
 	_ "outreach/repo/notify"
 	_ "outreach/repo/pitches"
 	_ "outreach/repo/reports"

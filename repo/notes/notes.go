@@ -1,4 +1,4 @@
-package repo
+package notes
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"outreach/audit"
 	"outreach/ledger"
+	"outreach/repo"
 )
 
 // NoteTypes are the allowed note types; the first is the default.
@@ -20,7 +21,7 @@ var NoteTypes = []string{"general", "meeting", "phone_call", "event", "research"
 // Note records a meeting recap, phone call, research finding or observation.
 // Its links are embedded: a note is read and written whole.
 type Note struct {
-	Meta       `bson:",inline"`
+	repo.Meta  `bson:",inline"`
 	Type       string     `bson:"type" json:"type"`
 	Title      string     `bson:"title" json:"title"`
 	Content    string     `bson:"content" json:"content"`
@@ -54,10 +55,10 @@ var linkKinds = []struct {
 	get       func(NoteLink) string
 	set       func(*NoteLink, string)
 }{
-	{"contact_ids", CollContacts, func(t LinkTargets) []string { return t.ContactIDs }, func(l NoteLink) string { return l.ContactID }, func(l *NoteLink, id string) { l.ContactID = id }},
-	{"outlet_ids", CollOutlets, func(t LinkTargets) []string { return t.OutletIDs }, func(l NoteLink) string { return l.OutletID }, func(l *NoteLink, id string) { l.OutletID = id }},
-	{"opportunity_ids", CollOpportunities, func(t LinkTargets) []string { return t.OpportunityIDs }, func(l NoteLink) string { return l.OpportunityID }, func(l *NoteLink, id string) { l.OpportunityID = id }},
-	{"channel_ids", CollChannels, func(t LinkTargets) []string { return t.ChannelIDs }, func(l NoteLink) string { return l.ChannelID }, func(l *NoteLink, id string) { l.ChannelID = id }},
+	{"contact_ids", repo.CollContacts, func(t LinkTargets) []string { return t.ContactIDs }, func(l NoteLink) string { return l.ContactID }, func(l *NoteLink, id string) { l.ContactID = id }},
+	{"outlet_ids", repo.CollOutlets, func(t LinkTargets) []string { return t.OutletIDs }, func(l NoteLink) string { return l.OutletID }, func(l *NoteLink, id string) { l.OutletID = id }},
+	{"opportunity_ids", repo.CollOpportunities, func(t LinkTargets) []string { return t.OpportunityIDs }, func(l NoteLink) string { return l.OpportunityID }, func(l *NoteLink, id string) { l.OpportunityID = id }},
+	{"channel_ids", repo.CollChannels, func(t LinkTargets) []string { return t.ChannelIDs }, func(l NoteLink) string { return l.ChannelID }, func(l *NoteLink, id string) { l.ChannelID = id }},
 }
 
 // newLinks checks that every target exists and is active, and returns the
@@ -66,7 +67,7 @@ var linkKinds = []struct {
 // add_note_link's single ids.
 func (s *Store) newLinks(ctx context.Context, have []NoteLink, t LinkTargets, singular bool) ([]NoteLink, error) {
 	var out []NoteLink
-	at := Now()
+	at := repo.Now()
 	for _, k := range linkKinds {
 		field := k.arg
 		if singular {
@@ -102,13 +103,13 @@ type NewNote struct {
 // CreateNote creates a note with its links; at least one link is required.
 func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 	if in.Links.empty() {
-		return nil, Invalid("contact_ids", "a note must be linked to at least one entity: give at least one id in contact_ids, outlet_ids, opportunity_ids or channel_ids")
+		return nil, repo.Invalid("contact_ids", "a note must be linked to at least one entity: give at least one id in contact_ids, outlet_ids, opportunity_ids or channel_ids")
 	}
 	if in.Type == "" {
 		in.Type = NoteTypes[0]
 	}
 	if !slices.Contains(NoteTypes, in.Type) {
-		return nil, Invalid("type", "%q is not a note type; use one of: %s", in.Type, strings.Join(NoteTypes, ", "))
+		return nil, repo.Invalid("type", "%q is not a note type; use one of: %s", in.Type, strings.Join(NoteTypes, ", "))
 	}
 	links, err := s.newLinks(ctx, nil, in.Links, false)
 	if err != nil {
@@ -118,19 +119,19 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 	if in.OccurredAt != nil {
 		n.OccurredAt = *in.OccurredAt
 	} else {
-		n.OccurredAt = Now()
+		n.OccurredAt = repo.Now()
 	}
-	if err := insertWithEvents(ctx, s, CollNotes, n, func() ([]OppEvent, error) {
-		var evs []OppEvent
+	if err := repo.InsertWithEvents(ctx, s.Store, repo.CollNotes, n, func() ([]repo.OppEvent, error) {
+		var evs []repo.OppEvent
 		for _, l := range n.Links {
 			if l.OpportunityID == "" {
 				continue
 			}
-			o, err := Find[*Opportunity](ctx, s, CollOpportunities, l.OpportunityID)
+			o, err := repo.Find[*opportunityTitle](ctx, s.Store, repo.CollOpportunities, l.OpportunityID)
 			if err != nil {
 				return nil, err
 			}
-			evs = append(evs, OppEvent{Kind: EventNoteAdded, OppID: o.ID, Title: o.Title,
+			evs = append(evs, repo.OppEvent{Kind: repo.EventNoteAdded, OppID: o.ID, Title: o.Title,
 				Text: fmt.Sprintf("note added to %q: %s", o.Title, noteGist(n.Title, n.Content)),
 				Data: map[string]any{"note_id": n.ID, "note_type": n.Type, "note_title": n.Title}})
 		}
@@ -141,9 +142,28 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 	return n, nil
 }
 
+// noteGist is a short text for a note: its title, else its content's first line.
+func noteGist(title, content string) string {
+	if t := strings.TrimSpace(title); t != "" {
+		return t
+	}
+	l, _, _ := strings.Cut(strings.TrimSpace(content), "\n")
+	if len(l) > 200 {
+		l = l[:200]
+	}
+	return l
+}
+
+// opportunityTitle is what a note's event reads of an opportunity it
+// links: the notes area reads the core's record, not the pipeline's type.
+type opportunityTitle struct {
+	repo.Meta `bson:",inline"`
+	Title     string `bson:"title"`
+}
+
 // Note returns one note.
 func (s *Store) Note(ctx context.Context, id string) (*Note, error) {
-	return Find[*Note](ctx, s, CollNotes, id)
+	return repo.Find[*Note](ctx, s.Store, repo.CollNotes, id)
 }
 
 // NoteChanges are update_note's fields; nil leaves a field as it is.
@@ -155,9 +175,9 @@ type NoteChanges struct {
 // UpdateNote changes a note's fields. An archived note must be restored first.
 func (s *Store) UpdateNote(ctx context.Context, id string, c NoteChanges) (*Note, error) {
 	if c.Type != nil && !slices.Contains(NoteTypes, *c.Type) {
-		return nil, Invalid("type", "%q is not a note type; use one of: %s", *c.Type, strings.Join(NoteTypes, ", "))
+		return nil, repo.Invalid("type", "%q is not a note type; use one of: %s", *c.Type, strings.Join(NoteTypes, ", "))
 	}
-	return Modify(ctx, s, CollNotes, id, audit.ActionUpdate, func(n *Note) error {
+	return repo.Modify(ctx, s.Store, repo.CollNotes, id, audit.ActionUpdate, func(n *Note) error {
 		if err := activeNote(n); err != nil {
 			return err
 		}
@@ -179,7 +199,7 @@ func (s *Store) UpdateNote(ctx context.Context, id string, c NoteChanges) (*Note
 
 func activeNote(n *Note) error {
 	if n.ArchivedAt != nil {
-		return Errorf(CodeFailedPrecondition, "note %s is archived; restore_note it first", n.ID)
+		return repo.Errorf(repo.CodeFailedPrecondition, "note %s is archived; restore_note it first", n.ID)
 	}
 	return nil
 }
@@ -188,13 +208,13 @@ func activeNote(n *Note) error {
 // not linked twice. It returns the note and the links it added.
 func (s *Store) AddNoteLinks(ctx context.Context, noteID string, t LinkTargets) (*Note, []NoteLink, error) {
 	if t.empty() {
-		return nil, nil, Invalid("contact_id", "give at least one of contact_id, outlet_id, opportunity_id or channel_id")
+		return nil, nil, repo.Invalid("contact_id", "give at least one of contact_id, outlet_id, opportunity_id or channel_id")
 	}
 	if _, err := s.Note(ctx, noteID); err != nil {
 		return nil, nil, err
 	}
 	var added []NoteLink
-	n, err := Modify(ctx, s, CollNotes, noteID, audit.ActionLink, func(n *Note) error {
+	n, err := repo.Modify(ctx, s.Store, repo.CollNotes, noteID, audit.ActionLink, func(n *Note) error {
 		if err := activeNote(n); err != nil {
 			return err
 		}
@@ -219,22 +239,22 @@ func (s *Store) AddNoteLinks(ctx context.Context, noteID string, t LinkTargets) 
 // removed: a note is always linked to at least one entity.
 func (s *Store) RemoveNoteLink(ctx context.Context, linkID string) (*Note, error) {
 	if ledger.CheckID(linkID) != nil {
-		return nil, NotFound("note link", linkID)
+		return nil, repo.NotFound("note link", linkID)
 	}
-	var owner Meta
-	if err := s.findOne(ctx, CollNotes, bson.M{"links.id": linkID}).Decode(&owner); err != nil {
+	var owner repo.Meta
+	if err := s.FindOne(ctx, repo.CollNotes, bson.M{"links.id": linkID}).Decode(&owner); err != nil {
 		return nil, ledger.DriverErr(err, "note link", linkID)
 	}
-	return Modify(ctx, s, CollNotes, owner.ID, audit.ActionUnlink, func(n *Note) error {
+	return repo.Modify(ctx, s.Store, repo.CollNotes, owner.ID, audit.ActionUnlink, func(n *Note) error {
 		if err := activeNote(n); err != nil {
 			return err
 		}
 		i := slices.IndexFunc(n.Links, func(l NoteLink) bool { return l.ID == linkID })
 		if i < 0 {
-			return NotFound("note link", linkID)
+			return repo.NotFound("note link", linkID)
 		}
 		if vi := noteLinksRule(n.ID, len(n.Links)-1); vi != nil {
-			return &Error{Code: CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("link %s is the only link: %s", linkID, vi.Message)}
+			return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "id", Message: fmt.Sprintf("link %s is the only link: %s", linkID, vi.Message)}
 		}
 		n.Links = slices.Delete(n.Links, i, i+1)
 		return nil
@@ -243,12 +263,12 @@ func (s *Store) RemoveNoteLink(ctx context.Context, linkID string) (*Note, error
 
 // ArchiveNote soft-deletes a note.
 func (s *Store) ArchiveNote(ctx context.Context, id string) (*Note, error) {
-	return Archive[*Note](ctx, s, CollNotes, id, nil)
+	return repo.Archive[*Note](ctx, s.Store, repo.CollNotes, id, nil)
 }
 
 // RestoreNote restores an archived note.
 func (s *Store) RestoreNote(ctx context.Context, id string) (*Note, error) {
-	return restore[*Note](ctx, s, CollNotes, id)
+	return repo.Restore[*Note](ctx, s.Store, repo.CollNotes, id)
 }
 
 // NoteFilter selects notes for ListNotes.
@@ -259,9 +279,9 @@ type NoteFilter struct {
 
 // ListNotes lists notes, newest occurred_at first, _id descending on ties.
 // Search matches title and content literally and case-insensitively
-// (list_text.go: the word index, or the store's pattern).
-func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) (Page[Note], error) {
-	filter := Active(bson.M{}, f.IncludeArchived)
+// (the core's list_text.go: the word index, or the store's pattern).
+func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) (repo.Page[Note], error) {
+	filter := repo.Active(bson.M{}, f.IncludeArchived)
 	if f.Type != "" {
 		filter["type"] = f.Type
 	}
@@ -276,14 +296,9 @@ func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) 
 	}
 	sort := bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return textListPage[Note](ctx, s, TextFilter{Coll: CollNotes, Text: f.Search, TextIndex: true}, filter, sort, limit, offset)
+		return repo.TextListPage[Note](ctx, s.Store, repo.TextFilter{Coll: repo.CollNotes, Text: f.Search, TextIndex: true}, filter, sort, limit, offset)
 	}
-	return ListPage[Note](ctx, s, CollNotes, filter, sort, limit, offset)
-}
-
-// textPhrase makes a $text search of the query as one literal phrase.
-func textPhrase(q string) string {
-	return `"` + strings.ReplaceAll(q, `"`, " ") + `"`
+	return repo.ListPage[Note](ctx, s.Store, repo.CollNotes, filter, sort, limit, offset)
 }
 
 // LinkedEntity is a linked record trimmed to what an agent needs.
@@ -296,7 +311,7 @@ type LinkedEntity struct {
 
 // Entity returns a short description of a linked record, whatever its state.
 func (s *Store) Entity(ctx context.Context, coll, id string) LinkedEntity {
-	e := LinkedEntity{Kind: kinds[coll], ID: id}
+	e := LinkedEntity{Kind: repo.KindOf(coll), ID: id}
 	var doc bson.M
 	if err := s.ByID(ctx, coll, id, &doc); err != nil {
 		e.Name = "(missing)"
@@ -305,9 +320,9 @@ func (s *Store) Entity(ctx context.Context, coll, id string) LinkedEntity {
 	e.Archived = doc["archived_at"] != nil
 	str := func(k string) string { v, _ := doc[k].(string); return v }
 	switch coll {
-	case CollContacts:
+	case repo.CollContacts:
 		e.Name = strings.TrimSpace(str("first_name") + " " + str("last_name"))
-	case CollOpportunities, CollCoverage:
+	case repo.CollOpportunities, repo.CollCoverage:
 		e.Name = str("title")
 	default:
 		e.Name = str("name")
@@ -319,28 +334,28 @@ func (s *Store) Entity(ctx context.Context, coll, id string) LinkedEntity {
 func LinkEntity(l NoteLink) (coll, id string) {
 	switch {
 	case l.ContactID != "":
-		return CollContacts, l.ContactID
+		return repo.CollContacts, l.ContactID
 	case l.OutletID != "":
-		return CollOutlets, l.OutletID
+		return repo.CollOutlets, l.OutletID
 	case l.OpportunityID != "":
-		return CollOpportunities, l.OpportunityID
+		return repo.CollOpportunities, l.OpportunityID
 	default:
-		return CollChannels, l.ChannelID
+		return repo.CollChannels, l.ChannelID
 	}
 }
 
 // noteLinksRule is the rule that a note is linked to at least one entity,
 // whatever its state (archiving keeps the links). remove_note_link keeps it
 // too.
-func noteLinksRule(noteID string, links int) *RuleViolation {
+func noteLinksRule(noteID string, links int) *repo.RuleViolation {
 	if links > 0 {
 		return nil
 	}
-	return Violated("note_has_link", "note %s would have no links, and a note must be linked to at least one entity: link it to another entity first (add_note_link, after restore_note if it is archived), then retry; or archive the note instead", noteID)
+	return repo.Violated("note_has_link", "note %s would have no links, and a note must be linked to at least one entity: link it to another entity first (add_note_link, after restore_note if it is archived), then retry; or archive the note instead", noteID)
 }
 
-func noteRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
-	n, err := DecodeState[Note](id, state)
+func noteRule(ctx context.Context, v *repo.RuleView, id string, state bson.M) error {
+	n, err := repo.DecodeState[Note](id, state)
 	if err != nil {
 		return err
 	}
@@ -356,4 +371,20 @@ func noteRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
 	return nil
 }
 
-func init() { RegisterRule(CollNotes, noteRule) }
+// stageNote returns the mutation creating the note that records a stage
+// change of opportunity oppID: a general note titled "Stage changed to
+// <stage>", linked to the opportunity. It is the only place a stage change
+// writes a note; it is written in a group with the stage change, so it goes
+// through creation rather than CreateNote (the opportunity is known to
+// exist: it is changed in the same group).
+func stageNote(oppID, stage, content string) (repo.Mutation, error) {
+	t := repo.Now()
+	n := &Note{Type: NoteTypes[0], Title: "Stage changed to " + stage, Content: content, OccurredAt: t,
+		Links: []NoteLink{{ID: uuid.NewString(), OpportunityID: oppID, CreatedAt: t}}}
+	return repo.Creation(repo.CollNotes, n)
+}
+
+func init() {
+	repo.RegisterRule(repo.CollNotes, noteRule)
+	repo.RegisterStageNote(stageNote)
+}

@@ -1,0 +1,18 @@
+// Package notes is the domain's area of notes: meeting recaps, phone
+// calls, research findings, each linked to contacts, outlets,
+// opportunities or channels, with its links' rule. It imports the core
+// alone (a create_note's path is notes, the core, ledger and audit:
+// store_test.go holds it): an opportunity a note links is read as the
+// core's record, and the note's event is written by the core's outbox. It
+// registers with the core at init the rollback rule of notes and the note
+// a stage change writes with it (RegisterStageNote).
+package notes
+
+import "outreach/repo"
+
+// Store is the core's store seen from this area: the area's methods on top
+// of everything the core offers (see docs/architecture.md, "Areas").
+type Store struct{ *repo.Store }
+
+// Of returns the area's face of s.
+func Of(s *repo.Store) *Store { return &Store{Store: s} }
