@@ -32,7 +32,7 @@ func TestGrowthPrintsEveryTargetOnAServer(t *testing.T) {
 		got = append(got, ch.Operation+": "+strings.SplitN(ch.Target, " (", 2)[0])
 	}
 	want := []string{
-		"40 notes: RSS of the service's process ≤ 300 MB",
+		"40 notes: peak RSS while serving ≤ 400 MB",
 		"40 notes: RSS held ≤ 300 MB",
 		"40 notes: serving ≤ 10 s after a restart",
 		"40 notes: serving ≤ 10 s after the first start on the seeded store",
@@ -59,6 +59,11 @@ func TestGrowthPrintsEveryTargetOnAServer(t *testing.T) {
 		"create_note: p50 at 40 notes ≤ 1.5× at 20 notes",
 		"update_note at 40 notes: p50 ≤ 100 ms",
 		"update_note: p50 at 40 notes ≤ 1.5× at 20 notes",
+		"render_report (html, a year) at 40 notes: p50 ≤ 1000 ms",
+		"render_report (pdf, a year) at 40 notes: p50 ≤ 3000 ms",
+		"render_report (xlsx, a year) at 40 notes: p50 ≤ 3000 ms",
+		"render_report (png, a year) at 40 notes: p50 ≤ 300 ms",
+		"shared report page (GET) at 40 notes: p50 ≤ 100 ms",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("growth targets:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
