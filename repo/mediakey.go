@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -131,3 +132,7 @@ func (s *Store) dropStoredSigningSecret(ctx context.Context) error {
 	s.Log.Info().Msg("media URL signing: the secret older versions kept in the settings collection was removed; URLs signed before now are refused")
 	return nil
 }
+
+// UploadTurns is the lock under which a media upload completes: one at a
+// time per store (package pipeline).
+func (s *Store) UploadTurns() *sync.Mutex { return &s.uploadMu }

@@ -20,6 +20,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // Shared reports: a report's figures frozen at the moment it was shared,
@@ -103,14 +104,14 @@ func (s *Store) Compute(ctx context.Context, q ReportQuery) (*Snapshot, error) {
 func (s *Store) scopeName(ctx context.Context, q ReportQuery) (string, error) {
 	switch {
 	case q.CampaignID != "":
-		c, err := s.Campaign(ctx, q.CampaignID)
+		c, err := pipeline.Of(s.Store).Campaign(ctx, q.CampaignID)
 		if err != nil {
 			return "", repo.WithField(err, "campaign_id")
 		}
 		return "Campaign: " + c.Name, nil
 	case len(q.OutletIDs) > 0:
 		var outlets []repo.Outlet
-		if err := s.FindProjected(ctx, repo.CollOutlets, repo.ByIDs(repo.UniqueIDs(q.OutletIDs)), bson.M{"name": 1}, &outlets); err != nil {
+		if err := s.FindProjected(ctx, repo.CollOutlets, pipeline.ByIDs(pipeline.UniqueIDs(q.OutletIDs)), bson.M{"name": 1}, &outlets); err != nil {
 			return "", err
 		}
 		names := make([]string, len(outlets))
@@ -228,7 +229,7 @@ func (s *Store) ShareReport(ctx context.Context, q ReportQuery, ttl time.Duratio
 		title = "Pipeline report"
 	}
 	r := &SharedReport{Meta: repo.Meta{ID: uuid.NewString()}, Kind: q.Kind, Title: title,
-		Scope:    ShareScope{Since: q.Since, Until: q.Until, CampaignID: q.CampaignID, OutletIDs: repo.UniqueIDs(q.OutletIDs), Name: snap.ScopeName},
+		Scope:    ShareScope{Since: q.Since, Until: q.Until, CampaignID: q.CampaignID, OutletIDs: pipeline.UniqueIDs(q.OutletIDs), Name: snap.ScopeName},
 		SharedAt: now, ExpiresAt: now.Add(ttl).Truncate(time.Second), SharedBy: actor.UserID, Snapshot: string(body)}
 	if len(r.Scope.OutletIDs) == 0 {
 		r.Scope.OutletIDs = nil
