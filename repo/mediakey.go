@@ -18,7 +18,7 @@ import (
 
 // The media's configuration and the secret signed media URLs are made
 // with, held by the store from start (the media records, their uploads and
-// the signing of URLs are the pipeline's, media.go). The secret is
+// the signing of URLs are the pipeline's, repo/pipeline/media.go). The secret is
 // never in the store, where every reader of the database (the analyst
 // endpoint, a backup) would see it and could forge URLs: it is
 // MediaOptions.SigningKey (the embedded store keeps it in a 0600 file in its

@@ -48,9 +48,9 @@ func mediaBase(ctx context.Context, s *repo.Store) (string, error) {
 type mediaView struct {
 	*pipeline.Media
 	Coverage          *pipeline.MediaCoverage `json:"coverage"`
-	DownloadURL       repo.Secret         `json:"download_url,omitzero"`
-	DownloadExpiresAt *time.Time          `json:"download_expires_at,omitempty"`
-	Note              string              `json:"note,omitempty"`
+	DownloadURL       repo.Secret             `json:"download_url,omitzero"`
+	DownloadExpiresAt *time.Time              `json:"download_expires_at,omitempty"`
+	Note              string                  `json:"note,omitempty"`
 }
 
 // decodeBase64 reads standard or URL-safe base64, padded or not, ignoring

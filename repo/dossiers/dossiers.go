@@ -386,8 +386,8 @@ type OutletDossier struct {
 	// Coverage: its total_reach is the sum of the coverage's reach; the
 	// outlet's own monthly reach is outlet.audience_size.
 	Coverage           pipeline.CoverageTally `json:"coverage"`
-	LatestInteractions *InteractionLog    `json:"latest_interactions"`
-	ComputedAt         time.Time          `json:"computed_at"`
+	LatestInteractions *InteractionLog        `json:"latest_interactions"`
+	ComputedAt         time.Time              `json:"computed_at"`
 }
 
 // OutletDossier gathers an outlet's record, channels, contacts, opportunities

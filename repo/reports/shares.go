@@ -28,7 +28,7 @@ import (
 // link. The record (shared_reports) holds the snapshot, the expiry, the
 // revocation and the views; the link is never stored: it is the record's id
 // and expiry signed with the service's URL-signing secret (the one of the
-// media URLs, held outside the store, repo/media.go), under a label of its
+// media URLs, held outside the store, repo/pipeline/media.go), under a label of its
 // own, so whoever reads the store or a backup cannot forge one. The same
 // link can be derived again for the team (list_shared_reports).
 
