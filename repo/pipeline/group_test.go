@@ -1,4 +1,4 @@
-package repo_test
+package pipeline_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/pipeline"
+	_ "outreach/repo/repotest" // links every area, as Open requires
 )
 
 func openEmbedded(t *testing.T) *repo.Store {
