@@ -136,19 +136,30 @@ func Pitches(s *repo.Store, sender PitchSender) []Tool {
 				if sender == nil {
 					return nil, repo.Errorf(repo.CodeFailedPrecondition, "no outgoing mail server is configured (OUTREACH_SMTP_ADDR); pitches can be drafted and approved but not sent")
 				}
-				if r, ok := sender.(interface {
-					Ready(context.Context) (bool, string)
-				}); ok && (at == nil || !at.After(time.Now())) {
+				ready := func() (bool, string) {
+					if r, ok := sender.(interface {
+						Ready(context.Context) (bool, string)
+					}); ok {
+						return r.Ready(ctx)
+					}
+					return true, ""
+				}
+				if at == nil || !at.After(time.Now()) {
 					// Sent now through a mailbox that is not connected: refused
 					// before anything is written (a pitch scheduled for later
 					// waits for the connection instead).
-					if ready, why := r.Ready(ctx); !ready {
+					if ok, why := ready(); !ok {
 						return nil, repo.Errorf(repo.CodeFailedPrecondition, "the team mailbox is not connected (%s): nothing was sent or scheduled; an admin connects it again (outreach mailbox connect), or give scheduled_at: a scheduled pitch waits for the connection", why)
 					}
 				}
 				p, err := pitches.Of(s).SchedulePitch(ctx, in.ID, at, zone)
 				if err != nil || p.ScheduledAt.After(time.Now()) {
 					return p, err
+				}
+				if ok, _ := ready(); !ok && at != nil {
+					// Its time came while it was being scheduled: it is
+					// scheduled, and waits for the connection as any other.
+					return p, nil
 				}
 				return sender.Deliver(ctx, in.ID)
 			}),
