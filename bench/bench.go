@@ -34,6 +34,7 @@ import (
 	"outreach/audit"
 	"outreach/embedded"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 	"outreach/server"
 	"outreach/tools"
 )
@@ -440,7 +441,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, string, error) {
 	actor := repo.SystemActor("bench")
 	sctx := audit.WithActor(ctx, actor)
-	if err := t.store.Seed(sctx); err != nil {
+	if err := pipeline.Of(t.store).Seed(sctx); err != nil {
 		return nil, "", err
 	}
 	key, err := t.store.Bootstrap(sctx)

@@ -31,6 +31,7 @@ import (
 	"outreach/audit"
 	"outreach/repo"
 	"outreach/repo/notify"
+	"outreach/repo/pipeline"
 	"outreach/slackmsg"
 )
 
@@ -128,7 +129,7 @@ func (w *Worker) Run(ctx context.Context) {
 // every notification that is due, and returns how many it finished trying.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	ctx = audit.WithActor(ctx, repo.SystemActor("notification-delivery"))
-	if _, err := w.store.NotifyDueActions(ctx, time.Now()); err != nil {
+	if _, err := pipeline.Of(w.store).NotifyDueActions(ctx, time.Now()); err != nil {
 		return 0, err
 	}
 	due, err := notify.Of(w.store).DueNotifications(ctx, time.Now(), 50)

@@ -23,6 +23,7 @@ import (
 
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // newCoverage records a piece of coverage through create_coverage for media
@@ -199,14 +200,14 @@ func TestMediaLargeFileThroughSignedURLs(t *testing.T) {
 		State     string `json:"state"`
 		SizeBytes int64  `json:"size_bytes"`
 		SHA256    string `json:"sha256"`
-	}{up.MediaID, repo.MediaUploaded, size, wantSum}, put); diff != "" {
+	}{up.MediaID, pipeline.MediaUploaded, size, wantSum}, put); diff != "" {
 		t.Errorf("PUT answer (-want +got):\n%s", diff)
 	}
 
 	var m media
 	c.Must("attach_media", M{"coverage_id": cov, "media_id": up.MediaID, "type": "video", "size_bytes": size,
 		"duration_seconds": 93.5, "metadata": M{"resolution": "1080p"}}, &m)
-	if m.State != repo.MediaAttached || m.Type != "video" || m.SizeBytes != size || m.SHA256 != wantSum {
+	if m.State != pipeline.MediaAttached || m.Type != "video" || m.SizeBytes != size || m.SHA256 != wantSum {
 		t.Errorf("attached: %+v", m)
 	}
 
@@ -315,7 +316,7 @@ func TestMediaSignedURLRefusals(t *testing.T) {
 	}
 	var m media
 	c.Must("get_media", M{"id": up.MediaID}, &m)
-	if m.State != repo.MediaPendingUpload || m.DownloadURL != "" {
+	if m.State != pipeline.MediaPendingUpload || m.DownloadURL != "" {
 		t.Fatalf("after refused uploads: state %q download_url %q; want pending_upload and no URL", m.State, m.DownloadURL)
 	}
 
@@ -442,7 +443,7 @@ func TestMediaAttachRules(t *testing.T) {
 	var m media
 	c.Must("attach_media", attach(M{"size_bytes": 9, "metadata": M{"episode": 12}}), &m)
 	c.Must("attach_media", attach(M{"type": "audio_clip", "filename": "ep12.mp3", "metadata": M{"episode": 12, "host": "Kim"}}), &m)
-	if m.State != repo.MediaAttached || m.Type != "audio_clip" || m.Filename != "ep12.mp3" || m.Metadata["host"] != "Kim" {
+	if m.State != pipeline.MediaAttached || m.Type != "audio_clip" || m.Filename != "ep12.mp3" || m.Metadata["host"] != "Kim" {
 		t.Errorf("after second attach: %+v", m)
 	}
 }
@@ -456,7 +457,7 @@ func TestMediaInlineUpload(t *testing.T) {
 	c.Must("upload_media", M{"coverage_id": cov, "type": "image", "filename": "logo.png", "mime_type": "image/png",
 		"content_base64": base64.StdEncoding.EncodeToString(png)}, &m)
 	sum := sha256.Sum256(png)
-	if m.State != repo.MediaAttached || m.SizeBytes != int64(len(png)) || m.SHA256 != hex.EncodeToString(sum[:]) {
+	if m.State != pipeline.MediaAttached || m.SizeBytes != int64(len(png)) || m.SHA256 != hex.EncodeToString(sum[:]) {
 		t.Fatalf("upload_media: %+v", m)
 	}
 	c.Must("get_media", M{"id": m.ID}, &m)

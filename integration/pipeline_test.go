@@ -12,6 +12,7 @@ import (
 	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // directory is a small set of outlets, channels and contacts.
@@ -318,7 +319,7 @@ func TestGeneralCampaign(t *testing.T) {
 
 	// Seeding again (every start does) changes nothing.
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test"))
-	if err := env.Store.Seed(ctx); err != nil {
+	if err := pipeline.Of(env.Store).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var l struct{ Total int }

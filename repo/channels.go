@@ -167,9 +167,9 @@ func (s *Store) ChannelDetail(ctx context.Context, id string) (*ChannelDetail, e
 	return &ChannelDetail{Channel: c, Outlet: summarizeOutlet(o)}, nil
 }
 
-// channelOutletError is the rule that a record's channel belongs to the
+// ChannelOutletError is the rule that a record's channel belongs to the
 // record's outlet: the message of both the tools' error and the violation.
-func channelOutletError(channelID, channelOutlet, outlet string) string {
+func ChannelOutletError(channelID, channelOutlet, outlet string) string {
 	if outlet == "" {
 		return fmt.Sprintf("channel %s belongs to outlet %s; a record with a channel must have that outlet (clear channel_id with \"\" to remove the outlet)", channelID, channelOutlet)
 	}
@@ -191,8 +191,8 @@ func channelRule(ctx context.Context, v *RuleView, id string, state bson.M) erro
 	return v.Linked(ctx, CollOutlets, "outlet_id", outlet)
 }
 
-// channelOf checks that channel (if any) exists and belongs to outlet.
-func (v *RuleView) channelOf(ctx context.Context, what, channel, outlet string) error {
+// ChannelOf checks that channel (if any) exists and belongs to outlet.
+func (v *RuleView) ChannelOf(ctx context.Context, what, channel, outlet string) error {
 	if channel == "" {
 		return nil
 	}
@@ -204,7 +204,7 @@ func (v *RuleView) channelOf(ctx context.Context, what, channel, outlet string) 
 		return v.Linked(ctx, CollChannels, "channel_id", channel)
 	}
 	if co := Str(ch, "outlet_id"); co != outlet {
-		return Violated("channel_of_outlet", "%s would have %s; change its outlet_id or channel_id with its update tool first, then retry", what, channelOutletError(channel, co, outlet))
+		return Violated("channel_of_outlet", "%s would have %s; change its outlet_id or channel_id with its update tool first, then retry", what, ChannelOutletError(channel, co, outlet))
 	}
 	return nil
 }

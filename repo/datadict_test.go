@@ -27,6 +27,7 @@ import (
 	"outreach/repo/mailboxes"
 	"outreach/repo/notes"
 	"outreach/repo/notify"
+	"outreach/repo/pipeline"
 	"outreach/repo/pitches"
 	"outreach/repo/reports"
 )
@@ -41,8 +42,8 @@ var dictionaryDocs = []struct {
 	coll string
 	doc  any
 }{
-	{repo.CollOutlets, repo.Outlet{}}, {repo.CollChannels, repo.Channel{}}, {repo.CollContacts, repo.Contact{}}, {repo.CollCampaigns, repo.Campaign{}},
-	{repo.CollOpportunities, repo.Opportunity{}}, {repo.CollCoverage, repo.Coverage{}}, {repo.CollMedia, repo.Media{}}, {repo.CollNotes, notes.Note{}},
+	{repo.CollOutlets, repo.Outlet{}}, {repo.CollChannels, repo.Channel{}}, {repo.CollContacts, repo.Contact{}}, {repo.CollCampaigns, pipeline.Campaign{}},
+	{repo.CollOpportunities, pipeline.Opportunity{}}, {repo.CollCoverage, pipeline.Coverage{}}, {repo.CollMedia, pipeline.Media{}}, {repo.CollNotes, notes.Note{}},
 	{repo.CollEmails, inbox.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
 	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, notify.Message{}},
 	{repo.CollHeld, inbox.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollSharedReports, reports.SharedReport{}}, {repo.CollChangeLog, audit.Entry{}},
@@ -71,12 +72,12 @@ var dictionaryBookkeeping = map[string]string{
 var dictionaryEnums = map[string][]string{
 	"outlets.type": repo.OutletTypes, "outlets.tier": {"1", "2", "3"},
 	"channels.type": repo.ChannelTypes, "channels.frequency": repo.ChannelFrequencies,
-	"campaigns.status":    repo.CampaignStatuses,
-	"opportunities.stage": repo.Stages, "opportunities.priority": repo.Priorities, "opportunities.type": repo.OpportunityTypes,
-	"opportunities.stage_history.stage": repo.Stages,
-	"coverage.type":                     repo.CoverageTypes, "coverage.sentiment": repo.Sentiments, "coverage.depth": repo.Depths,
-	"coverage.share_of_voice": repo.SharesOfVoice, "coverage.initiated_by": repo.Initiators,
-	"media.type": repo.MediaTypes, "notes.type": notes.NoteTypes, "agent_keys.agent_type": repo.AgentTypes,
+	"campaigns.status":    pipeline.CampaignStatuses,
+	"opportunities.stage": pipeline.Stages, "opportunities.priority": pipeline.Priorities, "opportunities.type": pipeline.OpportunityTypes,
+	"opportunities.stage_history.stage": pipeline.Stages,
+	"coverage.type":                     pipeline.CoverageTypes, "coverage.sentiment": pipeline.Sentiments, "coverage.depth": pipeline.Depths,
+	"coverage.share_of_voice": pipeline.SharesOfVoice, "coverage.initiated_by": pipeline.Initiators,
+	"media.type": pipeline.MediaTypes, "notes.type": notes.NoteTypes, "agent_keys.agent_type": repo.AgentTypes,
 	"agent_keys.scopes":    {repo.ScopeRead, repo.ScopeWrite, repo.ScopeAdmin},
 	"subscriptions.events": repo.Events, "notifications.event": repo.Events,
 	"change_log.action": audit.Actions,

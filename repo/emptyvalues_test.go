@@ -9,12 +9,13 @@ import (
 	"outreach/repo"
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
+	"outreach/repo/pipeline"
 )
 
 // recordTypes are the documents of the record collections and the
 // documents embedded in them, as tools return them.
-var recordTypes = []any{repo.Outlet{}, repo.Channel{}, repo.Contact{}, repo.Affiliation{}, repo.Campaign{}, repo.Opportunity{}, repo.StageChange{},
-	repo.Coverage{}, repo.Media{}, notes.Note{}, notes.NoteLink{}, inbox.EmailThread{}, inbox.EmailMessage{}, inbox.EmailOpportunityLink{}, repo.User{}, repo.AgentKey{}}
+var recordTypes = []any{repo.Outlet{}, repo.Channel{}, repo.Contact{}, repo.Affiliation{}, pipeline.Campaign{}, pipeline.Opportunity{}, pipeline.StageChange{},
+	pipeline.Coverage{}, pipeline.Media{}, notes.Note{}, notes.NoteLink{}, inbox.EmailThread{}, inbox.EmailMessage{}, inbox.EmailOpportunityLink{}, repo.User{}, repo.AgentKey{}}
 
 // TestEmptyValuesOneRule checks the rule for empty values (docs/data-dictionary.md):
 // a field a record may lack is absent when unset, both in the stored

@@ -18,6 +18,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
+	"outreach/repo/pipeline"
 	"outreach/repo/repotest"
 )
 
@@ -107,13 +108,13 @@ func TestListTextWordIndexAnswersAsTheStore(t *testing.T) {
 			return page(s.ListOutlets(ctx, repo.OutletFilter{Search: n, IncludeArchived: a}, l, o))
 		}},
 		{"list_campaigns", func(n string, a bool, l, o int) (any, error) {
-			return page(s.ListCampaigns(ctx, repo.CampaignFilter{Search: n, IncludeArchived: a}, l, o))
+			return page(pipeline.Of(s).ListCampaigns(ctx, pipeline.CampaignFilter{Search: n, IncludeArchived: a}, l, o))
 		}},
 		{"list_opportunities", func(n string, a bool, l, o int) (any, error) {
-			return page(s.ListOpportunities(ctx, repo.OpportunityFilter{Search: n, IncludeArchived: a}, l, o))
+			return page(pipeline.Of(s).ListOpportunities(ctx, pipeline.OpportunityFilter{Search: n, IncludeArchived: a}, l, o))
 		}},
 		{"list_coverage", func(n string, a bool, l, o int) (any, error) {
-			return page(s.ListCoverage(ctx, repo.CoverageFilter{Search: n, IncludeArchived: a}, l, o))
+			return page(pipeline.Of(s).ListCoverage(ctx, pipeline.CoverageFilter{Search: n, IncludeArchived: a}, l, o))
 		}},
 		{"search_emails", func(n string, _ bool, l, _ int) (any, error) {
 			total, hits, err := inbox.Of(s).SearchEmails(ctx, n, l)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -17,7 +18,7 @@ import (
 
 // The media's configuration and the secret signed media URLs are made
 // with, held by the store from start (the media records, their uploads and
-// the signing of URLs are the pipeline's, media.go). The secret is
+// the signing of URLs are the pipeline's, repo/pipeline/media.go). The secret is
 // never in the store, where every reader of the database (the analyst
 // endpoint, a backup) would see it and could forge URLs: it is
 // MediaOptions.SigningKey (the embedded store keeps it in a 0600 file in its
@@ -131,3 +132,7 @@ func (s *Store) dropStoredSigningSecret(ctx context.Context) error {
 	s.Log.Info().Msg("media URL signing: the secret older versions kept in the settings collection was removed; URLs signed before now are refused")
 	return nil
 }
+
+// UploadTurns is the lock under which a media upload completes: one at a
+// time per store (package pipeline).
+func (s *Store) UploadTurns() *sync.Mutex { return &s.uploadMu }

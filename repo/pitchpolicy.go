@@ -64,7 +64,7 @@ func (s *Store) PitchPolicy() PitchPolicy {
 	return PitchPolicy{ApproverScope: ScopeAdmin, DailyCap: DefaultPitchDailyCap, DomainCap: DefaultPitchDomainCap, RespondedOnReply: true}
 }
 
-// The double-pitch window (the pipeline's guard, guards.go, reads
+// The double-pitch window (the pipeline's guard, repo/pipeline/guards.go, reads
 // it), held by the store from start.
 
 // DefaultPitchWindow is the double-pitch window when none is configured.

@@ -201,18 +201,18 @@ func (s *Store) MustExist(ctx context.Context, coll, field string, ids ...string
 	return nil
 }
 
-// ref is an optional reference, given in field, to a record of coll.
-type ref struct {
-	coll, field string
-	id          *string
+// Ref is an optional reference, given in field, to a record of coll.
+type Ref struct {
+	Coll, Field string
+	ID          *string
 }
 
-// checkRefs checks that every reference given (not nil, not empty) and every
+// CheckRefs checks that every reference given (not nil, not empty) and every
 // contact id names an active record.
-func (s *Store) checkRefs(ctx context.Context, refs []ref, contactIDs *[]string) error {
+func (s *Store) CheckRefs(ctx context.Context, refs []Ref, contactIDs *[]string) error {
 	for _, r := range refs {
-		if r.id != nil && *r.id != "" {
-			if err := s.MustExist(ctx, r.coll, r.field, *r.id); err != nil {
+		if r.ID != nil && *r.ID != "" {
+			if err := s.MustExist(ctx, r.Coll, r.Field, *r.ID); err != nil {
 				return err
 			}
 		}

@@ -14,7 +14,8 @@ import (
 
 // areaRuled are the collections whose rollback rule an area above the core
 // registers (RegisterRule).
-var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollSharedReports: "outreach/repo/reports", CollMailboxes: "outreach/repo/mailboxes", CollNotes: "outreach/repo/notes"}
+var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollSharedReports: "outreach/repo/reports", CollMailboxes: "outreach/repo/mailboxes", CollNotes: "outreach/repo/notes",
+	CollCampaigns: "outreach/repo/pipeline", CollOpportunities: "outreach/repo/pipeline", CollCoverage: "outreach/repo/pipeline", CollMedia: "outreach/repo/pipeline"}
 
 var reactions struct {
 	emailStored func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
@@ -71,4 +72,10 @@ func checkRegistry() error {
 		return fmt.Errorf("the store cannot start: nothing makes the note of a stage change (link package outreach/repo/notes)")
 	}
 	return nil
+}
+
+// StageNote makes the note that records a stage change of an opportunity
+// (see RegisterStageNote), for the pipeline's stage moves.
+func StageNote(oppID, stage, content string) (Mutation, error) {
+	return reactions.stageNote(oppID, stage, content)
 }

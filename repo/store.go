@@ -167,7 +167,7 @@ type Store struct {
 
 	media    MediaOptions
 	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (mediakey.go)
-	uploadMu sync.Mutex             // one upload completes at a time (media.go)
+	uploadMu sync.Mutex             // one upload completes at a time (repo/pipeline/media.go)
 
 	targets     atomic.Pointer[[]string] // delivery targets of new notifications (notify.go)
 	pitchWindow atomic.Int64             // the double-pitch window in nanoseconds; 0: the default (pitchpolicy.go)

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // mountMedia adds the signed media URLs: PUT /media/{id}/upload streams a
@@ -58,22 +59,22 @@ func mountMedia(mux *http.ServeMux, store *repo.Store, log zerolog.Logger) {
 	})
 }
 
-func upload(w http.ResponseWriter, r *http.Request, store *repo.Store, id string) (*repo.Media, int, error) {
+func upload(w http.ResponseWriter, r *http.Request, store *repo.Store, id string) (*pipeline.Media, int, error) {
 	q := r.URL.Query()
-	if err := store.CheckMediaURL(r.Context(), id, repo.MediaUpload, q.Get("expires"), q.Get("signature")); err != nil {
+	if err := pipeline.Of(store).CheckMediaURL(r.Context(), id, pipeline.MediaUpload, q.Get("expires"), q.Get("signature")); err != nil {
 		return nil, mediaStatus(err), err
 	}
 	max := store.MediaOptions().MaxBytes
 	if r.ContentLength > max {
 		w.Header().Set("Connection", "close") // do not read the rest of a body we refuse
-		return nil, http.StatusRequestEntityTooLarge, repo.ErrMediaTooLarge
+		return nil, http.StatusRequestEntityTooLarge, pipeline.ErrMediaTooLarge
 	}
 	if r.ContentLength == 0 {
 		return nil, http.StatusBadRequest, repo.Invalid("body", "the upload is empty; PUT the file's bytes as the request body")
 	}
-	m, err := store.UploadMedia(r.Context(), id, r.Body)
+	m, err := pipeline.Of(store).UploadMedia(r.Context(), id, r.Body)
 	if err != nil {
-		if errors.Is(err, repo.ErrMediaTooLarge) {
+		if errors.Is(err, pipeline.ErrMediaTooLarge) {
 			w.Header().Set("Connection", "close")
 		}
 		return nil, mediaStatus(err), err
@@ -85,10 +86,10 @@ func upload(w http.ResponseWriter, r *http.Request, store *repo.Store, id string
 func download(w http.ResponseWriter, r *http.Request, store *repo.Store, id string) (status int, n int64, sent bool, err error) {
 	q := r.URL.Query()
 	ctx := r.Context()
-	if err = store.CheckMediaURL(ctx, id, repo.MediaDownload, q.Get("expires"), q.Get("signature")); err != nil {
+	if err = pipeline.Of(store).CheckMediaURL(ctx, id, pipeline.MediaDownload, q.Get("expires"), q.Get("signature")); err != nil {
 		return mediaStatus(err), 0, false, err
 	}
-	m, _, err := store.Media(ctx, id)
+	m, _, err := pipeline.Of(store).Media(ctx, id)
 	if err != nil {
 		return mediaStatus(err), 0, false, err
 	}
@@ -96,7 +97,7 @@ func download(w http.ResponseWriter, r *http.Request, store *repo.Store, id stri
 		err = repo.Errorf(repo.CodeFailedPrecondition, "media %s is archived; restore_media it to download it", id)
 		return mediaStatus(err), 0, false, err
 	}
-	body, err := store.OpenMediaBytes(ctx, m)
+	body, err := pipeline.Of(store).OpenMediaBytes(ctx, m)
 	if err != nil {
 		return mediaStatus(err), 0, false, err
 	}
@@ -127,11 +128,11 @@ func download(w http.ResponseWriter, r *http.Request, store *repo.Store, id stri
 // mediaStatus maps a refusal to its HTTP status.
 func mediaStatus(err error) int {
 	switch {
-	case errors.Is(err, repo.ErrMediaURLInvalid):
+	case errors.Is(err, pipeline.ErrMediaURLInvalid):
 		return http.StatusForbidden
-	case errors.Is(err, repo.ErrMediaURLExpired), errors.Is(err, repo.ErrMediaURLUsed):
+	case errors.Is(err, pipeline.ErrMediaURLExpired), errors.Is(err, pipeline.ErrMediaURLUsed):
 		return http.StatusGone
-	case errors.Is(err, repo.ErrMediaTooLarge):
+	case errors.Is(err, pipeline.ErrMediaTooLarge):
 		return http.StatusRequestEntityTooLarge
 	}
 	switch repo.ErrorCode(err) {
@@ -149,7 +150,7 @@ func mediaStatus(err error) int {
 
 func mediaError(w http.ResponseWriter, status int, err error, store *repo.Store) {
 	e := repo.AsError(err)
-	if errors.Is(err, repo.ErrMediaTooLarge) {
+	if errors.Is(err, pipeline.ErrMediaTooLarge) {
 		e = &repo.Error{Code: repo.CodeInvalid, Message: fmt.Sprintf("the file is larger than the upload size cap of %d bytes", store.MediaOptions().MaxBytes)}
 	}
 	w.Header().Set("Content-Type", "application/json")

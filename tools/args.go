@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // checkUUID refuses anything but a canonical UUID in field.
@@ -132,11 +133,11 @@ func envelope[T any](noun string, p repo.Page[T], limit, offset int) map[string]
 
 // patchEmbargo reads an update's embargo_until: absent (nil) leaves the
 // embargo as it is; "" clears it; otherwise an RFC 3339 time with its offset.
-func patchEmbargo(v *string) (**repo.Embargo, error) {
+func patchEmbargo(v *string) (**pipeline.Embargo, error) {
 	if v == nil {
 		return nil, nil
 	}
-	e, err := repo.ParseEmbargo("embargo_until", *v)
+	e, err := pipeline.ParseEmbargo("embargo_until", *v)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // Campaigns is the Campaigns group: groupings of opportunities with summary
@@ -44,7 +45,7 @@ func Campaigns(s *repo.Store) []Tool {
 	return []Tool{
 		newTool("create_campaign", "Create a campaign: a grouping of related opportunities. Status defaults to active.", create,
 			func(ctx context.Context, in *createIn) (any, error) {
-				c := &repo.Campaign{Name: in.Name, Description: in.Description, Status: in.Status, Goals: in.Goals, TargetPlacements: in.TargetPlacements}
+				c := &pipeline.Campaign{Name: in.Name, Description: in.Description, Status: in.Status, Goals: in.Goals, TargetPlacements: in.TargetPlacements}
 				var err error
 				if c.StartsOn, err = optTime("starts_on", in.StartsOn); err != nil {
 					return nil, err
@@ -53,35 +54,35 @@ func Campaigns(s *repo.Store) []Tool {
 					return nil, err
 				}
 				if in.Status != "" {
-					if err := checkEnum("status", in.Status, repo.CampaignStatuses); err != nil {
+					if err := checkEnum("status", in.Status, pipeline.CampaignStatuses); err != nil {
 						return nil, err
 					}
 				}
-				e, err := repo.ParseEmbargo("embargo_until", in.EmbargoUntil)
+				e, err := pipeline.ParseEmbargo("embargo_until", in.EmbargoUntil)
 				if err != nil {
 					return nil, err
 				}
 				if e != nil {
 					c.EmbargoUntil, c.EmbargoZone = &e.Until, e.Zone
 				}
-				return s.CreateCampaign(ctx, c)
+				return pipeline.Of(s).CreateCampaign(ctx, c)
 			}),
 		newTool("get_campaign", "One campaign with its summary metrics, computed now from its active opportunities and coverage: opportunities by stage, open/won/lost, win rate (won / (won + lost); null while none is closed), coverage by type and by sentiment, tier-1 coverage, total reach, overdue next actions.", read,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				c, err := s.Campaign(ctx, in.ID)
+				c, err := pipeline.Of(s).Campaign(ctx, in.ID)
 				if err != nil {
 					return nil, err
 				}
-				m, err := s.CampaignMetrics(ctx, in.ID)
+				m, err := pipeline.Of(s).CampaignMetrics(ctx, in.ID)
 				if err != nil {
 					return nil, err
 				}
 				return struct {
-					*repo.Campaign
-					Metrics *repo.CampaignMetrics `json:"metrics"`
+					*pipeline.Campaign
+					Metrics *pipeline.CampaignMetrics `json:"metrics"`
 				}{c, m}, nil
 			}),
 		newTool("list_campaigns", "List campaigns, newest first, each with headline counts of its active opportunities (total, open, won, lost) and coverage.", read,
@@ -91,11 +92,11 @@ func Campaigns(s *repo.Store) []Tool {
 					return nil, err
 				}
 				if in.Status != "" {
-					if err := checkEnum("status", in.Status, repo.CampaignStatuses); err != nil {
+					if err := checkEnum("status", in.Status, pipeline.CampaignStatuses); err != nil {
 						return nil, err
 					}
 				}
-				p, err := s.ListCampaigns(ctx, repo.CampaignFilter{Status: in.Status, Search: in.Search, IncludeArchived: in.IncludeArchived}, limit, offset)
+				p, err := pipeline.Of(s).ListCampaigns(ctx, pipeline.CampaignFilter{Status: in.Status, Search: in.Search, IncludeArchived: in.IncludeArchived}, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -103,13 +104,13 @@ func Campaigns(s *repo.Store) []Tool {
 				for i, c := range p.Items {
 					ids[i] = c.ID
 				}
-				heads, err := s.CampaignHeadlines(ctx, ids)
+				heads, err := pipeline.Of(s).CampaignHeadlines(ctx, ids)
 				if err != nil {
 					return nil, err
 				}
 				type withHeadline struct {
-					repo.Campaign
-					Headline *repo.CampaignHeadline `json:"headline"`
+					pipeline.Campaign
+					Headline *pipeline.CampaignHeadline `json:"headline"`
 				}
 				out := repo.Page[withHeadline]{Total: p.Total, Items: make([]withHeadline, len(p.Items))}
 				for i, c := range p.Items {
@@ -122,9 +123,9 @@ func Campaigns(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				p := repo.CampaignPatch{Name: in.Name, Description: in.Description, Status: in.Status, Goals: in.Goals}
+				p := pipeline.CampaignPatch{Name: in.Name, Description: in.Description, Status: in.Status, Goals: in.Goals}
 				if in.Status != nil {
-					if err := checkEnum("status", *in.Status, repo.CampaignStatuses); err != nil {
+					if err := checkEnum("status", *in.Status, pipeline.CampaignStatuses); err != nil {
 						return nil, err
 					}
 				}
@@ -141,21 +142,21 @@ func Campaigns(s *repo.Store) []Tool {
 				if p.Embargo, err = patchEmbargo(in.EmbargoUntil); err != nil {
 					return nil, err
 				}
-				return s.UpdateCampaign(ctx, in.ID, p)
+				return pipeline.Of(s).UpdateCampaign(ctx, in.ID, p)
 			}),
 		newTool("archive_campaign", "Archive a campaign (soft delete; restore_campaign undoes it). The General campaign cannot be archived. Its opportunities and coverage stay as they are.", change,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.ArchiveCampaign(ctx, in.ID)
+				return pipeline.Of(s).ArchiveCampaign(ctx, in.ID)
 			}),
 		newTool("restore_campaign", "Restore an archived campaign.", change,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.RestoreCampaign(ctx, in.ID)
+				return pipeline.Of(s).RestoreCampaign(ctx, in.ID)
 			}),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // Coverage is the Coverage group: published results (articles, interviews,
@@ -74,26 +75,26 @@ func Coverage(s *repo.Store) []Tool {
 				if err := checkUUIDs("contact_ids", in.ContactIDs); err != nil {
 					return nil, err
 				}
-				if err := checkOptEnums(optEnum{"type", in.Type, repo.CoverageTypes}, optEnum{"sentiment", in.Sentiment, repo.Sentiments},
-					optEnum{"depth", in.Depth, repo.Depths}, optEnum{"share_of_voice", in.ShareOfVoice, repo.SharesOfVoice},
-					optEnum{"initiated_by", in.InitiatedBy, repo.Initiators}); err != nil {
+				if err := checkOptEnums(optEnum{"type", in.Type, pipeline.CoverageTypes}, optEnum{"sentiment", in.Sentiment, pipeline.Sentiments},
+					optEnum{"depth", in.Depth, pipeline.Depths}, optEnum{"share_of_voice", in.ShareOfVoice, pipeline.SharesOfVoice},
+					optEnum{"initiated_by", in.InitiatedBy, pipeline.Initiators}); err != nil {
 					return nil, err
 				}
 				published, err := parseTime("published_at", in.PublishedAt, false)
 				if err != nil {
 					return nil, err
 				}
-				c := &repo.Coverage{Title: in.Title, URL: in.URL, PublishedAt: published, ContactIDs: in.ContactIDs, Type: in.Type,
+				c := &pipeline.Coverage{Title: in.Title, URL: in.URL, PublishedAt: published, ContactIDs: in.ContactIDs, Type: in.Type,
 					Sentiment: in.Sentiment, Depth: in.Depth, ShareOfVoice: in.ShareOfVoice, SpokespersonQuoted: in.SpokespersonQuoted,
 					InitiatedBy: in.InitiatedBy, Reach: in.Reach, Summary: in.Summary, FullText: in.FullText}
-				return s.CreateCoverage(ctx, c, nilIfEmpty(in.OutletID), nilIfEmpty(in.ChannelID), nilIfEmpty(in.OpportunityID))
+				return pipeline.Of(s).CreateCoverage(ctx, c, nilIfEmpty(in.OutletID), nilIfEmpty(in.ChannelID), nilIfEmpty(in.OpportunityID))
 			}),
 		newTool("get_coverage", "One coverage record with its outlet, channel, opportunity, campaign, contacts and media, trimmed.", read,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.CoverageDetail(ctx, in.ID)
+				return pipeline.Of(s).CoverageDetail(ctx, in.ID)
 			}),
 		newTool("list_coverage", "List coverage, most recently published first, filtered by campaign, opportunity, outlet, contact, type, sentiment, publication time and text.", read,
 			func(ctx context.Context, in *listIn) (any, error) {
@@ -106,10 +107,10 @@ func Coverage(s *repo.Store) []Tool {
 						return nil, err
 					}
 				}
-				if err := checkOptEnums(optEnum{"type", in.Type, repo.CoverageTypes}, optEnum{"sentiment", in.Sentiment, repo.Sentiments}); err != nil {
+				if err := checkOptEnums(optEnum{"type", in.Type, pipeline.CoverageTypes}, optEnum{"sentiment", in.Sentiment, pipeline.Sentiments}); err != nil {
 					return nil, err
 				}
-				f := repo.CoverageFilter{CampaignID: in.CampaignID, OpportunityID: in.OpportunityID, OutletID: in.OutletID, ContactID: in.ContactID,
+				f := pipeline.CoverageFilter{CampaignID: in.CampaignID, OpportunityID: in.OpportunityID, OutletID: in.OutletID, ContactID: in.ContactID,
 					Type: in.Type, Sentiment: in.Sentiment, Search: in.Search, IncludeArchived: in.IncludeArchived}
 				if f.Since, err = optTime("since", in.Since); err != nil {
 					return nil, err
@@ -121,7 +122,7 @@ func Coverage(s *repo.Store) []Tool {
 					}
 					f.Until = &t
 				}
-				p, err := s.ListCoverage(ctx, f, limit, offset)
+				p, err := pipeline.Of(s).ListCoverage(ctx, f, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -137,15 +138,15 @@ func Coverage(s *repo.Store) []Tool {
 					return nil, err
 				}
 				if in.Type != nil {
-					if err := checkEnum("type", *in.Type, repo.CoverageTypes); err != nil {
+					if err := checkEnum("type", *in.Type, pipeline.CoverageTypes); err != nil {
 						return nil, err
 					}
 				}
-				if err := checkOptEnums(optEnum{"sentiment", deref(in.Sentiment), repo.Sentiments}, optEnum{"depth", deref(in.Depth), repo.Depths},
-					optEnum{"share_of_voice", deref(in.ShareOfVoice), repo.SharesOfVoice}, optEnum{"initiated_by", deref(in.InitiatedBy), repo.Initiators}); err != nil {
+				if err := checkOptEnums(optEnum{"sentiment", deref(in.Sentiment), pipeline.Sentiments}, optEnum{"depth", deref(in.Depth), pipeline.Depths},
+					optEnum{"share_of_voice", deref(in.ShareOfVoice), pipeline.SharesOfVoice}, optEnum{"initiated_by", deref(in.InitiatedBy), pipeline.Initiators}); err != nil {
 					return nil, err
 				}
-				p := repo.CoveragePatch{Title: in.Title, URL: in.URL, OutletID: in.OutletID, ChannelID: in.ChannelID, OpportunityID: in.OpportunityID,
+				p := pipeline.CoveragePatch{Title: in.Title, URL: in.URL, OutletID: in.OutletID, ChannelID: in.ChannelID, OpportunityID: in.OpportunityID,
 					Type: in.Type, Sentiment: in.Sentiment, Depth: in.Depth, ShareOfVoice: in.ShareOfVoice, InitiatedBy: in.InitiatedBy,
 					Summary: in.Summary, FullText: in.FullText, ContactIDs: in.ContactIDs}
 				if in.PublishedAt != nil {
@@ -161,21 +162,21 @@ func Coverage(s *repo.Store) []Tool {
 				if in.Reach != nil {
 					p.Reach = &in.Reach
 				}
-				return s.UpdateCoverage(ctx, in.ID, p)
+				return pipeline.Of(s).UpdateCoverage(ctx, in.ID, p)
 			}),
 		newTool("archive_coverage", "Archive coverage (soft delete; restore_coverage undoes it). It no longer counts in its campaign's metrics.", change,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.ArchiveCoverage(ctx, in.ID)
+				return pipeline.Of(s).ArchiveCoverage(ctx, in.ID)
 			}),
 		newTool("restore_coverage", "Restore archived coverage.", change,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.RestoreCoverage(ctx, in.ID)
+				return pipeline.Of(s).RestoreCoverage(ctx, in.ID)
 			}),
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // BaseURLKey is where the HTTP layer leaves the base URL (scheme://host) the
@@ -45,11 +46,11 @@ func mediaBase(ctx context.Context, s *repo.Store) (string, error) {
 
 // mediaView is a media record as get_media returns it.
 type mediaView struct {
-	*repo.Media
-	Coverage          *repo.MediaCoverage `json:"coverage"`
-	DownloadURL       repo.Secret         `json:"download_url,omitzero"`
-	DownloadExpiresAt *time.Time          `json:"download_expires_at,omitempty"`
-	Note              string              `json:"note,omitempty"`
+	*pipeline.Media
+	Coverage          *pipeline.MediaCoverage `json:"coverage"`
+	DownloadURL       repo.Secret             `json:"download_url,omitzero"`
+	DownloadExpiresAt *time.Time              `json:"download_expires_at,omitempty"`
+	Note              string                  `json:"note,omitempty"`
 }
 
 // decodeBase64 reads standard or URL-safe base64, padded or not, ignoring
@@ -116,12 +117,12 @@ func Media(s *repo.Store) []Tool {
 				if err != nil {
 					return nil, err
 				}
-				exp := s.MediaURLExpiry()
-				m, err := s.CreatePendingMedia(ctx, in.CoverageID, in.Filename, in.MimeType, exp)
+				exp := pipeline.Of(s).MediaURLExpiry()
+				m, err := pipeline.Of(s).CreatePendingMedia(ctx, in.CoverageID, in.Filename, in.MimeType, exp)
 				if err != nil {
 					return nil, err
 				}
-				u, err := s.SignMediaURL(ctx, base, m.ID, repo.MediaUpload, exp)
+				u, err := pipeline.Of(s).SignMediaURL(ctx, base, m.ID, pipeline.MediaUpload, exp)
 				if err != nil {
 					return nil, err
 				}
@@ -135,13 +136,13 @@ func Media(s *repo.Store) []Tool {
 				if err := checkUUID("media_id", in.MediaID); err != nil {
 					return nil, err
 				}
-				if err := checkEnum("type", in.Type, repo.MediaTypes); err != nil {
+				if err := checkEnum("type", in.Type, pipeline.MediaTypes); err != nil {
 					return nil, err
 				}
 				if in.SizeBytes != nil && *in.SizeBytes < 0 {
 					return nil, repo.Invalid("size_bytes", "must be 0 or more")
 				}
-				return s.AttachMedia(ctx, repo.AttachInput{CoverageID: in.CoverageID, MediaID: in.MediaID, Type: in.Type, Filename: in.Filename,
+				return pipeline.Of(s).AttachMedia(ctx, pipeline.AttachInput{CoverageID: in.CoverageID, MediaID: in.MediaID, Type: in.Type, Filename: in.Filename,
 					MimeType: in.MimeType, SizeBytes: in.SizeBytes, DurationSeconds: in.DurationSeconds, Metadata: in.Metadata})
 			}),
 		newTool("upload_media", "Attach a small file (at most 512 KiB) to coverage in one call, its bytes inline in base64. Larger files: upload_media_url.", create,
@@ -149,7 +150,7 @@ func Media(s *repo.Store) []Tool {
 				if err := checkUUID("coverage_id", in.CoverageID); err != nil {
 					return nil, err
 				}
-				if err := checkEnum("type", in.Type, repo.MediaTypes); err != nil {
+				if err := checkEnum("type", in.Type, pipeline.MediaTypes); err != nil {
 					return nil, err
 				}
 				// An oversized payload was refused before decoding: content_base64's
@@ -158,14 +159,14 @@ func Media(s *repo.Store) []Tool {
 				if err != nil {
 					return nil, repo.Invalid("content_base64", "is not valid base64 (standard or URL-safe alphabet): %v", err)
 				}
-				return s.CreateInlineMedia(ctx, repo.InlineInput{CoverageID: in.CoverageID, Type: in.Type, Filename: in.Filename, MimeType: in.MimeType, Data: data})
+				return pipeline.Of(s).CreateInlineMedia(ctx, pipeline.InlineInput{CoverageID: in.CoverageID, Type: in.Type, Filename: in.Filename, MimeType: in.MimeType, Data: data})
 			}),
 		newTool("get_media", "One media record: its metadata, its coverage, and a short-lived signed download_url that serves the bytes with the stored MIME type (no Authorization header needed).", read,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				m, cov, err := s.Media(ctx, in.ID)
+				m, cov, err := pipeline.Of(s).Media(ctx, in.ID)
 				if err != nil {
 					return nil, err
 				}
@@ -173,15 +174,15 @@ func Media(s *repo.Store) []Tool {
 				switch {
 				case m.Archived():
 					v.Note = "archived: restore_media to download it again"
-				case m.State == repo.MediaPendingUpload:
+				case m.State == pipeline.MediaPendingUpload:
 					v.Note = "no bytes yet: PUT the file to the upload_url from upload_media_url, or ask for a new URL if it expired"
 				default:
 					base, err := mediaBase(ctx, s)
 					if err != nil {
 						return nil, err
 					}
-					exp := s.MediaURLExpiry()
-					u, err := s.SignMediaURL(ctx, base, m.ID, repo.MediaDownload, exp)
+					exp := pipeline.Of(s).MediaURLExpiry()
+					u, err := pipeline.Of(s).SignMediaURL(ctx, base, m.ID, pipeline.MediaDownload, exp)
 					if err != nil {
 						return nil, err
 					}
@@ -202,11 +203,11 @@ func Media(s *repo.Store) []Tool {
 					}
 				}
 				if in.Type != "" {
-					if err := checkEnum("type", in.Type, repo.MediaTypes); err != nil {
+					if err := checkEnum("type", in.Type, pipeline.MediaTypes); err != nil {
 						return nil, err
 					}
 				}
-				p, err := s.ListMedia(ctx, repo.MediaFilter{CoverageID: in.CoverageID, Type: in.Type, IncludeArchived: in.IncludeArchived}, limit, offset)
+				p, err := pipeline.Of(s).ListMedia(ctx, pipeline.MediaFilter{CoverageID: in.CoverageID, Type: in.Type, IncludeArchived: in.IncludeArchived}, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -217,14 +218,14 @@ func Media(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.ArchiveMedia(ctx, in.ID)
+				return pipeline.Of(s).ArchiveMedia(ctx, in.ID)
 			}),
 		newTool("restore_media", "Restore an archived media record.", change,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.RestoreMedia(ctx, in.ID)
+				return pipeline.Of(s).RestoreMedia(ctx, in.ID)
 			}),
 	}
 }
@@ -238,7 +239,7 @@ func uploadResult(s *repo.Store, id string, u repo.Secret, exp time.Time, filena
 		return fmt.Sprintf("PUT the file's bytes as the request body to upload_url before expires_at, e.g. curl -T %s '%s'. "+
 			"The URL works for one successful upload; the file may be at most %d bytes. No Authorization header is needed: the URL is the permission. "+
 			"The answer gives size_bytes and sha256. Then call attach_media with coverage_id, media_id %s and type (one of %s).",
-			shellQuoteName(filename), url, s.MediaOptions().MaxBytes, id, strings.Join(repo.MediaTypes, ", "))
+			shellQuoteName(filename), url, s.MediaOptions().MaxBytes, id, strings.Join(pipeline.MediaTypes, ", "))
 	}
 	return map[string]any{"media_id": id, "upload_url": u, "expires_at": exp.Format(time.RFC3339),
 		"instructions": repo.NewSecret(instructions(u.Reveal()), instructions(u.Kept()))}
@@ -272,7 +273,7 @@ func replayUpload(s *repo.Store) func(context.Context, json.RawMessage, []byte) 
 		if !ok {
 			return nil, fmt.Errorf("replay upload_media_url: the kept URL %q does not name media %s", first.UploadURL, first.MediaID)
 		}
-		u, err := s.SignMediaURL(ctx, base, first.MediaID, repo.MediaUpload, exp)
+		u, err := pipeline.Of(s).SignMediaURL(ctx, base, first.MediaID, pipeline.MediaUpload, exp)
 		if err != nil {
 			return nil, err
 		}

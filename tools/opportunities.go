@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // Opportunities is the Opportunities group: pitches and placements through
@@ -84,14 +85,14 @@ func Opportunities(s *repo.Store) []Tool {
 				return nil, err
 			}
 			if in.Priority != nil {
-				if err := checkEnum("priority", *in.Priority, repo.Priorities); err != nil {
+				if err := checkEnum("priority", *in.Priority, pipeline.Priorities); err != nil {
 					return nil, err
 				}
 			}
-			if err := checkOptEnums(optEnum{"type", deref(in.Type), repo.OpportunityTypes}); err != nil {
+			if err := checkOptEnums(optEnum{"type", deref(in.Type), pipeline.OpportunityTypes}); err != nil {
 				return nil, err
 			}
-			p := repo.OpportunityPatch{Title: in.Title, Description: in.Description, CampaignID: in.CampaignID, OutletID: in.OutletID,
+			p := pipeline.OpportunityPatch{Title: in.Title, Description: in.Description, CampaignID: in.CampaignID, OutletID: in.OutletID,
 				ChannelID: in.ChannelID, Priority: in.Priority, Type: in.Type, NextAction: in.NextAction, NextActionOwner: in.NextActionOwner,
 				LostReason: in.LostReason, ContactIDs: in.ContactIDs, OwnerID: in.OwnerID}
 			if in.OwnerID != nil && *in.OwnerID != "" {
@@ -109,7 +110,7 @@ func Opportunities(s *repo.Store) []Tool {
 			if p.NextActionDate, err = patchTime("next_action_date", in.NextActionDate); err != nil {
 				return nil, err
 			}
-			return s.UpdateOpportunity(ctx, in.ID, p)
+			return pipeline.Of(s).UpdateOpportunity(ctx, in.ID, p)
 		})
 	update.Handle = refuseStage(update.Handle)
 	return []Tool{
@@ -123,17 +124,17 @@ func Opportunities(s *repo.Store) []Tool {
 				if err := checkUUIDs("contact_ids", in.ContactIDs); err != nil {
 					return nil, err
 				}
-				if err := checkOptEnums(optEnum{"stage", in.Stage, repo.Stages}, optEnum{"priority", in.Priority, repo.Priorities},
-					optEnum{"type", in.Type, repo.OpportunityTypes}); err != nil {
+				if err := checkOptEnums(optEnum{"stage", in.Stage, pipeline.Stages}, optEnum{"priority", in.Priority, pipeline.Priorities},
+					optEnum{"type", in.Type, pipeline.OpportunityTypes}); err != nil {
 					return nil, err
 				}
-				o := &repo.Opportunity{Title: in.Title, Description: in.Description, CampaignID: in.CampaignID, OutletID: in.OutletID,
+				o := &pipeline.Opportunity{Title: in.Title, Description: in.Description, CampaignID: in.CampaignID, OutletID: in.OutletID,
 					ChannelID: in.ChannelID, Stage: in.Stage, Priority: in.Priority, Type: in.Type, NextAction: in.NextAction,
 					NextActionOwner: in.NextActionOwner, ContactIDs: in.ContactIDs, LostReason: in.LostReason, OwnerID: in.OwnerID}
 				if err := optUUID("owner_id", in.OwnerID); err != nil {
 					return nil, err
 				}
-				e, err := repo.ParseEmbargo("embargo_until", in.EmbargoUntil)
+				e, err := pipeline.ParseEmbargo("embargo_until", in.EmbargoUntil)
 				if err != nil {
 					return nil, err
 				}
@@ -146,14 +147,14 @@ func Opportunities(s *repo.Store) []Tool {
 				if o.NextActionDate, err = optTime("next_action_date", in.NextActionDate); err != nil {
 					return nil, err
 				}
-				return s.CreatePitchedOpportunity(ctx, o, in.OverrideReason)
+				return pipeline.Of(s).CreatePitchedOpportunity(ctx, o, in.OverrideReason)
 			}),
 		newTool("get_opportunity", "One opportunity with its stage history and related records, trimmed: campaign, outlet, channel, contacts, coverage (newest first) and email threads.", read,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.OpportunityDetail(ctx, in.ID)
+				return pipeline.Of(s).OpportunityDetail(ctx, in.ID)
 			}),
 		newTool("list_opportunities", "List opportunities, newest first, filtered by campaign, stage, priority, outlet, contact, next-action due date and text.", read,
 			func(ctx context.Context, in *listIn) (any, error) {
@@ -166,15 +167,15 @@ func Opportunities(s *repo.Store) []Tool {
 						return nil, err
 					}
 				}
-				if err := checkOptEnums(optEnum{"stage", in.Stage, repo.Stages}, optEnum{"priority", in.Priority, repo.Priorities}); err != nil {
+				if err := checkOptEnums(optEnum{"stage", in.Stage, pipeline.Stages}, optEnum{"priority", in.Priority, pipeline.Priorities}); err != nil {
 					return nil, err
 				}
-				f := repo.OpportunityFilter{CampaignID: in.CampaignID, Stage: in.Stage, Priority: in.Priority, OutletID: in.OutletID,
+				f := pipeline.OpportunityFilter{CampaignID: in.CampaignID, Stage: in.Stage, Priority: in.Priority, OutletID: in.OutletID,
 					ContactID: in.ContactID, Search: in.Search, IncludeArchived: in.IncludeArchived}
 				if f.NextActionBefore, err = optTime("next_action_before", in.NextActionBefore); err != nil {
 					return nil, err
 				}
-				p, err := s.ListOpportunities(ctx, f, limit, offset)
+				p, err := pipeline.Of(s).ListOpportunities(ctx, f, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -186,10 +187,10 @@ func Opportunities(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				if err := checkEnum("stage", in.Stage, repo.Stages); err != nil {
+				if err := checkEnum("stage", in.Stage, pipeline.Stages); err != nil {
 					return nil, err
 				}
-				return s.ChangeStage(ctx, in.ID, repo.StageMove{Stage: in.Stage, LostReason: in.LostReason, Reopen: in.Reopen, Note: in.Note, OverrideReason: in.OverrideReason})
+				return pipeline.Of(s).ChangeStage(ctx, in.ID, pipeline.StageMove{Stage: in.Stage, LostReason: in.LostReason, Reopen: in.Reopen, Note: in.Note, OverrideReason: in.OverrideReason})
 			}),
 		newTool("add_opportunity_contact", "Link a contact to an opportunity. A contact marked do-not-contact cannot be added to an opportunity at pitched or later.", change,
 			func(ctx context.Context, in *contactIn) (any, error) {
@@ -199,7 +200,7 @@ func Opportunities(s *repo.Store) []Tool {
 				if err := checkUUID("contact_id", in.ContactID); err != nil {
 					return nil, err
 				}
-				return s.LinkContact(ctx, in.OpportunityID, in.ContactID)
+				return pipeline.Of(s).LinkContact(ctx, in.OpportunityID, in.ContactID)
 			}),
 		newTool("remove_opportunity_contact", "Unlink a contact from an opportunity (the contact itself is not changed).", change,
 			func(ctx context.Context, in *contactIn) (any, error) {
@@ -209,21 +210,21 @@ func Opportunities(s *repo.Store) []Tool {
 				if err := checkUUID("contact_id", in.ContactID); err != nil {
 					return nil, err
 				}
-				return s.UnlinkContact(ctx, in.OpportunityID, in.ContactID)
+				return pipeline.Of(s).UnlinkContact(ctx, in.OpportunityID, in.ContactID)
 			}),
 		newTool("archive_opportunity", "Archive an opportunity (soft delete; restore_opportunity undoes it). It no longer counts in its campaign's metrics.", change,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.ArchiveOpportunity(ctx, in.ID)
+				return pipeline.Of(s).ArchiveOpportunity(ctx, in.ID)
 			}),
 		newTool("restore_opportunity", "Restore an archived opportunity.", change,
 			func(ctx context.Context, in *idIn) (any, error) {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.RestoreOpportunity(ctx, in.ID)
+				return pipeline.Of(s).RestoreOpportunity(ctx, in.ID)
 			}),
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
 	"outreach/repo/notify"
+	"outreach/repo/pipeline"
 	"outreach/repo/pitches"
 	"outreach/repo/reports"
 	"outreach/repo/search"
@@ -61,30 +62,30 @@ var outputs = map[string]*jsonschema.Schema{
 	"restore_channel":       of[repo.Channel](),
 
 	// Campaigns, opportunities, coverage
-	"create_campaign": of[repo.Campaign](),
+	"create_campaign": of[pipeline.Campaign](),
 	"get_campaign": of[struct {
-		*repo.Campaign
-		Metrics *repo.CampaignMetrics `json:"metrics"`
+		*pipeline.Campaign
+		Metrics *pipeline.CampaignMetrics `json:"metrics"`
 	}](),
 	"list_campaigns":             list[campaignWithHeadline]("campaigns"),
-	"update_campaign":            of[repo.Campaign](),
-	"archive_campaign":           of[repo.Campaign](),
-	"restore_campaign":           of[repo.Campaign](),
-	"create_opportunity":         of[repo.Opportunity](),
-	"get_opportunity":            of[repo.OpportunityDetail](),
-	"list_opportunities":         list[repo.Opportunity]("opportunities"),
-	"update_opportunity":         of[repo.Opportunity](),
-	"update_opportunity_stage":   of[repo.Opportunity](),
-	"add_opportunity_contact":    of[repo.Opportunity](),
-	"remove_opportunity_contact": of[repo.Opportunity](),
-	"archive_opportunity":        of[repo.Opportunity](),
-	"restore_opportunity":        of[repo.Opportunity](),
-	"create_coverage":            of[repo.Coverage](),
-	"get_coverage":               of[repo.CoverageDetail](),
-	"list_coverage":              list[repo.Coverage]("coverage"),
-	"update_coverage":            of[repo.Coverage](),
-	"archive_coverage":           of[repo.Coverage](),
-	"restore_coverage":           of[repo.Coverage](),
+	"update_campaign":            of[pipeline.Campaign](),
+	"archive_campaign":           of[pipeline.Campaign](),
+	"restore_campaign":           of[pipeline.Campaign](),
+	"create_opportunity":         of[pipeline.Opportunity](),
+	"get_opportunity":            of[pipeline.OpportunityDetail](),
+	"list_opportunities":         list[pipeline.Opportunity]("opportunities"),
+	"update_opportunity":         of[pipeline.Opportunity](),
+	"update_opportunity_stage":   of[pipeline.Opportunity](),
+	"add_opportunity_contact":    of[pipeline.Opportunity](),
+	"remove_opportunity_contact": of[pipeline.Opportunity](),
+	"archive_opportunity":        of[pipeline.Opportunity](),
+	"restore_opportunity":        of[pipeline.Opportunity](),
+	"create_coverage":            of[pipeline.Coverage](),
+	"get_coverage":               of[pipeline.CoverageDetail](),
+	"list_coverage":              list[pipeline.Coverage]("coverage"),
+	"update_coverage":            of[pipeline.Coverage](),
+	"archive_coverage":           of[pipeline.Coverage](),
+	"restore_coverage":           of[pipeline.Coverage](),
 
 	// Reports, settings, imports
 	"get_coverage_report":  of[reports.CoverageReport](),
@@ -137,12 +138,12 @@ var outputs = map[string]*jsonschema.Schema{
 
 	// Media
 	"upload_media_url": object("media_id", of[string](), "upload_url", of[string](), "expires_at", of[string](), "instructions", of[string]()),
-	"attach_media":     of[repo.Media](),
-	"upload_media":     of[repo.Media](),
+	"attach_media":     of[pipeline.Media](),
+	"upload_media":     of[pipeline.Media](),
 	"get_media":        of[mediaView](),
-	"list_media":       list[repo.Media]("media"),
-	"archive_media":    of[repo.Media](),
-	"restore_media":    of[repo.Media](),
+	"list_media":       list[pipeline.Media]("media"),
+	"archive_media":    of[pipeline.Media](),
+	"restore_media":    of[pipeline.Media](),
 
 	// Emails
 	"sync_emails":              of[mailsync.Result](),
@@ -178,8 +179,8 @@ var outputs = map[string]*jsonschema.Schema{
 
 // campaignWithHeadline is a campaign as list_campaigns shows it.
 type campaignWithHeadline struct {
-	repo.Campaign
-	Headline *repo.CampaignHeadline `json:"headline"`
+	pipeline.Campaign
+	Headline *pipeline.CampaignHeadline `json:"headline"`
 }
 
 // withOutputs sets every tool's output schema.

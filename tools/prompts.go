@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // Prompts for the team's recurring work, and completions of their
@@ -37,11 +38,11 @@ var namedKinds = map[string]named{
 
 // valueArgs are arguments completed from a fixed list.
 var valueArgs = map[string][]string{
-	"stage":            repo.Stages,
-	"type":             repo.OpportunityTypes,
-	"coverage_type":    repo.CoverageTypes,
+	"stage":            pipeline.Stages,
+	"type":             pipeline.OpportunityTypes,
+	"coverage_type":    pipeline.CoverageTypes,
 	"outlet_type":      repo.OutletTypes,
-	"opportunity_type": repo.OpportunityTypes,
+	"opportunity_type": pipeline.OpportunityTypes,
 }
 
 // matches lists records of a kind whose name starts with prefix (any
@@ -178,8 +179,8 @@ var promptDefs = []promptDef{
 				list["campaign_id"] = campaign
 			}
 			if st := req.Params.Arguments["stage"]; st != "" {
-				if !slices.Contains(repo.Stages, st) {
-					return "", promptError("stage", "must be one of %s", strings.Join(repo.Stages, ", "))
+				if !slices.Contains(pipeline.Stages, st) {
+					return "", promptError("stage", "must be one of %s", strings.Join(pipeline.Stages, ", "))
 				}
 				list["stage"] = st
 			}

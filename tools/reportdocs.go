@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"outreach/repo"
+	"outreach/repo/pipeline"
 	"outreach/repo/reports"
 	"outreach/reportrender"
 )
@@ -164,7 +165,7 @@ func ReportDocs(s *repo.Store) []Tool {
 					if err != nil {
 						return nil, err
 					}
-					exp := s.MediaURLExpiry()
+					exp := pipeline.Of(s).MediaURLExpiry()
 					u, err := reports.Of(s).SignRenderURL(ctx, base, reportrender.Params(q, sp), exp)
 					if err != nil {
 						return nil, err

@@ -17,6 +17,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // Resources. Every record is readable by URI through a resource template,
@@ -173,11 +174,11 @@ func (c *Catalog) readMedia(ctx context.Context, req *mcp.ReadResourceRequest) (
 	if _, e := c.callAs(ctx, req.Session, req.Extra, "get_media", map[string]any{"id": id}); e != nil {
 		return nil, rpcError(uri, e)
 	}
-	m, _, err := c.store.Media(ctx, strings.ToLower(id))
+	m, _, err := pipeline.Of(c.store).Media(ctx, strings.ToLower(id))
 	if err != nil {
 		return nil, rpcError(uri, repo.AsError(err))
 	}
-	r, err := c.store.OpenMediaBytes(ctx, m)
+	r, err := pipeline.Of(c.store).OpenMediaBytes(ctx, m)
 	if err != nil {
 		return nil, rpcError(uri, repo.AsError(err))
 	}

@@ -14,6 +14,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
+	"outreach/repo/pipeline"
 )
 
 // The demo data: a small, realistic, fictional PR team's store, made through
@@ -113,8 +114,8 @@ func demoPlan() int {
 		n += 1 + len(o.channels)
 	}
 	n += len(demoFirst) + (len(demoFirst)+6)/7 // contacts, second affiliations of freelancers (every seventh)
-	n += len(demoCampaigns) * (1 + len(repo.Stages))
-	for k := range repo.Stages {
+	n += len(demoCampaigns) * (1 + len(pipeline.Stages))
+	for k := range pipeline.Stages {
 		n += len(demoCampaigns) * len(demoPath(k))
 	}
 	return n + 2*len(demoNotes) + 10 + 3 + 3*2 + 3 // notes, coverage, media, email messages, threads
@@ -122,14 +123,14 @@ func demoPlan() int {
 
 // demoPath is the stages an opportunity moves through to reach Stages[k].
 func demoPath(k int) []string {
-	stage := repo.Stages[k]
+	stage := pipeline.Stages[k]
 	switch stage {
-	case repo.StageLost:
-		return []string{"drafting", "pitched", repo.StageLost}
-	case repo.StageWon:
-		return append(append([]string{}, repo.Stages[1:7]...), repo.StageWon)
+	case pipeline.StageLost:
+		return []string{"drafting", "pitched", pipeline.StageLost}
+	case pipeline.StageWon:
+		return append(append([]string{}, pipeline.Stages[1:7]...), pipeline.StageWon)
 	}
-	return append([]string{}, repo.Stages[1:k+1]...)
+	return append([]string{}, pipeline.Stages[1:k+1]...)
 }
 
 // ErrDemoPresent is returned by seedDemo on a store that already holds the demo.
@@ -209,17 +210,17 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 		}
 	}
 
-	var opps []*repo.Opportunity
+	var opps []*pipeline.Opportunity
 	for ci, dc := range demoCampaigns {
 		target := int64(8 + 4*ci)
-		camp, err := s.CreateCampaign(ctx, &repo.Campaign{Name: dc.name, Status: dc.status, Description: dc.description, Goals: dc.goals,
+		camp, err := pipeline.Of(s).CreateCampaign(ctx, &pipeline.Campaign{Name: dc.name, Status: dc.status, Description: dc.description, Goals: dc.goals,
 			StartsOn: demoDay(30 * ci), EndsOn: demoDay(30*ci + 120), TargetPlacements: &target})
 		if err != nil {
 			return counts, fmt.Errorf("campaign %s: %w", dc.name, err)
 		}
 		done("campaigns")
-		for k, stage := range repo.Stages {
-			i := (ci*len(repo.Stages) + k) % len(demoOutlets)
+		for k, stage := range pipeline.Stages {
+			i := (ci*len(pipeline.Stages) + k) % len(demoOutlets)
 			// A journalist at that outlet (contact i works at outlet i mod 12),
 			// another one per campaign, so no one is pitched twice within the
 			// double-pitch window, and never the one not to be contacted.
@@ -227,25 +228,25 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 			if j == demoDoNotContact {
 				j += len(demoOutlets)
 			}
-			o := &repo.Opportunity{Title: fmt.Sprintf("%s: %s", demoOutlets[i].name, []string{"launch story", "founder interview"}[ci]),
+			o := &pipeline.Opportunity{Title: fmt.Sprintf("%s: %s", demoOutlets[i].name, []string{"launch story", "founder interview"}[ci]),
 				Description: fmt.Sprintf("Pitch %s to %s %s.", dc.name, demoFirst[j], demoLast[j]),
 				CampaignID:  camp.ID, OutletID: outlets[i].outlet, ChannelID: outlets[i].channel, ContactIDs: []string{contacts[j]},
-				Priority: repo.Priorities[k%len(repo.Priorities)], Type: repo.OpportunityTypes[k%len(repo.OpportunityTypes)],
+				Priority: pipeline.Priorities[k%len(pipeline.Priorities)], Type: pipeline.OpportunityTypes[k%len(pipeline.OpportunityTypes)],
 				TargetDate: demoDay(60 + 30*ci + k)}
-			if !repo.Terminal(stage) {
+			if !pipeline.Terminal(stage) {
 				o.NextAction, o.NextActionDate, o.NextActionOwner = "Follow up with "+demoFirst[j], demoDay(20+k), "press@example.org"
 			}
-			opp, err := s.CreateOpportunity(ctx, o)
+			opp, err := pipeline.Of(s).CreateOpportunity(ctx, o)
 			if err != nil {
 				return counts, fmt.Errorf("opportunity %s: %w", o.Title, err)
 			}
 			done("opportunities")
 			for _, st := range demoPath(k) {
-				mv := repo.StageMove{Stage: st}
-				if st == repo.StageLost {
+				mv := pipeline.StageMove{Stage: st}
+				if st == pipeline.StageLost {
 					mv.LostReason = "The editor chose a competitor's exclusive."
 				}
-				if opp, err = s.ChangeStage(ctx, opp.ID, mv); err != nil {
+				if opp, err = pipeline.Of(s).ChangeStage(ctx, opp.ID, mv); err != nil {
 					return counts, fmt.Errorf("opportunity %s to %s: %w", o.Title, st, err)
 				}
 				done("stage changes")
@@ -276,17 +277,17 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 	var covered []string
 	for _, opp := range opps {
 		switch opp.Stage {
-		case "placed", "published", repo.StageWon:
+		case "placed", "published", pipeline.StageWon:
 		default:
 			continue
 		}
 		covered = append(covered, opp.ID)
 	}
 	for k := 0; k < 10; k++ {
-		c := &repo.Coverage{Title: fmt.Sprintf("%s piece %d", []string{"Aurora 3.0", "Series B"}[k%2], k+1),
-			PublishedAt: *demoDay(40 + 2*k), Type: repo.CoverageTypes[k%len(repo.CoverageTypes)],
-			Sentiment: repo.Sentiments[k%len(repo.Sentiments)], Depth: repo.Depths[k%len(repo.Depths)],
-			ShareOfVoice: repo.SharesOfVoice[k%len(repo.SharesOfVoice)], Summary: "How the team schedules work when the grid is greenest."}
+		c := &pipeline.Coverage{Title: fmt.Sprintf("%s piece %d", []string{"Aurora 3.0", "Series B"}[k%2], k+1),
+			PublishedAt: *demoDay(40 + 2*k), Type: pipeline.CoverageTypes[k%len(pipeline.CoverageTypes)],
+			Sentiment: pipeline.Sentiments[k%len(pipeline.Sentiments)], Depth: pipeline.Depths[k%len(pipeline.Depths)],
+			ShareOfVoice: pipeline.SharesOfVoice[k%len(pipeline.SharesOfVoice)], Summary: "How the team schedules work when the grid is greenest."}
 		reach := int64(5000 * (k + 1) * (k + 1))
 		c.Reach = &reach
 		var outlet, channel, opportunity *string
@@ -301,18 +302,18 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 			c.ContactIDs = []string{contacts[(3*k)%len(contacts)]}
 		}
 		c.URL = fmt.Sprintf("https://coverage.example.com/%d", k+1)
-		cov, err := s.CreateCoverage(ctx, c, outlet, channel, opportunity)
+		cov, err := pipeline.Of(s).CreateCoverage(ctx, c, outlet, channel, opportunity)
 		if err != nil {
 			return counts, fmt.Errorf("coverage %s: %w", c.Title, err)
 		}
 		done("coverage")
 		if k < 3 {
-			in := repo.InlineInput{CoverageID: cov.ID, Type: "document", Filename: fmt.Sprintf("clipping-%d.txt", k+1), MimeType: "text/plain",
+			in := pipeline.InlineInput{CoverageID: cov.ID, Type: "document", Filename: fmt.Sprintf("clipping-%d.txt", k+1), MimeType: "text/plain",
 				Data: []byte(c.Title + "\n\n" + c.Summary + "\n")}
 			if k == 2 {
 				in.Type, in.Filename, in.MimeType, in.Data = "image", "screenshot.png", "image/png", demoPNG
 			}
-			if _, err := s.CreateInlineMedia(ctx, in); err != nil {
+			if _, err := pipeline.Of(s).CreateInlineMedia(ctx, in); err != nil {
 				return counts, fmt.Errorf("media of %s: %w", c.Title, err)
 			}
 			done("media")
@@ -375,7 +376,7 @@ func writeSeedSummary(w io.Writer, counts map[string]int) {
 		fmt.Fprintf(w, "  %-15s %4d", k, counts[k])
 		if k == "campaigns" {
 			// list_campaigns shows one more: say which, and why it is there.
-			fmt.Fprintf(w, "  (and %s, which every store has from its first start: opportunities created without a campaign join it)", repo.GeneralCampaign)
+			fmt.Fprintf(w, "  (and %s, which every store has from its first start: opportunities created without a campaign join it)", pipeline.GeneralCampaign)
 		}
 		fmt.Fprintln(w)
 	}

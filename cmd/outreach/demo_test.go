@@ -8,6 +8,7 @@ import (
 
 	"outreach/embedded"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // TestDemoPlan: the progress bar's total is the number of writes seed --demo
@@ -27,7 +28,7 @@ func TestDemoPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close(ctx)
-		if err := s.Seed(ctx); err != nil {
+		if err := pipeline.Of(s).Seed(ctx); err != nil {
 			t.Fatal(err)
 		}
 		steps := 0

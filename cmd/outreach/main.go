@@ -38,6 +38,7 @@ import (
 	"outreach/oauth"
 	"outreach/pitchsend"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 	"outreach/server"
 	"outreach/server/version"
 	"outreach/tools"
@@ -491,7 +492,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	defer closeStore()
 	var topts []tools.Option
 	store.SetPitchWindow(cfg.pitchWindow)
-	if err := store.Seed(ctx); err != nil {
+	if err := pipeline.Of(store).Seed(ctx); err != nil {
 		return err
 	}
 	key, err := store.Bootstrap(audit.WithActor(ctx, repo.SystemActor("bootstrap")))

@@ -26,6 +26,7 @@ import (
 	"outreach/metrics"
 	"outreach/pitchsend"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 	"outreach/server"
 	"outreach/tools"
 )
@@ -137,7 +138,7 @@ func NewWith(t testing.TB, o Options) *Env {
 	if err != nil || key == "" {
 		t.Fatalf("bootstrap: %q %v", key, err)
 	}
-	if err := store.Seed(ctx); err != nil {
+	if err := pipeline.Of(store).Seed(ctx); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
 	u, err := store.UserByEmail(ctx, "admin@localhost")

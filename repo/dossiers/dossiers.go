@@ -6,6 +6,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
+	"outreach/repo/pipeline"
 	"outreach/repo/pitches"
 	"slices"
 	"strings"
@@ -45,10 +46,10 @@ type OpportunityBrief struct {
 	EmbargoLocal string `json:"embargo_until_local,omitempty"`
 }
 
-func brief(o *repo.Opportunity) OpportunityBrief {
+func brief(o *pipeline.Opportunity) OpportunityBrief {
 	return OpportunityBrief{ID: o.ID, Title: o.Title, Stage: o.Stage, Priority: o.Priority, CampaignID: o.CampaignID,
 		OutletID: o.OutletID, NextAction: o.NextAction, NextActionDate: o.NextActionDate, UpdatedAt: o.UpdatedAt,
-		OwnerID: o.OwnerID, EmbargoUntil: o.EmbargoUntil, EmbargoLocal: repo.EmbargoLocal(o.EmbargoUntil, o.EmbargoZone)}
+		OwnerID: o.OwnerID, EmbargoUntil: o.EmbargoUntil, EmbargoLocal: pipeline.EmbargoLocal(o.EmbargoUntil, o.EmbargoZone)}
 }
 
 // Owner is the team member who owns an opportunity or a contact
@@ -200,11 +201,11 @@ type PitchCounts struct {
 }
 
 // responseStages are the stages that show a pitch was answered.
-var responseStages = []string{"responded", "in_progress", "placed", "published", repo.StageWon}
+var responseStages = []string{"responded", "in_progress", "placed", "published", pipeline.StageWon}
 
 // pitchResponse reports whether o was pitched, when it first was, and
 // whether it was answered by a stage move.
-func pitchResponse(o *repo.Opportunity) (pitched bool, at time.Time, answered bool) {
+func pitchResponse(o *pipeline.Opportunity) (pitched bool, at time.Time, answered bool) {
 	for _, h := range o.StageHistory {
 		switch {
 		case !pitched && h.Stage == "pitched":
@@ -263,7 +264,7 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 		return nil, err
 	}
 	d.Opportunities.Open, d.Opportunities.Closed = []OpportunityBrief{}, []OpportunityBrief{}
-	var opps []repo.Opportunity
+	var opps []pipeline.Opportunity
 	if err := s.FindAll(ctx, repo.CollOpportunities, bson.M{"contact_ids": id, "archived_at": nil}, options.Find().SetSort(repo.NewestFirst), &opps); err != nil {
 		return nil, err
 	}
@@ -273,7 +274,7 @@ func (s *Store) ContactDossier(ctx context.Context, id string, interactions int)
 	}
 	for i := range opps {
 		o := &opps[i]
-		if repo.Terminal(o.Stage) {
+		if pipeline.Terminal(o.Stage) {
 			d.Opportunities.Closed = append(d.Opportunities.Closed, brief(o))
 		} else {
 			d.Opportunities.Open = append(d.Opportunities.Open, brief(o))
@@ -379,14 +380,14 @@ type OutletDossier struct {
 		Past    []DossierContact `json:"past"`
 	} `json:"contacts"`
 	Opportunities struct {
-		repo.OpportunityCounts
+		pipeline.OpportunityCounts
 		Items []OpportunityBrief `json:"items"`
 	} `json:"opportunities"`
 	// Coverage: its total_reach is the sum of the coverage's reach; the
 	// outlet's own monthly reach is outlet.audience_size.
-	Coverage           repo.CoverageTally `json:"coverage"`
-	LatestInteractions *InteractionLog    `json:"latest_interactions"`
-	ComputedAt         time.Time          `json:"computed_at"`
+	Coverage           pipeline.CoverageTally `json:"coverage"`
+	LatestInteractions *InteractionLog        `json:"latest_interactions"`
+	ComputedAt         time.Time              `json:"computed_at"`
 }
 
 // OutletDossier gathers an outlet's record, channels, contacts, opportunities
@@ -421,13 +422,13 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 			}
 		}
 	}
-	var opps []repo.Opportunity
+	var opps []pipeline.Opportunity
 	if err := s.FindAll(ctx, repo.CollOpportunities, bson.M{"outlet_id": id, "archived_at": nil}, options.Find().SetSort(repo.NewestFirst), &opps); err != nil {
 		return nil, err
 	}
 	oc := &d.Opportunities
 	oc.ByStage, oc.Items = map[string]int{}, []OpportunityBrief{}
-	for _, st := range repo.Stages {
+	for _, st := range pipeline.Stages {
 		oc.ByStage[st] = 0
 	}
 	for i := range opps {
@@ -435,16 +436,16 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 		oc.Total++
 		oc.ByStage[x.Stage]++
 		switch x.Stage {
-		case repo.StageWon:
+		case pipeline.StageWon:
 			oc.Won++
-		case repo.StageLost:
+		case pipeline.StageLost:
 			oc.Lost++
 		default:
 			oc.Open++
 		}
 		oc.Items = append(oc.Items, brief(x))
 	}
-	d.Coverage = repo.NewCoverageTally()
+	d.Coverage = pipeline.NewCoverageTally()
 	var cov []struct {
 		Type      string `bson:"type"`
 		Sentiment string `bson:"sentiment"`
@@ -464,7 +465,7 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 
 // StageSpan is a stage history entry with how long the opportunity stayed.
 type StageSpan struct {
-	repo.StageChange
+	pipeline.StageChange
 	// LeftAt is when the next stage began; null for the current stage.
 	LeftAt          *time.Time `json:"left_at"`
 	DurationSeconds int64      `json:"duration_seconds"`
@@ -517,7 +518,7 @@ func (s *Store) OpportunityStatus(ctx context.Context, id string, asOf *time.Tim
 	if asOf != nil {
 		t = *asOf
 	}
-	o, err := s.Opportunity(ctx, id)
+	o, err := pipeline.Of(s.Store).Opportunity(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -543,14 +544,14 @@ func (s *Store) OpportunityStatus(ctx context.Context, id string, asOf *time.Tim
 	na := &st.NextAction
 	na.Action, na.Date, na.Owner = o.NextAction, o.NextActionDate, o.NextActionOwner
 	if o.NextActionDate != nil {
-		if o.NextActionDate.Before(t) && !repo.Terminal(o.Stage) {
+		if o.NextActionDate.Before(t) && !pipeline.Terminal(o.Stage) {
 			na.Overdue, na.DaysOverdue = true, days(t.Sub(*o.NextActionDate))
 		} else if !o.NextActionDate.Before(t) {
 			n := days(o.NextActionDate.Sub(t))
 			na.DueInDays = &n
 		}
 	}
-	if st.Contacts, err = s.Trimmed(ctx, repo.CollContacts, repo.ByIDs(o.ContactIDs), bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}, repo.TrimContact); err != nil {
+	if st.Contacts, err = s.Trimmed(ctx, repo.CollContacts, pipeline.ByIDs(o.ContactIDs), bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}, repo.TrimContact); err != nil {
 		return nil, err
 	}
 	if st.Coverage, err = s.Trimmed(ctx, repo.CollCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
@@ -575,7 +576,7 @@ func (s *Store) OpportunityStatus(ctx context.Context, id string, asOf *time.Tim
 }
 
 // lastPitch is when the opportunity last entered the pitched stage, or nil.
-func lastPitch(o *repo.Opportunity) *time.Time {
+func lastPitch(o *pipeline.Opportunity) *time.Time {
 	for i := len(o.StageHistory) - 1; i >= 0; i-- {
 		if o.StageHistory[i].Stage == "pitched" {
 			at := o.StageHistory[i].At
@@ -642,7 +643,7 @@ type Agenda struct {
 // owns reports whether user is responsible for o: its next_action_owner
 // names the user (id, email or name, ignoring case), or, with no owner set,
 // the user created it.
-func owns(u *repo.User, o *repo.Opportunity) bool {
+func owns(u *repo.User, o *pipeline.Opportunity) bool {
 	if o.OwnerID != "" && o.OwnerID == u.ID {
 		return true
 	}
@@ -677,8 +678,8 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 		}
 		user, a.Scope = u, "user"
 	}
-	var all []repo.Opportunity
-	if err := s.FindAll(ctx, repo.CollOpportunities, bson.M{"archived_at": nil, "stage": bson.M{"$nin": bson.A{repo.StageWon, repo.StageLost}}}, nil, &all); err != nil {
+	var all []pipeline.Opportunity
+	if err := s.FindAll(ctx, repo.CollOpportunities, bson.M{"archived_at": nil, "stage": bson.M{"$nin": bson.A{pipeline.StageWon, pipeline.StageLost}}}, nil, &all); err != nil {
 		return nil, err
 	}
 	opps := all[:0]
@@ -711,7 +712,7 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 			}
 		}
 	}
-	var cov []repo.Coverage
+	var cov []pipeline.Coverage
 	if err := s.FindProjected(ctx, repo.CollCoverage, bson.M{"archived_at": nil, "opportunity_id": bson.M{"$in": ids}}, bson.M{"published_at": 1, "opportunity_id": 1}, &cov); err != nil {
 		return nil, err
 	}
@@ -753,7 +754,7 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 			}
 		}
 		if e := o.EmbargoUntil; e != nil && e.After(t) && !e.After(t.Add(time.Duration(q.EmbargoDays)*day)) {
-			local := repo.EmbargoLocal(e, o.EmbargoZone)
+			local := pipeline.EmbargoLocal(e, o.EmbargoZone)
 			add(ReasonEmbargo, "embargo lifts at "+local, "opportunity", o.ID, o.Title, *e, days(e.Sub(t)))
 			a.Items[len(a.Items)-1].EmbargoLocal = local
 		}
@@ -762,12 +763,12 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 		}
 	}
 	if user == nil {
-		var camps []repo.Campaign
+		var camps []pipeline.Campaign
 		if err := s.FindAll(ctx, repo.CollCampaigns, bson.M{"archived_at": nil, "embargo_until": bson.M{"$gt": t, "$lte": t.Add(time.Duration(q.EmbargoDays) * day)}}, nil, &camps); err != nil {
 			return nil, err
 		}
 		for _, c := range camps {
-			local := repo.EmbargoLocal(c.EmbargoUntil, c.EmbargoZone)
+			local := pipeline.EmbargoLocal(c.EmbargoUntil, c.EmbargoZone)
 			add(ReasonEmbargo, "campaign embargo lifts at "+local, "campaign", c.ID, c.Name, *c.EmbargoUntil, days(c.EmbargoUntil.Sub(t)))
 			a.Items[len(a.Items)-1].EmbargoLocal = local
 		}

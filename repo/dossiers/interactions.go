@@ -7,6 +7,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
+	"outreach/repo/pipeline"
 	"outreach/repo/pitches"
 	"slices"
 	"time"
@@ -194,7 +195,7 @@ func (s *Store) InteractionPipeline(ctx context.Context, q InteractionQuery) (mo
 }
 
 // coverageSummary is "<type> - <sentiment> - <url>"; a missing part reads "n/a".
-func coverageSummary(c *repo.Coverage) string {
+func coverageSummary(c *pipeline.Coverage) string {
 	or := func(s string) string {
 		if s == "" {
 			return "n/a"
@@ -244,7 +245,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	for _, x := range notes.Items {
 		all = append(all, Interaction{Type: "note", ID: x.ID, Date: x.OccurredAt, Title: x.Title, Summary: x.Content, DetailType: x.Type})
 	}
-	cov, err := repo.ListPage[repo.Coverage](ctx, s.Store, repo.CollCoverage, sc.coverage, bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
+	cov, err := repo.ListPage[pipeline.Coverage](ctx, s.Store, repo.CollCoverage, sc.coverage, bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, limit, 0)
 	if err != nil {
 		return nil, fmt.Errorf("interaction log coverage: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 	"regexp"
 	"slices"
 	"strings"
@@ -296,7 +297,7 @@ func (s *Store) emailEvents(ctx context.Context, t *EmailThread, m *EmailMessage
 	}
 	var out []ledger.Mutation
 	for _, l := range t.OpportunityLinks {
-		o, err := repo.Find[*repo.Opportunity](ctx, s.Store, repo.CollOpportunities, l.OpportunityID)
+		o, err := repo.Find[*pipeline.Opportunity](ctx, s.Store, repo.CollOpportunities, l.OpportunityID)
 		if repo.IsNotFound(err) {
 			continue
 		}

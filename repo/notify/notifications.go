@@ -15,6 +15,7 @@ import (
 	"outreach/audit"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // DeliveryAttempt is the record of one attempt to deliver a notification to
@@ -130,7 +131,7 @@ func (s *Store) Subscriptions(ctx context.Context, userID string, limit, offset 
 		return p, err
 	}
 	for i := range p.Items {
-		o, err := repo.Find[*repo.Opportunity](ctx, s.Store, repo.CollOpportunities, p.Items[i].OpportunityID)
+		o, err := repo.Find[*pipeline.Opportunity](ctx, s.Store, repo.CollOpportunities, p.Items[i].OpportunityID)
 		if err != nil {
 			return p, err
 		}

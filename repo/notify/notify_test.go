@@ -13,6 +13,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/notify"
+	"outreach/repo/pipeline"
 	"outreach/repo/repotest"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestOutboxLandsWithItsChange(t *testing.T) {
 	s := repotest.OpenEmbedded(t)
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
-	if err := s.Seed(ctx); err != nil {
+	if err := pipeline.Of(s).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s.SetDeliveryTargets([]string{repo.TargetWebhook})
@@ -46,7 +47,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 	for _, tc := range points {
 		t.Run(fmt.Sprintf("%s/%s#%d", tc.protocol, tc.point, tc.nth), func(t *testing.T) {
 			*s.Internals().SerialWrites = tc.protocol == "serial"
-			o, err := s.CreateOpportunity(ctx, &repo.Opportunity{Title: "outbox " + tc.point})
+			o, err := pipeline.Of(s).CreateOpportunity(ctx, &pipeline.Opportunity{Title: "outbox " + tc.point})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +63,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 				}
 				return nil
 			}
-			_, err = s.ChangeStage(ctx, o.ID, repo.StageMove{Stage: "pitched"})
+			_, err = pipeline.Of(s).ChangeStage(ctx, o.ID, pipeline.StageMove{Stage: "pitched"})
 			*s.Internals().Hook = nil
 			if !errors.Is(err, ledger.ErrCrashed) {
 				t.Fatalf("ChangeStage: %v, want a simulated crash", err)
@@ -70,7 +71,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 			if _, err := s.Recover(context.Background(), true); err != nil {
 				t.Fatalf("recover: %v", err)
 			}
-			got, err := s.Opportunity(ctx, o.ID)
+			got, err := pipeline.Of(s).Opportunity(ctx, o.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +96,7 @@ func TestClaimHasOneWinner(t *testing.T) {
 	s := repotest.OpenEmbedded(t)
 	*s.Internals().SerialWrites = true
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
-	if err := s.Seed(ctx); err != nil {
+	if err := pipeline.Of(s).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s.SetDeliveryTargets([]string{repo.TargetWebhook})
@@ -103,14 +104,14 @@ func TestClaimHasOneWinner(t *testing.T) {
 	if err := repo.Insert(ctx, s, repo.CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.CreateOpportunity(ctx, &repo.Opportunity{Title: "claims"})
+	o, err := pipeline.Of(s).CreateOpportunity(ctx, &pipeline.Opportunity{Title: "claims"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := notify.Of(s).Subscribe(ctx, o.ID, u.ID, []string{repo.EventStageChanged}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ChangeStage(ctx, o.ID, repo.StageMove{Stage: "drafting"}); err != nil {
+	if _, err := pipeline.Of(s).ChangeStage(ctx, o.ID, pipeline.StageMove{Stage: "drafting"}); err != nil {
 		t.Fatal(err)
 	}
 	var n repo.Notification
@@ -148,7 +149,7 @@ func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	s := repotest.OpenEmbedded(t)
 	*s.Internals().SerialWrites = true
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
-	if err := s.Seed(ctx); err != nil {
+	if err := pipeline.Of(s).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s.SetDeliveryTargets([]string{repo.TargetWebhook})
@@ -156,14 +157,14 @@ func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	if err := repo.Insert(ctx, s, repo.CollUsers, u); err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.CreateOpportunity(ctx, &repo.Opportunity{Title: "lease"})
+	o, err := pipeline.Of(s).CreateOpportunity(ctx, &pipeline.Opportunity{Title: "lease"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := notify.Of(s).Subscribe(ctx, o.ID, u.ID, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ChangeStage(ctx, o.ID, repo.StageMove{Stage: "drafting"}); err != nil {
+	if _, err := pipeline.Of(s).ChangeStage(ctx, o.ID, pipeline.StageMove{Stage: "drafting"}); err != nil {
 		t.Fatal(err)
 	}
 	due, err := notify.Of(s).DueNotifications(ctx, repo.Now(), 10)

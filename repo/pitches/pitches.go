@@ -15,6 +15,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // Pitches: an email to one or more contacts of an opportunity, drafted,
@@ -186,8 +187,8 @@ func pitchActor(ctx context.Context) PitchActor {
 
 // pitchRecipients reads the contacts as recipients: each must be active,
 // on the opportunity, and have an address.
-func (s *Store) pitchRecipients(ctx context.Context, o *repo.Opportunity, ids []string) ([]PitchRecipient, error) {
-	ids = repo.UniqueIDs(ids)
+func (s *Store) pitchRecipients(ctx context.Context, o *pipeline.Opportunity, ids []string) ([]PitchRecipient, error) {
+	ids = pipeline.UniqueIDs(ids)
 	if len(ids) == 0 {
 		return nil, repo.Invalid("contact_ids", "give at least one contact (a contact of the opportunity with an email address)")
 	}
@@ -248,7 +249,7 @@ func (s *Store) CreatePitch(ctx context.Context, in PitchInput) (*Pitch, error) 
 	if err := s.MustExist(ctx, repo.CollOpportunities, "opportunity_id", in.OpportunityID); err != nil {
 		return nil, err
 	}
-	o, err := s.Opportunity(ctx, in.OpportunityID)
+	o, err := pipeline.Of(s.Store).Opportunity(ctx, in.OpportunityID)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +310,7 @@ func (s *Store) UpdatePitch(ctx context.Context, id string, pt PitchPatch) (*Pit
 	}
 	var rs []PitchRecipient
 	if pt.ContactIDs != nil {
-		o, err := s.Opportunity(ctx, cur.OpportunityID)
+		o, err := pipeline.Of(s.Store).Opportunity(ctx, cur.OpportunityID)
 		if err != nil {
 			return nil, err
 		}
@@ -497,7 +498,7 @@ func (s *Store) PitchSchedule(ctx context.Context, id, text string) (*time.Time,
 	if text == "" {
 		return nil, "", nil
 	}
-	if e, err := repo.ParseEmbargo("scheduled_at", text); err == nil {
+	if e, err := pipeline.ParseEmbargo("scheduled_at", text); err == nil {
 		return &e.Until, e.Zone, nil
 	}
 	var local time.Time

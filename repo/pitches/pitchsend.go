@@ -18,6 +18,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/inbox"
+	"outreach/repo/pipeline"
 )
 
 // The sending side of pitches: the suppression list, the claim a sender
@@ -73,7 +74,7 @@ func (s *Store) Suppressed(ctx context.Context, email string) (*Suppression, err
 // AddSuppression puts an address on the suppression list. An address
 // already on it is answered with its suppression and added reports false.
 func (s *Store) AddSuppression(ctx context.Context, email, reason, note, pitchID string) (sup *Suppression, added bool, err error) {
-	if err := repo.OneOf("reason", reason, SuppressionReasons); err != nil {
+	if err := pipeline.OneOf("reason", reason, SuppressionReasons); err != nil {
 		return nil, false, err
 	}
 	addr, lower, err := normalAddress("email", email)
@@ -350,15 +351,15 @@ func (s *Store) FinishPitch(ctx context.Context, id, owner, reason string) (*Pit
 	if err != nil || p.State != PitchSent {
 		return p, err
 	}
-	o, err := s.Opportunity(ctx, p.OpportunityID)
-	if err != nil || o.Archived() || repo.PitchedOrLater(o.Stage) || o.Stage == repo.StageLost {
+	o, err := pipeline.Of(s.Store).Opportunity(ctx, p.OpportunityID)
+	if err != nil || o.Archived() || pipeline.PitchedOrLater(o.Stage) || o.Stage == pipeline.StageLost {
 		return p, nil
 	}
-	mv := repo.StageMove{Stage: repo.StagePitched, Note: fmt.Sprintf("Pitch %q sent (pitch %s)", p.Subject, p.ID)}
+	mv := pipeline.StageMove{Stage: pipeline.StagePitched, Note: fmt.Sprintf("Pitch %q sent (pitch %s)", p.Subject, p.ID)}
 	if p.Approval != nil {
 		mv.OverrideReason = p.Approval.OverrideReason
 	}
-	if _, err := s.ChangeStage(ctx, p.OpportunityID, mv); err != nil {
+	if _, err := pipeline.Of(s.Store).ChangeStage(ctx, p.OpportunityID, mv); err != nil {
 		note := "the pitch was sent, but opportunity " + p.OpportunityID + " was not moved to pitched: " + err.Error()
 		if q, werr := s.pitchWrite(ctx, id, false, func(p *Pitch) error { p.StageNote = note; return nil }); werr == nil {
 			p = q
@@ -394,19 +395,19 @@ func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) 
 	} else if sup != nil {
 		return "suppression", fmt.Sprintf("%s is on the suppression list (%s since %s)", r.Email, sup.Reason, sup.CreatedAt.Format(time.RFC3339)), nil
 	}
-	o, err := s.Opportunity(ctx, p.OpportunityID)
+	o, err := pipeline.Of(s.Store).Opportunity(ctx, p.OpportunityID)
 	if err != nil {
 		return "", "", err
 	}
 	v := s.View()
-	if until, src, err := repo.EmbargoOf(ctx, v, o.ID, o.CampaignID); err != nil {
+	if until, src, err := pipeline.EmbargoOf(ctx, v, o.ID, o.CampaignID); err != nil {
 		return "", "", err
 	} else if until.After(repo.Now()) {
 		return "embargo", fmt.Sprintf("the %s is under embargo until %s; schedule the pitch after it", src, until.Format(time.RFC3339)), nil
 	}
 	override := p.Approval != nil && p.Approval.OverrideReason != ""
 	if !override {
-		if g, err := repo.DoublePitch(ctx, v, o.ID, &repo.Opportunity{ContactIDs: []string{r.ContactID}}); err != nil {
+		if g, err := pipeline.DoublePitch(ctx, v, o.ID, &pipeline.Opportunity{ContactIDs: []string{r.ContactID}}); err != nil {
 			return "", "", err
 		} else if g != nil {
 			return "double_pitch", g.Message, nil
@@ -415,7 +416,7 @@ func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) 
 			return "", "", err
 		} else if other != "" {
 			return "double_pitch", fmt.Sprintf("contact %s was sent pitch %s on %s, within the %s double-pitch window; an approver may pass override_reason to approve_pitch to send anyway",
-				repo.ContactLabel(c), other, at.Format(time.RFC3339), repo.WindowText(s.PitchWindow())), nil
+				repo.ContactLabel(c), other, at.Format(time.RFC3339), pipeline.WindowText(s.PitchWindow())), nil
 		}
 	}
 	total, domain, err := s.sentSince(ctx, repo.Now().Add(-24*time.Hour), domainOf(r.Email))
@@ -538,8 +539,8 @@ func (s *Store) pitchReply(ctx context.Context, in repo.IncomingEmail, res repo.
 		if !s.PitchPolicy().RespondedOnReply {
 			continue
 		}
-		if o, err := s.Opportunity(ctx, p.OpportunityID); err == nil && !o.Archived() && o.Stage == repo.StagePitched {
-			if _, err := s.ChangeStage(ctx, o.ID, repo.StageMove{Stage: "responded", Note: fmt.Sprintf("%s replied to pitch %q (pitch %s)", from, p.Subject, p.ID)}); err != nil {
+		if o, err := pipeline.Of(s.Store).Opportunity(ctx, p.OpportunityID); err == nil && !o.Archived() && o.Stage == pipeline.StagePitched {
+			if _, err := pipeline.Of(s.Store).ChangeStage(ctx, o.ID, pipeline.StageMove{Stage: "responded", Note: fmt.Sprintf("%s replied to pitch %q (pitch %s)", from, p.Subject, p.ID)}); err != nil {
 				s.Log.Warn().Err(err).Str("pitch", p.ID).Msg("pitch reply: move the opportunity to responded")
 			}
 		}

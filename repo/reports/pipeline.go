@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // PipelineReportQuery selects the opportunities a pipeline report counts:
@@ -105,8 +106,8 @@ const (
 
 // reached lists, per milestone, the stages that count as having reached it.
 var (
-	reachedResponded = []string{"responded", "in_progress", "placed", "published", repo.StageWon}
-	reachedPlaced    = []string{"placed", "published", repo.StageWon}
+	reachedResponded = []string{"responded", "in_progress", "placed", "published", pipeline.StageWon}
+	reachedPlaced    = []string{"placed", "published", pipeline.StageWon}
 )
 
 // PipelineReport computes the pipeline report: one bounded read of the
@@ -121,12 +122,12 @@ func (s *Store) PipelineReport(ctx context.Context, q PipelineReportQuery) (*Pip
 		StaleLabel:    "open opportunities (not won or lost) whose stage has not changed for 14 days or more, as of computed_at",
 		UpcomingLabel: "embargoes lifting, target dates and next actions of open opportunities in the 30 days after computed_at",
 		Conversion:    Conversion{Label: labelConversion}}
-	for _, st := range repo.Stages {
+	for _, st := range pipeline.Stages {
 		r.ByStage[st] = 0
 	}
 	filter := bson.M{"archived_at": nil}
 	if q.CampaignID != "" {
-		if _, err := s.Campaign(ctx, q.CampaignID); err != nil {
+		if _, err := pipeline.Of(s.Store).Campaign(ctx, q.CampaignID); err != nil {
 			return nil, repo.WithField(err, "campaign_id")
 		}
 		filter["campaign_id"] = q.CampaignID
@@ -139,7 +140,7 @@ func (s *Store) PipelineReport(ctx context.Context, q PipelineReportQuery) (*Pip
 	if n > MaxPipelineItems {
 		return nil, repo.Errorf(repo.CodeFailedPrecondition, "the scope holds %d opportunities, more than the %d one report reads; name a campaign", n, MaxPipelineItems)
 	}
-	var opps []repo.Opportunity
+	var opps []pipeline.Opportunity
 	if err := s.FindProjected(ctx, repo.CollOpportunities, filter, bson.M{"title": 1, "stage": 1, "stage_history": 1, "owner_id": 1,
 		"embargo_until": 1, "target_date": 1, "next_action_date": 1, "created_at": 1}, &opps); err != nil {
 		return nil, err
@@ -160,7 +161,7 @@ func (s *Store) PipelineReport(ctx context.Context, q PipelineReportQuery) (*Pip
 			owners[u.ID] = u.Name
 		}
 	}
-	ownerOf := func(o repo.Opportunity) string {
+	ownerOf := func(o pipeline.Opportunity) string {
 		if o.OwnerID == "" {
 			return unassigned
 		}
@@ -195,7 +196,7 @@ func (s *Store) PipelineReport(ctx context.Context, q PipelineReportQuery) (*Pip
 				r.Conversion.Placed++
 			}
 		}
-		if repo.Terminal(o.Stage) {
+		if pipeline.Terminal(o.Stage) {
 			continue
 		}
 		owner := ownerOf(o)

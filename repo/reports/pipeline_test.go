@@ -7,6 +7,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 	"outreach/repo/reports"
 	"outreach/repo/repotest"
 )
@@ -17,28 +18,28 @@ import (
 func TestPipelineReportCounts(t *testing.T) {
 	s := repotest.OpenEmbedded(t)
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
-	if err := s.Seed(ctx); err != nil {
+	if err := pipeline.Of(s).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	ann := &repo.User{Name: "Ann", Email: "ann@example.com"}
 	if err := repo.Insert(ctx, s, repo.CollUsers, ann); err != nil {
 		t.Fatal(err)
 	}
-	camp, err := s.CreateCampaign(ctx, &repo.Campaign{Name: "Launch"})
+	camp, err := pipeline.Of(s).CreateCampaign(ctx, &pipeline.Campaign{Name: "Launch"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
 	day := func(d int) time.Time { return now.AddDate(0, 0, d).Truncate(time.Millisecond) }
 	at := func(d int) *time.Time { t := day(d); return &t }
-	h := func(stages ...any) []repo.StageChange {
-		var out []repo.StageChange
+	h := func(stages ...any) []pipeline.StageChange {
+		var out []pipeline.StageChange
 		for i := 0; i < len(stages); i += 2 {
-			out = append(out, repo.StageChange{Stage: stages[i].(string), At: day(stages[i+1].(int))})
+			out = append(out, pipeline.StageChange{Stage: stages[i].(string), At: day(stages[i+1].(int))})
 		}
 		return out
 	}
-	for _, o := range []*repo.Opportunity{
+	for _, o := range []*pipeline.Opportunity{
 		// pitched 20 days ago, placed 10 days ago: converted, open, not stale (10 days)
 		{Title: "placed", Stage: "placed", OwnerID: ann.ID, StageHistory: h("researching", -40, "pitched", -20, "responded", -15, "placed", -10)},
 		// pitched 5 days ago, no answer: stale? no (5 days); an embargo in 3 days
@@ -75,7 +76,7 @@ func TestPipelineReportCounts(t *testing.T) {
 	if r.UpcomingCount != 2 || len(r.Upcoming) != 2 || r.Upcoming[0].What != "next_action_date" || r.Upcoming[1].What != "embargo_until" {
 		t.Errorf("upcoming: %d %+v", r.UpcomingCount, r.Upcoming)
 	}
-	other, err := s.CreateCampaign(ctx, &repo.Campaign{Name: "Empty"})
+	other, err := pipeline.Of(s).CreateCampaign(ctx, &pipeline.Campaign{Name: "Empty"})
 	if err != nil {
 		t.Fatal(err)
 	}

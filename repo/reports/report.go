@@ -14,6 +14,7 @@ import (
 
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 	"outreach/repo/pitches"
 )
 
@@ -163,10 +164,10 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 	r := &CoverageReport{Scope: "team", Since: q.Since, Until: q.Until, ComputedAt: repo.Now(),
 		ByType: map[string]int{}, BySentiment: map[string]int{unrated: 0}, ByTier: map[string]int{"1": 0, "2": 0, "3": 0, untiered: 0},
 		Trend: []WeekTrend{}}
-	for _, t := range repo.CoverageTypes {
+	for _, t := range pipeline.CoverageTypes {
 		r.ByType[t] = 0
 	}
-	for _, t := range repo.Sentiments {
+	for _, t := range pipeline.Sentiments {
 		r.BySentiment[t] = 0
 	}
 	filter := bson.M{"archived_at": nil, "published_at": bson.M{"$gte": q.Since, "$lte": q.Until}}
@@ -175,14 +176,14 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 	case q.CampaignID != "" && len(q.OutletIDs) > 0:
 		return nil, repo.Invalid("outlet_ids", "give either campaign_id or outlet_ids (or neither, for the team), not both")
 	case q.CampaignID != "":
-		if _, err := s.Campaign(ctx, q.CampaignID); err != nil {
+		if _, err := pipeline.Of(s.Store).Campaign(ctx, q.CampaignID); err != nil {
 			return nil, repo.WithField(err, "campaign_id")
 		}
 		filter["campaign_id"] = q.CampaignID
 		oppFilter = bson.M{"campaign_id": q.CampaignID}
 		r.Scope, r.CampaignID = "campaign", q.CampaignID
 	case len(q.OutletIDs) > 0:
-		ids := repo.UniqueIDs(q.OutletIDs)
+		ids := pipeline.UniqueIDs(q.OutletIDs)
 		for _, id := range ids {
 			if _, err := repo.Find[*repo.Outlet](ctx, s.Store, repo.CollOutlets, id); err != nil {
 				return nil, repo.WithField(err, "outlet_ids")
@@ -206,7 +207,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 	// The summary is read only when share of voice looks for competitors
 	// in it: it is long text the service's index leaves out (repo's
 	// mirrorSpecs), so without it the index answers the read.
-	var items []repo.Coverage
+	var items []pipeline.Coverage
 	projection := bson.M{"title": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}
 	if q.Clips {
 		projection["url"], projection["contact_ids"] = 1, 1
@@ -260,7 +261,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		} else {
 			r.Reach.ItemsWithoutReach++
 		}
-		r.Reach.TotalImpressions = repo.AddFigures(r.Reach.TotalImpressions, reach)
+		r.Reach.TotalImpressions = pipeline.AddFigures(r.Reach.TotalImpressions, reach)
 		text := strings.ToLower(c.Title + "\n" + c.Summary)
 		for i, name := range lowered {
 			if strings.Contains(text, name) {
@@ -274,7 +275,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 			weeks[wk] = w
 		}
 		w.Items++
-		w.TotalImpressions = repo.AddFigures(w.TotalImpressions, reach)
+		w.TotalImpressions = pipeline.AddFigures(w.TotalImpressions, reach)
 	}
 	for _, id := range outletIDs {
 		o := byOutlet[id]
@@ -282,7 +283,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 			r.Reach.OutletsWithoutSize++
 			continue
 		}
-		r.Reach.UniqueAudience = repo.AddFigures(r.Reach.UniqueAudience, *o.AudienceSize)
+		r.Reach.UniqueAudience = pipeline.AddFigures(r.Reach.UniqueAudience, *o.AudienceSize)
 	}
 	r.Reach.Saturated = r.Reach.TotalImpressions == math.MaxInt64 || r.Reach.UniqueAudience == math.MaxInt64
 	r.Share.Ours = r.Items
@@ -331,7 +332,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 
 // clips fills the clip list (newest first) and the top outlets by total
 // impressions from the items the figures were counted from.
-func (s *Store) clips(ctx context.Context, r *CoverageReport, items []repo.Coverage, byOutlet map[string]*repo.Outlet) error {
+func (s *Store) clips(ctx context.Context, r *CoverageReport, items []pipeline.Coverage, byOutlet map[string]*repo.Outlet) error {
 	contactIDs := []string{}
 	seen := map[string]bool{}
 	for _, c := range items {
@@ -365,7 +366,7 @@ func (s *Store) clips(ctx context.Context, r *CoverageReport, items []repo.Cover
 			}
 			or.Items++
 			if c.Reach != nil {
-				or.Impressions = repo.AddFigures(or.Impressions, *c.Reach)
+				or.Impressions = pipeline.AddFigures(or.Impressions, *c.Reach)
 			}
 		}
 		for _, id := range c.ContactIDs {
@@ -416,14 +417,14 @@ func (s *Store) lookup(ctx context.Context, coll string, ids []string, projectio
 	if len(ids) > lookupAll {
 		return s.FindProjected(ctx, coll, bson.M{}, projection, out)
 	}
-	return s.FindProjected(ctx, coll, repo.ByIDs(ids), projection, out)
+	return s.FindProjected(ctx, coll, pipeline.ByIDs(ids), projection, out)
 }
 
 // summaries fills the summaries of items (the coverage filter matched),
 // which share of voice searches: in one read of the store, with the same
 // filter, since the service's index leaves this long text out and would
 // fetch it record by record.
-func (s *Store) summaries(ctx context.Context, filter bson.M, items []repo.Coverage) error {
+func (s *Store) summaries(ctx context.Context, filter bson.M, items []pipeline.Coverage) error {
 	cur, err := s.Collection(repo.CollCoverage).Find(ctx, filter, options.Find().SetProjection(bson.M{"summary": 1}))
 	if err != nil {
 		return ledger.DriverErr(err, "coverage", "report")

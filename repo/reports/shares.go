@@ -20,6 +20,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // Shared reports: a report's figures frozen at the moment it was shared,
@@ -27,7 +28,7 @@ import (
 // link. The record (shared_reports) holds the snapshot, the expiry, the
 // revocation and the views; the link is never stored: it is the record's id
 // and expiry signed with the service's URL-signing secret (the one of the
-// media URLs, held outside the store, repo/media.go), under a label of its
+// media URLs, held outside the store, repo/pipeline/media.go), under a label of its
 // own, so whoever reads the store or a backup cannot forge one. The same
 // link can be derived again for the team (list_shared_reports).
 
@@ -103,14 +104,14 @@ func (s *Store) Compute(ctx context.Context, q ReportQuery) (*Snapshot, error) {
 func (s *Store) scopeName(ctx context.Context, q ReportQuery) (string, error) {
 	switch {
 	case q.CampaignID != "":
-		c, err := s.Campaign(ctx, q.CampaignID)
+		c, err := pipeline.Of(s.Store).Campaign(ctx, q.CampaignID)
 		if err != nil {
 			return "", repo.WithField(err, "campaign_id")
 		}
 		return "Campaign: " + c.Name, nil
 	case len(q.OutletIDs) > 0:
 		var outlets []repo.Outlet
-		if err := s.FindProjected(ctx, repo.CollOutlets, repo.ByIDs(repo.UniqueIDs(q.OutletIDs)), bson.M{"name": 1}, &outlets); err != nil {
+		if err := s.FindProjected(ctx, repo.CollOutlets, pipeline.ByIDs(pipeline.UniqueIDs(q.OutletIDs)), bson.M{"name": 1}, &outlets); err != nil {
 			return "", err
 		}
 		names := make([]string, len(outlets))
@@ -228,7 +229,7 @@ func (s *Store) ShareReport(ctx context.Context, q ReportQuery, ttl time.Duratio
 		title = "Pipeline report"
 	}
 	r := &SharedReport{Meta: repo.Meta{ID: uuid.NewString()}, Kind: q.Kind, Title: title,
-		Scope:    ShareScope{Since: q.Since, Until: q.Until, CampaignID: q.CampaignID, OutletIDs: repo.UniqueIDs(q.OutletIDs), Name: snap.ScopeName},
+		Scope:    ShareScope{Since: q.Since, Until: q.Until, CampaignID: q.CampaignID, OutletIDs: pipeline.UniqueIDs(q.OutletIDs), Name: snap.ScopeName},
 		SharedAt: now, ExpiresAt: now.Add(ttl).Truncate(time.Second), SharedBy: actor.UserID, Snapshot: string(body)}
 	if len(r.Scope.OutletIDs) == 0 {
 		r.Scope.OutletIDs = nil

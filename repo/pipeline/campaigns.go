@@ -1,4 +1,4 @@
-package repo
+package pipeline
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"outreach/audit"
 	"outreach/ledger"
+	"outreach/repo"
 )
 
 // GeneralCampaign is the name of the campaign that exists from the first
@@ -26,7 +27,7 @@ var CampaignStatuses = []string{"planning", "active", "paused", "completed"}
 
 // Campaign groups related opportunities. Its metrics are computed on read.
 type Campaign struct {
-	Meta             `bson:",inline"`
+	repo.Meta        `bson:",inline"`
 	Name             string     `bson:"name" json:"name"`
 	Description      string     `bson:"description,omitempty" json:"description,omitempty"`
 	Status           string     `bson:"status" json:"status"`
@@ -57,17 +58,17 @@ type CampaignPatch struct {
 // campaign, unless a campaign of that name exists. Running it again changes
 // nothing.
 func (s *Store) Seed(ctx context.Context) error {
-	n, err := s.count(ctx, CollCampaigns, bson.M{"name": GeneralCampaign})
+	n, err := s.Count(ctx, repo.CollCampaigns, bson.M{"name": GeneralCampaign})
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
 	if n > 0 {
 		return nil
 	}
-	ctx = audit.WithActor(ctx, SystemActor("seed"))
+	ctx = audit.WithActor(ctx, repo.SystemActor("seed"))
 	c := &Campaign{Name: GeneralCampaign, Status: "active",
 		Description: "Opportunities created without a campaign join this one."}
-	if err := Insert(ctx, s, CollCampaigns, c); err != nil {
+	if err := repo.Insert(ctx, s.Store, repo.CollCampaigns, c); err != nil {
 		return fmt.Errorf("seed the %s campaign: %w", GeneralCampaign, err)
 	}
 	return nil
@@ -75,17 +76,17 @@ func (s *Store) Seed(ctx context.Context) error {
 
 // generalID returns the id of the General campaign.
 func (s *Store) generalID(ctx context.Context) (string, error) {
-	var m Meta
-	err := s.findOne(ctx, CollCampaigns, bson.M{"name": GeneralCampaign},
+	var m repo.Meta
+	err := s.FindOne(ctx, repo.CollCampaigns, bson.M{"name": GeneralCampaign},
 		options.FindOne().SetSort(bson.D{{Key: "created_at", Value: 1}, {Key: "_id", Value: 1}})).Decode(&m)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return "", Errorf(CodeFailedPrecondition, "the %s campaign is missing; restart the service to create it, or give campaign_id", GeneralCampaign)
+		return "", repo.Errorf(repo.CodeFailedPrecondition, "the %s campaign is missing; restart the service to create it, or give campaign_id", GeneralCampaign)
 	}
 	if err != nil {
 		return "", ledger.DriverErr(err, "campaign", GeneralCampaign)
 	}
 	if m.ArchivedAt != nil {
-		return "", Errorf(CodeFailedPrecondition, "the %s campaign is archived; restore it or give campaign_id", GeneralCampaign)
+		return "", repo.Errorf(repo.CodeFailedPrecondition, "the %s campaign is archived; restore it or give campaign_id", GeneralCampaign)
 	}
 	return m.ID, nil
 }
@@ -95,13 +96,13 @@ func (s *Store) generalID(ctx context.Context) (string, error) {
 func (s *Store) checkCampaignName(ctx context.Context, name, id string) (string, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
-		return "", Invalid("name", "must not be empty")
+		return "", repo.Invalid("name", "must not be empty")
 	}
 	if strings.EqualFold(name, GeneralCampaign) {
-		var m Meta
-		err := s.findOne(ctx, CollCampaigns, bson.M{"name": GeneralCampaign}).Decode(&m)
+		var m repo.Meta
+		err := s.FindOne(ctx, repo.CollCampaigns, bson.M{"name": GeneralCampaign}).Decode(&m)
 		if err == nil && m.ID != id {
-			return "", &Error{Code: CodeConflict, Field: "name", Message: fmt.Sprintf("name: %q is reserved for the %s campaign (%s); choose another name", name, GeneralCampaign, m.ID)}
+			return "", &repo.Error{Code: repo.CodeConflict, Field: "name", Message: fmt.Sprintf("name: %q is reserved for the %s campaign (%s); choose another name", name, GeneralCampaign, m.ID)}
 		}
 	}
 	return name, nil
@@ -109,13 +110,13 @@ func (s *Store) checkCampaignName(ctx context.Context, name, id string) (string,
 
 func checkCampaign(c *Campaign) error {
 	if !slices.Contains(CampaignStatuses, c.Status) {
-		return Invalid("status", "%q is not allowed; use one of: %s", c.Status, strings.Join(CampaignStatuses, ", "))
+		return repo.Invalid("status", "%q is not allowed; use one of: %s", c.Status, strings.Join(CampaignStatuses, ", "))
 	}
 	if c.StartsOn != nil && c.EndsOn != nil && c.EndsOn.Before(*c.StartsOn) {
-		return Invalid("ends_on", "%s is before starts_on %s", c.EndsOn.Format(time.DateOnly), c.StartsOn.Format(time.DateOnly))
+		return repo.Invalid("ends_on", "%s is before starts_on %s", c.EndsOn.Format(time.DateOnly), c.StartsOn.Format(time.DateOnly))
 	}
 	if c.TargetPlacements != nil && *c.TargetPlacements < 0 {
-		return Invalid("target_placements", "%d is negative; use 0 or more", *c.TargetPlacements)
+		return repo.Invalid("target_placements", "%d is negative; use 0 or more", *c.TargetPlacements)
 	}
 	return nil
 }
@@ -133,8 +134,8 @@ func (s *Store) CreateCampaign(ctx context.Context, c *Campaign) (*Campaign, err
 	if err := checkCampaign(c); err != nil {
 		return nil, err
 	}
-	c.Meta = Meta{}
-	if err := Insert(ctx, s, CollCampaigns, c); err != nil {
+	c.Meta = repo.Meta{}
+	if err := repo.Insert(ctx, s.Store, repo.CollCampaigns, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -142,7 +143,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c *Campaign) (*Campaign, err
 
 // Campaign returns a campaign.
 func (s *Store) Campaign(ctx context.Context, id string) (*Campaign, error) {
-	return Find[*Campaign](ctx, s, CollCampaigns, id)
+	return repo.Find[*Campaign](ctx, s.Store, repo.CollCampaigns, id)
 }
 
 // UpdateCampaign applies p to an active campaign. General keeps its name.
@@ -154,13 +155,13 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 		}
 		p.Name = &name
 	}
-	return Modify(ctx, s, CollCampaigns, id, audit.ActionUpdate, func(c *Campaign) error {
+	return repo.Modify(ctx, s.Store, repo.CollCampaigns, id, audit.ActionUpdate, func(c *Campaign) error {
 		if c.Archived() {
-			return Errorf(CodeFailedPrecondition, "campaign %s is archived; restore it before changing it", id)
+			return repo.Errorf(repo.CodeFailedPrecondition, "campaign %s is archived; restore it before changing it", id)
 		}
 		if p.Name != nil {
 			if c.General() && *p.Name != GeneralCampaign {
-				return &Error{Code: CodeFailedPrecondition, Field: "name", Message: fmt.Sprintf("name: the %s campaign cannot be renamed: it collects opportunities created without a campaign", GeneralCampaign)}
+				return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "name", Message: fmt.Sprintf("name: the %s campaign cannot be renamed: it collects opportunities created without a campaign", GeneralCampaign)}
 			}
 			c.Name = *p.Name
 		}
@@ -186,9 +187,9 @@ func (s *Store) UpdateCampaign(ctx context.Context, id string, p CampaignPatch) 
 
 // ArchiveCampaign archives a campaign; General cannot be archived.
 func (s *Store) ArchiveCampaign(ctx context.Context, id string) (*Campaign, error) {
-	return Archive(ctx, s, CollCampaigns, id, func(c *Campaign) error {
+	return repo.Archive(ctx, s.Store, repo.CollCampaigns, id, func(c *Campaign) error {
 		if c.General() {
-			return Errorf(CodeFailedPrecondition, "%s", generalArchived())
+			return repo.Errorf(repo.CodeFailedPrecondition, "%s", generalArchived())
 		}
 		return nil
 	})
@@ -196,7 +197,7 @@ func (s *Store) ArchiveCampaign(ctx context.Context, id string) (*Campaign, erro
 
 // RestoreCampaign restores an archived campaign.
 func (s *Store) RestoreCampaign(ctx context.Context, id string) (*Campaign, error) {
-	return Restore[*Campaign](ctx, s, CollCampaigns, id)
+	return repo.Restore[*Campaign](ctx, s.Store, repo.CollCampaigns, id)
 }
 
 // CampaignFilter selects campaigns; empty fields do not filter.
@@ -206,15 +207,15 @@ type CampaignFilter struct {
 }
 
 // ListCampaigns lists campaigns, newest first.
-func (s *Store) ListCampaigns(ctx context.Context, f CampaignFilter, limit, offset int) (Page[Campaign], error) {
+func (s *Store) ListCampaigns(ctx context.Context, f CampaignFilter, limit, offset int) (repo.Page[Campaign], error) {
 	filter := bson.M{}
 	if f.Status != "" {
 		filter["status"] = f.Status
 	}
 	if f.Search != "" {
-		return TextListPage[Campaign](ctx, s, TextFilter{Coll: CollCampaigns, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return repo.TextListPage[Campaign](ctx, s.Store, repo.TextFilter{Coll: repo.CollCampaigns, Text: f.Search}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 	}
-	return ListPage[Campaign](ctx, s, CollCampaigns, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return repo.ListPage[Campaign](ctx, s.Store, repo.CollCampaigns, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 }
 
 // CampaignMetrics are a campaign's summary figures, computed from the active
@@ -283,7 +284,7 @@ const NoSentiment = "unspecified"
 // with $in queries: the embedded store has no $lookup and no $group
 // accumulators beyond $sum.
 func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetrics, error) {
-	t := Now()
+	t := repo.Now()
 	m := &CampaignMetrics{ComputedAt: t}
 	m.Opportunities.ByStage = map[string]int{}
 	for _, st := range Stages {
@@ -293,7 +294,7 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 		Stage          string     `bson:"stage"`
 		NextActionDate *time.Time `bson:"next_action_date"`
 	}
-	if err := s.FindProjected(ctx, CollOpportunities, bson.M{"campaign_id": id, "archived_at": nil},
+	if err := s.FindProjected(ctx, repo.CollOpportunities, bson.M{"campaign_id": id, "archived_at": nil},
 		bson.M{"stage": 1, "next_action_date": 1}, &opps); err != nil {
 		return nil, err
 	}
@@ -324,7 +325,7 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 		OutletID  string `bson:"outlet_id"`
 		Reach     *int64 `bson:"reach"`
 	}
-	if err := s.FindProjected(ctx, CollCoverage, bson.M{"campaign_id": id, "archived_at": nil},
+	if err := s.FindProjected(ctx, repo.CollCoverage, bson.M{"campaign_id": id, "archived_at": nil},
 		bson.M{"type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1}, &cov); err != nil {
 		return nil, err
 	}
@@ -340,7 +341,7 @@ func (s *Store) CampaignMetrics(ctx context.Context, id string) (*CampaignMetric
 			ID   string `bson:"_id"`
 			Tier *int64 `bson:"tier"`
 		}
-		if err := s.FindProjected(ctx, CollOutlets, bson.M{"_id": bson.M{"$in": outletIDs}}, bson.M{"tier": 1}, &outlets); err != nil {
+		if err := s.FindProjected(ctx, repo.CollOutlets, bson.M{"_id": bson.M{"$in": outletIDs}}, bson.M{"tier": 1}, &outlets); err != nil {
 			return nil, err
 		}
 		for _, o := range outlets {
@@ -379,7 +380,7 @@ func (s *Store) CampaignHeadlines(ctx context.Context, ids []string) (map[string
 		CampaignID string `bson:"campaign_id"`
 		Stage      string `bson:"stage"`
 	}
-	if err := s.FindProjected(ctx, CollOpportunities, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
+	if err := s.FindProjected(ctx, repo.CollOpportunities, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
 		bson.M{"campaign_id": 1, "stage": 1}, &opps); err != nil {
 		return nil, err
 	}
@@ -398,7 +399,7 @@ func (s *Store) CampaignHeadlines(ctx context.Context, ids []string) (map[string
 	var cov []struct {
 		CampaignID string `bson:"campaign_id"`
 	}
-	if err := s.FindProjected(ctx, CollCoverage, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
+	if err := s.FindProjected(ctx, repo.CollCoverage, bson.M{"campaign_id": bson.M{"$in": ids}, "archived_at": nil},
 		bson.M{"campaign_id": 1}, &cov); err != nil {
 		return nil, err
 	}
@@ -433,24 +434,24 @@ func generalArchived() string {
 	return fmt.Sprintf("the %s campaign cannot be archived: opportunities created without a campaign join it", GeneralCampaign)
 }
 
-func campaignRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
-	c, err := DecodeState[Campaign](id, state)
+func campaignRule(ctx context.Context, v *repo.RuleView, id string, state bson.M) error {
+	c, err := repo.DecodeState[Campaign](id, state)
 	if err != nil {
 		return err
 	}
 	if err := checkCampaign(c); err != nil {
-		return FieldViolation("campaign_fields", err)
+		return repo.FieldViolation("campaign_fields", err)
 	}
-	stored, err := v.Stored(ctx, CollCampaigns, id)
+	stored, err := v.Stored(ctx, repo.CollCampaigns, id)
 	if err != nil {
 		return err
 	}
-	if Str(stored, "name") == GeneralCampaign || c.General() {
+	if repo.Str(stored, "name") == GeneralCampaign || c.General() {
 		if c.Archived() {
-			return Violated("general_campaign", "%s; leave this change as it is", generalArchived())
+			return repo.Violated("general_campaign", "%s; leave this change as it is", generalArchived())
 		}
 		if !c.General() {
-			return Violated("general_campaign", "the %s campaign cannot be renamed (to %q): it collects opportunities created without a campaign; leave this change as it is", GeneralCampaign, c.Name)
+			return repo.Violated("general_campaign", "the %s campaign cannot be renamed (to %q): it collects opportunities created without a campaign; leave this change as it is", GeneralCampaign, c.Name)
 		}
 	}
 	if g, err := embargoCoverage(ctx, v, "campaign_id", id, c.EmbargoUntil); err != nil || g != nil {
@@ -460,17 +461,17 @@ func campaignRule(ctx context.Context, v *RuleView, id string, state bson.M) err
 		return g.AsViolation()
 	}
 	if strings.EqualFold(c.Name, GeneralCampaign) {
-		others, err := v.Matching(ctx, CollCampaigns, bson.M{"name": GeneralCampaign}, func(st bson.M) bool {
-			return Str(st, "_id") != id && Str(st, "name") == GeneralCampaign
+		others, err := v.Matching(ctx, repo.CollCampaigns, bson.M{"name": GeneralCampaign}, func(st bson.M) bool {
+			return repo.Str(st, "_id") != id && repo.Str(st, "name") == GeneralCampaign
 		})
 		if err != nil {
 			return err
 		}
 		if len(others) > 0 {
-			return Violated("general_campaign", "campaign %s would be named %q, which is reserved for the %s campaign (%s); rename it with update_campaign first", id, c.Name, GeneralCampaign, Str(others[0], "_id"))
+			return repo.Violated("general_campaign", "campaign %s would be named %q, which is reserved for the %s campaign (%s); rename it with update_campaign first", id, c.Name, GeneralCampaign, repo.Str(others[0], "_id"))
 		}
 	}
 	return nil
 }
 
-func init() { RegisterRule(CollCampaigns, campaignRule) }
+func init() { repo.RegisterRule(repo.CollCampaigns, campaignRule) }

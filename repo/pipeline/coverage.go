@@ -1,4 +1,4 @@
-package repo
+package pipeline
 
 import (
 	"context"
@@ -12,13 +12,14 @@ import (
 
 	"outreach/audit"
 	"outreach/ledger"
+	"outreach/repo"
 )
 
 // Coverage is a published result: an article, interview, award, segment.
 // Its stored shape is fixed here so the interaction log reads it from the
 // first day; the coverage tools extend this file.
 type Coverage struct {
-	Meta               `bson:",inline"`
+	repo.Meta          `bson:",inline"`
 	Title              string    `bson:"title" json:"title"`
 	URL                string    `bson:"url,omitempty" json:"url,omitempty"`
 	PublishedAt        time.Time `bson:"published_at" json:"published_at"`
@@ -72,15 +73,15 @@ type CoveragePatch struct {
 func checkCoverage(c *Coverage) error {
 	c.Title = strings.TrimSpace(c.Title)
 	if c.Title == "" {
-		return Invalid("title", "must not be empty")
+		return repo.Invalid("title", "must not be empty")
 	}
 	if c.PublishedAt.IsZero() {
-		return Invalid("published_at", "is required: when the piece was published")
+		return repo.Invalid("published_at", "is required: when the piece was published")
 	}
 	if c.URL != "" {
 		u, err := url.Parse(c.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return Invalid("url", "%q is not an absolute http(s) URL", c.URL)
+			return repo.Invalid("url", "%q is not an absolute http(s) URL", c.URL)
 		}
 	}
 	if err := OneOf("type", c.Type, CoverageTypes); err != nil {
@@ -97,18 +98,18 @@ func checkCoverage(c *Coverage) error {
 		}
 	}
 	if c.Reach != nil && *c.Reach < 0 {
-		return Invalid("reach", "%d is negative; use 0 or more", *c.Reach)
+		return repo.Invalid("reach", "%d is negative; use 0 or more", *c.Reach)
 	}
-	if c.Reach != nil && *c.Reach > MaxFigure {
-		return Invalid("reach", "%d is too large; the maximum is %d", *c.Reach, int64(MaxFigure))
+	if c.Reach != nil && *c.Reach > repo.MaxFigure {
+		return repo.Invalid("reach", "%d is too large; the maximum is %d", *c.Reach, int64(repo.MaxFigure))
 	}
 	return nil
 }
 
 // checkCoverageLinks checks that every id given in p names an active record.
 func (s *Store) checkCoverageLinks(ctx context.Context, p CoveragePatch) error {
-	return s.checkRefs(ctx, []ref{{CollOutlets, "outlet_id", p.OutletID}, {CollChannels, "channel_id", p.ChannelID},
-		{CollOpportunities, "opportunity_id", p.OpportunityID}}, p.ContactIDs)
+	return s.CheckRefs(ctx, []repo.Ref{{Coll: repo.CollOutlets, Field: "outlet_id", ID: p.OutletID}, {Coll: repo.CollChannels, Field: "channel_id", ID: p.ChannelID},
+		{Coll: repo.CollOpportunities, Field: "opportunity_id", ID: p.OpportunityID}}, p.ContactIDs)
 }
 
 // opportunityPlace returns the campaign and outlet of opportunity id ("" for none).
@@ -120,7 +121,7 @@ func (s *Store) opportunityPlace(ctx context.Context, id string) (campaignID, ou
 		CampaignID string `bson:"campaign_id"`
 		OutletID   string `bson:"outlet_id"`
 	}
-	err = s.coll(CollOpportunities).FindOne(ctx, bson.M{"_id": id}, options.FindOne().SetProjection(bson.M{"campaign_id": 1, "outlet_id": 1})).Decode(&o)
+	err = s.Collection(repo.CollOpportunities).FindOne(ctx, bson.M{"_id": id}, options.FindOne().SetProjection(bson.M{"campaign_id": 1, "outlet_id": 1})).Decode(&o)
 	if err != nil {
 		return "", "", ledger.DriverErr(err, "opportunity", id)
 	}
@@ -170,16 +171,16 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 	if err := s.applyPlace(ctx, c, outlet, channel, opportunity); err != nil {
 		return nil, err
 	}
-	c.Meta = Meta{}
-	if err := InsertWithEvents(ctx, s, CollCoverage, c, func() ([]OppEvent, error) {
+	c.Meta = repo.Meta{}
+	if err := repo.InsertWithEvents(ctx, s.Store, repo.CollCoverage, c, func() ([]repo.OppEvent, error) {
 		if c.OpportunityID == "" {
 			return nil, nil
 		}
-		o, err := Find[*Opportunity](ctx, s, CollOpportunities, c.OpportunityID)
+		o, err := repo.Find[*Opportunity](ctx, s.Store, repo.CollOpportunities, c.OpportunityID)
 		if err != nil {
 			return nil, err
 		}
-		return []OppEvent{{Kind: EventCoverageAdded, OppID: o.ID, Title: o.Title,
+		return []repo.OppEvent{{Kind: repo.EventCoverageAdded, OppID: o.ID, Title: o.Title,
 			Text: fmt.Sprintf("coverage on %q: %s", o.Title, c.Title),
 			Data: map[string]any{"coverage_id": c.ID, "coverage_title": c.Title, "url": c.URL, "type": c.Type}}}, nil
 	}); err != nil {
@@ -190,7 +191,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 
 // Coverage returns one coverage record.
 func (s *Store) Coverage(ctx context.Context, id string) (*Coverage, error) {
-	return Find[*Coverage](ctx, s, CollCoverage, id)
+	return repo.Find[*Coverage](ctx, s.Store, repo.CollCoverage, id)
 }
 
 // UpdateCoverage applies p to active coverage.
@@ -198,9 +199,9 @@ func (s *Store) UpdateCoverage(ctx context.Context, id string, p CoveragePatch) 
 	if err := s.checkCoverageLinks(ctx, p); err != nil {
 		return nil, err
 	}
-	return Modify(ctx, s, CollCoverage, id, audit.ActionUpdate, func(c *Coverage) error {
+	return repo.Modify(ctx, s.Store, repo.CollCoverage, id, audit.ActionUpdate, func(c *Coverage) error {
 		if c.Archived() {
-			return Errorf(CodeFailedPrecondition, "coverage %s is archived; restore it before changing it", id)
+			return repo.Errorf(repo.CodeFailedPrecondition, "coverage %s is archived; restore it before changing it", id)
 		}
 		set(&c.Title, p.Title)
 		set(&c.URL, p.URL)
@@ -229,7 +230,7 @@ func (s *Store) UpdateCoverage(ctx context.Context, id string, p CoveragePatch) 
 
 // ArchiveCoverage archives coverage.
 func (s *Store) ArchiveCoverage(ctx context.Context, id string) (*Coverage, error) {
-	return Archive[*Coverage](ctx, s, CollCoverage, id, nil)
+	return repo.Archive[*Coverage](ctx, s.Store, repo.CollCoverage, id, nil)
 }
 
 // RestoreCoverage restores archived coverage.
@@ -244,7 +245,7 @@ func (s *Store) RestoreCoverage(ctx context.Context, id string) (*Coverage, erro
 			return nil, g.ToolError()
 		}
 	}
-	return Restore[*Coverage](ctx, s, CollCoverage, id)
+	return repo.Restore[*Coverage](ctx, s.Store, repo.CollCoverage, id)
 }
 
 // CoverageFilter selects coverage; empty fields do not filter.
@@ -256,7 +257,7 @@ type CoverageFilter struct {
 }
 
 // ListCoverage lists coverage, most recently published first.
-func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offset int) (Page[Coverage], error) {
+func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offset int) (repo.Page[Coverage], error) {
 	filter := bson.M{}
 	for k, v := range map[string]string{"campaign_id": f.CampaignID, "opportunity_id": f.OpportunityID, "outlet_id": f.OutletID,
 		"contact_ids": f.ContactID, "type": f.Type, "sentiment": f.Sentiment} {
@@ -267,9 +268,9 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 	ledger.Between(filter, "published_at", f.Since, f.Until)
 	sort := bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return TextListPage[Coverage](ctx, s, TextFilter{Coll: CollCoverage, Text: f.Search}, Active(filter, f.IncludeArchived), sort, limit, offset)
+		return repo.TextListPage[Coverage](ctx, s.Store, repo.TextFilter{Coll: repo.CollCoverage, Text: f.Search}, repo.Active(filter, f.IncludeArchived), sort, limit, offset)
 	}
-	return ListPage[Coverage](ctx, s, CollCoverage, Active(filter, f.IncludeArchived), sort, limit, offset)
+	return repo.ListPage[Coverage](ctx, s.Store, repo.CollCoverage, repo.Active(filter, f.IncludeArchived), sort, limit, offset)
 }
 
 // CoverageDetail is coverage with its related records, trimmed.
@@ -298,62 +299,62 @@ func (s *Store) CoverageDetail(ctx context.Context, id string) (*CoverageDetail,
 		return nil, err
 	}
 	d := &CoverageDetail{Coverage: c}
-	if d.Outlet, err = s.TrimmedOne(ctx, CollOutlets, c.OutletID, trimOutlet); err != nil {
+	if d.Outlet, err = s.TrimmedOne(ctx, repo.CollOutlets, c.OutletID, trimOutlet); err != nil {
 		return nil, err
 	}
-	if d.Channel, err = s.TrimmedOne(ctx, CollChannels, c.ChannelID, trimChannel); err != nil {
+	if d.Channel, err = s.TrimmedOne(ctx, repo.CollChannels, c.ChannelID, trimChannel); err != nil {
 		return nil, err
 	}
-	if d.Opportunity, err = s.TrimmedOne(ctx, CollOpportunities, c.OpportunityID, trimOpportunity); err != nil {
+	if d.Opportunity, err = s.TrimmedOne(ctx, repo.CollOpportunities, c.OpportunityID, trimOpportunity); err != nil {
 		return nil, err
 	}
-	if d.Campaign, err = s.TrimmedOne(ctx, CollCampaigns, c.CampaignID, trimCampaign); err != nil {
+	if d.Campaign, err = s.TrimmedOne(ctx, repo.CollCampaigns, c.CampaignID, trimCampaign); err != nil {
 		return nil, err
 	}
-	if d.Contacts, err = s.Trimmed(ctx, CollContacts, ByIDs(c.ContactIDs), nil, TrimContact); err != nil {
+	if d.Contacts, err = s.Trimmed(ctx, repo.CollContacts, ByIDs(c.ContactIDs), nil, repo.TrimContact); err != nil {
 		return nil, err
 	}
-	if d.Media, err = s.Trimmed(ctx, CollMedia, bson.M{"coverage_id": id, "archived_at": nil}, NewestFirst, trimMedia); err != nil {
+	if d.Media, err = s.Trimmed(ctx, repo.CollMedia, bson.M{"coverage_id": id, "archived_at": nil}, repo.NewestFirst, trimMedia); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-func coverageCampaign(coverageID, coverageCampaign, oppID, oppCampaign string) *RuleViolation {
+func coverageCampaign(coverageID, coverageCampaign, oppID, oppCampaign string) *repo.RuleViolation {
 	if oppID == "" {
-		return Violated("coverage_campaign", "coverage %s would be in campaign %s without an opportunity, and coverage takes its campaign from its opportunity: set its opportunity_id with update_coverage first, then retry", coverageID, coverageCampaign)
+		return repo.Violated("coverage_campaign", "coverage %s would be in campaign %s without an opportunity, and coverage takes its campaign from its opportunity: set its opportunity_id with update_coverage first, then retry", coverageID, coverageCampaign)
 	}
-	return Violated("coverage_campaign", "coverage %s would be in campaign %s while its opportunity %s is in campaign %s, and coverage is always in its opportunity's campaign: move the opportunity with update_opportunity (campaign_id), which moves its coverage along, or roll back the opportunity's and the coverage's changes together (rollback_session)", coverageID, coverageCampaign, oppID, oppCampaign)
+	return repo.Violated("coverage_campaign", "coverage %s would be in campaign %s while its opportunity %s is in campaign %s, and coverage is always in its opportunity's campaign: move the opportunity with update_opportunity (campaign_id), which moves its coverage along, or roll back the opportunity's and the coverage's changes together (rollback_session)", coverageID, coverageCampaign, oppID, oppCampaign)
 }
 
-func coverageRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
-	c, err := DecodeState[Coverage](id, state)
+func coverageRule(ctx context.Context, v *repo.RuleView, id string, state bson.M) error {
+	c, err := repo.DecodeState[Coverage](id, state)
 	if err != nil {
 		return err
 	}
 	if err := checkCoverage(c); err != nil {
-		return FieldViolation("coverage_fields", err)
+		return repo.FieldViolation("coverage_fields", err)
 	}
-	for _, l := range []struct{ coll, field, id string }{{CollOutlets, "outlet_id", c.OutletID}, {CollOpportunities, "opportunity_id", c.OpportunityID}} {
+	for _, l := range []struct{ coll, field, id string }{{repo.CollOutlets, "outlet_id", c.OutletID}, {repo.CollOpportunities, "opportunity_id", c.OpportunityID}} {
 		if err := v.Linked(ctx, l.coll, l.field, l.id); err != nil {
 			return err
 		}
 	}
 	for i, ct := range c.ContactIDs {
-		if err := v.Linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), ct); err != nil {
+		if err := v.Linked(ctx, repo.CollContacts, fmt.Sprintf("contact_ids[%d]", i), ct); err != nil {
 			return err
 		}
 	}
-	if err := v.channelOf(ctx, "coverage "+id, c.ChannelID, c.OutletID); err != nil {
+	if err := v.ChannelOf(ctx, "coverage "+id, c.ChannelID, c.OutletID); err != nil {
 		return err
 	}
 	campaign := ""
 	if c.OpportunityID != "" {
-		opp, err := v.Record(ctx, CollOpportunities, c.OpportunityID)
+		opp, err := v.Record(ctx, repo.CollOpportunities, c.OpportunityID)
 		if err != nil {
 			return err
 		}
-		campaign = Str(opp, "campaign_id")
+		campaign = repo.Str(opp, "campaign_id")
 	}
 	if c.CampaignID != campaign {
 		return coverageCampaign(id, c.CampaignID, c.OpportunityID, campaign)
@@ -368,4 +369,4 @@ func coverageRule(ctx context.Context, v *RuleView, id string, state bson.M) err
 	return nil
 }
 
-func init() { RegisterRule(CollCoverage, coverageRule) }
+func init() { repo.RegisterRule(repo.CollCoverage, coverageRule) }

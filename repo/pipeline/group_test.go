@@ -1,4 +1,4 @@
-package repo
+package pipeline_test
 
 import (
 	"context"
@@ -12,9 +12,12 @@ import (
 	"outreach/audit"
 	"outreach/embedded"
 	"outreach/ledger"
+	"outreach/repo"
+	"outreach/repo/pipeline"
+	_ "outreach/repo/repotest" // links every area, as Open requires
 )
 
-func openEmbedded(t *testing.T) *Store {
+func openEmbedded(t *testing.T) *repo.Store {
 	t.Helper()
 	ctx := context.Background()
 	es, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
@@ -22,7 +25,7 @@ func openEmbedded(t *testing.T) *Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(es.Close)
-	s, err := Open(ctx, es.URI, "group_test", Options{WriteMode: ModeOrdered, Exclusive: true, Logger: zerolog.Nop()})
+	s, err := repo.Open(ctx, es.URI, "group_test", repo.Options{WriteMode: repo.ModeOrdered, Exclusive: true, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +40,7 @@ func openEmbedded(t *testing.T) *Store {
 func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 	s := openEmbedded(t)
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
-	if err := s.Seed(ctx); err != nil {
+	if err := pipeline.Of(s).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	type point struct {
@@ -66,7 +69,7 @@ func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("%s/%s#%d", protocol, tc.point, tc.nth), func(t *testing.T) {
 			*s.Internals().SerialWrites = protocol == "serial"
-			o, err := s.CreateOpportunity(ctx, &Opportunity{Title: "crash " + tc.point})
+			o, err := pipeline.Of(s).CreateOpportunity(ctx, &pipeline.Opportunity{Title: "crash " + tc.point})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +82,7 @@ func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 				}
 				return nil
 			}
-			_, err = s.ChangeStage(ctx, o.ID, StageMove{Stage: "pitched", Note: "sent"})
+			_, err = pipeline.Of(s).ChangeStage(ctx, o.ID, pipeline.StageMove{Stage: "pitched", Note: "sent"})
 			*s.Internals().Hook = nil
 			if !errors.Is(err, ledger.ErrCrashed) {
 				t.Fatalf("ChangeStage: %v, want a simulated crash", err)
@@ -87,21 +90,21 @@ func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 			if _, err := s.Recover(context.Background(), true); err != nil {
 				t.Fatalf("recover: %v", err)
 			}
-			got, err := s.Opportunity(ctx, o.ID)
+			got, err := pipeline.Of(s).Opportunity(ctx, o.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			notes, err := s.coll(CollNotes).CountDocuments(ctx, bson.M{"links.opportunity_id": o.ID})
+			notes, err := s.Collection(repo.CollNotes).CountDocuments(ctx, bson.M{"links.opportunity_id": o.ID})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.landed {
 				last := got.StageHistory[len(got.StageHistory)-1]
-				n, _ := s.coll(CollNotes).CountDocuments(ctx, bson.M{"_id": last.NoteID})
+				n, _ := s.Collection(repo.CollNotes).CountDocuments(ctx, bson.M{"_id": last.NoteID})
 				if got.Stage != "pitched" || notes != 1 || n != 1 {
 					t.Errorf("rolled forward: stage %s, %d notes, history note found %d; want pitched with its note", got.Stage, notes, n)
 				}
-			} else if got.Stage != StageResearching || notes != 0 || len(got.StageHistory) != 1 {
+			} else if got.Stage != pipeline.StageResearching || notes != 0 || len(got.StageHistory) != 1 {
 				t.Errorf("voided: stage %s, %d notes; want researching and no note", got.Stage, notes)
 			}
 			v, err := s.Verify(context.Background())
@@ -109,7 +112,7 @@ func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 				t.Errorf("invariants: %v %+v", err, v)
 			}
 			// The opportunity is not left locked: it can move again.
-			if _, err := s.ChangeStage(ctx, o.ID, StageMove{Stage: "responded"}); err != nil {
+			if _, err := pipeline.Of(s).ChangeStage(ctx, o.ID, pipeline.StageMove{Stage: "responded"}); err != nil {
 				t.Errorf("move after recovery: %v", err)
 			}
 		})
@@ -121,26 +124,26 @@ func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 func TestGroupRefusesCreatingRedactedRecords(t *testing.T) {
 	s := openEmbedded(t)
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s"})
-	if err := s.Seed(ctx); err != nil {
+	if err := pipeline.Of(s).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.CreateCampaign(ctx, &Campaign{Name: "x"})
+	c, err := pipeline.Of(s).CreateCampaign(ctx, &pipeline.Campaign{Name: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, m, err := Prepare(ctx, s, CollCampaigns, c.ID, audit.ActionUpdate, func(c *Campaign) error { c.Goals = "g"; return nil })
+	_, m, err := repo.Prepare(ctx, s, repo.CollCampaigns, c.ID, audit.ActionUpdate, func(c *pipeline.Campaign) error { c.Goals = "g"; return nil })
 	if err != nil || m == nil {
 		t.Fatal(m, err)
 	}
-	k, err := Creation(CollKeys, &AgentKey{Name: "k", KeyHash: "h"})
+	k, err := repo.Creation(repo.CollKeys, &repo.AgentKey{Name: "k", KeyHash: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.write(ctx, *m, k); err == nil {
+	if _, err := s.Write(ctx, *m, k); err == nil {
 		t.Fatal("a group creating an agent key was written")
 	}
-	n, _ := s.coll(CollKeys).CountDocuments(ctx, bson.M{})
-	if got, _ := s.Campaign(ctx, c.ID); got.Goals != "" || n != 0 {
+	n, _ := s.Collection(repo.CollKeys).CountDocuments(ctx, bson.M{})
+	if got, _ := pipeline.Of(s).Campaign(ctx, c.ID); got.Goals != "" || n != 0 {
 		t.Errorf("refused group wrote: goals %q, %d keys", got.Goals, n)
 	}
 }

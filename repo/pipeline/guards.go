@@ -1,8 +1,9 @@
-package repo
+package pipeline
 
 import (
 	"context"
 	"fmt"
+	"outreach/repo"
 	"slices"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ func PitchedOrLater(stage string) bool {
 // opportunityGuards checks the proposed state o of opportunity id against
 // its stored state was (nil for a new one): the do-not-contact guard, then
 // the double-pitch guard. It returns nil when both hold.
-func opportunityGuards(ctx context.Context, v *RuleView, id string, was, o *Opportunity) (*GuardError, error) {
+func opportunityGuards(ctx context.Context, v *repo.RuleView, id string, was, o *Opportunity) (*repo.GuardError, error) {
 	if o.Archived() || !PitchedOrLater(o.Stage) {
 		return nil, nil
 	}
@@ -52,11 +53,11 @@ func opportunityGuards(ctx context.Context, v *RuleView, id string, was, o *Oppo
 		if !entering && slices.Contains(was.ContactIDs, cid) {
 			continue
 		}
-		st, err := v.Record(ctx, CollContacts, cid)
+		st, err := v.Record(ctx, repo.CollContacts, cid)
 		if err != nil || st == nil {
 			return nil, err
 		}
-		c, err := DecodeState[Contact](cid, st)
+		c, err := repo.DecodeState[repo.Contact](cid, st)
 		if err != nil {
 			return nil, err
 		}
@@ -67,9 +68,9 @@ func opportunityGuards(ctx context.Context, v *RuleView, id string, was, o *Oppo
 				what = fmt.Sprintf("is on opportunity %s, which therefore cannot move to %s", id, o.Stage)
 				field = "stage"
 			}
-			return &GuardError{Rule: "do_not_contact", Field: field, Message: fmt.Sprintf(
+			return &repo.GuardError{Rule: "do_not_contact", Field: field, Message: fmt.Sprintf(
 				"contact %s is marked do-not-contact (reason on record: %q) and %s; remove the contact from the opportunity (remove_opportunity_contact) or, if they agreed to be contacted again, an admin clears do_not_contact with update_contact",
-				ContactLabel(c), c.DoNotContactReason, what)}, nil
+				repo.ContactLabel(c), c.DoNotContactReason, what)}, nil
 		}
 	}
 	// Restoring an archived pitched opportunity is not a new pitch.
@@ -84,12 +85,12 @@ func opportunityGuards(ctx context.Context, v *RuleView, id string, was, o *Oppo
 
 // DoublePitch finds, for each contact of o, the latest pitch of that
 // contact by another active opportunity within the pitch window.
-func DoublePitch(ctx context.Context, v *RuleView, id string, o *Opportunity) (*GuardError, error) {
+func DoublePitch(ctx context.Context, v *repo.RuleView, id string, o *Opportunity) (*repo.GuardError, error) {
 	window := v.Store().PitchWindow()
-	since := Now().Add(-window)
+	since := repo.Now().Add(-window)
 	for _, cid := range o.ContactIDs {
-		others, err := v.Matching(ctx, CollOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
-			return Str(st, "_id") != id && st["archived_at"] == nil
+		others, err := v.Matching(ctx, repo.CollOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {
+			return repo.Str(st, "_id") != id && st["archived_at"] == nil
 		})
 		if err != nil {
 			return nil, err
@@ -99,7 +100,7 @@ func DoublePitch(ctx context.Context, v *RuleView, id string, o *Opportunity) (*
 			bestAt time.Time
 		)
 		for _, st := range others {
-			other, err := DecodeState[Opportunity](Str(st, "_id"), st)
+			other, err := repo.DecodeState[Opportunity](repo.Str(st, "_id"), st)
 			if err != nil {
 				return nil, err
 			}
@@ -116,16 +117,16 @@ func DoublePitch(ctx context.Context, v *RuleView, id string, o *Opportunity) (*
 			continue
 		}
 		who := cid
-		if st, err := v.Record(ctx, CollContacts, cid); err == nil && st != nil {
-			if c, err := DecodeState[Contact](cid, st); err == nil {
-				who = ContactLabel(c)
+		if st, err := v.Record(ctx, repo.CollContacts, cid); err == nil && st != nil {
+			if c, err := repo.DecodeState[repo.Contact](cid, st); err == nil {
+				who = repo.ContactLabel(c)
 			}
 		}
 		owner, err := ownerLabel(ctx, v, best)
 		if err != nil {
 			return nil, err
 		}
-		return &GuardError{Rule: "double_pitch", Field: "override_reason", Message: fmt.Sprintf(
+		return &repo.GuardError{Rule: "double_pitch", Field: "override_reason", Message: fmt.Sprintf(
 			"contact %s was already pitched by the team on %s in opportunity %s (%q, owner: %s), within the %s double-pitch window; coordinate with the owner, or pass override_reason to pitch anyway (it is kept in the stage history)",
 			who, bestAt.UTC().Format(time.RFC3339), best.ID, best.Title, owner, WindowText(window))}, nil
 	}
@@ -141,7 +142,7 @@ func WindowText(d time.Duration) string {
 
 // ownerLabel names the owner of o: its owner_id, or else whoever moved it
 // to pitched last, as "Name (user id)".
-func ownerLabel(ctx context.Context, v *RuleView, o *Opportunity) (string, error) {
+func ownerLabel(ctx context.Context, v *repo.RuleView, o *Opportunity) (string, error) {
 	uid := o.OwnerID
 	suffix := ""
 	if uid == "" {
@@ -155,23 +156,23 @@ func ownerLabel(ctx context.Context, v *RuleView, o *Opportunity) (string, error
 	if uid == "" {
 		return "none set", nil
 	}
-	st, err := v.Record(ctx, CollUsers, uid)
+	st, err := v.Record(ctx, repo.CollUsers, uid)
 	if err != nil {
 		return "", err
 	}
 	if st == nil {
 		return uid + suffix, nil
 	}
-	return fmt.Sprintf("%s (%s%s)", Str(st, "name"), uid, suffix), nil
+	return fmt.Sprintf("%s (%s%s)", repo.Str(st, "name"), uid, suffix), nil
 }
 
 // EmbargoOf returns the embargo in force on coverage placed in opportunity
 // oppID and campaign campaignID: the later of the two embargoes, and which
 // record sets it.
-func EmbargoOf(ctx context.Context, v *RuleView, oppID, campaignID string) (time.Time, string, error) {
+func EmbargoOf(ctx context.Context, v *repo.RuleView, oppID, campaignID string) (time.Time, string, error) {
 	var until time.Time
 	src := ""
-	for _, r := range []struct{ coll, id string }{{CollOpportunities, oppID}, {CollCampaigns, campaignID}} {
+	for _, r := range []struct{ coll, id string }{{repo.CollOpportunities, oppID}, {repo.CollCampaigns, campaignID}} {
 		if r.id == "" {
 			continue
 		}
@@ -183,7 +184,7 @@ func EmbargoOf(ctx context.Context, v *RuleView, oppID, campaignID string) (time
 			continue
 		}
 		if t, ok := dateOf(st["embargo_until"]); ok && t.After(until) {
-			until, src = t, fmt.Sprintf("%s %s", kinds[r.coll], r.id)
+			until, src = t, fmt.Sprintf("%s %s", repo.KindOf(r.coll), r.id)
 		}
 	}
 	return until, src, nil
@@ -205,7 +206,7 @@ func dateOf(v any) (time.Time, bool) {
 
 // coverageEmbargo checks that active coverage c is not published before
 // the embargo of its opportunity or campaign.
-func coverageEmbargo(ctx context.Context, v *RuleView, c *Coverage) (*GuardError, error) {
+func coverageEmbargo(ctx context.Context, v *repo.RuleView, c *Coverage) (*repo.GuardError, error) {
 	if c.Archived() {
 		return nil, nil
 	}
@@ -213,7 +214,7 @@ func coverageEmbargo(ctx context.Context, v *RuleView, c *Coverage) (*GuardError
 	if err != nil || until.IsZero() || !c.PublishedAt.Before(until) {
 		return nil, err
 	}
-	return &GuardError{Rule: "embargo", Field: "published_at", Message: fmt.Sprintf(
+	return &repo.GuardError{Rule: "embargo", Field: "published_at", Message: fmt.Sprintf(
 		"coverage %q would be published at %s, before the embargo of %s lifts at %s; coverage cannot be recorded as published before the embargo: give a published_at at or after it, or change embargo_until on the %s",
 		c.Title, c.PublishedAt.UTC().Format(time.RFC3339), src, until.Format(time.RFC3339), strings.Fields(src)[0])}, nil
 }
@@ -221,21 +222,21 @@ func coverageEmbargo(ctx context.Context, v *RuleView, c *Coverage) (*GuardError
 // embargoCoverage checks, for an opportunity or campaign (field names the
 // link in coverage) whose embargo is until, that none of its active
 // coverage was published before it.
-func embargoCoverage(ctx context.Context, v *RuleView, field, id string, until *time.Time) (*GuardError, error) {
+func embargoCoverage(ctx context.Context, v *repo.RuleView, field, id string, until *time.Time) (*repo.GuardError, error) {
 	if until == nil {
 		return nil, nil
 	}
-	early, err := v.Matching(ctx, CollCoverage, bson.M{field: id, "archived_at": nil}, func(st bson.M) bool {
+	early, err := v.Matching(ctx, repo.CollCoverage, bson.M{field: id, "archived_at": nil}, func(st bson.M) bool {
 		t, ok := dateOf(st["published_at"])
-		return Str(st, field) == id && st["archived_at"] == nil && ok && t.Before(*until)
+		return repo.Str(st, field) == id && st["archived_at"] == nil && ok && t.Before(*until)
 	})
 	if err != nil || len(early) == 0 {
 		return nil, err
 	}
 	t, _ := dateOf(early[0]["published_at"])
-	return &GuardError{Rule: "embargo", Field: "embargo_until", Message: fmt.Sprintf(
+	return &repo.GuardError{Rule: "embargo", Field: "embargo_until", Message: fmt.Sprintf(
 		"coverage %s (%q) was published at %s, before the embargo_until %s; an embargo cannot start after coverage it covers was published: correct that coverage's published_at first, or choose an earlier embargo_until",
-		Str(early[0], "_id"), Str(early[0], "title"), t.Format(time.RFC3339), until.UTC().Format(time.RFC3339))}, nil
+		repo.Str(early[0], "_id"), repo.Str(early[0], "title"), t.Format(time.RFC3339), until.UTC().Format(time.RFC3339))}, nil
 }
 
 // Embargo is an embargo as given: the instant, and the zone offset it was
@@ -254,7 +255,7 @@ func ParseEmbargo(field, s string) (*Embargo, error) {
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return nil, Invalid(field, "%q is not an RFC 3339 time with a time zone; give e.g. 2026-12-01T09:00:00+01:00 or 2026-12-01T08:00:00Z", s)
+		return nil, repo.Invalid(field, "%q is not an RFC 3339 time with a time zone; give e.g. 2026-12-01T09:00:00+01:00 or 2026-12-01T08:00:00Z", s)
 	}
 	zone := t.Format("Z07:00")
 	return &Embargo{Until: t.UTC().Truncate(time.Millisecond), Zone: zone}, nil

@@ -1,4 +1,4 @@
-package repo
+package pipeline
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 
 	"outreach/audit"
 	"outreach/ledger"
+	"outreach/repo"
 )
 
 // MediaTypes are the allowed media types.
@@ -42,7 +43,7 @@ const (
 // Media is a file attached to coverage. Its bytes are a GridFS file (FileID)
 // written once and never changed; the record holds what is known about them.
 type Media struct {
-	Meta            `bson:",inline"`
+	repo.Meta       `bson:",inline"`
 	CoverageID      string         `bson:"coverage_id" json:"coverage_id"`
 	State           string         `bson:"state" json:"state"`
 	Type            string         `bson:"type,omitempty" json:"type,omitempty"`
@@ -61,10 +62,10 @@ type Media struct {
 
 // Errors of signed media URLs, told apart by the HTTP edge (errors.Is).
 var (
-	ErrMediaURLInvalid = &Error{Code: CodePermissionDenied, Message: "the media URL's signature is missing, malformed or wrong; use the URL exactly as given, or ask for a new one (upload_media_url, get_media)"}
-	ErrMediaURLExpired = &Error{Code: CodeFailedPrecondition, Message: "the media URL has expired; ask for a new one (upload_media_url for an upload, get_media for a download)"}
-	ErrMediaURLUsed    = &Error{Code: CodeFailedPrecondition, Message: "this upload URL has already been used: the file is stored; call attach_media, or upload_media_url again for another file"}
-	ErrMediaTooLarge   = &Error{Code: CodeInvalid, Message: "the file is larger than the upload size cap"}
+	ErrMediaURLInvalid = &repo.Error{Code: repo.CodePermissionDenied, Message: "the media URL's signature is missing, malformed or wrong; use the URL exactly as given, or ask for a new one (upload_media_url, get_media)"}
+	ErrMediaURLExpired = &repo.Error{Code: repo.CodeFailedPrecondition, Message: "the media URL has expired; ask for a new one (upload_media_url for an upload, get_media for a download)"}
+	ErrMediaURLUsed    = &repo.Error{Code: repo.CodeFailedPrecondition, Message: "this upload URL has already been used: the file is stored; call attach_media, or upload_media_url again for another file"}
+	ErrMediaTooLarge   = &repo.Error{Code: repo.CodeInvalid, Message: "the file is larger than the upload size cap"}
 )
 
 // checkFilename refuses names that are empty, overlong, or carry control
@@ -72,13 +73,13 @@ var (
 func checkFilename(name string) error {
 	switch {
 	case strings.TrimSpace(name) == "":
-		return Invalid("filename", "must not be empty")
+		return repo.Invalid("filename", "must not be empty")
 	case len(name) > 255:
-		return Invalid("filename", "is %d bytes long; the maximum is 255", len(name))
+		return repo.Invalid("filename", "is %d bytes long; the maximum is 255", len(name))
 	case strings.ContainsAny(name, `/\`):
-		return Invalid("filename", "%q must be a bare file name, without '/' or '\\'", name)
+		return repo.Invalid("filename", "%q must be a bare file name, without '/' or '\\'", name)
 	case strings.ContainsFunc(name, unicode.IsControl):
-		return Invalid("filename", "must not contain control characters")
+		return repo.Invalid("filename", "must not contain control characters")
 	}
 	return nil
 }
@@ -87,7 +88,7 @@ func checkFilename(name string) error {
 func checkMimeType(t string) error {
 	mt, _, err := mime.ParseMediaType(t)
 	if err != nil || !strings.Contains(mt, "/") {
-		return Invalid("mime_type", "%q is not a MIME type; use the form type/subtype, e.g. application/pdf, video/mp4, image/jpeg", t)
+		return repo.Invalid("mime_type", "%q is not a MIME type; use the form type/subtype, e.g. application/pdf, video/mp4, image/jpeg", t)
 	}
 	return nil
 }
@@ -101,12 +102,12 @@ func (s *Store) CreatePendingMedia(ctx context.Context, coverageID, filename, mi
 	if err := checkMimeType(mimeType); err != nil {
 		return nil, err
 	}
-	if err := s.MustExist(ctx, CollCoverage, "coverage_id", coverageID); err != nil {
+	if err := s.MustExist(ctx, repo.CollCoverage, "coverage_id", coverageID); err != nil {
 		return nil, err
 	}
 	exp := expires.UTC().Truncate(time.Millisecond)
 	m := &Media{CoverageID: coverageID, State: MediaPendingUpload, Filename: filename, MimeType: mimeType, UploadExpiresAt: &exp}
-	if err := Insert(ctx, s, CollMedia, m); err != nil {
+	if err := repo.Insert(ctx, s.Store, repo.CollMedia, m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -141,7 +142,7 @@ func (c *capped) Read(p []byte) (int, error) {
 func (s *Store) storeBytes(ctx context.Context, m *Media, r io.Reader, max int64) (string, int64, string, error) {
 	fileID := uuid.NewString()
 	h := sha256.New()
-	n, err := s.putBlob(ctx, fileID, m.Filename, io.TeeReader(&capped{r: r, left: max}, h),
+	n, err := s.PutBlob(ctx, fileID, m.Filename, io.TeeReader(&capped{r: r, left: max}, h),
 		bson.M{"media_id": m.ID, "coverage_id": m.CoverageID, "mime_type": m.MimeType})
 	if err != nil {
 		return "", n, "", err
@@ -161,7 +162,7 @@ func (s *Store) storeBytes(ctx context.Context, m *Media, r io.Reader, max int64
 // uploaded with a version-guarded write. A URL thus writes its bytes into
 // the store once, whatever a holder of it retries.
 func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Media, error) {
-	m, err := Find[*Media](ctx, s, CollMedia, id)
+	m, err := repo.Find[*Media](ctx, s.Store, repo.CollMedia, id)
 	if err != nil {
 		return nil, err
 	}
@@ -169,58 +170,58 @@ func (s *Store) UploadMedia(ctx context.Context, id string, body io.Reader) (*Me
 		return nil, err
 	}
 	var created audit.Entry
-	if err := s.findOne(ctx, CollChangeLog, bson.M{"collection": CollMedia, "record_id": id, "action": audit.ActionCreate, "state": audit.StateApplied}).Decode(&created); err != nil {
+	if err := s.FindOne(ctx, repo.CollChangeLog, bson.M{"collection": repo.CollMedia, "record_id": id, "action": audit.ActionCreate, "state": audit.StateApplied}).Decode(&created); err != nil {
 		return nil, ledger.DriverErr(err, "media creation", id)
 	}
 	ctx = audit.WithActor(ctx, audit.Actor{UserID: created.UserID, AgentID: created.AgentID, SessionID: created.SessionID, Tool: "upload_media_url (PUT)"})
 
-	key := uploadKey{s, id}
+	key := uploadKey{s.Store, id}
 	if _, busy := uploading.LoadOrStore(key, true); busy {
 		return nil, ErrMediaUploadBusy
 	}
 	defer uploading.Delete(key)
-	spool, n, err := spoolUpload(body, s.media.MaxBytes)
+	spool, n, err := spoolUpload(body, s.MediaOptions().MaxBytes)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { spool.Close(); os.Remove(spool.Name()) }()
 	if n == 0 {
-		return nil, Invalid("body", "the upload is empty; PUT the file's bytes as the request body")
+		return nil, repo.Invalid("body", "the upload is empty; PUT the file's bytes as the request body")
 	}
 	// The URL may have been used while this body was arriving.
-	if m, err = Find[*Media](ctx, s, CollMedia, id); err != nil {
+	if m, err = repo.Find[*Media](ctx, s.Store, repo.CollMedia, id); err != nil {
 		return nil, err
 	}
 	if err := uploadable(m); err != nil {
 		return nil, err
 	}
-	fileID, n, sum, err := s.storeBytes(ctx, m, spool, s.media.MaxBytes)
+	fileID, n, sum, err := s.storeBytes(ctx, m, spool, s.MediaOptions().MaxBytes)
 	if err != nil {
 		return nil, err
 	}
 	// The version guard makes this transition happen once on MongoDB; the
 	// embedded store does not apply guarded writes atomically, so completions
 	// in this process also take turns (the embedded store has one process).
-	s.uploadMu.Lock()
-	defer s.uploadMu.Unlock()
-	return Modify(ctx, s, CollMedia, id, audit.ActionUpdate, func(m *Media) error {
+	s.UploadTurns().Lock()
+	defer s.UploadTurns().Unlock()
+	return repo.Modify(ctx, s.Store, repo.CollMedia, id, audit.ActionUpdate, func(m *Media) error {
 		if err := uploadable(m); err != nil {
 			return err
 		}
-		t := Now()
+		t := repo.Now()
 		m.State, m.FileID, m.SizeBytes, m.SHA256, m.UploadedAt, m.UploadExpiresAt = MediaUploaded, fileID, &n, sum, &t, nil
 		return nil
 	})
 }
 
 // ErrMediaUploadBusy refuses a second upload to a URL while one is running.
-var ErrMediaUploadBusy = &Error{Code: CodeConflict, Retryable: true, Message: "another upload to this URL is in progress; wait for it to finish (a finished upload uses the URL up)"}
+var ErrMediaUploadBusy = &repo.Error{Code: repo.CodeConflict, Retryable: true, Message: "another upload to this URL is in progress; wait for it to finish (a finished upload uses the URL up)"}
 
 // uploading holds the media ids with an upload running in this process.
 var uploading sync.Map
 
 type uploadKey struct {
-	s  *Store
+	s  *repo.Store
 	id string
 }
 
@@ -246,7 +247,7 @@ func spoolUpload(body io.Reader, max int64) (*os.File, int64, error) {
 		if errors.As(err, &pe) {
 			return fail(fmt.Errorf("media upload spool: %w", err))
 		}
-		return fail(Invalid("body", "the upload was cut short after %d bytes; PUT the whole file again", n))
+		return fail(repo.Invalid("body", "the upload was cut short after %d bytes; PUT the whole file again", n))
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fail(fmt.Errorf("media upload spool: %w", err))
@@ -256,7 +257,7 @@ func spoolUpload(body io.Reader, max int64) (*os.File, int64, error) {
 
 func uploadable(m *Media) error {
 	if m.Archived() {
-		return Errorf(CodeFailedPrecondition, "media %s is archived; restore_media it first", m.ID)
+		return repo.Errorf(repo.CodeFailedPrecondition, "media %s is archived; restore_media it first", m.ID)
 	}
 	if m.State != MediaPendingUpload {
 		return ErrMediaURLUsed
@@ -287,43 +288,43 @@ func (s *Store) AttachMedia(ctx context.Context, in AttachInput) (*Media, error)
 		}
 	}
 	if in.DurationSeconds != nil && *in.DurationSeconds < 0 {
-		return nil, Invalid("duration_seconds", "must be 0 or more")
+		return nil, repo.Invalid("duration_seconds", "must be 0 or more")
 	}
-	if err := CheckFreeForm("metadata", in.Metadata); err != nil {
+	if err := repo.CheckFreeForm("metadata", in.Metadata); err != nil {
 		return nil, err
 	}
-	if err := s.MustExist(ctx, CollCoverage, "coverage_id", in.CoverageID); err != nil {
+	if err := s.MustExist(ctx, repo.CollCoverage, "coverage_id", in.CoverageID); err != nil {
 		return nil, err
 	}
 	check := func(m *Media) error {
 		switch {
 		case m.CoverageID != in.CoverageID:
-			return Invalid("media_id", "media %s belongs to coverage %s, not %s", m.ID, m.CoverageID, in.CoverageID)
+			return repo.Invalid("media_id", "media %s belongs to coverage %s, not %s", m.ID, m.CoverageID, in.CoverageID)
 		case m.Archived():
-			return &Error{Code: CodeNotFound, Field: "media_id", Message: fmt.Sprintf("media_id: media %s is archived; restore it first", m.ID)}
+			return &repo.Error{Code: repo.CodeNotFound, Field: "media_id", Message: fmt.Sprintf("media_id: media %s is archived; restore it first", m.ID)}
 		case m.State == MediaPendingUpload:
-			return Errorf(CodeFailedPrecondition, "media %s has no bytes yet: PUT the file to the upload_url from upload_media_url first", m.ID)
+			return repo.Errorf(repo.CodeFailedPrecondition, "media %s has no bytes yet: PUT the file to the upload_url from upload_media_url first", m.ID)
 		case in.SizeBytes != nil && m.SizeBytes != nil && *in.SizeBytes != *m.SizeBytes:
-			return &Error{Code: CodeInvalid, Field: "size_bytes", Message: fmt.Sprintf("size_bytes: %d does not match the %d bytes stored for media %s; check the file, or leave size_bytes out", *in.SizeBytes, *m.SizeBytes, m.ID)}
+			return &repo.Error{Code: repo.CodeInvalid, Field: "size_bytes", Message: fmt.Sprintf("size_bytes: %d does not match the %d bytes stored for media %s; check the file, or leave size_bytes out", *in.SizeBytes, *m.SizeBytes, m.ID)}
 		}
 		return nil
 	}
-	m, err := Find[*Media](ctx, s, CollMedia, in.MediaID)
+	m, err := repo.Find[*Media](ctx, s.Store, repo.CollMedia, in.MediaID)
 	if err != nil {
-		if ErrorCode(err) == CodeNotFound {
-			return nil, NotFoundField("media_id", "media", in.MediaID)
+		if repo.ErrorCode(err) == repo.CodeNotFound {
+			return nil, repo.NotFoundField("media_id", "media", in.MediaID)
 		}
 		return nil, err
 	}
 	if err := check(m); err != nil {
 		return nil, err
 	}
-	return Modify(ctx, s, CollMedia, in.MediaID, audit.ActionUpdate, func(m *Media) error {
+	return repo.Modify(ctx, s.Store, repo.CollMedia, in.MediaID, audit.ActionUpdate, func(m *Media) error {
 		if err := check(m); err != nil {
 			return err
 		}
 		if m.State != MediaAttached {
-			t := Now()
+			t := repo.Now()
 			m.State, m.AttachedAt = MediaAttached, &t
 		}
 		m.Type = in.Type
@@ -358,22 +359,22 @@ func (s *Store) CreateInlineMedia(ctx context.Context, in InlineInput) (*Media, 
 		return nil, err
 	}
 	if len(in.Data) == 0 {
-		return nil, Invalid("content_base64", "the file is empty")
+		return nil, repo.Invalid("content_base64", "the file is empty")
 	}
-	if len(in.Data) > InlineMediaMaxBytes {
-		return nil, Invalid("content_base64", "the file is %d bytes; inline uploads are capped at %d bytes (512 KiB): use upload_media_url for larger files", len(in.Data), InlineMediaMaxBytes)
+	if len(in.Data) > repo.InlineMediaMaxBytes {
+		return nil, repo.Invalid("content_base64", "the file is %d bytes; inline uploads are capped at %d bytes (512 KiB): use upload_media_url for larger files", len(in.Data), repo.InlineMediaMaxBytes)
 	}
-	if err := s.MustExist(ctx, CollCoverage, "coverage_id", in.CoverageID); err != nil {
+	if err := s.MustExist(ctx, repo.CollCoverage, "coverage_id", in.CoverageID); err != nil {
 		return nil, err
 	}
-	m := &Media{Meta: Meta{ID: uuid.NewString()}, CoverageID: in.CoverageID, Type: in.Type, Filename: in.Filename, MimeType: in.MimeType}
-	fileID, n, sum, err := s.storeBytes(ctx, m, bytes.NewReader(in.Data), InlineMediaMaxBytes)
+	m := &Media{Meta: repo.Meta{ID: uuid.NewString()}, CoverageID: in.CoverageID, Type: in.Type, Filename: in.Filename, MimeType: in.MimeType}
+	fileID, n, sum, err := s.storeBytes(ctx, m, bytes.NewReader(in.Data), repo.InlineMediaMaxBytes)
 	if err != nil {
 		return nil, err
 	}
-	t := Now()
+	t := repo.Now()
 	m.State, m.FileID, m.SizeBytes, m.SHA256, m.UploadedAt, m.AttachedAt = MediaAttached, fileID, &n, sum, &t, &t
-	if err := Insert(ctx, s, CollMedia, m); err != nil {
+	if err := repo.Insert(ctx, s.Store, repo.CollMedia, m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -390,12 +391,12 @@ type MediaCoverage struct {
 
 // Media returns one media record and its coverage (nil if that is gone).
 func (s *Store) Media(ctx context.Context, id string) (*Media, *MediaCoverage, error) {
-	m, err := Find[*Media](ctx, s, CollMedia, id)
+	m, err := repo.Find[*Media](ctx, s.Store, repo.CollMedia, id)
 	if err != nil {
 		return nil, nil, err
 	}
 	var c MediaCoverage
-	if err := s.coll(CollCoverage).FindOne(ctx, bson.M{"_id": m.CoverageID}).Decode(&c); err != nil {
+	if err := s.Collection(repo.CollCoverage).FindOne(ctx, bson.M{"_id": m.CoverageID}).Decode(&c); err != nil {
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			return m, nil, nil
 		}
@@ -411,7 +412,7 @@ type MediaFilter struct {
 }
 
 // ListMedia lists media newest first.
-func (s *Store) ListMedia(ctx context.Context, f MediaFilter, limit, offset int) (Page[Media], error) {
+func (s *Store) ListMedia(ctx context.Context, f MediaFilter, limit, offset int) (repo.Page[Media], error) {
 	filter := bson.M{}
 	if f.CoverageID != "" {
 		filter["coverage_id"] = f.CoverageID
@@ -419,18 +420,18 @@ func (s *Store) ListMedia(ctx context.Context, f MediaFilter, limit, offset int)
 	if f.Type != "" {
 		filter["type"] = f.Type
 	}
-	return ListPage[Media](ctx, s, CollMedia, Active(filter, f.IncludeArchived),
+	return repo.ListPage[Media](ctx, s.Store, repo.CollMedia, repo.Active(filter, f.IncludeArchived),
 		bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 
 // ArchiveMedia archives a media record; its bytes stay.
 func (s *Store) ArchiveMedia(ctx context.Context, id string) (*Media, error) {
-	return Archive[*Media](ctx, s, CollMedia, id, nil)
+	return repo.Archive[*Media](ctx, s.Store, repo.CollMedia, id, nil)
 }
 
 // RestoreMedia restores an archived media record.
 func (s *Store) RestoreMedia(ctx context.Context, id string) (*Media, error) {
-	return Restore[*Media](ctx, s, CollMedia, id)
+	return repo.Restore[*Media](ctx, s.Store, repo.CollMedia, id)
 }
 
 // ---------------------------------------------------------------------------
@@ -440,13 +441,13 @@ func (s *Store) RestoreMedia(ctx context.Context, id string) (*Media, error) {
 // at most a few chunks are in memory at once, whatever the file's size.
 func (s *Store) OpenMediaBytes(ctx context.Context, m *Media) (io.ReadCloser, error) {
 	if m.FileID == "" {
-		return nil, Errorf(CodeFailedPrecondition, "media %s has no bytes yet", m.ID)
+		return nil, repo.Errorf(repo.CodeFailedPrecondition, "media %s has no bytes yet", m.ID)
 	}
 	var file struct {
 		Length    int64 `bson:"length"`
 		ChunkSize int32 `bson:"chunkSize"`
 	}
-	if err := s.coll(CollFiles).FindOne(ctx, bson.M{"_id": m.FileID}).Decode(&file); err != nil {
+	if err := s.Collection(repo.CollFiles).FindOne(ctx, bson.M{"_id": m.FileID}).Decode(&file); err != nil {
 		return nil, ledger.DriverErr(err, "media file", m.FileID)
 	}
 	// MongoDB streams a sort on files_id+n from its index. FerretDB sorts in
@@ -456,7 +457,7 @@ func (s *Store) OpenMediaBytes(ctx context.Context, m *Media) (io.ReadCloser, er
 	if !strings.HasPrefix(s.Capabilities().Server, "FerretDB") {
 		opts.SetSort(bson.D{{Key: "files_id", Value: 1}, {Key: "n", Value: 1}})
 	}
-	cur, err := s.coll(CollChunks).Find(ctx, bson.M{"files_id": m.FileID}, opts)
+	cur, err := s.Collection(repo.CollChunks).Find(ctx, bson.M{"files_id": m.FileID}, opts)
 	if err != nil {
 		return nil, ledger.DriverErr(err, "media file", m.FileID)
 	}
@@ -525,19 +526,19 @@ func sign(key []byte, id, action string, exp int64) string {
 // MediaURLExpiry is the expiry of a signed URL made now: now plus the
 // configured lifetime, in whole seconds.
 func (s *Store) MediaURLExpiry() time.Time {
-	return time.Now().Add(s.media.URLTTL).Truncate(time.Second).UTC()
+	return time.Now().Add(s.MediaOptions().URLTTL).Truncate(time.Second).UTC()
 }
 
 // SignMediaURL returns a URL under base that allows action on media id until
 // exp. It is a Secret (whoever holds it may act): its kept form is the URL
 // without its signature.
-func (s *Store) SignMediaURL(ctx context.Context, base, id, action string, exp time.Time) (Secret, error) {
+func (s *Store) SignMediaURL(ctx context.Context, base, id, action string, exp time.Time) (repo.Secret, error) {
 	key, err := s.SigningKey(ctx)
 	if err != nil {
-		return Secret{}, err
+		return repo.Secret{}, err
 	}
 	unsigned := fmt.Sprintf("%s/media/%s/%s?expires=%d", strings.TrimRight(base, "/"), id, action, exp.Unix())
-	return NewSecret(unsigned+"&signature="+sign(key, id, action, exp.Unix()), unsigned), nil
+	return repo.NewSecret(unsigned+"&signature="+sign(key, id, action, exp.Unix()), unsigned), nil
 }
 
 // CheckMediaURL verifies a signed URL's parts: ErrMediaURLInvalid when the
@@ -566,8 +567,8 @@ func (s *Store) CheckMediaURL(ctx context.Context, id, action, expires, signatur
 	return nil
 }
 
-func mediaRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
-	return v.Linked(ctx, CollCoverage, "coverage_id", Str(state, "coverage_id"))
+func mediaRule(ctx context.Context, v *repo.RuleView, id string, state bson.M) error {
+	return v.Linked(ctx, repo.CollCoverage, "coverage_id", repo.Str(state, "coverage_id"))
 }
 
-func init() { RegisterRule(CollMedia, mediaRule) }
+func init() { repo.RegisterRule(repo.CollMedia, mediaRule) }

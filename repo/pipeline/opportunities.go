@@ -1,4 +1,4 @@
-package repo
+package pipeline
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"outreach/audit"
 	"outreach/ledger"
+	"outreach/repo"
 )
 
 // Stages of an opportunity, in pipeline order; won and lost are terminal.
@@ -38,7 +39,7 @@ func Terminal(stage string) bool { return stage == StageWon || stage == StageLos
 // Opportunity is the core pipeline record: a pitch or placement and its
 // lifecycle.
 type Opportunity struct {
-	Meta            `bson:",inline"`
+	repo.Meta       `bson:",inline"`
 	Title           string        `bson:"title" json:"title"`
 	Description     string        `bson:"description,omitempty" json:"description,omitempty"`
 	CampaignID      string        `bson:"campaign_id" json:"campaign_id"`
@@ -87,13 +88,13 @@ type StageBy struct {
 
 func stageChange(ctx context.Context, stage, lostReason, noteID string) StageChange {
 	a, _ := audit.ActorFrom(ctx)
-	return StageChange{Stage: stage, At: Now(), By: StageBy{UserID: a.UserID, AgentID: a.AgentID, SessionID: a.SessionID},
+	return StageChange{Stage: stage, At: repo.Now(), By: StageBy{UserID: a.UserID, AgentID: a.AgentID, SessionID: a.SessionID},
 		LostReason: lostReason, NoteID: noteID}
 }
 
 func OneOf(field, v string, allowed []string) error {
 	if !slices.Contains(allowed, v) {
-		return Invalid(field, "%q is not allowed; use one of: %s", v, strings.Join(allowed, ", "))
+		return repo.Invalid(field, "%q is not allowed; use one of: %s", v, strings.Join(allowed, ", "))
 	}
 	return nil
 }
@@ -127,14 +128,14 @@ func (s *Store) place(ctx context.Context, curOutlet, curChannel string, outlet,
 	var ch struct {
 		OutletID string `bson:"outlet_id"`
 	}
-	if err := s.coll(CollChannels).FindOne(ctx, bson.M{"_id": newChannel}, options.FindOne().SetProjection(bson.M{"outlet_id": 1})).Decode(&ch); err != nil {
+	if err := s.Collection(repo.CollChannels).FindOne(ctx, bson.M{"_id": newChannel}, options.FindOne().SetProjection(bson.M{"outlet_id": 1})).Decode(&ch); err != nil {
 		return "", "", ledger.DriverErr(err, "channel", newChannel)
 	}
 	if channel != nil && outlet == nil {
 		newOutlet = ch.OutletID
 	}
 	if newOutlet != ch.OutletID {
-		return "", "", Invalid("channel_id", "%s", channelOutletError(newChannel, ch.OutletID, newOutlet))
+		return "", "", repo.Invalid("channel_id", "%s", repo.ChannelOutletError(newChannel, ch.OutletID, newOutlet))
 	}
 	return newOutlet, newChannel, nil
 }
@@ -166,11 +167,11 @@ func (s *Store) CreateOpportunity(ctx context.Context, o *Opportunity) (*Opportu
 // a double pitch, for an opportunity created at stage pitched.
 func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, override string) (*Opportunity, error) {
 	if strings.TrimSpace(override) != "" && o.Stage != StagePitched {
-		return nil, Invalid("override_reason", "is only taken with stage pitched (not %q): it overrides the double-pitch guard", o.Stage)
+		return nil, repo.Invalid("override_reason", "is only taken with stage pitched (not %q): it overrides the double-pitch guard", o.Stage)
 	}
 	o.Title = strings.TrimSpace(o.Title)
 	if o.Title == "" {
-		return nil, Invalid("title", "must not be empty")
+		return nil, repo.Invalid("title", "must not be empty")
 	}
 	if o.Stage == "" {
 		o.Stage = StageResearching
@@ -196,10 +197,10 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 		return nil, err
 	}
 	o.ContactIDs = UniqueIDs(o.ContactIDs)
-	if err := s.MustExist(ctx, CollUsers, "owner_id", NonEmpty(o.OwnerID)...); err != nil {
+	if err := s.MustExist(ctx, repo.CollUsers, "owner_id", repo.NonEmpty(o.OwnerID)...); err != nil {
 		return nil, err
 	}
-	o.Meta = Meta{}
+	o.Meta = repo.Meta{}
 	first := stageChange(ctx, o.Stage, o.LostReason, "")
 	first.OverrideReason = strings.TrimSpace(override)
 	o.StageHistory = []StageChange{first}
@@ -209,7 +210,7 @@ func (s *Store) CreatePitchedOpportunity(ctx context.Context, o *Opportunity, ov
 		}
 		return nil, g.ToolError()
 	}
-	if err := Insert(ctx, s, CollOpportunities, o); err != nil {
+	if err := repo.Insert(ctx, s.Store, repo.CollOpportunities, o); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -227,7 +228,7 @@ func nilIfEmpty(s string) *string {
 // checkOpportunity checks the fields that need no lookup.
 func checkOpportunity(o *Opportunity) error {
 	if strings.TrimSpace(o.Title) == "" {
-		return Invalid("title", "must not be empty")
+		return repo.Invalid("title", "must not be empty")
 	}
 	if err := OneOf("stage", o.Stage, Stages); err != nil {
 		return err
@@ -242,28 +243,28 @@ func checkOpportunity(o *Opportunity) error {
 	}
 	o.LostReason = strings.TrimSpace(o.LostReason)
 	if o.Stage == StageLost && o.LostReason == "" {
-		return Invalid("lost_reason", "is required when the stage is lost: say why it was lost")
+		return repo.Invalid("lost_reason", "is required when the stage is lost: say why it was lost")
 	}
 	if o.Stage != StageLost && o.LostReason != "" {
-		return Invalid("lost_reason", "only a lost opportunity has a lost_reason (the stage is %s)", o.Stage)
+		return repo.Invalid("lost_reason", "only a lost opportunity has a lost_reason (the stage is %s)", o.Stage)
 	}
 	return nil
 }
 
 // checkLinks checks that every id given in p names an active record.
 func (s *Store) checkLinks(ctx context.Context, p OpportunityPatch) error {
-	return s.checkRefs(ctx, []ref{{CollCampaigns, "campaign_id", p.CampaignID}, {CollOutlets, "outlet_id", p.OutletID},
-		{CollChannels, "channel_id", p.ChannelID}}, p.ContactIDs)
+	return s.CheckRefs(ctx, []repo.Ref{{Coll: repo.CollCampaigns, Field: "campaign_id", ID: p.CampaignID}, {Coll: repo.CollOutlets, Field: "outlet_id", ID: p.OutletID},
+		{Coll: repo.CollChannels, Field: "channel_id", ID: p.ChannelID}}, p.ContactIDs)
 }
 
 // Opportunity returns an opportunity.
 func (s *Store) Opportunity(ctx context.Context, id string) (*Opportunity, error) {
-	return Find[*Opportunity](ctx, s, CollOpportunities, id)
+	return repo.Find[*Opportunity](ctx, s.Store, repo.CollOpportunities, id)
 }
 
 func activeOpportunity(o *Opportunity) error {
 	if o.Archived() {
-		return Errorf(CodeFailedPrecondition, "opportunity %s is archived; restore it before changing it", o.ID)
+		return repo.Errorf(repo.CodeFailedPrecondition, "opportunity %s is archived; restore it before changing it", o.ID)
 	}
 	return nil
 }
@@ -272,22 +273,22 @@ func activeOpportunity(o *Opportunity) error {
 // coverage follows it in the same write, so coverage.campaign_id stays true.
 func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityPatch) (*Opportunity, error) {
 	if p.CampaignID != nil && *p.CampaignID == "" {
-		return nil, Invalid("campaign_id", "cannot be cleared; every opportunity is in a campaign (give the General campaign's id to move it there)")
+		return nil, repo.Invalid("campaign_id", "cannot be cleared; every opportunity is in a campaign (give the General campaign's id to move it there)")
 	}
 	if p.Title != nil && strings.TrimSpace(*p.Title) == "" {
-		return nil, Invalid("title", "must not be empty")
+		return nil, repo.Invalid("title", "must not be empty")
 	}
 	if err := s.checkLinks(ctx, p); err != nil {
 		return nil, err
 	}
 	if p.OwnerID != nil {
-		if err := s.MustExist(ctx, CollUsers, "owner_id", NonEmpty(*p.OwnerID)...); err != nil {
+		if err := s.MustExist(ctx, repo.CollUsers, "owner_id", repo.NonEmpty(*p.OwnerID)...); err != nil {
 			return nil, err
 		}
 	}
 	var out *Opportunity
-	err := s.writeGroup(ctx, func() ([]mutation, error) {
-		o, m, err := Prepare(ctx, s, CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
+	err := s.WriteGroup(ctx, func() ([]repo.Mutation, error) {
+		o, m, err := repo.Prepare(ctx, s.Store, repo.CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
 			if err := activeOpportunity(o); err != nil {
 				return err
 			}
@@ -315,7 +316,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 			set(&o.TargetDate, p.TargetDate)
 			set(&o.NextActionDate, p.NextActionDate)
 			if p.LostReason != nil && o.Stage != StageLost {
-				return &Error{Code: CodeFailedPrecondition, Field: "lost_reason", Message: fmt.Sprintf("lost_reason: opportunity %s is %s, not lost; move it with update_opportunity_stage (stage lost, lost_reason)", id, o.Stage)}
+				return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "lost_reason", Message: fmt.Sprintf("lost_reason: opportunity %s is %s, not lost; move it with update_opportunity_stage (stage lost, lost_reason)", id, o.Stage)}
 			}
 			set(&o.LostReason, p.LostReason)
 			if p.ContactIDs != nil {
@@ -340,7 +341,7 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 		if m == nil {
 			return nil, nil
 		}
-		muts := []mutation{*m}
+		muts := []repo.Mutation{*m}
 		if m.Before["campaign_id"] != o.CampaignID {
 			cm, err := s.coverageFollows(ctx, id, o.CampaignID)
 			if err != nil {
@@ -358,16 +359,16 @@ func (s *Store) UpdateOpportunity(ctx context.Context, id string, p OpportunityP
 
 // coverageFollows returns the mutations that move the coverage of
 // opportunity oppID (archived coverage too) to campaignID.
-func (s *Store) coverageFollows(ctx context.Context, oppID, campaignID string) ([]mutation, error) {
+func (s *Store) coverageFollows(ctx context.Context, oppID, campaignID string) ([]repo.Mutation, error) {
 	var ids []struct {
 		ID string `bson:"_id"`
 	}
-	if err := s.FindProjected(ctx, CollCoverage, bson.M{"opportunity_id": oppID}, bson.M{"_id": 1}, &ids); err != nil {
+	if err := s.FindProjected(ctx, repo.CollCoverage, bson.M{"opportunity_id": oppID}, bson.M{"_id": 1}, &ids); err != nil {
 		return nil, err
 	}
-	var muts []mutation
+	var muts []repo.Mutation
 	for _, c := range ids {
-		_, m, err := Prepare(ctx, s, CollCoverage, c.ID, audit.ActionUpdate, func(c *Coverage) error {
+		_, m, err := repo.Prepare(ctx, s.Store, repo.CollCoverage, c.ID, audit.ActionUpdate, func(c *Coverage) error {
 			c.CampaignID = campaignID
 			return nil
 		})
@@ -406,37 +407,37 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 	}
 	mv.LostReason = strings.TrimSpace(mv.LostReason)
 	if mv.Stage == StageLost && mv.LostReason == "" {
-		return nil, Invalid("lost_reason", "is required to move to lost: say why it was lost")
+		return nil, repo.Invalid("lost_reason", "is required to move to lost: say why it was lost")
 	}
 	if mv.Stage != StageLost && mv.LostReason != "" {
-		return nil, Invalid("lost_reason", "is only taken with stage lost (not %s)", mv.Stage)
+		return nil, repo.Invalid("lost_reason", "is only taken with stage lost (not %s)", mv.Stage)
 	}
 	mv.OverrideReason = strings.TrimSpace(mv.OverrideReason)
 	if mv.OverrideReason != "" && mv.Stage != StagePitched {
-		return nil, Invalid("override_reason", "is only taken with stage pitched (not %s): it overrides the double-pitch guard", mv.Stage)
+		return nil, repo.Invalid("override_reason", "is only taken with stage pitched (not %s): it overrides the double-pitch guard", mv.Stage)
 	}
 	var out *Opportunity
-	err := s.writeGroup(ctx, func() ([]mutation, error) {
+	err := s.WriteGroup(ctx, func() ([]repo.Mutation, error) {
 		noteID := ""
-		var note mutation
+		var note repo.Mutation
 		if strings.TrimSpace(mv.Note) != "" {
 			var err error
-			if note, err = reactions.stageNote(id, mv.Stage, mv.Note); err != nil {
+			if note, err = repo.StageNote(id, mv.Stage, mv.Note); err != nil {
 				return nil, err
 			}
 			noteID = note.ID
 		}
 		from := ""
-		o, m, err := Prepare(ctx, s, CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
+		o, m, err := repo.Prepare(ctx, s.Store, repo.CollOpportunities, id, audit.ActionUpdate, func(o *Opportunity) error {
 			if err := activeOpportunity(o); err != nil {
 				return err
 			}
 			from = o.Stage
 			if o.Stage == mv.Stage {
-				return &Error{Code: CodeFailedPrecondition, Field: "stage", Message: fmt.Sprintf("stage: opportunity %s is already %s", id, mv.Stage)}
+				return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "stage", Message: fmt.Sprintf("stage: opportunity %s is already %s", id, mv.Stage)}
 			}
 			if Terminal(o.Stage) && !mv.Reopen {
-				return &Error{Code: CodeFailedPrecondition, Field: "reopen", Message: fmt.Sprintf("opportunity %s is %s, a final stage; to move it to %s pass reopen: true", id, o.Stage, mv.Stage)}
+				return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "reopen", Message: fmt.Sprintf("opportunity %s is %s, a final stage; to move it to %s pass reopen: true", id, o.Stage, mv.Stage)}
 			}
 			was := snapshot(o)
 			o.Stage, o.LostReason = mv.Stage, mv.LostReason
@@ -449,11 +450,11 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 			return nil, err
 		}
 		out = o
-		muts := []mutation{*m} // never nil: the stage differs
+		muts := []repo.Mutation{*m} // never nil: the stage differs
 		if noteID != "" {
 			muts = append(muts, note)
 		}
-		ev := StageEvent(o.ID, o.Title, from, o.Stage)
+		ev := repo.StageEvent(o.ID, o.Title, from, o.Stage)
 		if noteID != "" {
 			ev.Data["note_id"], ev.Data["note"] = noteID, mv.Note
 		}
@@ -471,15 +472,15 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 
 // LinkContact adds a contact to an opportunity.
 func (s *Store) LinkContact(ctx context.Context, oppID, contactID string) (*Opportunity, error) {
-	if err := s.MustExist(ctx, CollContacts, "contact_id", contactID); err != nil {
+	if err := s.MustExist(ctx, repo.CollContacts, "contact_id", contactID); err != nil {
 		return nil, err
 	}
-	return Modify(ctx, s, CollOpportunities, oppID, audit.ActionLink, func(o *Opportunity) error {
+	return repo.Modify(ctx, s.Store, repo.CollOpportunities, oppID, audit.ActionLink, func(o *Opportunity) error {
 		if err := activeOpportunity(o); err != nil {
 			return err
 		}
 		if slices.Contains(o.ContactIDs, contactID) {
-			return &Error{Code: CodeFailedPrecondition, Field: "contact_id", Message: fmt.Sprintf("contact_id: contact %s is already linked to opportunity %s", contactID, oppID)}
+			return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "contact_id", Message: fmt.Sprintf("contact_id: contact %s is already linked to opportunity %s", contactID, oppID)}
 		}
 		was := snapshot(o)
 		o.ContactIDs = append(slices.Clone(o.ContactIDs), contactID)
@@ -489,13 +490,13 @@ func (s *Store) LinkContact(ctx context.Context, oppID, contactID string) (*Oppo
 
 // UnlinkContact removes a contact from an opportunity.
 func (s *Store) UnlinkContact(ctx context.Context, oppID, contactID string) (*Opportunity, error) {
-	return Modify(ctx, s, CollOpportunities, oppID, audit.ActionUnlink, func(o *Opportunity) error {
+	return repo.Modify(ctx, s.Store, repo.CollOpportunities, oppID, audit.ActionUnlink, func(o *Opportunity) error {
 		if err := activeOpportunity(o); err != nil {
 			return err
 		}
 		i := slices.Index(o.ContactIDs, contactID)
 		if i < 0 {
-			return &Error{Code: CodeFailedPrecondition, Field: "contact_id", Message: fmt.Sprintf("contact_id: contact %s is not linked to opportunity %s", contactID, oppID)}
+			return &repo.Error{Code: repo.CodeFailedPrecondition, Field: "contact_id", Message: fmt.Sprintf("contact_id: contact %s is not linked to opportunity %s", contactID, oppID)}
 		}
 		o.ContactIDs = slices.Delete(o.ContactIDs, i, i+1)
 		return nil
@@ -504,7 +505,7 @@ func (s *Store) UnlinkContact(ctx context.Context, oppID, contactID string) (*Op
 
 // ArchiveOpportunity archives an opportunity.
 func (s *Store) ArchiveOpportunity(ctx context.Context, id string) (*Opportunity, error) {
-	return Archive[*Opportunity](ctx, s, CollOpportunities, id, nil)
+	return repo.Archive[*Opportunity](ctx, s.Store, repo.CollOpportunities, id, nil)
 }
 
 // RestoreOpportunity restores an archived opportunity.
@@ -516,7 +517,7 @@ func (s *Store) RestoreOpportunity(ctx context.Context, id string) (*Opportunity
 			return nil, err
 		}
 	}
-	return Restore[*Opportunity](ctx, s, CollOpportunities, id)
+	return repo.Restore[*Opportunity](ctx, s.Store, repo.CollOpportunities, id)
 }
 
 // OpportunityFilter selects opportunities; empty fields do not filter.
@@ -528,7 +529,7 @@ type OpportunityFilter struct {
 }
 
 // ListOpportunities lists opportunities, newest first.
-func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limit, offset int) (Page[Opportunity], error) {
+func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limit, offset int) (repo.Page[Opportunity], error) {
 	filter := bson.M{}
 	for k, v := range map[string]string{"campaign_id": f.CampaignID, "stage": f.Stage, "priority": f.Priority, "outlet_id": f.OutletID, "contact_ids": f.ContactID} {
 		if v != "" {
@@ -539,9 +540,9 @@ func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limi
 		filter["next_action_date"] = bson.M{"$lt": *f.NextActionBefore}
 	}
 	if f.Search != "" {
-		return TextListPage[Opportunity](ctx, s, TextFilter{Coll: CollOpportunities, Text: f.Search}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return repo.TextListPage[Opportunity](ctx, s.Store, repo.TextFilter{Coll: repo.CollOpportunities, Text: f.Search}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 	}
-	return ListPage[Opportunity](ctx, s, CollOpportunities, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return repo.ListPage[Opportunity](ctx, s.Store, repo.CollOpportunities, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 }
 
 // OpportunityDetail is an opportunity with its related records, trimmed.
@@ -560,8 +561,6 @@ var (
 	trimCampaign = []string{"name", "status", "archived_at"}
 	trimOutlet   = []string{"name", "type", "tier", "website", "archived_at"}
 	trimChannel  = []string{"outlet_id", "name", "type", "url", "archived_at"}
-	TrimContact  = []string{"first_name", "last_name", "email", "title", "do_not_contact", "archived_at"}
-	TrimCoverage = []string{"title", "url", "published_at", "type", "sentiment", "reach", "outlet_id"}
 	trimThread   = []string{"subject", "last_message_at"}
 )
 
@@ -574,89 +573,27 @@ func (s *Store) OpportunityDetail(ctx context.Context, id string) (*OpportunityD
 		return nil, err
 	}
 	d := &OpportunityDetail{Opportunity: o}
-	if d.Campaign, err = s.TrimmedOne(ctx, CollCampaigns, o.CampaignID, trimCampaign); err != nil {
+	if d.Campaign, err = s.TrimmedOne(ctx, repo.CollCampaigns, o.CampaignID, trimCampaign); err != nil {
 		return nil, err
 	}
-	if d.Outlet, err = s.TrimmedOne(ctx, CollOutlets, o.OutletID, trimOutlet); err != nil {
+	if d.Outlet, err = s.TrimmedOne(ctx, repo.CollOutlets, o.OutletID, trimOutlet); err != nil {
 		return nil, err
 	}
-	if d.Channel, err = s.TrimmedOne(ctx, CollChannels, o.ChannelID, trimChannel); err != nil {
+	if d.Channel, err = s.TrimmedOne(ctx, repo.CollChannels, o.ChannelID, trimChannel); err != nil {
 		return nil, err
 	}
-	if d.Contacts, err = s.Trimmed(ctx, CollContacts, ByIDs(o.ContactIDs), nil, TrimContact); err != nil {
+	if d.Contacts, err = s.Trimmed(ctx, repo.CollContacts, ByIDs(o.ContactIDs), nil, repo.TrimContact); err != nil {
 		return nil, err
 	}
-	if d.Coverage, err = s.Trimmed(ctx, CollCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
-		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, TrimCoverage); err != nil {
+	if d.Coverage, err = s.Trimmed(ctx, repo.CollCoverage, bson.M{"opportunity_id": id, "archived_at": nil},
+		bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}, repo.TrimCoverage); err != nil {
 		return nil, err
 	}
-	if d.EmailThreads, err = s.Trimmed(ctx, CollEmails, bson.M{"opportunity_links.opportunity_id": id, "archived_at": nil},
+	if d.EmailThreads, err = s.Trimmed(ctx, repo.CollEmails, bson.M{"opportunity_links.opportunity_id": id, "archived_at": nil},
 		bson.D{{Key: "last_message_at", Value: -1}, {Key: "_id", Value: -1}}, trimThread); err != nil {
 		return nil, err
 	}
 	return d, nil
-}
-
-// trimmedOne returns fields of record id of coll, or nil when id is empty or
-// the record is missing.
-func (s *Store) TrimmedOne(ctx context.Context, coll, id string, fields []string) (map[string]any, error) {
-	if id == "" {
-		return nil, nil
-	}
-	var doc bson.M
-	err := s.coll(coll).FindOne(ctx, bson.M{"_id": id}, options.FindOne().SetProjection(projection(fields))).Decode(&doc)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, ledger.DriverErr(err, kinds[coll], id)
-	}
-	return trim(doc), nil
-}
-
-// Trimmed returns fields of the records of coll matching filter, in sort
-// order (by _id when sort is nil). Never nil.
-func (s *Store) Trimmed(ctx context.Context, coll string, filter bson.M, sort bson.D, fields []string) ([]map[string]any, error) {
-	if sort == nil {
-		sort = bson.D{{Key: "_id", Value: 1}}
-	}
-	cur, err := s.find(ctx, coll, filter, options.Find().SetProjection(projection(fields)).SetSort(sort))
-	if err != nil {
-		return nil, ledger.DriverErr(err, kinds[coll], "query")
-	}
-	var docs []bson.M
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, ledger.DriverErr(err, kinds[coll], "query")
-	}
-	out := make([]map[string]any, 0, len(docs))
-	for _, d := range docs {
-		out = append(out, trim(d))
-	}
-	return out, nil
-}
-
-func projection(fields []string) bson.M {
-	p := bson.M{"_id": 1}
-	for _, f := range fields {
-		p[f] = 1
-	}
-	return p
-}
-
-// trim renames _id to id and turns BSON dates into times, which JSON shows
-// as RFC 3339 UTC strings.
-func trim(doc bson.M) map[string]any {
-	out := make(map[string]any, len(doc))
-	for k, v := range doc {
-		if dt, ok := v.(bson.DateTime); ok {
-			v = dt.Time().UTC()
-		}
-		if k == "_id" {
-			k = "id"
-		}
-		out[k] = v
-	}
-	return out
 }
 
 // ByIDs is the filter of the records with the given ids; never a null $in.
@@ -688,40 +625,40 @@ func (s *Store) guard(ctx context.Context, id string, was, o *Opportunity) error
 	return nil
 }
 
-func opportunityRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
-	o, err := DecodeState[Opportunity](id, state)
+func opportunityRule(ctx context.Context, v *repo.RuleView, id string, state bson.M) error {
+	o, err := repo.DecodeState[Opportunity](id, state)
 	if err != nil {
 		return err
 	}
 	if err := checkOpportunity(o); err != nil {
-		return FieldViolation("opportunity_fields", err)
+		return repo.FieldViolation("opportunity_fields", err)
 	}
 	if o.CampaignID == "" {
-		return Violated("opportunity_campaign", "opportunity %s would be in no campaign, and every opportunity is in one; leave this change as it is", id)
+		return repo.Violated("opportunity_campaign", "opportunity %s would be in no campaign, and every opportunity is in one; leave this change as it is", id)
 	}
-	for _, l := range []struct{ coll, field, id string }{{CollCampaigns, "campaign_id", o.CampaignID}, {CollOutlets, "outlet_id", o.OutletID}} {
+	for _, l := range []struct{ coll, field, id string }{{repo.CollCampaigns, "campaign_id", o.CampaignID}, {repo.CollOutlets, "outlet_id", o.OutletID}} {
 		if err := v.Linked(ctx, l.coll, l.field, l.id); err != nil {
 			return err
 		}
 	}
 	for i, c := range o.ContactIDs {
-		if err := v.Linked(ctx, CollContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
+		if err := v.Linked(ctx, repo.CollContacts, fmt.Sprintf("contact_ids[%d]", i), c); err != nil {
 			return err
 		}
 	}
-	if err := v.channelOf(ctx, "opportunity "+id, o.ChannelID, o.OutletID); err != nil {
+	if err := v.ChannelOf(ctx, "opportunity "+id, o.ChannelID, o.OutletID); err != nil {
 		return err
 	}
-	if err := v.Linked(ctx, CollUsers, "owner_id", o.OwnerID); err != nil {
+	if err := v.Linked(ctx, repo.CollUsers, "owner_id", o.OwnerID); err != nil {
 		return err
 	}
-	stored, err := v.Stored(ctx, CollOpportunities, id)
+	stored, err := v.Stored(ctx, repo.CollOpportunities, id)
 	if err != nil {
 		return err
 	}
 	var was *Opportunity
 	if stored != nil {
-		if was, err = DecodeState[Opportunity](id, stored); err != nil {
+		if was, err = repo.DecodeState[Opportunity](id, stored); err != nil {
 			return err
 		}
 	}
@@ -736,19 +673,19 @@ func opportunityRule(ctx context.Context, v *RuleView, id string, state bson.M) 
 		return g.AsViolation()
 	}
 	// Coverage follows its opportunity's campaign.
-	off, err := v.Matching(ctx, CollCoverage, bson.M{"opportunity_id": id}, func(st bson.M) bool {
-		return Str(st, "opportunity_id") == id && Str(st, "campaign_id") != o.CampaignID
+	off, err := v.Matching(ctx, repo.CollCoverage, bson.M{"opportunity_id": id}, func(st bson.M) bool {
+		return repo.Str(st, "opportunity_id") == id && repo.Str(st, "campaign_id") != o.CampaignID
 	})
 	if err != nil {
 		return err
 	}
 	if len(off) > 0 {
-		return coverageCampaign(Str(off[0], "_id"), Str(off[0], "campaign_id"), id, o.CampaignID)
+		return coverageCampaign(repo.Str(off[0], "_id"), repo.Str(off[0], "campaign_id"), id, o.CampaignID)
 	}
 	return nil
 }
 
-func init() { RegisterRule(CollOpportunities, opportunityRule) }
+func init() { repo.RegisterRule(repo.CollOpportunities, opportunityRule) }
 
 // NotifyDueActions creates a next_action_due notification for each
 // subscriber of every active opportunity whose next action is due at at.
@@ -757,7 +694,7 @@ func init() { RegisterRule(CollOpportunities, opportunityRule) }
 // another instance) finds it made and writes nothing. It returns how many
 // notifications it created.
 func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error) {
-	cur, err := s.find(ctx, CollOpportunities, bson.M{"archived_at": nil, "next_action_date": bson.M{"$lte": at}})
+	cur, err := s.Find(ctx, repo.CollOpportunities, bson.M{"archived_at": nil, "next_action_date": bson.M{"$lte": at}})
 	if err != nil {
 		return 0, ledger.DriverErr(err, "opportunity", "due")
 	}
@@ -772,7 +709,7 @@ func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error)
 			continue
 		}
 		day := o.NextActionDate.UTC().Format(time.RFC3339)
-		ev := OppEvent{Kind: EventNextActionDue, OppID: o.ID, Title: o.Title, Key: "next_action_due/" + o.ID + "/" + day,
+		ev := repo.OppEvent{Kind: repo.EventNextActionDue, OppID: o.ID, Title: o.Title, Key: "next_action_due/" + o.ID + "/" + day,
 			Text: fmt.Sprintf("next action on %q is due (%s): %s", o.Title, day, o.NextAction),
 			Data: map[string]any{"next_action": o.NextAction, "next_action_date": *o.NextActionDate, "next_action_owner": o.NextActionOwner}}
 		muts, err := s.EventMutations(ctx, ev)
@@ -781,8 +718,8 @@ func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error)
 		}
 		fresh := muts[:0]
 		for _, m := range muts {
-			var meta Meta
-			err := s.coll(CollNotifications).FindOne(ctx, bson.M{"_id": m.ID}).Decode(&meta)
+			var meta repo.Meta
+			err := s.Collection(repo.CollNotifications).FindOne(ctx, bson.M{"_id": m.ID}).Decode(&meta)
 			if errors.Is(err, mongo.ErrNoDocuments) {
 				fresh = append(fresh, m)
 			} else if err != nil {
@@ -792,8 +729,8 @@ func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error)
 		if len(fresh) == 0 {
 			continue
 		}
-		if _, err := s.write(ctx, fresh...); err != nil {
-			if isConflict(err) {
+		if _, err := s.Write(ctx, fresh...); err != nil {
+			if ledger.IsConflict(err) {
 				continue // another instance made them first
 			}
 			return made, err
