@@ -41,6 +41,12 @@ import (
 // provider; the device code flow from the command line connects again. No
 // token the provider issued is in the data directory, a backup, or the log.
 func TestMailboxSignIn(t *testing.T) {
+	if os.Getenv("MONGODB_URI") != "" {
+		// On a server the mailbox key is the operator's file and the
+		// one-time link is printed only from a data directory; the flows,
+		// the token source and the pauses are the same code on both.
+		t.Skip("runs on the embedded store: it connects from the one-time link `outreach mailbox connect` prints from the data directory")
+	}
 	exe := chromium(t)
 	const pw = "the team's password at the provider"
 	const adminPassword = "an admin's password at Outreach"
