@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
 	"outreach/repo/pipeline"
@@ -102,10 +103,10 @@ func TestListTextWordIndexAnswersAsTheStore(t *testing.T) {
 			return page(notes.Of(s).ListNotes(ctx, notes.NoteFilter{Search: n, IncludeArchived: a}, l, o))
 		}},
 		{"list_contacts", func(n string, a bool, l, o int) (any, error) {
-			return page(s.ListContacts(ctx, repo.ContactFilter{Search: n, IncludeArchived: a}, l, o))
+			return page(directory.Of(s).ListContacts(ctx, directory.ContactFilter{Search: n, IncludeArchived: a}, l, o))
 		}},
 		{"list_outlets", func(n string, a bool, l, o int) (any, error) {
-			return page(s.ListOutlets(ctx, repo.OutletFilter{Search: n, IncludeArchived: a}, l, o))
+			return page(directory.Of(s).ListOutlets(ctx, directory.OutletFilter{Search: n, IncludeArchived: a}, l, o))
 		}},
 		{"list_campaigns", func(n string, a bool, l, o int) (any, error) {
 			return page(pipeline.Of(s).ListCampaigns(ctx, pipeline.CampaignFilter{Search: n, IncludeArchived: a}, l, o))
