@@ -72,7 +72,7 @@ func TestTheDomainImportsDownward(t *testing.T) {
 		if err != nil {
 			t.Fatalf("go list: %v\n%s", err, out)
 		}
-		inside := []string{"outreach/repo/notes", "outreach/repo", "outreach/ledger", "outreach/ledger/index", "outreach/audit", "outreach/indexes"}
+		inside := []string{"outreach/repo/notes", "outreach/repo", "outreach/ledger", "outreach/ledger/index", "outreach/audit", "outreach/indexes", "outreach/textfold"}
 		var deps []string
 		for _, p := range strings.Fields(string(out)) {
 			if p == "outreach" || strings.HasPrefix(p, "outreach/") {

@@ -21,6 +21,7 @@ import (
 	"outreach/repo/notes"
 	"outreach/repo/pipeline"
 	"outreach/repo/repotest"
+	"outreach/textfold"
 )
 
 // The lists' free-text filters of every area compared with the store's
@@ -125,8 +126,8 @@ func TestListTextWordIndexAnswersAsTheStore(t *testing.T) {
 	compare := func(stage string) {
 		t.Helper()
 		for _, needle := range needles {
-			words := strings.FieldsFunc(repo.FoldText(needle), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-			oneWord := len(words) == 1 && words[0] == repo.FoldText(needle)
+			words := strings.FieldsFunc(textfold.Fold(needle), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+			oneWord := len(words) == 1 && words[0] == textfold.Fold(needle)
 			for _, l := range listers {
 				for _, q := range []struct {
 					archived      bool

@@ -16,6 +16,7 @@ import (
 	"outreach/repo/notes"
 	"outreach/repo/pipeline"
 	"outreach/repo/pitches"
+	"outreach/textfold"
 )
 
 // Dossiers, opportunity status and the agenda are computed at the call from
@@ -353,7 +354,7 @@ func noteTitle(n *notes.Note) string {
 	if n.Title != "" {
 		return n.Title
 	}
-	return repo.FirstLine(n.Content)
+	return textfold.FirstLine(n.Content)
 }
 
 // DossierContact is a contact affiliated with an outlet, as its dossier shows it.
