@@ -23,7 +23,7 @@ import (
 // (search_words.go) names the records that may hold the text, folded as
 // search folds it, so the store is not scanned:
 //   - a text of one word (letters and digits only) is decided there, for
-//     every record whose listed texts are plain (plainText: they fold as
+//     every record whose listed texts are plain (textfold.Plain: they fold as
 //     case folding alone folds them): such a record holds the text in any
 //     case exactly when its fold holds the text's fold;
 //   - any other record the index names (a phrase, signs, an accented text)

@@ -61,7 +61,7 @@ func listedApart(k SearchKind) bool {
 // every searched field, and of its title as shown (the first field, and an
 // untitled note's first line), exactly as matchDoc reads them; the folded
 // texts of the list's fields when they differ; and whether those a list
-// reads are plain (plainText).
+// reads are plain (textfold.Plain).
 func (k SearchKind) texts(d bson.M) index.Texts {
 	var t index.Texts
 	for i, f := range k.Fields {

@@ -119,7 +119,7 @@ func TestWordsOnly(t *testing.T) {
 	}
 }
 
-// foldText folds as fold does (the word index holds what foldText gives,
+// Fold folds as fold does (the word index holds what Fold gives,
 // the match reads what fold gives).
 func TestFoldTextIsFold(t *testing.T) {
 	for _, s := range []string{"", "Café", "Cafe\u0301", "ZOË", "Йошкар", "\xff\xfeA", "한국어", "C++ a.b", "İstanbul ß ǅ"} {
