@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/ledongthuc/pdf"
 	"github.com/xuri/excelize/v2"
+	"golang.org/x/text/unicode/norm"
 
 	"outreach/repo/reports"
 	"outreach/reportrender"
@@ -387,6 +391,51 @@ func TestPDFReadsBack(t *testing.T) {
 		if want := map[string]float64{"pdf-a4": 595.28, "pdf-letter": 612}[paper]; w < want-1 || w > want+1 {
 			t.Errorf("%s: page width %.2f pt, want %.2f", paper, w, want)
 		}
+	}
+}
+
+// TestPDFRightToLeftAndEmoji reads the PDF's text back with poppler's
+// pdftotext, which puts right-to-left lines back in reading order: the
+// Hebrew and Arabic of a headline, an outlet's name and a chart's label
+// come back as the words (the Arabic in its joined forms, which NFKC folds
+// back to the letters), emoji the font lacks as the replacement character,
+// the Latin around them whole, and a clip's line of fields in its order.
+// (The extractor the other tests use decodes only Latin text of fpdf's
+// fonts: it drops the high byte of each character.)
+func TestPDFRightToLeftAndEmoji(t *testing.T) {
+	exe, err := exec.LookPath("pdftotext")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("pdftotext is not installed (scripts/test.sh installs Debian's poppler-utils)")
+		}
+		t.Skip("pdftotext is not installed")
+	}
+	d := sample(10)
+	file := filepath.Join(t.TempDir(), "report.pdf")
+	if err := os.WriteFile(file, render(t, d, "pdf-a4"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(exe, "-enc", "UTF-8", file, "-").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := norm.NFKC.String(strings.NewReplacer("\u202B", "", "\u202C", "", "\u202A", "").Replace(string(out)))
+	// pdftotext joins a line's runs by its own reckoning (a neutral
+	// between a right-to-left run and a number may go either way), so the
+	// right-to-left text is looked for whole, and the fields after it.
+	for _, want := range []string{
+		"2026-10-02 · interview · neutral · reach 2,000 · Ann Launch \uFFFD day \uFFFD", // a clip's fields after its outlet's name
+		"Acme PR Launch \uFFFD day \uFFFD · Coverage report",                            // the page's header
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the text lacks %q", want)
+		}
+	}
+	if n := strings.Count(text, rtl); n < 4 { // two headlines, their outlets, the top outlets' label
+		t.Errorf("the right-to-left text is %d times in the text, want 4 or more:\n%s", n, text)
+	}
+	if strings.ContainsAny(text, "🚀🎉") {
+		t.Error("an emoji the font lacks reached the PDF")
 	}
 }
 
