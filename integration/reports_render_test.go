@@ -25,6 +25,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/reports"
 	"outreach/reportrender"
+	"outreach/tools"
 )
 
 // Hostile text the renderings must carry escaped and wrapped.
@@ -503,6 +504,49 @@ func TestShareReportLink(t *testing.T) {
 	c.Must("list_shared_reports", M{"all": true}, &list)
 	if len(list.SharedReports) != 2 || list.SharedReports[0].Link != "" {
 		t.Errorf("all links: %+v", list.SharedReports)
+	}
+}
+
+// TestSharedPageRateLimit: the pages reached without a key share a budget
+// per client address; over it a share link (even a valid one) and a
+// download answer 429 with Retry-After and a plain page under the strict
+// headers, count no view, and a forwarded address from an untrusted peer
+// does not open a new budget.
+func TestSharedPageRateLimit(t *testing.T) {
+	parallelOnEmbedded(t)
+	// One token every 100 s: the bucket cannot refill during the test.
+	env := testenv.NewWith(t, testenv.Options{Tools: []tools.Option{tools.WithRateLimits(tools.RateLimits{Pages: 0.01, PageBurst: 3})}})
+	c := env.Client(env.Key("read", "write"), "share")
+	camp, _ := reportFixture(t, c)
+	var s sharedView
+	c.Must("share_report", M{"kind": "coverage", "campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31"}, &s)
+	for i := range 3 {
+		if res, body := get(t, s.Link); res.StatusCode != http.StatusOK {
+			t.Fatalf("view %d: %d %s", i+1, res.StatusCode, body)
+		}
+	}
+	out, _ := renderVia(t, c, M{"kind": "coverage", "campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31", "format": "pdf"})
+	for _, u := range []string{s.Link, out.DownloadURL, env.Base + "/shared/" + s.ID} {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		req.Header.Set("X-Forwarded-For", "203.0.113.9") // not believed: the test's address is no trusted proxy
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		secs, _ := strconv.Atoi(res.Header.Get("Retry-After"))
+		if res.StatusCode != http.StatusTooManyRequests || secs < 1 || secs > 100 || !strings.Contains(string(body), "Too many requests") ||
+			res.Header.Get("Content-Security-Policy") != reportrender.CSP || strings.Contains(string(body), "Coverage items") {
+			t.Errorf("%s over the budget: %d, Retry-After %q, %s", u, res.StatusCode, res.Header.Get("Retry-After"), body)
+		}
+	}
+	var list struct {
+		SharedReports []sharedView `json:"shared_reports"`
+	}
+	c.Must("list_shared_reports", M{}, &list)
+	if len(list.SharedReports) != 1 || list.SharedReports[0].Views != 3 {
+		t.Errorf("views counted: %+v, want 3", list.SharedReports)
 	}
 }
 
