@@ -10,13 +10,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ledongthuc/pdf"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/xuri/excelize/v2"
 
@@ -25,6 +23,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/reports"
 	"outreach/reportrender"
+	"outreach/reportrender/readback"
 	"outreach/tools"
 )
 
@@ -207,15 +206,7 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 	if r.Delivery != "inline_text" {
 		t.Fatalf("a small CSV came as %s", r.Delivery)
 	}
-	rows, err := csv.NewReader(strings.NewReader(r.Text)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, row := range rows[1:] {
-		got[row[2]] = toFloat(t, row[3])
-	}
-	check("csv", got)
+	check("csv", floats(t)(readback.CSVFigures([]byte(r.Text))))
 	r, _ = renderVia(t, c, with(M{"format": "csv"}))
 	clips, err := csv.NewReader(strings.NewReader(r.Text)).ReadAll()
 	if err != nil || len(clips) != 7 {
@@ -238,16 +229,8 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 	if hr.StatusCode != 200 || len(body) != r.SizeBytes {
 		t.Fatalf("xlsx download: %d, %d bytes (the call rendered %d)", hr.StatusCode, len(body), r.SizeBytes)
 	}
-	f, err := excelize.OpenReader(bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	xrows, _ := f.GetRows("Figures")
-	got = map[string]float64{}
-	for _, row := range xrows[1:] {
-		got[row[2]] = toFloat(t, row[3])
-	}
-	check("xlsx", got)
+	xfigs, f, err := readback.XLSXFigures(body)
+	check("xlsx", floats(t)(xfigs, err))
 	crows, _ := f.GetRows("Clips")
 	if len(crows) != 7 {
 		t.Errorf("xlsx Clips sheet: %d rows, want 7", len(crows))
@@ -261,11 +244,7 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 		_, b := get(t, r.DownloadURL)
 		page = string(b)
 	}
-	got = map[string]float64{}
-	for _, m := range regexp.MustCompile(`<tr data-key="([^"]+)">.*?data-value="([^"]*)"`).FindAllStringSubmatch(page, -1) {
-		got[strings.ReplaceAll(m[1], "&#43;", "+")] = toFloat(t, m[2])
-	}
-	check("html", got)
+	check("html", floats(t)(readback.HTMLFigures(page), nil))
 	for _, bad := range []string{"<script", "<b onmouseover"} {
 		if strings.Contains(page, bad) {
 			t.Errorf("html carries %q unescaped", bad)
@@ -279,7 +258,10 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 		if hr.StatusCode != 200 || hr.Header.Get("Content-Type") != "application/pdf" {
 			t.Fatalf("pdf download: %d %s", hr.StatusCode, hr.Header.Get("Content-Type"))
 		}
-		text := extractPDF(t, body)
+		text, _, err := readback.PDFText(body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, s := range []string{"Acme PR Team", "Coverage report", "Page 1 of", "Campaign: Acme October"} {
 			if !strings.Contains(text, s) {
 				t.Errorf("pdf %s lacks %q", paper, s)
@@ -322,26 +304,19 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 	f.Close()
 }
 
-func extractPDF(t *testing.T, b []byte) string {
-	t.Helper()
-	r, err := pdf.NewReader(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	for i := 1; i <= r.NumPage(); i++ {
-		rows, err := r.Page(i).GetTextByRow()
+// floats reads a reader's figures as numbers.
+func floats(t *testing.T) func(map[string]string, error) map[string]float64 {
+	return func(m map[string]string, err error) map[string]float64 {
+		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, row := range rows {
-			for _, w := range row.Content {
-				out.WriteString(w.S)
-			}
-			out.WriteString("\n")
+		out := make(map[string]float64, len(m))
+		for k, v := range m {
+			out[k] = toFloat(t, v)
 		}
+		return out
 	}
-	return out.String()
 }
 
 // TestRenderReportRefusals: bad arguments name their field; an empty range

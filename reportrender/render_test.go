@@ -22,6 +22,7 @@ import (
 
 	"outreach/repo/reports"
 	"outreach/reportrender"
+	"outreach/reportrender/readback"
 )
 
 // hostile is text that must come out escaped and wrapped: markup, right
@@ -117,17 +118,14 @@ func render(t *testing.T, d *reportrender.Document, format string) []byte {
 // cell with the report.
 func TestCSVReadsBack(t *testing.T) {
 	d := sample(40)
-	rows, err := csv.NewReader(bytes.NewReader(render(t, d, "figures"))).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := render(t, d, "figures")
 	figs := d.Figures()
-	if len(rows) != len(figs)+1 || strings.Join(rows[0], ",") != "section,figure,key,value" {
-		t.Fatalf("figures CSV has %d rows (want %d) and header %v", len(rows), len(figs)+1, rows[0])
+	if header, _, _ := strings.Cut(string(b), "\n"); strings.TrimSpace(header) != "section,figure,key,value" {
+		t.Fatalf("figures CSV header %q", header)
 	}
-	byKey := map[string]string{}
-	for _, r := range rows[1:] {
-		byKey[r[2]] = r[3]
+	byKey, err := readback.CSVFigures(b)
+	if err != nil || len(byKey) != len(figs) {
+		t.Fatalf("figures CSV: %d figures (want %d), %v", len(byKey), len(figs), err)
 	}
 	c := d.Coverage
 	for key, want := range map[string]string{"items": "40", "reach.total_impressions": strconv.FormatInt(c.Reach.TotalImpressions, 10),
@@ -293,6 +291,12 @@ func TestHTMLEscapesAndIsSelfContained(t *testing.T) {
 			t.Errorf("the page lacks %q", want)
 		}
 	}
+	shown := readback.HTMLFigures(page)
+	for _, f := range d.Figures() {
+		if shown[f.Key] != reportrenderRaw(f.Value) {
+			t.Errorf("figure %s: the page has %q, the report %v", f.Key, shown[f.Key], f.Value)
+		}
+	}
 	for _, f := range d.Figures() {
 		re := regexp.MustCompile(`<tr data-key="` + regexp.QuoteMeta(xmlEsc(f.Key)) + `">.*?data-value="([^"]*)"`)
 		m := re.FindStringSubmatch(page)
@@ -330,28 +334,11 @@ func TestEmptyReportIsHonest(t *testing.T) {
 
 func pdfText(t *testing.T, b []byte) string {
 	t.Helper()
-	r, err := pdf.NewReader(bytes.NewReader(b), int64(len(b)))
+	text, _, err := readback.PDFText(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	for i := 1; i <= r.NumPage(); i++ {
-		p := r.Page(i)
-		if p.V.IsNull() {
-			continue
-		}
-		rows, err := p.GetTextByRow()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, row := range rows {
-			for _, w := range row.Content {
-				out.WriteString(w.S)
-			}
-			out.WriteString("\n")
-		}
-	}
-	return out.String()
+	return text
 }
 
 // TestPDFReadsBack extracts the PDF's text: the team's name, page numbers,
@@ -360,12 +347,14 @@ func TestPDFReadsBack(t *testing.T) {
 	d := sample(60)
 	for _, paper := range []string{"pdf-a4", "pdf-letter"} {
 		b := render(t, d, paper)
-		r, err := pdf.NewReader(bytes.NewReader(b), int64(len(b)))
+		text, n, err := readback.PDFText(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := r.NumPage()
-		text := pdfText(t, b)
+		r, err := pdf.NewReader(bytes.NewReader(b), int64(len(b))) // the page size
+		if err != nil {
+			t.Fatal(err)
+		}
 		flat := strings.ReplaceAll(text, "\n", "")
 		for _, want := range []string{"Acme PR", fmt.Sprintf("Page 1 of %d", n), fmt.Sprintf("Page %d of %d", n, n), "Coverage report", "Computed 3 Nov 2026"} {
 			if !strings.Contains(text, want) {
