@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"html/template"
 	"math"
 	"mime"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"outreach/internal/pagekit"
 	"outreach/repo"
 	"outreach/repo/reports"
 	"outreach/reportrender"
@@ -90,7 +90,7 @@ func allowPage(w http.ResponseWriter, r *http.Request, l *tools.Limiter, limits 
 	pageHeaders(w, "text/html; charset=utf-8")
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	w.WriteHeader(http.StatusTooManyRequests)
-	_ = refusalPage.Execute(w, map[string]string{"Title": "Too many requests",
+	_ = refusalPage.ExecuteTemplate(w, "message", map[string]string{"Title": "Too many requests",
 		"Message": fmt.Sprintf("This address opened report links more than %g times a second (bursts of %d). Try again in %d s.", limits.Pages, limits.PageBurst, secs)})
 	log.Info().Str("client", ClientIP(r)).Str("path", r.URL.Path).Int("status", http.StatusTooManyRequests).Msg("report page refused: rate limit")
 	return false
@@ -108,10 +108,9 @@ func pageHeaders(w http.ResponseWriter, contentType string) {
 	h.Set("Content-Type", contentType)
 }
 
-var refusalPage = template.Must(template.New("refusal").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title></head><body><main><h1>{{.Title}}</h1><p>{{.Message}}</p></main></body></html>
-`))
+// refusalPage is the plain page of a refused link: pagekit's message,
+// under the report pages' own headers.
+var refusalPage = pagekit.Pages("refusal", "")
 
 // refuse answers a refused link with a plain page.
 func refuse(w http.ResponseWriter, err error) int {
@@ -126,7 +125,7 @@ func refuse(w http.ResponseWriter, err error) int {
 	}
 	pageHeaders(w, "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_ = refusalPage.Execute(w, map[string]string{"Title": title, "Message": msg})
+	_ = refusalPage.ExecuteTemplate(w, "message", map[string]string{"Title": title, "Message": msg})
 	return status
 }
 
