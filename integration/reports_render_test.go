@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -640,5 +641,70 @@ func TestPromptsEndInTheReport(t *testing.T) {
 		if _, err := png.Decode(bytes.NewReader(img.Data)); err != nil {
 			t.Errorf("%s: the chart does not decode: %v", name, err)
 		}
+	}
+}
+
+// TestOctoberReportWithALink is the issue's end to end: an agent asked
+// "make the October report for the Acme campaign and send me a link" finds
+// the campaign by name, renders the chart (image content the chat shows)
+// and shares the report; the link opens without a key, in any browser, a
+// page whose figures are the ones the tools answer.
+func TestOctoberReportWithALink(t *testing.T) {
+	parallelOnEmbedded(t)
+	env := testenv.New(t)
+	c := env.Client(env.Key("read", "write"), "october-report")
+	camp, _ := reportFixture(t, c)
+	var found struct {
+		Campaigns []struct {
+			ID string `json:"id"`
+		} `json:"campaigns"`
+	}
+	c.Must("list_campaigns", M{"search": "Acme"}, &found)
+	if len(found.Campaigns) != 1 || found.Campaigns[0].ID != camp {
+		t.Fatalf("list_campaigns Acme: %+v", found.Campaigns)
+	}
+	october := M{"campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31"}
+	var report map[string]any
+	c.Must("get_coverage_report", october, &report)
+	want := map[string]float64{}
+	flattenFigures("", report, want)
+
+	// The chart in the chat.
+	r, res := renderVia(t, c, M{"kind": "coverage", "format": "png", "chart": "trend", "campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31"})
+	img, ok := res.Content[len(res.Content)-1].(*mcp.ImageContent)
+	if r.Delivery != "inline_image" || !ok || img.MIMEType != "image/png" {
+		t.Fatalf("the chart: delivery %s, last content %#v", r.Delivery, res.Content[len(res.Content)-1])
+	}
+	if im, err := png.Decode(bytes.NewReader(img.Data)); err != nil || im.Bounds().Dx() != reportrender.PNGWidth {
+		t.Fatalf("the chart does not decode: %v", err)
+	}
+	// The link, opened without a key.
+	var s sharedView
+	c.Must("share_report", M{"kind": "coverage", "campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31"}, &s)
+	hr, body := get(t, s.Link)
+	if hr.StatusCode != http.StatusOK || !strings.HasPrefix(hr.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("the link: %d %s", hr.StatusCode, hr.Header.Get("Content-Type"))
+	}
+	shown := floats(t)(readback.HTMLFigures(string(body)), nil)
+	compared := 0
+	for k, w := range want {
+		v, ok := shown[k]
+		if !ok {
+			continue
+		}
+		compared++
+		if math.Abs(v-w) > 1e-9 {
+			t.Errorf("the page shows %s = %v, get_coverage_report %v", k, v, w)
+		}
+		if cv := toFloat(t, r.Figures[k]); math.Abs(cv-w) > 1e-9 {
+			t.Errorf("the chart's call answered %s = %v, get_coverage_report %v", k, cv, w)
+		}
+	}
+	t.Logf("%d figures of the page compared with the tools'", compared)
+	if compared < 20 || shown["items"] != 6 {
+		t.Errorf("the page's figures: %d compared (items %v)", compared, shown["items"])
+	}
+	if !strings.Contains(string(body), "Campaign: Acme October") {
+		t.Errorf("the page does not name the campaign")
 	}
 }
