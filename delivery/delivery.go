@@ -31,6 +31,7 @@ import (
 	"outreach/audit"
 	"outreach/repo"
 	"outreach/repo/notify"
+	"outreach/repo/outbox"
 	"outreach/repo/pipeline"
 	"outreach/slackmsg"
 )
@@ -101,10 +102,10 @@ func New(store *repo.Store, cfg Config) *Worker {
 func Targets(cfg Config) []string {
 	var t []string
 	if cfg.Slack != nil {
-		t = append(t, repo.TargetSlack)
+		t = append(t, outbox.TargetSlack)
 	}
 	if cfg.WebhookURL != "" {
-		t = append(t, repo.TargetWebhook)
+		t = append(t, outbox.TargetWebhook)
 	}
 	return t
 }
@@ -183,9 +184,9 @@ func (w *Worker) deliver(ctx context.Context, id string) (bool, error) {
 		a := notify.DeliveryAttempt{Target: ts.Target, Attempt: ts.Attempts + 1, StartedAt: time.Now().UTC().Truncate(time.Millisecond)}
 		var wait time.Duration
 		switch ts.Target {
-		case repo.TargetSlack:
+		case outbox.TargetSlack:
 			wait, err = w.sendSlack(ctx, n)
-		case repo.TargetWebhook:
+		case outbox.TargetWebhook:
 			a.HTTPStatus, err = w.sendWebhook(ctx, n)
 		default:
 			err = fmt.Errorf("no %s target is configured on this instance", ts.Target)
@@ -234,7 +235,7 @@ type Payload struct {
 }
 
 // Body is the webhook body of n: the same bytes on every attempt.
-func Body(n *repo.Notification) ([]byte, error) {
+func Body(n *outbox.Notification) ([]byte, error) {
 	return json.Marshal(Payload{ID: n.ID, Event: n.Event, OccurredAt: n.OccurredAt.UTC(), UserID: n.UserID,
 		OpportunityID: n.OpportunityID, OpportunityTitle: n.Title, Text: n.Text, Data: n.Data})
 }
@@ -283,7 +284,7 @@ func Verify(secret, header string, body []byte, tolerance time.Duration, now tim
 	return errors.New("signature does not match")
 }
 
-func (w *Worker) sendWebhook(ctx context.Context, n *repo.Notification) (int, error) {
+func (w *Worker) sendWebhook(ctx context.Context, n *outbox.Notification) (int, error) {
 	body, err := Body(n)
 	if err != nil {
 		return 0, err
@@ -324,7 +325,7 @@ func errKind(err error) string {
 }
 
 // sendSlack posts n to the team's channel; a rate limit returns how long to wait.
-func (w *Worker) sendSlack(ctx context.Context, n *repo.Notification) (time.Duration, error) {
+func (w *Worker) sendSlack(ctx context.Context, n *outbox.Notification) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
 	defer cancel()
 	to := ""

@@ -30,6 +30,7 @@ import (
 	"outreach/integration/testenv"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/outbox"
 	"outreach/server"
 	"outreach/tools"
 )
@@ -501,12 +502,12 @@ func TestBackupSchedule(t *testing.T) {
 		alertsMu.Lock()
 		alerts = append(alerts, a)
 		alertsMu.Unlock()
-		kind := repo.EventBackupRecovered
+		kind := outbox.EventBackupRecovered
 		if a.Failing {
-			kind = repo.EventBackupFailing
+			kind = outbox.EventBackupFailing
 		}
 		ctx = audit.WithActor(ctx, repo.SystemActor("backup"))
-		if _, err := env.Store.NotifyAdmins(ctx, kind, "backups", a.Error, nil, a.Target+"/"+a.Since.String()); err != nil {
+		if _, err := outbox.Of(env.Store).NotifyAdmins(ctx, kind, "backups", a.Error, nil, a.Target+"/"+a.Since.String()); err != nil {
 			t.Error(err)
 		}
 	}
@@ -582,7 +583,7 @@ func TestBackupSchedule(t *testing.T) {
 		events = append(events, n.Event)
 	}
 	slices.Sort(events)
-	if diff := cmp.Diff(events, []string{repo.EventBackupFailing, repo.EventBackupRecovered}); diff != "" {
+	if diff := cmp.Diff(events, []string{outbox.EventBackupFailing, outbox.EventBackupRecovered}); diff != "" {
 		t.Errorf("the admin's notifications (-got +want):\n%s", diff)
 	}
 	dst := testenv.OpenStore(t, testenv.Options{})

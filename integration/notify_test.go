@@ -14,6 +14,7 @@ import (
 	"outreach/integration/testenv"
 	"outreach/repo"
 	"outreach/repo/notify"
+	"outreach/repo/outbox"
 	"outreach/slackmsg"
 	"outreach/tools"
 )
@@ -39,7 +40,7 @@ func newNotifRig(t *testing.T) *notifRig {
 	cfg := delivery.Config{Slack: sc, WebhookURL: recv.srv.URL, WebhookSecret: hookSecret,
 		Interval: 30 * time.Millisecond, BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		Timeout: 500 * time.Millisecond, Lease: 2 * time.Second}
-	env.Store.SetDeliveryTargets(delivery.Targets(cfg))
+	outbox.Of(env.Store).SetDeliveryTargets(delivery.Targets(cfg))
 	return &notifRig{env: env, c: env.Admin(), slack: fs, recv: recv, cfg: cfg}
 }
 
@@ -99,7 +100,7 @@ func TestNotifyStageChangeReachesSlackAndWebhookOnce(t *testing.T) {
 		UserID string   `json:"user_id"`
 	}
 	r.c.Must("subscribe_opportunity", M{"opportunity_id": opp}, &sub)
-	if diff := cmp.Diff(sub.Events, repo.Events); diff != "" || sub.UserID != r.env.AdminUserID {
+	if diff := cmp.Diff(sub.Events, outbox.Events); diff != "" || sub.UserID != r.env.AdminUserID {
 		t.Fatalf("default subscription: user %s events (-got +want):\n%s", sub.UserID, diff)
 	}
 	var subs struct {
@@ -116,7 +117,7 @@ func TestNotifyStageChangeReachesSlackAndWebhookOnce(t *testing.T) {
 
 	r.c.Must("update_opportunity_stage", M{"id": opp, "stage": "pitched", "note": "sent the pitch"}, nil)
 	ns := notifications(t, r.c, M{})
-	if len(ns) != 1 || ns[0].Event != repo.EventStageChanged || ns[0].OpportunityID != opp || ns[0].Data["from"] != "researching" || ns[0].Data["to"] != "pitched" {
+	if len(ns) != 1 || ns[0].Event != outbox.EventStageChanged || ns[0].OpportunityID != opp || ns[0].Data["from"] != "researching" || ns[0].Data["to"] != "pitched" {
 		t.Fatalf("after the move: %+v", ns)
 	}
 	id := ns[0].ID
@@ -263,7 +264,7 @@ func TestNotifyEventsNotesCoverageRollbackAndDueActions(t *testing.T) {
 	count := func() int {
 		n := 0
 		for _, x := range notifications(t, r.c, M{}) {
-			if x.Event == repo.EventNextActionDue {
+			if x.Event == outbox.EventNextActionDue {
 				n++
 			}
 		}
@@ -369,7 +370,7 @@ func TestNotifyWebhookDownThenBackAndSlowReceiver(t *testing.T) {
 	}
 	var hooks []bool
 	for _, a := range attempts {
-		if a.Target == repo.TargetWebhook {
+		if a.Target == outbox.TargetWebhook {
 			hooks = append(hooks, a.OK)
 			if !a.OK && a.HTTPStatus != 503 {
 				t.Errorf("failed attempt recorded status %d", a.HTTPStatus)

@@ -19,6 +19,7 @@ import (
 	"outreach/audit"
 	"outreach/repo"
 	"outreach/repo/mailboxes"
+	"outreach/repo/outbox"
 )
 
 // Options configure the team mailbox's connection.
@@ -271,7 +272,7 @@ func (m *Mailbox) disconnect(ctx context.Context, reason string) error {
 	if c.DisconnectedAt != nil {
 		at = c.DisconnectedAt.Format(time.RFC3339Nano)
 	}
-	if _, err := m.store.NotifyAdmins(ctx, mailboxes.EventDisconnected, "Team mailbox disconnected", text,
+	if _, err := outbox.Of(m.store).NotifyAdmins(ctx, mailboxes.EventDisconnected, "Team mailbox disconnected", text,
 		map[string]any{"mailbox": m.opts.Address, "reason": reason}, m.opts.Address+"/"+at); err != nil {
 		m.opts.Log.Error().Err(err).Msg("mailbox disconnected: the admins could not be notified")
 	}

@@ -28,6 +28,7 @@ import (
 	"outreach/repo/mailboxes"
 	"outreach/repo/notes"
 	"outreach/repo/notify"
+	"outreach/repo/outbox"
 	"outreach/repo/pipeline"
 	"outreach/repo/pitches"
 	"outreach/repo/reports"
@@ -46,7 +47,7 @@ var dictionaryDocs = []struct {
 	{repo.CollOutlets, directory.Outlet{}}, {repo.CollChannels, directory.Channel{}}, {repo.CollContacts, directory.Contact{}}, {repo.CollCampaigns, pipeline.Campaign{}},
 	{repo.CollOpportunities, pipeline.Opportunity{}}, {repo.CollCoverage, pipeline.Coverage{}}, {repo.CollMedia, pipeline.Media{}}, {repo.CollNotes, notes.Note{}},
 	{repo.CollEmails, inbox.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
-	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, notify.Message{}},
+	{repo.CollSubscriptions, outbox.Subscription{}}, {repo.CollNotifications, outbox.Notification{}}, {repo.CollMessages, notify.Message{}},
 	{repo.CollHeld, inbox.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollSharedReports, reports.SharedReport{}}, {repo.CollChangeLog, audit.Entry{}},
 	{repo.CollMailboxes, mailboxes.Connection{}},
 }
@@ -80,7 +81,7 @@ var dictionaryEnums = map[string][]string{
 	"coverage.share_of_voice": pipeline.SharesOfVoice, "coverage.initiated_by": pipeline.Initiators,
 	"media.type": pipeline.MediaTypes, "notes.type": notes.NoteTypes, "agent_keys.agent_type": repo.AgentTypes,
 	"agent_keys.scopes":    {repo.ScopeRead, repo.ScopeWrite, repo.ScopeAdmin},
-	"subscriptions.events": repo.Events, "notifications.event": repo.Events,
+	"subscriptions.events": outbox.Events, "notifications.event": outbox.Events,
 	"change_log.action": audit.Actions,
 	"email_held.reason": inbox.HeldReasons, "email_held.outcome": {inbox.HeldStored, inbox.HeldDuplicate, inbox.HeldGone},
 	"pitches.state": pitches.PitchStates, "pitches.recipients.state": pitches.RecipientStates, "suppressions.reason": pitches.SuppressionReasons,

@@ -19,8 +19,9 @@ var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollShar
 	CollOutlets: "outreach/repo/directory", CollContacts: "outreach/repo/directory", CollChannels: "outreach/repo/directory"}
 
 var reactions struct {
-	emailStored func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
-	stageNote   func(oppID, stage, content string) (Mutation, error)
+	emailStored    func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
+	stageNote      func(oppID, stage, content string) (Mutation, error)
+	rollbackEvents func(ctx context.Context, s *Store, muts []Mutation) ([]Mutation, error)
 }
 
 // Mutation is one record change handed to the write path (ledger.Mutation),
@@ -58,6 +59,16 @@ func RegisterStageNote(fn func(oppID, stage, content string) (Mutation, error)) 
 	reactions.stageNote = fn
 }
 
+// RegisterRollbackEvents registers what a rollback's mutations notify,
+// written in the rollback's unit (package outbox: an opportunity whose
+// stage moves back notifies its subscribers).
+func RegisterRollbackEvents(fn func(ctx context.Context, s *Store, muts []Mutation) ([]Mutation, error)) {
+	if reactions.rollbackEvents != nil {
+		panic("repo: the events of a rollback are registered twice")
+	}
+	reactions.rollbackEvents = fn
+}
+
 // checkRegistry fails when an area's rule or reaction is missing: the
 // program does not link the area that registers it.
 func checkRegistry() error {
@@ -72,6 +83,9 @@ func checkRegistry() error {
 	if reactions.stageNote == nil {
 		return fmt.Errorf("the store cannot start: nothing makes the note of a stage change (link package outreach/repo/notes)")
 	}
+	if reactions.rollbackEvents == nil {
+		return fmt.Errorf("the store cannot start: nothing notifies a rollback's events (link package outreach/repo/outbox)")
+	}
 	return nil
 }
 
@@ -79,4 +93,16 @@ func checkRegistry() error {
 // (see RegisterStageNote), for the pipeline's stage moves.
 func StageNote(oppID, stage, content string) (Mutation, error) {
 	return reactions.stageNote(oppID, stage, content)
+}
+
+// AreaState returns the state an area keeps in this store under key (a
+// type of the area's own), made by fresh the first time it is asked for:
+// what the area is given at start (the outbox's delivery targets), which
+// the core holds without reading.
+func (s *Store) AreaState(key any, fresh func() any) any {
+	if v, ok := s.areas.Load(key); ok {
+		return v
+	}
+	v, _ := s.areas.LoadOrStore(key, fresh())
+	return v
 }

@@ -368,7 +368,7 @@ func (s *Store) runPlan(ctx context.Context, p audit.Plan, stored map[string]bso
 	}
 	total := len(p.Steps) + len(p.NotReversible) + len(p.Skipped)
 	o.progress(total-len(p.Steps), total, fmt.Sprintf("writing %d rollback changes as one unit", len(p.Steps)))
-	entries, err := s.ApplyRollback(ctx, p, stored, func(muts []mutation) ([]mutation, error) { return s.rollbackEvents(ctx, muts) })
+	entries, err := s.ApplyRollback(ctx, p, stored, func(muts []mutation) ([]mutation, error) { return reactions.rollbackEvents(ctx, s, muts) })
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ const (
 	CollSettings      = "settings"
 	// The capability probes' scratch documents (ledger/probe.go).
 	CollProbes = ledger.CollProbes
-	// The outbox and team messaging (notify.go, messages.go).
+	// The outbox and team messaging (repo/outbox, repo/notify).
 	CollSubscriptions = "subscriptions"
 	CollNotifications = "notifications"
 	CollDeliveries    = "deliveries"
@@ -169,8 +169,7 @@ type Store struct {
 	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (mediakey.go)
 	uploadMu sync.Mutex             // one upload completes at a time (repo/pipeline/media.go)
 
-	targets     atomic.Pointer[[]string] // delivery targets of new notifications (notify.go)
-	pitchWindow atomic.Int64             // the double-pitch window in nanoseconds; 0: the default (pitchpolicy.go)
+	pitchWindow atomic.Int64 // the double-pitch window in nanoseconds; 0: the default (pitchpolicy.go)
 
 	pitchPolicy atomic.Pointer[PitchPolicy] // the operator's pitch settings (pitchpolicy.go)
 
@@ -178,6 +177,8 @@ type Store struct {
 	turns recordTurns
 	// implicit caches what keys' implicit sessions depend on (sessions_cache.go).
 	implicit implicitCache
+	// areas holds the state an area keeps per store (AreaState).
+	areas sync.Map
 	// textByPattern asks the store's pattern for every free-text filter of
 	// a list (list_text.go), so that tests can compare the two paths.
 	textByPattern atomic.Bool

@@ -8,12 +8,13 @@ import (
 	"outreach/audit"
 	"outreach/repo"
 	"outreach/repo/notify"
+	"outreach/repo/outbox"
 )
 
 // Notifications is the subscriptions-and-outbox part of the Notifications
 // group (keys and users are in keys.go).
 func Notifications(s *repo.Store) []Tool {
-	events := strings.Join(repo.Events, ", ")
+	events := strings.Join(outbox.Events, ", ")
 	type subscribeIn struct {
 		OpportunityID string   `json:"opportunity_id" jsonschema:"the opportunity to follow (UUID)"`
 		UserID        string   `json:"user_id,omitempty" jsonschema:"the team member who subscribes (UUID); default: the caller's user; another member needs the admin scope"`
@@ -66,7 +67,7 @@ func Notifications(s *repo.Store) []Tool {
 					return nil, err
 				}
 				for i, e := range in.Events {
-					if err := checkEnum(fmt.Sprintf("events[%d]", i), e, repo.Events); err != nil {
+					if err := checkEnum(fmt.Sprintf("events[%d]", i), e, outbox.Events); err != nil {
 						return nil, err
 					}
 				}

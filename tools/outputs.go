@@ -19,6 +19,7 @@ import (
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
 	"outreach/repo/notify"
+	"outreach/repo/outbox"
 	"outreach/repo/pipeline"
 	"outreach/repo/pitches"
 	"outreach/repo/reports"
@@ -159,10 +160,10 @@ var outputs = map[string]*jsonschema.Schema{
 	"unlink_email_opportunity": object("thread", of[threadSummary]()),
 
 	// Notifications and messaging
-	"subscribe_opportunity":   of[repo.Subscription](),
-	"unsubscribe_opportunity": of[repo.Subscription](),
+	"subscribe_opportunity":   of[outbox.Subscription](),
+	"unsubscribe_opportunity": of[outbox.Subscription](),
 	"list_subscriptions":      list[notify.SubscriptionView]("subscriptions"),
-	"list_notifications":      list[repo.Notification]("notifications"),
+	"list_notifications":      list[outbox.Notification]("notifications"),
 	"mark_notifications_read": object("marked", of[[]string](), "count", of[int]()),
 	"send_slack_message":      of[notify.Message](),
 	"ask_slack":               object("question_id", of[string](), "question", of[*notify.Message]()),

@@ -18,6 +18,7 @@ import (
 	"outreach/backup"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/outbox"
 	"outreach/server/version"
 )
 
@@ -227,14 +228,14 @@ func startBackups(ctx context.Context, store *repo.Store, cfg config, log zerolo
 // webhook); once per streak of failures.
 func notifyBackupAlert(ctx context.Context, store *repo.Store, a backup.Alert, log zerolog.Logger) {
 	ctx = audit.WithActor(ctx, repo.SystemActor("backup"))
-	kind, text := repo.EventBackupRecovered, fmt.Sprintf("backups to %s work again, after %d failures since %s",
+	kind, text := outbox.EventBackupRecovered, fmt.Sprintf("backups to %s work again, after %d failures since %s",
 		a.Target, a.Failures, a.Since.Format(time.RFC3339))
 	if a.Failing {
-		kind, text = repo.EventBackupFailing, fmt.Sprintf("backups to %s are failing: %d failures since %s, the last: %s; retried with backoff, writes go on",
+		kind, text = outbox.EventBackupFailing, fmt.Sprintf("backups to %s are failing: %d failures since %s, the last: %s; retried with backoff, writes go on",
 			a.Target, a.Failures, a.Since.Format(time.RFC3339), a.Error)
 	}
 	data := map[string]any{"target": a.Target, "failures": a.Failures, "since": a.Since, "error": a.Error}
-	if _, err := store.NotifyAdmins(ctx, kind, "backups", text, data, "backup/"+a.Target+"/"+a.Since.Format(time.RFC3339Nano)); err != nil {
+	if _, err := outbox.Of(store).NotifyAdmins(ctx, kind, "backups", text, data, "backup/"+a.Target+"/"+a.Since.Format(time.RFC3339Nano)); err != nil {
 		log.Warn().Err(err).Str("event", kind).Msg("backup: notifying the admins failed")
 	}
 }

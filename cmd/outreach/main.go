@@ -38,6 +38,7 @@ import (
 	"outreach/oauth"
 	"outreach/pitchsend"
 	"outreach/repo"
+	"outreach/repo/outbox"
 	"outreach/repo/pipeline"
 	"outreach/server"
 	"outreach/server/version"
@@ -529,7 +530,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 		backupStatus = sched.Status
 		topts = append(topts, tools.WithBackupStatus(sched.Status))
 	}
-	store.SetDeliveryTargets(delivery.Targets(dcfg))
+	outbox.Of(store).SetDeliveryTargets(delivery.Targets(dcfg))
 	go delivery.New(store, dcfg).Run(ctx) // also fires next_action_due without targets
 	topts = append(topts, []tools.Option{tools.WithEmailAttachments(keep), tools.WithSlack(dcfg.Slack), toolsets, tools.WithRateLimits(limits), tools.WithServerCard(cfg.serverCard)}...)
 	if mbSet != nil {

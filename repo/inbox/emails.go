@@ -22,6 +22,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/directory"
+	"outreach/repo/outbox"
 	"outreach/repo/pipeline"
 )
 
@@ -312,7 +313,7 @@ func (s *Store) emailEvents(ctx context.Context, t *EmailThread, m *EmailMessage
 		if subject == "" {
 			subject = t.Subject
 		}
-		muts, err := s.EventMutations(ctx, repo.OppEvent{Kind: repo.EventEmailReceived, OppID: o.ID, Title: o.Title,
+		muts, err := outbox.Of(s.Store).EventMutations(ctx, outbox.OppEvent{Kind: outbox.EventEmailReceived, OppID: o.ID, Title: o.Title,
 			Text: fmt.Sprintf("email on %q from %s: %s", o.Title, m.From, subject),
 			Data: map[string]any{"thread_id": t.ID, "email_id": m.ID, "message_id": m.MessageID, "from": m.From,
 				"from_contact_id": m.FromContactID, "subject": subject, "date": m.Date}})

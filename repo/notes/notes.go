@@ -13,6 +13,7 @@ import (
 	"outreach/audit"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/outbox"
 )
 
 // NoteTypes are the allowed note types; the first is the default.
@@ -121,8 +122,8 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 	} else {
 		n.OccurredAt = repo.Now()
 	}
-	if err := repo.InsertWithEvents(ctx, s.Store, repo.CollNotes, n, func() ([]repo.OppEvent, error) {
-		var evs []repo.OppEvent
+	if err := outbox.InsertWithEvents(ctx, s.Store, repo.CollNotes, n, func() ([]outbox.OppEvent, error) {
+		var evs []outbox.OppEvent
 		for _, l := range n.Links {
 			if l.OpportunityID == "" {
 				continue
@@ -131,7 +132,7 @@ func (s *Store) CreateNote(ctx context.Context, in NewNote) (*Note, error) {
 			if err != nil {
 				return nil, err
 			}
-			evs = append(evs, repo.OppEvent{Kind: repo.EventNoteAdded, OppID: o.ID, Title: o.Title,
+			evs = append(evs, outbox.OppEvent{Kind: outbox.EventNoteAdded, OppID: o.ID, Title: o.Title,
 				Text: fmt.Sprintf("note added to %q: %s", o.Title, noteGist(n.Title, n.Content)),
 				Data: map[string]any{"note_id": n.ID, "note_type": n.Type, "note_title": n.Title}})
 		}

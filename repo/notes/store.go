@@ -1,9 +1,10 @@
 // Package notes is the domain's area of notes: meeting recaps, phone
 // calls, research findings, each linked to contacts, outlets,
-// opportunities or channels, with its links' rule. It imports the core
-// alone (a create_note's path is notes, the core, ledger and audit:
-// store_test.go holds it): an opportunity a note links is read as the
-// core's record, and the note's event is written by the core's outbox. It
+// opportunities or channels, with its links' rule. It imports the core and
+// the outbox alone (a create_note's path is notes, the core, the outbox,
+// ledger and audit: repo/direction_test.go holds it): an opportunity a note
+// links is read as the core's record, and the note's event is written by the
+// outbox (repo/outbox) in the note's unit. It
 // registers with the core at init the rollback rule of notes and the note
 // a stage change writes with it (RegisterStageNote).
 package notes

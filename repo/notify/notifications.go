@@ -15,6 +15,7 @@ import (
 	"outreach/audit"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/outbox"
 	"outreach/repo/pipeline"
 )
 
@@ -35,18 +36,18 @@ type DeliveryAttempt struct {
 
 func checkEvents(events []string) ([]string, error) {
 	if len(events) == 0 {
-		return slices.Clone(repo.Events), nil
+		return slices.Clone(outbox.Events), nil
 	}
 	var out []string
 	for i, e := range events {
-		if !slices.Contains(repo.Events, e) {
-			return nil, repo.Invalid(fmt.Sprintf("events[%d]", i), "%q is not an event kind; use any of: %s", e, strings.Join(repo.Events, ", "))
+		if !slices.Contains(outbox.Events, e) {
+			return nil, repo.Invalid(fmt.Sprintf("events[%d]", i), "%q is not an event kind; use any of: %s", e, strings.Join(outbox.Events, ", "))
 		}
 		if !slices.Contains(out, e) {
 			out = append(out, e)
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return slices.Index(repo.Events, a) - slices.Index(repo.Events, b) })
+	slices.SortFunc(out, func(a, b string) int { return slices.Index(outbox.Events, a) - slices.Index(outbox.Events, b) })
 	return out, nil
 }
 
@@ -58,7 +59,7 @@ func subscriptionID(oppID, userID string) string {
 
 // Subscribe subscribes user to the events of an opportunity (all of them
 // when events is empty). Subscribing again replaces the event kinds.
-func (s *Store) Subscribe(ctx context.Context, oppID, userID string, events []string) (*repo.Subscription, error) {
+func (s *Store) Subscribe(ctx context.Context, oppID, userID string, events []string) (*outbox.Subscription, error) {
 	events, err := checkEvents(events)
 	if err != nil {
 		return nil, err
@@ -71,9 +72,9 @@ func (s *Store) Subscribe(ctx context.Context, oppID, userID string, events []st
 	}
 	id := subscriptionID(oppID, userID)
 	for attempt := 1; ; attempt++ {
-		sub, err := repo.Find[*repo.Subscription](ctx, s.Store, repo.CollSubscriptions, id)
+		sub, err := repo.Find[*outbox.Subscription](ctx, s.Store, repo.CollSubscriptions, id)
 		if repo.IsNotFound(err) {
-			sub = &repo.Subscription{Meta: repo.Meta{ID: id}, OpportunityID: oppID, UserID: userID, Events: events}
+			sub = &outbox.Subscription{Meta: repo.Meta{ID: id}, OpportunityID: oppID, UserID: userID, Events: events}
 			err = repo.Insert(ctx, s.Store, repo.CollSubscriptions, sub)
 			if ledger.IsConflict(err) && attempt < 3 {
 				continue // another subscribe created it: update that one
@@ -87,7 +88,7 @@ func (s *Store) Subscribe(ctx context.Context, oppID, userID string, events []st
 		if sub.Archived() {
 			action = audit.ActionRestore
 		}
-		return repo.Modify(ctx, s.Store, repo.CollSubscriptions, id, action, func(sub *repo.Subscription) error {
+		return repo.Modify(ctx, s.Store, repo.CollSubscriptions, id, action, func(sub *outbox.Subscription) error {
 			sub.ArchivedAt = nil
 			sub.Events = events
 			return nil
@@ -96,14 +97,14 @@ func (s *Store) Subscribe(ctx context.Context, oppID, userID string, events []st
 }
 
 // Unsubscribe ends user's subscription to an opportunity (archives it).
-func (s *Store) Unsubscribe(ctx context.Context, oppID, userID string) (*repo.Subscription, error) {
+func (s *Store) Unsubscribe(ctx context.Context, oppID, userID string) (*outbox.Subscription, error) {
 	if ledger.CheckID(oppID) != nil {
 		return nil, repo.Invalid("opportunity_id", "%q is not a UUID", oppID)
 	}
 	if ledger.CheckID(userID) != nil {
 		return nil, repo.Invalid("user_id", "%q is not a UUID", userID)
 	}
-	sub, err := repo.Archive[*repo.Subscription](ctx, s.Store, repo.CollSubscriptions, subscriptionID(oppID, userID), nil)
+	sub, err := repo.Archive[*outbox.Subscription](ctx, s.Store, repo.CollSubscriptions, subscriptionID(oppID, userID), nil)
 	if repo.IsNotFound(err) {
 		return nil, &repo.Error{Code: repo.CodeNotFound, Field: "opportunity_id", Message: fmt.Sprintf("user %s is not subscribed to opportunity %s", userID, oppID)}
 	}
@@ -117,10 +118,10 @@ func (s *Store) Unsubscribe(ctx context.Context, oppID, userID string) (*repo.Su
 // SubscriptionView is a subscription with its opportunity's current title
 // and stage.
 type SubscriptionView struct {
-	repo.Subscription `bson:",inline"`
-	OpportunityTitle  string `json:"opportunity_title"`
-	OpportunityStage  string `json:"opportunity_stage"`
-	OpportunityGone   bool   `json:"opportunity_archived"`
+	outbox.Subscription `bson:",inline"`
+	OpportunityTitle    string `json:"opportunity_title"`
+	OpportunityStage    string `json:"opportunity_stage"`
+	OpportunityGone     bool   `json:"opportunity_archived"`
 }
 
 // Subscriptions lists user's active subscriptions, newest first.
@@ -141,12 +142,12 @@ func (s *Store) Subscriptions(ctx context.Context, userID string, limit, offset 
 }
 
 // Notifications lists user's notifications, newest first.
-func (s *Store) Notifications(ctx context.Context, userID string, unreadOnly bool, limit, offset int) (repo.Page[repo.Notification], error) {
+func (s *Store) Notifications(ctx context.Context, userID string, unreadOnly bool, limit, offset int) (repo.Page[outbox.Notification], error) {
 	f := bson.M{"user_id": userID}
 	if unreadOnly {
 		f["read_at"] = nil
 	}
-	return repo.ListPage[repo.Notification](ctx, s.Store, repo.CollNotifications, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
+	return repo.ListPage[outbox.Notification](ctx, s.Store, repo.CollNotifications, f, bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}, limit, offset)
 }
 
 // ActFor checks that the caller may act on userID's own data (their
@@ -185,7 +186,7 @@ func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 			}
 			seen[id] = true
 			owner := ""
-			_, m, err := repo.Prepare(ctx, s.Store, repo.CollNotifications, id, audit.ActionUpdate, func(n *repo.Notification) error {
+			_, m, err := repo.Prepare(ctx, s.Store, repo.CollNotifications, id, audit.ActionUpdate, func(n *outbox.Notification) error {
 				if err := ActFor(ctx, fmt.Sprintf("ids[%d]", i), n.UserID); err != nil {
 					return err
 				}
@@ -220,13 +221,13 @@ func (s *Store) MarkRead(ctx context.Context, ids []string) ([]string, error) {
 
 // DueNotifications returns up to limit notifications a worker may try now:
 // not done, due, and not held by a live lease.
-func (s *Store) DueNotifications(ctx context.Context, at time.Time, limit int) ([]repo.Notification, error) {
+func (s *Store) DueNotifications(ctx context.Context, at time.Time, limit int) ([]outbox.Notification, error) {
 	cur, err := s.Collection(repo.CollNotifications).Find(ctx, bson.M{"delivery.done": false, "delivery.next_attempt_at": bson.M{"$lte": at}},
 		options.Find().SetSort(bson.D{{Key: "delivery.next_attempt_at", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(int64(limit)))
 	if err != nil {
 		return nil, ledger.DriverErr(err, "notification", "due")
 	}
-	var out []repo.Notification
+	var out []outbox.Notification
 	if err := cur.All(ctx, &out); err != nil {
 		return nil, ledger.DriverErr(err, "notification", "due")
 	}
@@ -245,8 +246,8 @@ var ErrClaimed = errors.New("the notification is being delivered by another work
 // ClaimNotification takes the delivery lease of notification id for worker
 // until lease has passed. The claim is a version-guarded write: of workers
 // claiming at once, one wins and the others get ErrClaimed (or find it done).
-func (s *Store) ClaimNotification(ctx context.Context, id, worker string, lease time.Duration) (*repo.Notification, error) {
-	return repo.Modify(ctx, s.Store, repo.CollNotifications, id, audit.ActionUpdate, func(n *repo.Notification) error {
+func (s *Store) ClaimNotification(ctx context.Context, id, worker string, lease time.Duration) (*outbox.Notification, error) {
+	return repo.Modify(ctx, s.Store, repo.CollNotifications, id, audit.ActionUpdate, func(n *outbox.Notification) error {
 		t := repo.Now()
 		if n.Delivery.Done {
 			return ErrClaimed
@@ -265,12 +266,12 @@ func (s *Store) ClaimNotification(ctx context.Context, id, worker string, lease 
 // errors, and when to try again (done once every target has it). If the
 // worker's lease was lost meanwhile (another worker holds or finished it),
 // only the attempts are recorded, and it returns ErrClaimed.
-func (s *Store) FinishDelivery(ctx context.Context, id, worker string, attempts []DeliveryAttempt, retryAt time.Time) (*repo.Notification, error) {
-	var out *repo.Notification
+func (s *Store) FinishDelivery(ctx context.Context, id, worker string, attempts []DeliveryAttempt, retryAt time.Time) (*outbox.Notification, error) {
+	var out *outbox.Notification
 	lost := false
 	err := s.WriteGroup(ctx, func() ([]ledger.Mutation, error) {
 		lost = false
-		n, m, err := repo.Prepare(ctx, s.Store, repo.CollNotifications, id, audit.ActionUpdate, func(n *repo.Notification) error {
+		n, m, err := repo.Prepare(ctx, s.Store, repo.CollNotifications, id, audit.ActionUpdate, func(n *outbox.Notification) error {
 			if n.Delivery.LeaseOwner != worker {
 				return ErrClaimed
 			}
@@ -338,6 +339,6 @@ func (s *Store) DeliveryAttempts(ctx context.Context, id string) ([]DeliveryAtte
 }
 
 // Notification returns one notification.
-func (s *Store) Notification(ctx context.Context, id string) (*repo.Notification, error) {
-	return repo.Find[*repo.Notification](ctx, s.Store, repo.CollNotifications, id)
+func (s *Store) Notification(ctx context.Context, id string) (*outbox.Notification, error) {
+	return repo.Find[*outbox.Notification](ctx, s.Store, repo.CollNotifications, id)
 }

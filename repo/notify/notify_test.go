@@ -13,6 +13,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/notify"
+	"outreach/repo/outbox"
 	"outreach/repo/pipeline"
 	"outreach/repo/repotest"
 )
@@ -27,7 +28,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 	if err := pipeline.Of(s).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s.SetDeliveryTargets([]string{repo.TargetWebhook})
+	outbox.Of(s).SetDeliveryTargets([]string{outbox.TargetWebhook})
 	u := &repo.User{Name: "Ann", Email: "ann@example.com"}
 	if err := repo.Insert(ctx, s, repo.CollUsers, u); err != nil {
 		t.Fatal(err)
@@ -75,7 +76,7 @@ func TestOutboxLandsWithItsChange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := s.Collection(repo.CollNotifications).CountDocuments(ctx, bson.M{"opportunity_id": o.ID, "event": repo.EventStageChanged})
+			n, err := s.Collection(repo.CollNotifications).CountDocuments(ctx, bson.M{"opportunity_id": o.ID, "event": outbox.EventStageChanged})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +100,7 @@ func TestClaimHasOneWinner(t *testing.T) {
 	if err := pipeline.Of(s).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s.SetDeliveryTargets([]string{repo.TargetWebhook})
+	outbox.Of(s).SetDeliveryTargets([]string{outbox.TargetWebhook})
 	u := &repo.User{Name: "Ann", Email: "ann@example.com"}
 	if err := repo.Insert(ctx, s, repo.CollUsers, u); err != nil {
 		t.Fatal(err)
@@ -108,13 +109,13 @@ func TestClaimHasOneWinner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := notify.Of(s).Subscribe(ctx, o.ID, u.ID, []string{repo.EventStageChanged}); err != nil {
+	if _, err := notify.Of(s).Subscribe(ctx, o.ID, u.ID, []string{outbox.EventStageChanged}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pipeline.Of(s).ChangeStage(ctx, o.ID, pipeline.StageMove{Stage: "drafting"}); err != nil {
 		t.Fatal(err)
 	}
-	var n repo.Notification
+	var n outbox.Notification
 	if err := s.Collection(repo.CollNotifications).FindOne(ctx, bson.M{"opportunity_id": o.ID}).Decode(&n); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	if err := pipeline.Of(s).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s.SetDeliveryTargets([]string{repo.TargetWebhook})
+	outbox.Of(s).SetDeliveryTargets([]string{outbox.TargetWebhook})
 	u := &repo.User{Name: "Ann", Email: "ann@example.com"}
 	if err := repo.Insert(ctx, s, repo.CollUsers, u); err != nil {
 		t.Fatal(err)
@@ -182,11 +183,11 @@ func TestLostLeaseKeepsTheAttempt(t *testing.T) {
 	if _, err := notify.Of(s).ClaimNotification(ctx, id, "third", time.Minute); !errors.Is(err, notify.ErrClaimed) {
 		t.Fatalf("claim during a live lease: %v", err)
 	}
-	slow := []notify.DeliveryAttempt{{Target: repo.TargetWebhook, Attempt: 1, OK: true, StartedAt: repo.Now().Add(-time.Second)}}
+	slow := []notify.DeliveryAttempt{{Target: outbox.TargetWebhook, Attempt: 1, OK: true, StartedAt: repo.Now().Add(-time.Second)}}
 	if _, err := notify.Of(s).FinishDelivery(ctx, id, "slow", slow, repo.Now()); !errors.Is(err, notify.ErrClaimed) {
 		t.Fatalf("finish by the worker that lost its lease: %v", err)
 	}
-	fast := []notify.DeliveryAttempt{{Target: repo.TargetWebhook, Attempt: 1, OK: true, StartedAt: repo.Now()}}
+	fast := []notify.DeliveryAttempt{{Target: outbox.TargetWebhook, Attempt: 1, OK: true, StartedAt: repo.Now()}}
 	n, err := notify.Of(s).FinishDelivery(ctx, id, "fast", fast, repo.Now())
 	if err != nil || !n.Delivery.Done || n.Delivery.Targets[0].Attempts != 1 {
 		t.Fatalf("finish by the lease holder: %v %+v", err, n)

@@ -2,8 +2,8 @@
 // subscriptions to opportunities, the notifications a member lists and
 // marks read, the delivery workers' claims and attempts, and the messages
 // sent to Slack (questions and their answers, approval requests). The
-// notifications themselves are written by the core, in the same unit as the
-// change that caused them (repo/notify.go), so both land or neither does.
+// notifications themselves are written by the outbox (repo/outbox), in the
+// same unit as the change that caused them, so both land or neither does.
 package notify
 
 import "outreach/repo"

@@ -14,6 +14,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/directory"
+	"outreach/repo/outbox"
 )
 
 // Coverage is a published result: an article, interview, award, segment.
@@ -173,7 +174,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 		return nil, err
 	}
 	c.Meta = repo.Meta{}
-	if err := repo.InsertWithEvents(ctx, s.Store, repo.CollCoverage, c, func() ([]repo.OppEvent, error) {
+	if err := outbox.InsertWithEvents(ctx, s.Store, repo.CollCoverage, c, func() ([]outbox.OppEvent, error) {
 		if c.OpportunityID == "" {
 			return nil, nil
 		}
@@ -181,7 +182,7 @@ func (s *Store) CreateCoverage(ctx context.Context, c *Coverage, outlet, channel
 		if err != nil {
 			return nil, err
 		}
-		return []repo.OppEvent{{Kind: repo.EventCoverageAdded, OppID: o.ID, Title: o.Title,
+		return []outbox.OppEvent{{Kind: outbox.EventCoverageAdded, OppID: o.ID, Title: o.Title,
 			Text: fmt.Sprintf("coverage on %q: %s", o.Title, c.Title),
 			Data: map[string]any{"coverage_id": c.ID, "coverage_title": c.Title, "url": c.URL, "type": c.Type}}}, nil
 	}); err != nil {

@@ -16,6 +16,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/directory"
+	"outreach/repo/outbox"
 )
 
 // Stages of an opportunity, in pipeline order; won and lost are terminal.
@@ -455,11 +456,11 @@ func (s *Store) ChangeStage(ctx context.Context, id string, mv StageMove) (*Oppo
 		if noteID != "" {
 			muts = append(muts, note)
 		}
-		ev := repo.StageEvent(o.ID, o.Title, from, o.Stage)
+		ev := outbox.StageEvent(o.ID, o.Title, from, o.Stage)
 		if noteID != "" {
 			ev.Data["note_id"], ev.Data["note"] = noteID, mv.Note
 		}
-		notes, err := s.EventMutations(ctx, ev)
+		notes, err := outbox.Of(s.Store).EventMutations(ctx, ev)
 		if err != nil {
 			return nil, err
 		}
@@ -710,10 +711,10 @@ func (s *Store) NotifyDueActions(ctx context.Context, at time.Time) (int, error)
 			continue
 		}
 		day := o.NextActionDate.UTC().Format(time.RFC3339)
-		ev := repo.OppEvent{Kind: repo.EventNextActionDue, OppID: o.ID, Title: o.Title, Key: "next_action_due/" + o.ID + "/" + day,
+		ev := outbox.OppEvent{Kind: outbox.EventNextActionDue, OppID: o.ID, Title: o.Title, Key: "next_action_due/" + o.ID + "/" + day,
 			Text: fmt.Sprintf("next action on %q is due (%s): %s", o.Title, day, o.NextAction),
 			Data: map[string]any{"next_action": o.NextAction, "next_action_date": *o.NextActionDate, "next_action_owner": o.NextActionOwner}}
-		muts, err := s.EventMutations(ctx, ev)
+		muts, err := outbox.Of(s.Store).EventMutations(ctx, ev)
 		if err != nil {
 			return made, err
 		}

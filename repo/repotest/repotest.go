@@ -27,6 +27,7 @@ import (
 	_ "outreach/repo/mailboxes"
 	_ "outreach/repo/notes"
 	_ "outreach/repo/notify"
+	_ "outreach/repo/outbox"
 	_ "outreach/repo/pipeline"
 	_ "outreach/repo/pitches"
 	_ "outreach/repo/reports"

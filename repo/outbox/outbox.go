@@ -1,4 +1,4 @@
-package repo
+package outbox
 
 import (
 	"context"
@@ -13,13 +13,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/ledger"
+	"outreach/repo"
 )
-
-// This file is the outbox's writing side: the notifications an event on a
-// subscribed opportunity becomes. A notification is created by a mutation
-// of the same group as the change that caused it, so both land or neither
-// does. Subscribing, listing, marking read and the delivery workers' claims
-// and attempts are the notify area's (repo/notify).
 
 // Event kinds a subscription can ask for.
 const (
@@ -42,7 +37,7 @@ const (
 // Subscription is a team member's subscription to an opportunity's events.
 // Unsubscribing archives it; subscribing again restores it.
 type Subscription struct {
-	Meta          `bson:",inline"`
+	repo.Meta     `bson:",inline"`
 	OpportunityID string   `bson:"opportunity_id" json:"opportunity_id"`
 	UserID        string   `bson:"user_id" json:"user_id"`
 	Events        []string `bson:"events" json:"events"`
@@ -50,7 +45,7 @@ type Subscription struct {
 
 // Notification is one event for one subscriber: the outbox row.
 type Notification struct {
-	Meta          `bson:",inline"`
+	repo.Meta     `bson:",inline"`
 	UserID        string         `bson:"user_id" json:"user_id"`
 	OpportunityID string         `bson:"opportunity_id" json:"opportunity_id"`
 	Event         string         `bson:"event" json:"event"`
@@ -96,7 +91,7 @@ func (d *Delivery) Target(t string) *TargetStatus {
 // subscribers returns the active subscriptions to opportunity oppID that
 // ask for event.
 func (s *Store) subscribers(ctx context.Context, oppID, event string) ([]Subscription, error) {
-	cur, err := s.coll(CollSubscriptions).Find(ctx, bson.M{"opportunity_id": oppID, "archived_at": nil},
+	cur, err := s.Collection(repo.CollSubscriptions).Find(ctx, bson.M{"opportunity_id": oppID, "archived_at": nil},
 		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return nil, ledger.DriverErr(err, "subscription", oppID)
@@ -117,10 +112,10 @@ func (s *Store) subscribers(ctx context.Context, oppID, event string) ([]Subscri
 // SetDeliveryTargets sets the targets new notifications are due to reach,
 // from the service's configuration at start (none: notifications are only
 // polled with list_notifications).
-func (s *Store) SetDeliveryTargets(targets []string) { s.targets.Store(&targets) }
+func (s *Store) SetDeliveryTargets(targets []string) { s.state().targets.Store(&targets) }
 
 func (s *Store) deliveryTargets() []string {
-	if t := s.targets.Load(); t != nil {
+	if t := s.state().targets.Load(); t != nil {
 		return *t
 	}
 	return nil
@@ -142,17 +137,17 @@ type OppEvent struct {
 // subscriber of ev. They go into the group of the change that caused the
 // event. A notification cannot be rolled back: a rollback of the change
 // does not un-send what was sent.
-func (s *Store) EventMutations(ctx context.Context, ev OppEvent) ([]mutation, error) {
+func (s *Store) EventMutations(ctx context.Context, ev OppEvent) ([]repo.Mutation, error) {
 	subs, err := s.subscribers(ctx, ev.OppID, ev.Kind)
 	if err != nil || len(subs) == 0 {
 		return nil, err
 	}
-	t := Now()
+	t := repo.Now()
 	var targets []TargetStatus
 	for _, name := range s.deliveryTargets() {
 		targets = append(targets, TargetStatus{Target: name})
 	}
-	var muts []mutation
+	var muts []repo.Mutation
 	for _, sub := range subs {
 		n := &Notification{UserID: sub.UserID, OpportunityID: ev.OppID, Event: ev.Kind, Title: ev.Title, Text: ev.Text,
 			Data: ev.Data, OccurredAt: t, Delivery: Delivery{Done: len(targets) == 0, Targets: targets, NextAttemptAt: t}}
@@ -162,7 +157,7 @@ func (s *Store) EventMutations(ctx context.Context, ev OppEvent) ([]mutation, er
 		if ev.Key != "" {
 			n.ID = uuid.NewSHA1(uuid.NameSpaceOID, []byte("notification/"+ev.Key+"/"+sub.UserID)).String()
 		}
-		m, err := Creation(CollNotifications, n)
+		m, err := repo.Creation(repo.CollNotifications, n)
 		if err != nil {
 			return nil, err
 		}
@@ -183,10 +178,10 @@ func StageEvent(oppID, title, from, to string) OppEvent {
 // rollbackEvents returns the events of a rollback's mutations: a rollback
 // produces no event of the change it undoes, unless it is itself a move
 // (an opportunity's stage changes back).
-func (s *Store) rollbackEvents(ctx context.Context, muts []mutation) ([]mutation, error) {
-	var out []mutation
+func (s *Store) rollbackEvents(ctx context.Context, muts []repo.Mutation) ([]repo.Mutation, error) {
+	var out []repo.Mutation
 	for _, m := range muts {
-		if m.Coll != CollOpportunities || m.Before == nil {
+		if m.Coll != repo.CollOpportunities || m.Before == nil {
 			continue
 		}
 		from, _ := m.Before["stage"].(string)
@@ -206,17 +201,14 @@ func (s *Store) rollbackEvents(ctx context.Context, muts []mutation) ([]mutation
 	return out, nil
 }
 
-// isNotFound reports whether err is a not_found error (IsNotFound).
-func isNotFound(err error) bool { return IsNotFound(err) }
-
 // InsertWithEvents creates rec in coll together with the notifications of
 // the events it causes, as one unit (a group of creates: no version race
 // to retry). events runs after rec has its id.
 func InsertWithEvents[P interface {
 	*T
-	record
-}, T any](ctx context.Context, s *Store, coll string, rec P, events func() ([]OppEvent, error)) error {
-	m, err := Creation(coll, rec)
+	repo.Record
+}, T any](ctx context.Context, s *repo.Store, coll string, rec P, events func() ([]OppEvent, error)) error {
+	m, err := repo.Creation(coll, rec)
 	if err != nil {
 		return err
 	}
@@ -224,19 +216,19 @@ func InsertWithEvents[P interface {
 	if err != nil {
 		return err
 	}
-	muts := []mutation{m}
+	muts := []repo.Mutation{m}
 	for _, ev := range evs {
-		em, err := s.EventMutations(ctx, ev)
+		em, err := Of(s).EventMutations(ctx, ev)
 		if err != nil {
 			return err
 		}
 		muts = append(muts, em...)
 	}
-	entries, err := s.write(ctx, muts...)
+	entries, err := s.Write(ctx, muts...)
 	if err != nil {
 		return err
 	}
-	rec.meta().Version, rec.meta().LastChange = 1, entries[0].ID
+	repo.MetaOf(rec).Version, repo.MetaOf(rec).LastChange = 1, entries[0].ID
 	return nil
 }
 
@@ -252,11 +244,13 @@ const (
 // admin, so the same event is notified once however often it is told. It
 // returns how many notifications it created.
 func (s *Store) NotifyAdmins(ctx context.Context, kind, title, text string, data map[string]any, key string) (int, error) {
-	cur, err := s.coll(CollKeys).Find(ctx, bson.M{"scopes": ScopeAdmin, "revoked_at": nil, "$or": bson.A{bson.M{"expires_at": nil}, bson.M{"expires_at": bson.M{"$gt": Now()}}}}, options.Find().SetProjection(bson.M{"user_id": 1}))
+	cur, err := s.Collection(repo.CollKeys).Find(ctx, bson.M{"scopes": repo.ScopeAdmin, "revoked_at": nil, "$or": bson.A{bson.M{"expires_at": nil}, bson.M{"expires_at": bson.M{"$gt": repo.Now()}}}}, options.Find().SetProjection(bson.M{"user_id": 1}))
 	if err != nil {
 		return 0, ledger.DriverErr(err, "agent key", "admin")
 	}
-	var keys []AgentKey
+	var keys []struct {
+		UserID string `bson:"user_id"`
+	}
 	if err := cur.All(ctx, &keys); err != nil {
 		return 0, ledger.DriverErr(err, "agent key", "admin")
 	}
@@ -267,16 +261,16 @@ func (s *Store) NotifyAdmins(ctx context.Context, kind, title, text string, data
 		}
 	}
 	slices.Sort(admins)
-	t := Now()
+	t := repo.Now()
 	var targets []TargetStatus
 	for _, name := range s.deliveryTargets() {
 		targets = append(targets, TargetStatus{Target: name})
 	}
-	var muts []mutation
+	var muts []repo.Mutation
 	for _, user := range admins {
 		id := uuid.NewSHA1(uuid.NameSpaceOID, []byte("notification/"+kind+"/"+key+"/"+user)).String()
-		var meta Meta
-		err := s.coll(CollNotifications).FindOne(ctx, bson.M{"_id": id}).Decode(&meta)
+		var meta repo.Meta
+		err := s.Collection(repo.CollNotifications).FindOne(ctx, bson.M{"_id": id}).Decode(&meta)
 		if err == nil {
 			continue
 		}
@@ -286,9 +280,9 @@ func (s *Store) NotifyAdmins(ctx context.Context, kind, title, text string, data
 		if data == nil {
 			data = map[string]any{}
 		}
-		n := &Notification{Meta: Meta{ID: id}, UserID: user, Event: kind, Title: title, Text: text, Data: data, OccurredAt: t,
+		n := &Notification{Meta: repo.Meta{ID: id}, UserID: user, Event: kind, Title: title, Text: text, Data: data, OccurredAt: t,
 			Delivery: Delivery{Done: len(targets) == 0, Targets: targets, NextAttemptAt: t}}
-		m, err := Creation(CollNotifications, n)
+		m, err := repo.Creation(repo.CollNotifications, n)
 		if err != nil {
 			return 0, err
 		}
@@ -298,8 +292,8 @@ func (s *Store) NotifyAdmins(ctx context.Context, kind, title, text string, data
 	if len(muts) == 0 {
 		return 0, nil
 	}
-	if _, err := s.write(ctx, muts...); err != nil {
-		if isConflict(err) {
+	if _, err := s.Write(ctx, muts...); err != nil {
+		if ledger.IsConflict(err) {
 			return 0, nil // another instance made them first
 		}
 		return 0, err
