@@ -8,6 +8,7 @@ import (
 
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // The pipeline's guards over MCP: each refuses with a message naming what
@@ -145,8 +146,8 @@ func TestGuardDoublePitch(t *testing.T) {
 	e.c.Must("update_opportunity_stage", M{"id": later, "stage": "pitched", "override_reason": "Early was parked"}, nil)
 	e.refused(t, "rollback_change", M{"id": undo.ID}, undo.ID, early, "double_pitch")
 
-	e.env.Store.SetPitchWindow(time.Nanosecond)
-	t.Cleanup(func() { e.env.Store.SetPitchWindow(0) })
+	pipeline.Of(e.env.Store).SetPitchWindow(time.Nanosecond)
+	t.Cleanup(func() { pipeline.Of(e.env.Store).SetPitchWindow(0) })
 	fresh := e.id(t, "create_opportunity", M{"title": "Window passed", "contact_ids": []string{x}})
 	e.c.Must("update_opportunity_stage", M{"id": fresh, "stage": "pitched"}, nil)
 }

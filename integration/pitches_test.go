@@ -6,6 +6,7 @@ import (
 
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/pitches"
 )
 
 // Pitches over MCP without a mail server: drafting, the approval policy
@@ -79,9 +80,9 @@ func TestPitchDraftAndApproval(t *testing.T) {
 	// on a key of the same agent; a write key is not an approver by default.
 	refuses(t, agent, "approve_pitch", M{"id": id}, repo.CodePermissionDenied, "admin")
 	refuses(t, writer, "approve_pitch", M{"id": id}, repo.CodePermissionDenied, "admin")
-	env.Store.SetPitchPolicy(repo.PitchPolicy{ApproverScope: repo.ScopeWrite})
+	pitches.Of(env.Store).SetPitchPolicy(pitches.PitchPolicy{ApproverScope: repo.ScopeWrite})
 	refuses(t, agent, "approve_pitch", M{"id": id}, repo.CodePermissionDenied, "drafted by this agent")
-	env.Store.SetPitchPolicy(repo.PitchPolicy{})
+	pitches.Of(env.Store).SetPitchPolicy(pitches.PitchPolicy{})
 
 	// An approval of content the approver did not see is refused.
 	refuses(t, admin, "approve_pitch", M{"id": id, "content_hash": "0000"}, repo.CodeConflict, "content_hash")

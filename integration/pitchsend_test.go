@@ -328,9 +328,9 @@ func TestPitchGuardsAtSend(t *testing.T) {
 	}
 
 	// The per-domain cap: three recipients at paper.test were sent pitches today.
-	pol := e.Store.PitchPolicy()
+	pol := pitches.Of(e.Store).PitchPolicy()
 	pol.DomainCap = 3
-	e.Store.SetPitchPolicy(pol)
+	pitches.Of(e.Store).SetPitchPolicy(pol)
 	free := mk(t, e.agent, "create_opportunity", M{"title": "Free", "contact_ids": []string{dee}})
 	if p := e.send(t, e.pitch(t, free, nil, dee)); p.Recipients[0].Guard != "domain_cap" {
 		t.Errorf("domain cap: %+v", p.Recipients[0])

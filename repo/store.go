@@ -169,10 +169,6 @@ type Store struct {
 	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (mediakey.go)
 	uploadMu sync.Mutex             // one upload completes at a time (repo/pipeline/media.go)
 
-	pitchWindow atomic.Int64 // the double-pitch window in nanoseconds; 0: the default (pitchpolicy.go)
-
-	pitchPolicy atomic.Pointer[PitchPolicy] // the operator's pitch settings (pitchpolicy.go)
-
 	// turns queues this process's updates of one record (see modify).
 	turns recordTurns
 	// implicit caches what keys' implicit sessions depend on (sessions_cache.go).

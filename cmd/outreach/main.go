@@ -213,7 +213,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			fs.IntVar(k.into, k.flag, n, k.usage)
 		}
-		pitchWindow, err := time.ParseDuration(env("OUTREACH_PITCH_WINDOW", repo.DefaultPitchWindow.String()))
+		pitchWindow, err := time.ParseDuration(env("OUTREACH_PITCH_WINDOW", pipeline.DefaultPitchWindow.String()))
 		if err != nil || pitchWindow <= 0 {
 			return fmt.Errorf("OUTREACH_PITCH_WINDOW=%q: want a positive duration, e.g. 336h (14 days)", os.Getenv("OUTREACH_PITCH_WINDOW"))
 		}
@@ -498,7 +498,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	}
 	defer closeStore()
 	var topts []tools.Option
-	store.SetPitchWindow(cfg.pitchWindow)
+	pipeline.Of(store).SetPitchWindow(cfg.pitchWindow)
 	if err := pipeline.Of(store).Seed(ctx); err != nil {
 		return err
 	}

@@ -11,13 +11,14 @@ import (
 	"outreach/mailsync"
 	"outreach/pitchsend"
 	"outreach/repo"
+	"outreach/repo/pitches"
 )
 
 // pitchConfig reads the pitch policy and the team mailbox's outgoing side
 // from the environment; the sender's config is nil when OUTREACH_SMTP_ADDR
 // is unset (pitches can then be drafted and approved, not sent).
-func pitchConfig(publicURL string, mailbox pitchsend.Mailbox) (repo.PitchPolicy, *pitchsend.Config, error) {
-	pol := repo.PitchPolicy{ApproverScope: env("OUTREACH_PITCH_APPROVER_SCOPE", repo.ScopeAdmin), RespondedOnReply: true}
+func pitchConfig(publicURL string, mailbox pitchsend.Mailbox) (pitches.PitchPolicy, *pitchsend.Config, error) {
+	pol := pitches.PitchPolicy{ApproverScope: env("OUTREACH_PITCH_APPROVER_SCOPE", repo.ScopeAdmin), RespondedOnReply: true}
 	for _, v := range []struct {
 		name string
 		dst  *int
@@ -72,8 +73,8 @@ func pitchConfig(publicURL string, mailbox pitchsend.Mailbox) (repo.PitchPolicy,
 
 // startPitches applies the pitch policy and, when a submission server is
 // configured, returns the sender (its worker is started by the caller).
-func startPitches(store *repo.Store, pol repo.PitchPolicy, c *pitchsend.Config, inbox *mailsync.Syncer, base string, log zerolog.Logger) (*pitchsend.Sender, error) {
-	if err := store.SetPitchPolicy(pol); err != nil {
+func startPitches(store *repo.Store, pol pitches.PitchPolicy, c *pitchsend.Config, inbox *mailsync.Syncer, base string, log zerolog.Logger) (*pitchsend.Sender, error) {
+	if err := pitches.Of(store).SetPitchPolicy(pol); err != nil {
 		return nil, err
 	}
 	if c == nil {

@@ -27,6 +27,7 @@ import (
 	"outreach/pitchsend"
 	"outreach/repo"
 	"outreach/repo/pipeline"
+	"outreach/repo/pitches"
 	"outreach/server"
 	"outreach/tools"
 )
@@ -114,7 +115,7 @@ func NewWith(t testing.TB, o Options) *Env {
 		if sender, err = pitchsend.New(store, c, zerolog.Nop()); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.SetPitchPolicy(repo.PitchPolicy{From: sender.From(), RespondedOnReply: true}); err != nil {
+		if err := pitches.Of(store).SetPitchPolicy(pitches.PitchPolicy{From: sender.From(), RespondedOnReply: true}); err != nil {
 			t.Fatal(err)
 		}
 		topts = append(topts, tools.WithPitchSender(sender))

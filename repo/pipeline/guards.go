@@ -88,7 +88,7 @@ func opportunityGuards(ctx context.Context, v *repo.RuleView, id string, was, o 
 // DoublePitch finds, for each contact of o, the latest pitch of that
 // contact by another active opportunity within the pitch window.
 func DoublePitch(ctx context.Context, v *repo.RuleView, id string, o *Opportunity) (*repo.GuardError, error) {
-	window := v.Store().PitchWindow()
+	window := Of(v.Store()).PitchWindow()
 	since := repo.Now().Add(-window)
 	for _, cid := range o.ContactIDs {
 		others, err := v.Matching(ctx, repo.CollOpportunities, bson.M{"contact_ids": cid}, func(st bson.M) bool {

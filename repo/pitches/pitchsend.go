@@ -413,11 +413,11 @@ func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) 
 		} else if g != nil {
 			return "double_pitch", g.Message, nil
 		}
-		if other, at, err := s.pitchedBy(ctx, p.ID, r.ContactID, repo.Now().Add(-s.PitchWindow())); err != nil {
+		if other, at, err := s.pitchedBy(ctx, p.ID, r.ContactID, repo.Now().Add(-pipeline.Of(s.Store).PitchWindow())); err != nil {
 			return "", "", err
 		} else if other != "" {
 			return "double_pitch", fmt.Sprintf("contact %s was sent pitch %s on %s, within the %s double-pitch window; an approver may pass override_reason to approve_pitch to send anyway",
-				directory.ContactLabel(c), other, at.Format(time.RFC3339), pipeline.WindowText(s.PitchWindow())), nil
+				directory.ContactLabel(c), other, at.Format(time.RFC3339), pipeline.WindowText(pipeline.Of(s.Store).PitchWindow())), nil
 		}
 	}
 	total, domain, err := s.sentSince(ctx, repo.Now().Add(-24*time.Hour), domainOf(r.Email))

@@ -1,12 +1,14 @@
-package repo
+package pitches
 
 import (
 	"fmt"
-	"time"
+	"sync/atomic"
+
+	"outreach/repo"
 )
 
-// The operator's pitch settings, held by the store from start (package
-// pitches reads them when it sends, package cmd/outreach sets them).
+// The operator's pitch settings, held per store from start (this area reads
+// them when it drafts, approves and sends; package cmd/outreach sets them).
 
 // PitchPolicy is the operator's pitch settings.
 type PitchPolicy struct {
@@ -32,10 +34,19 @@ const (
 
 // Check refuses a policy that cannot work.
 func (p PitchPolicy) Check() error {
-	if p.ApproverScope != "" && p.ApproverScope != ScopeAdmin && p.ApproverScope != ScopeWrite {
+	if p.ApproverScope != "" && p.ApproverScope != repo.ScopeAdmin && p.ApproverScope != repo.ScopeWrite {
 		return fmt.Errorf("pitch approver scope %q: use admin or write", p.ApproverScope)
 	}
 	return nil
+}
+
+// policy is the policy in force, kept in the store's AreaState.
+type policy struct{ atomic.Pointer[PitchPolicy] }
+
+type policyKey struct{}
+
+func (s *Store) policy() *policy {
+	return s.AreaState(policyKey{}, func() any { return new(policy) }).(*policy)
 }
 
 // SetPitchPolicy sets the operator's pitch settings.
@@ -44,7 +55,7 @@ func (s *Store) SetPitchPolicy(p PitchPolicy) error {
 		return err
 	}
 	if p.ApproverScope == "" {
-		p.ApproverScope = ScopeAdmin
+		p.ApproverScope = repo.ScopeAdmin
 	}
 	if p.DailyCap <= 0 {
 		p.DailyCap = DefaultPitchDailyCap
@@ -52,37 +63,14 @@ func (s *Store) SetPitchPolicy(p PitchPolicy) error {
 	if p.DomainCap <= 0 {
 		p.DomainCap = DefaultPitchDomainCap
 	}
-	s.pitchPolicy.Store(&p)
+	s.policy().Store(&p)
 	return nil
 }
 
 // PitchPolicy is the pitch settings in force.
 func (s *Store) PitchPolicy() PitchPolicy {
-	if p := s.pitchPolicy.Load(); p != nil {
+	if p := s.policy().Load(); p != nil {
 		return *p
 	}
-	return PitchPolicy{ApproverScope: ScopeAdmin, DailyCap: DefaultPitchDailyCap, DomainCap: DefaultPitchDomainCap, RespondedOnReply: true}
-}
-
-// The double-pitch window (the pipeline's guard, repo/pipeline/guards.go, reads
-// it), held by the store from start.
-
-// DefaultPitchWindow is the double-pitch window when none is configured.
-const DefaultPitchWindow = 14 * 24 * time.Hour
-
-// SetPitchWindow sets the double-pitch window; zero or less restores the
-// default.
-func (s *Store) SetPitchWindow(d time.Duration) {
-	if d <= 0 {
-		d = DefaultPitchWindow
-	}
-	s.pitchWindow.Store(int64(d))
-}
-
-// PitchWindow is the double-pitch window in force.
-func (s *Store) PitchWindow() time.Duration {
-	if d := s.pitchWindow.Load(); d > 0 {
-		return time.Duration(d)
-	}
-	return DefaultPitchWindow
+	return PitchPolicy{ApproverScope: repo.ScopeAdmin, DailyCap: DefaultPitchDailyCap, DomainCap: DefaultPitchDomainCap, RespondedOnReply: true}
 }
