@@ -22,6 +22,7 @@ import (
 	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // The hostile-input battery: calls a hostile client would make, each of
@@ -248,7 +249,7 @@ func TestHostileStoredDatesOutsideTheRangeStillRead(t *testing.T) {
 // could be retried until it expired. A refused upload leaves nothing.
 func TestHostileRefusedUploadLeavesNoBytes(t *testing.T) {
 	const capBytes = 600 << 10 // more than two GridFS chunks
-	h := newHostile(t, testenv.Options{Media: repo.MediaOptions{MaxBytes: capBytes}})
+	h := newHostile(t, testenv.Options{Media: pipeline.MediaOptions{MaxBytes: capBytes}})
 	chunks := h.env.Store.RawCollections().Database.Collection("fs.chunks")
 	count := func() int64 {
 		n, err := chunks.CountDocuments(context.Background(), bson.M{})

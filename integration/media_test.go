@@ -258,7 +258,7 @@ func sameBytes(want, got io.Reader) string {
 
 func TestMediaSignedURLRefusals(t *testing.T) {
 	const capBytes = 1000
-	env := testenv.NewWith(t, testenv.Options{Media: repo.MediaOptions{MaxBytes: capBytes, URLTTL: 3 * time.Second}})
+	env := testenv.NewWith(t, testenv.Options{Media: pipeline.MediaOptions{MaxBytes: capBytes, URLTTL: 3 * time.Second}})
 	c := env.Admin()
 	cov := newCoverage(t, c, "review")
 	newURL := func() uploadURL {
@@ -449,7 +449,7 @@ func TestMediaAttachRules(t *testing.T) {
 }
 
 func TestMediaInlineUpload(t *testing.T) {
-	env := testenv.NewWith(t, testenv.Options{Media: repo.MediaOptions{PublicURL: "https://outreach.example.com/"}})
+	env := testenv.NewWith(t, testenv.Options{Media: pipeline.MediaOptions{PublicURL: "https://outreach.example.com/"}})
 	c := env.Admin()
 	cov := newCoverage(t, c, "photo")
 	png := []byte("\x89PNG\r\n\x1a\n fake image bytes")
@@ -472,14 +472,14 @@ func TestMediaInlineUpload(t *testing.T) {
 		t.Errorf("download: %d %q %v", resp.StatusCode, body, resp.Header)
 	}
 
-	big := base64.StdEncoding.EncodeToString(make([]byte, repo.InlineMediaMaxBytes+1))
+	big := base64.StdEncoding.EncodeToString(make([]byte, pipeline.InlineMediaMaxBytes+1))
 	e := c.Fail("upload_media", M{"coverage_id": cov, "type": "image", "filename": "big.png", "mime_type": "image/png", "content_base64": big}, repo.CodeInvalid)
 	if !strings.Contains(e.Message, "512 KiB") || !strings.Contains(e.Message, "upload_media_url") {
 		t.Errorf("over the inline cap: %s", e.Message)
 	}
 	c.Must("upload_media", M{"coverage_id": cov, "type": "document", "filename": "max.bin", "mime_type": "application/octet-stream",
-		"content_base64": base64.StdEncoding.EncodeToString(make([]byte, repo.InlineMediaMaxBytes))}, &m)
-	if m.SizeBytes != repo.InlineMediaMaxBytes {
+		"content_base64": base64.StdEncoding.EncodeToString(make([]byte, pipeline.InlineMediaMaxBytes))}, &m)
+	if m.SizeBytes != pipeline.InlineMediaMaxBytes {
 		t.Errorf("at the inline cap: size %d", m.SizeBytes)
 	}
 	c.Fail("upload_media", M{"coverage_id": cov, "type": "image", "filename": "x.png", "mime_type": "image/png", "content_base64": "not base64!"}, repo.CodeInvalid)

@@ -1,14 +1,9 @@
 package repo
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -16,58 +11,11 @@ import (
 	"outreach/audit"
 )
 
-// The media's configuration and the secret signed media URLs are made
-// with, held by the store from start (the media records, their uploads and
-// the signing of URLs are the pipeline's, repo/pipeline/media.go). The secret is
-// never in the store, where every reader of the database (the analyst
-// endpoint, a backup) would see it and could forge URLs: it is
-// MediaOptions.SigningKey (the embedded store keeps it in a 0600 file in its
-// data directory; with MongoDB the operator gives it to every instance), or
-// a random one made when the store opens.
-
-// Media defaults.
-const (
-	// DefaultMediaMaxBytes caps a file uploaded through a signed URL.
-	DefaultMediaMaxBytes = 100 << 20
-	// DefaultMediaURLTTL is how long a signed upload or download URL works.
-	DefaultMediaURLTTL = 15 * time.Minute
-	// InlineMediaMaxBytes caps a file sent inline (decoded) to upload_media.
-	InlineMediaMaxBytes = 512 << 10
-)
-
-// MediaOptions configure media uploads and signed URLs.
-type MediaOptions struct {
-	// MaxBytes caps an upload through a signed URL; zero means DefaultMediaMaxBytes.
-	MaxBytes int64
-	// URLTTL is the lifetime of a signed URL; zero means DefaultMediaURLTTL.
-	URLTTL time.Duration
-	// PublicURL is the service's base URL as clients reach it (scheme and
-	// host, e.g. https://outreach.example.com), used in signed URLs. Empty:
-	// derived from each request.
-	PublicURL string
-	// SigningKey is the secret signed media URLs are made with, at least
-	// MinSigningKey bytes; every instance on one database needs the same
-	// one to accept the others' URLs. Empty: a random one made when the
-	// store opens, good for this process only.
-	SigningKey []byte
-}
-
-func (o MediaOptions) withDefaults() MediaOptions {
-	if o.MaxBytes <= 0 {
-		o.MaxBytes = DefaultMediaMaxBytes
-	}
-	if o.URLTTL <= 0 {
-		o.URLTTL = DefaultMediaURLTTL
-	}
-	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
-	return o
-}
-
-// MediaOptions returns the media configuration in effect.
-func (s *Store) MediaOptions() MediaOptions { return s.media }
-
-// MinSigningKey is the shortest URL-signing secret accepted, in bytes.
-const MinSigningKey = 32
+// The URL-signing secret (the pipeline's, repo/pipeline/mediakey.go) is
+// never in the store, where every reader of the database would see it.
+// Older versions kept it in a settings record; the core removes that copy
+// when the store opens (dropStoredSigningSecret) and its rollback rule
+// never brings it back (rollback.go).
 
 // signingID is the id of the settings record that held the URL-signing
 // secret before it left the store (dropStoredSigningSecret).
@@ -77,29 +25,6 @@ type setting struct {
 	Meta   `bson:",inline"`
 	Name   string `bson:"name"`
 	Secret string `bson:"secret,omitempty"`
-}
-
-// SigningKey returns the URL-signing secret.
-func (s *Store) SigningKey(context.Context) ([]byte, error) {
-	if k := s.mediaKey.Load(); k != nil {
-		return *k, nil
-	}
-	return nil, errors.New("media URL secret: none configured")
-}
-
-// setSigningKey sets the URL-signing secret: key, or a random one.
-func (s *Store) setSigningKey(key []byte) error {
-	if len(key) == 0 {
-		key = make([]byte, MinSigningKey)
-		if _, err := rand.Read(key); err != nil {
-			return fmt.Errorf("media URL secret: %w", err)
-		}
-	} else if len(key) < MinSigningKey {
-		return fmt.Errorf("media URL secret: it is %d bytes; give at least %d", len(key), MinSigningKey)
-	}
-	key = bytes.Clone(key)
-	s.mediaKey.Store(&key)
-	return nil
 }
 
 // dropStoredSigningSecret takes the URL-signing secret out of the settings
@@ -132,7 +57,3 @@ func (s *Store) dropStoredSigningSecret(ctx context.Context) error {
 	s.Log.Info().Msg("media URL signing: the secret older versions kept in the settings collection was removed; URLs signed before now are refused")
 	return nil
 }
-
-// UploadTurns is the lock under which a media upload completes: one at a
-// time per store (package pipeline).
-func (s *Store) UploadTurns() *sync.Mutex { return &s.uploadMu }

@@ -116,8 +116,10 @@ type Options struct {
 	Exclusive bool
 	// Logger receives start-up and recovery messages.
 	Logger zerolog.Logger
-	// Media configures uploads and signed media URLs; zero values take the defaults.
-	Media MediaOptions
+	// Setup runs as the store is made, before it connects: an area reads
+	// its own options there (pipeline.WithMedia: the media's configuration
+	// and URL-signing secret); an error fails Open.
+	Setup []func(*Store) error
 	// TextSearch "on" uses a text index where one can be built even if the
 	// text-search probe failed (tests compare the text path with the literal
 	// one on what such a server does find); "off" never uses one; empty
@@ -165,10 +167,6 @@ type Store struct {
 	keyUse   map[string]time.Time
 	keys     keyCache // verified keys (keys.go)
 
-	media    MediaOptions
-	mediaKey atomic.Pointer[[]byte] // the URL-signing secret, once read (mediakey.go)
-	uploadMu sync.Mutex             // one upload completes at a time (repo/pipeline/media.go)
-
 	// turns queues this process's updates of one record (see modify).
 	turns recordTurns
 	// implicit caches what keys' implicit sessions depend on (sessions_cache.go).
@@ -195,11 +193,13 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	s := &Store{client: client, Log: opts.Logger, media: opts.Media.withDefaults()}
+	s := &Store{client: client, Log: opts.Logger}
 	s.schema = domainSchema(s)
-	if err := s.setSigningKey(opts.Media.SigningKey); err != nil {
-		client.Disconnect(context.WithoutCancel(ctx))
-		return nil, err
+	for _, setup := range opts.Setup {
+		if err := setup(s); err != nil {
+			client.Disconnect(context.WithoutCancel(ctx))
+			return nil, err
+		}
 	}
 	if err := client.Ping(ctx, nil); err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))

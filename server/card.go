@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"outreach/repo"
+	"outreach/repo/pipeline"
 	"outreach/server/version"
 	"outreach/tools"
 )
@@ -26,7 +27,7 @@ var StatefulRevisions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025
 
 func mountServerCard(mux *http.ServeMux, store *repo.Store, c *tools.Catalog) {
 	mux.HandleFunc("GET "+ServerCardPath, func(w http.ResponseWriter, r *http.Request) {
-		base := store.MediaOptions().PublicURL
+		base := pipeline.Of(store).MediaOptions().PublicURL
 		if base == "" {
 			base = requestBaseURL(r)
 		}

@@ -64,7 +64,7 @@ func upload(w http.ResponseWriter, r *http.Request, store *repo.Store, id string
 	if err := pipeline.Of(store).CheckMediaURL(r.Context(), id, pipeline.MediaUpload, q.Get("expires"), q.Get("signature")); err != nil {
 		return nil, mediaStatus(err), err
 	}
-	max := store.MediaOptions().MaxBytes
+	max := pipeline.Of(store).MediaOptions().MaxBytes
 	if r.ContentLength > max {
 		w.Header().Set("Connection", "close") // do not read the rest of a body we refuse
 		return nil, http.StatusRequestEntityTooLarge, pipeline.ErrMediaTooLarge
@@ -151,7 +151,7 @@ func mediaStatus(err error) int {
 func mediaError(w http.ResponseWriter, status int, err error, store *repo.Store) {
 	e := repo.AsError(err)
 	if errors.Is(err, pipeline.ErrMediaTooLarge) {
-		e = &repo.Error{Code: repo.CodeInvalid, Message: fmt.Sprintf("the file is larger than the upload size cap of %d bytes", store.MediaOptions().MaxBytes)}
+		e = &repo.Error{Code: repo.CodeInvalid, Message: fmt.Sprintf("the file is larger than the upload size cap of %d bytes", pipeline.Of(store).MediaOptions().MaxBytes)}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

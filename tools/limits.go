@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"outreach/repo"
+	"outreach/repo/pipeline"
 	"outreach/repo/search"
 )
 
@@ -51,19 +52,19 @@ const (
 // namedLimits are the limits a tag names rather than repeats, because the
 // store or another package declares and checks them too.
 var namedLimits = map[string]int64{
-	"page":          maxLimit,                              // limit of every list
-	"session_id":    repo.MaxSessionID,                     // an agent session's id
-	"session_label": repo.MaxLabel,                         // start_session.label
-	"search_query":  search.MaxSearchQuery,                 // search.query
-	"competitors":   repo.MaxCompetitors,                   // update_settings.competitors
-	"team_name":     repo.MaxTeamName,                      // update_settings.team_name
-	"slack_options": maxSlackOptions,                       // ask_slack.options
-	"slack_text":    maxSlackText,                          // send_slack_message.text
-	"email_base64":  base64Chars(maxImportBytes),           // import_email.raw_base64
-	"media_base64":  base64Chars(repo.InlineMediaMaxBytes), // upload_media.content_base64
-	"figure":        MaxFigure,                             // reach, audience_size
-	"agenda_days":   maxAgendaDays,                         // get_agenda's day windows
-	"interactions":  maxInteractions,                       // a dossier's latest interactions
+	"page":          maxLimit,                                  // limit of every list
+	"session_id":    repo.MaxSessionID,                         // an agent session's id
+	"session_label": repo.MaxLabel,                             // start_session.label
+	"search_query":  search.MaxSearchQuery,                     // search.query
+	"competitors":   repo.MaxCompetitors,                       // update_settings.competitors
+	"team_name":     repo.MaxTeamName,                          // update_settings.team_name
+	"slack_options": maxSlackOptions,                           // ask_slack.options
+	"slack_text":    maxSlackText,                              // send_slack_message.text
+	"email_base64":  base64Chars(maxImportBytes),               // import_email.raw_base64
+	"media_base64":  base64Chars(pipeline.InlineMediaMaxBytes), // upload_media.content_base64
+	"figure":        MaxFigure,                                 // reach, audience_size
+	"agenda_days":   maxAgendaDays,                             // get_agenda's day windows
+	"interactions":  maxInteractions,                           // a dossier's latest interactions
 }
 
 // base64Chars is the length of the base64 of n bytes as mail and MIME

@@ -35,7 +35,7 @@ func withBaseURL(ctx context.Context, req *mcp.CallToolRequest) context.Context 
 // mediaBase is the base of signed media URLs: the configured public URL, or
 // the one the caller used.
 func mediaBase(ctx context.Context, s *repo.Store) (string, error) {
-	if u := s.MediaOptions().PublicURL; u != "" {
+	if u := pipeline.Of(s).MediaOptions().PublicURL; u != "" {
 		return u, nil
 	}
 	if u, ok := ctx.Value(baseURLKey{}).(string); ok {
@@ -239,7 +239,7 @@ func uploadResult(s *repo.Store, id string, u repo.Secret, exp time.Time, filena
 		return fmt.Sprintf("PUT the file's bytes as the request body to upload_url before expires_at, e.g. curl -T %s '%s'. "+
 			"The URL works for one successful upload; the file may be at most %d bytes. No Authorization header is needed: the URL is the permission. "+
 			"The answer gives size_bytes and sha256. Then call attach_media with coverage_id, media_id %s and type (one of %s).",
-			shellQuoteName(filename), url, s.MediaOptions().MaxBytes, id, strings.Join(pipeline.MediaTypes, ", "))
+			shellQuoteName(filename), url, pipeline.Of(s).MediaOptions().MaxBytes, id, strings.Join(pipeline.MediaTypes, ", "))
 	}
 	return map[string]any{"media_id": id, "upload_url": u, "expires_at": exp.Format(time.RFC3339),
 		"instructions": repo.NewSecret(instructions(u.Reveal()), instructions(u.Kept()))}

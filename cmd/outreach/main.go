@@ -280,8 +280,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // saying so printed to notice.
 func open(ctx context.Context, cfg config, serving bool, notice io.Writer, log zerolog.Logger) (*repo.Store, func(), error) {
 	opts := repo.Options{WriteMode: cfg.writeMode, Logger: log, BeforeUpgrade: upgradeBackup(cfg, notice, log)}
-	var err error
-	if opts.Media, err = mediaOptions(cfg); err != nil {
+	media, err := mediaOptions(cfg)
+	if err != nil {
 		return nil, nil, err
 	}
 	uri := cfg.uri
@@ -318,7 +318,8 @@ func open(ctx context.Context, cfg config, serving bool, notice io.Writer, log z
 			log.Warn().Str("repair", r).Msg("store catalog repaired: a process was killed while creating a collection or an index")
 		}
 	}
-	opts.Media.SigningKey, err = signingKey(cfg, serving, log)
+	media.SigningKey, err = signingKey(cfg, serving, log)
+	opts.Setup = append(opts.Setup, pipeline.WithMedia(media))
 	if err == nil {
 		store, err = repo.Open(ctx, uri, cfg.db, opts)
 	}
@@ -338,8 +339,8 @@ func open(ctx context.Context, cfg config, serving bool, notice io.Writer, log z
 }
 
 // mediaOptions reads the media configuration from the environment.
-func mediaOptions(cfg config) (repo.MediaOptions, error) {
-	var o repo.MediaOptions
+func mediaOptions(cfg config) (pipeline.MediaOptions, error) {
+	var o pipeline.MediaOptions
 	if v := os.Getenv("OUTREACH_MEDIA_MAX_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"outreach/repo"
+	"outreach/repo/pipeline"
 )
 
 // signingKeyFile is the embedded store's URL-signing secret, in its data
@@ -35,8 +35,8 @@ func signingKey(cfg config, serving bool, log zerolog.Logger) ([]byte, error) {
 		return key, nil
 	}
 	if v := os.Getenv("OUTREACH_MEDIA_SIGNING_KEY"); v != "" {
-		if len(v) < repo.MinSigningKey {
-			return nil, fmt.Errorf("OUTREACH_MEDIA_SIGNING_KEY is %d characters; give at least %d (e.g. openssl rand -hex 32)", len(v), repo.MinSigningKey)
+		if len(v) < pipeline.MinSigningKey {
+			return nil, fmt.Errorf("OUTREACH_MEDIA_SIGNING_KEY is %d characters; give at least %d (e.g. openssl rand -hex 32)", len(v), pipeline.MinSigningKey)
 		}
 		return []byte(v), nil
 	}
@@ -61,7 +61,7 @@ func dataDirSigningKey(dir string) ([]byte, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return key, err
 	}
-	raw := make([]byte, repo.MinSigningKey)
+	raw := make([]byte, pipeline.MinSigningKey)
 	if _, err := rand.Read(raw); err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func dataDirSigningKey(dir string) ([]byte, error) {
 
 // readSigningKey reads a signing secret from a file only its owner may
 // read: its content less surrounding white space, at least
-// repo.MinSigningKey bytes.
+// pipeline.MinSigningKey bytes.
 func readSigningKey(path string) ([]byte, error) {
 	info, err := os.Stat(path)
 	if err != nil {
@@ -105,8 +105,8 @@ func readSigningKey(path string) ([]byte, error) {
 		return nil, err
 	}
 	key := bytes.TrimSpace(b)
-	if len(key) < repo.MinSigningKey {
-		return nil, fmt.Errorf("%s holds %d bytes; a signing secret needs at least %d (e.g. openssl rand -hex 32 > %s)", path, len(key), repo.MinSigningKey, path)
+	if len(key) < pipeline.MinSigningKey {
+		return nil, fmt.Errorf("%s holds %d bytes; a signing secret needs at least %d (e.g. openssl rand -hex 32 > %s)", path, len(key), pipeline.MinSigningKey, path)
 	}
 	return key, nil
 }

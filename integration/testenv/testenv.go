@@ -53,7 +53,7 @@ type Options struct {
 	// Lease overrides the store's write lease.
 	Lease time.Duration
 	// Media overrides the media upload cap and signed-URL lifetime.
-	Media repo.MediaOptions
+	Media pipeline.MediaOptions
 	// Mail, when set, configures the shared inbox that sync_emails reads.
 	Mail *mailsync.Config
 	// DataDir holds the embedded store's files (default: a temporary
@@ -155,7 +155,7 @@ func OpenStore(t testing.TB, o Options) *repo.Store {
 	t.Helper()
 	ctx := context.Background()
 	uri := os.Getenv("MONGODB_URI")
-	opts := repo.Options{WriteMode: os.Getenv("OUTREACH_WRITE_MODE"), Lease: o.Lease, Logger: zerolog.Nop(), Media: o.Media,
+	opts := repo.Options{WriteMode: os.Getenv("OUTREACH_WRITE_MODE"), Lease: o.Lease, Logger: zerolog.Nop(), Setup: []func(*repo.Store) error{pipeline.WithMedia(o.Media)},
 		TextSearch: o.TextSearch}
 	if opts.TextSearch == "" {
 		opts.TextSearch = os.Getenv("OUTREACH_TEXT_SEARCH")

@@ -361,14 +361,14 @@ func (s *Store) CreateInlineMedia(ctx context.Context, in InlineInput) (*Media, 
 	if len(in.Data) == 0 {
 		return nil, repo.Invalid("content_base64", "the file is empty")
 	}
-	if len(in.Data) > repo.InlineMediaMaxBytes {
-		return nil, repo.Invalid("content_base64", "the file is %d bytes; inline uploads are capped at %d bytes (512 KiB): use upload_media_url for larger files", len(in.Data), repo.InlineMediaMaxBytes)
+	if len(in.Data) > InlineMediaMaxBytes {
+		return nil, repo.Invalid("content_base64", "the file is %d bytes; inline uploads are capped at %d bytes (512 KiB): use upload_media_url for larger files", len(in.Data), InlineMediaMaxBytes)
 	}
 	if err := s.MustExist(ctx, repo.CollCoverage, "coverage_id", in.CoverageID); err != nil {
 		return nil, err
 	}
 	m := &Media{Meta: repo.Meta{ID: uuid.NewString()}, CoverageID: in.CoverageID, Type: in.Type, Filename: in.Filename, MimeType: in.MimeType}
-	fileID, n, sum, err := s.storeBytes(ctx, m, bytes.NewReader(in.Data), repo.InlineMediaMaxBytes)
+	fileID, n, sum, err := s.storeBytes(ctx, m, bytes.NewReader(in.Data), InlineMediaMaxBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func (s *Store) ListSuppressions(ctx context.Context, reason string, limit, offs
 // from the URL-signing secret (which is never in the store).
 
 func (s *Store) unsubscribeKey(ctx context.Context) ([]byte, error) {
-	k, err := s.SigningKey(ctx)
+	k, err := pipeline.Of(s.Store).SigningKey(ctx)
 	if err != nil {
 		return nil, err
 	}

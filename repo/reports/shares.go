@@ -244,7 +244,7 @@ func (s *Store) ShareReport(ctx context.Context, q ReportQuery, ttl time.Duratio
 
 // ShareLink derives the signed link of r under base.
 func (s *Store) ShareLink(ctx context.Context, base string, r *SharedReport) (repo.Secret, error) {
-	key, err := s.SigningKey(ctx)
+	key, err := pipeline.Of(s.Store).SigningKey(ctx)
 	if err != nil {
 		return repo.Secret{}, err
 	}
@@ -273,7 +273,7 @@ func (s *Store) OpenShared(ctx context.Context, id, e, sig string) (*SharedRepor
 	if err != nil || sig == "" || uuid.Validate(id) != nil {
 		return nil, ErrShareInvalid
 	}
-	key, err := s.SigningKey(ctx)
+	key, err := pipeline.Of(s.Store).SigningKey(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +386,7 @@ const RenderPath = "/reports/render"
 // SignRenderURL returns the download URL of the rendering params describe,
 // valid until exp. Its kept form leaves the signature out.
 func (s *Store) SignRenderURL(ctx context.Context, base string, params url.Values, exp time.Time) (repo.Secret, error) {
-	key, err := s.SigningKey(ctx)
+	key, err := pipeline.Of(s.Store).SigningKey(ctx)
 	if err != nil {
 		return repo.Secret{}, err
 	}
@@ -415,7 +415,7 @@ func (s *Store) CheckRenderURL(ctx context.Context, query url.Values) error {
 	if err != nil || sig == "" {
 		return ErrShareInvalid
 	}
-	key, err := s.SigningKey(ctx)
+	key, err := pipeline.Of(s.Store).SigningKey(ctx)
 	if err != nil {
 		return err
 	}
