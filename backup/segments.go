@@ -180,19 +180,15 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 		return after, nil, nil
 	}
 	dir := join(to, ChangesDir)
-	cur, err := eng.Collection(ledger.CollChangeLog).Find(ctx, bson.M{"seq": bson.M{"$gt": after, "$lte": upto}},
-		options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
-	if err != nil {
-		return after, nil, err
-	}
-	defer cur.Close(ctx)
 	s := Segment{After: after, Upto: upto, File: segmentName(after, upto) + ".bson.gz"}
 	s.Path = join(dir, s.File)
 	f, err := writeRaw(ctx, s.Path, dir, func(w io.Writer) error {
 		return writeGzipTo(w, func(zw io.Writer) error {
-			for cur.Next(ctx) {
+			// In seq order, a batch of entries at a time (the embedded
+			// store would sort the whole log in memory).
+			return eng.ChangesInOrder(ctx, after, upto, func(raw bson.Raw) error {
 				var e audit.Entry
-				if err := bson.Unmarshal(cur.Current, &e); err != nil {
+				if err := bson.Unmarshal(raw, &e); err != nil {
 					return err
 				}
 				if e.State == audit.StatePending {
@@ -203,11 +199,9 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 				}
 				s.Count++
 				s.LastAt = e.At
-				if _, err := zw.Write(cur.Current); err != nil {
-					return err
-				}
-			}
-			return cur.Err()
+				_, err := zw.Write(raw)
+				return err
+			})
 		})
 	})
 	if err != nil {

@@ -2,8 +2,10 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -121,7 +123,10 @@ func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
 	}
 	visible := map[string]bool{}           // entry id -> its record carries it
 	history := map[string][]*verifyEntry{} // coll/id -> applied entries
-	cur, err = s.coll(collChangeLog).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
+	// Unsorted, then sorted here by seq: the embedded store would decode
+	// every entry a second time to sort them (verify holds them anyway, as
+	// stored bytes).
+	cur, err = s.coll(collChangeLog).Find(ctx, bson.M{})
 	if err != nil {
 		return res, err
 	}
@@ -139,6 +144,7 @@ func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
 		return res, err
 	}
 	cur.Close(ctx)
+	slices.SortStableFunc(entries, func(a, b verifyEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	for i := range entries {
 		e := &entries[i]
 		entryByID[e.ID] = e

@@ -1,0 +1,97 @@
+package ledger
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/audit"
+)
+
+// TestChangesInOrderHoldsABatch: on the embedded store with its look-ups,
+// the change log is read in seq order (the same entries, in the same order,
+// as the store's sorted find) while the store holds at most a batch of
+// entries at once; the sorted find it replaces held every entry.
+func TestChangesInOrderHoldsABatch(t *testing.T) {
+	s, _ := openCrashStore(t, t.TempDir())
+	defer s.Close(testCtx())
+	ctx := testCtx()
+	const notes = 160
+	for i := range notes {
+		at := now()
+		id := uuid.NewString()
+		m := Mutation{Coll: collNotes, ID: id, Action: audit.ActionCreate, After: bson.M{"_id": id, "created_at": at, "updated_at": at,
+			"archived_at": nil, "title": fmt.Sprintf("Note %d", i), "type": "other", "links": bson.A{}}}
+		if _, err := s.write(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sorted := func(after, upto int64) []string {
+		cur, err := s.coll(collChangeLog).Find(ctx, bson.M{"seq": bson.M{"$gt": after, "$lte": upto}}, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for cur.Next(ctx) {
+			out = append(out, cur.Current.Lookup("_id").StringValue())
+		}
+		if err := cur.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	defer func(b int) { logBatch, logHeld = b, nil }(logBatch)
+	logBatch = 25
+	read := func(after, upto int64) (ids []string, held int) {
+		logHeld = func(n int) { held = max(held, n) }
+		err := s.ChangesInOrder(ctx, after, upto, func(raw bson.Raw) error {
+			ids = append(ids, raw.Lookup("_id").StringValue())
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids, held
+	}
+	same := func(what string, got, want []string) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %d entries in seq order, the sorted find %d; first differing at %v", what, len(got), len(want), firstDiff(got, want))
+		}
+	}
+	all := sorted(math.MinInt64, math.MaxInt64)
+	if len(all) < notes {
+		t.Fatalf("%d change entries for %d notes", len(all), notes)
+	}
+	got, held := read(math.MinInt64, math.MaxInt64)
+	same("the whole log", got, all)
+	if held > logBatch {
+		t.Errorf("the read in seq order made the store hold %d entries at once; at most a batch (%d)", held, logBatch)
+	}
+	got, held = read(40, 110)
+	same("seq 41 to 110", got, sorted(40, 110))
+	if held > logBatch {
+		t.Errorf("a span: %d entries held at once, at most %d", held, logBatch)
+	}
+	// Without the look-ups (a server, a store in memory): the sorted find,
+	// the same entries, every one held by the embedded store at once.
+	s.lookups = nil
+	got, held = read(math.MinInt64, math.MaxInt64)
+	same("the sorted find", got, all)
+	if held != len(all) {
+		t.Errorf("the sorted find reported %d held, want every entry (%d)", held, len(all))
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
