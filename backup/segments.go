@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
@@ -167,14 +166,12 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 	}
 	// A change still being written (pending) below the counter ends the
 	// segment before it: the next one starts there once it has landed.
-	var pending audit.Entry
-	err = eng.Collection(ledger.CollChangeLog).FindOne(ctx, bson.M{"seq": bson.M{"$gt": after, "$lte": upto}, "state": audit.StatePending},
-		options.FindOne().SetSort(bson.D{{Key: "seq", Value: 1}})).Decode(&pending)
-	switch {
-	case err == nil:
-		upto = pending.Seq - 1
-	case !errors.Is(err, mongo.ErrNoDocuments):
+	pending, found, err := eng.FirstPending(ctx, after, upto)
+	if err != nil {
 		return after, nil, err
+	}
+	if found {
+		upto = pending - 1
 	}
 	if upto <= after {
 		return after, nil, nil

@@ -2,11 +2,15 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/audit"
 )
 
 // Reading the change log in seq order without holding it. The embedded
@@ -96,4 +100,47 @@ func (s *Engine) changesByID(ctx context.Context, ids []string, upto int64, fn f
 		}
 	}
 	return nil
+}
+
+// FirstPending is the lowest seq of a change entry still pending with a seq
+// above after and at most upto (found false: none). Where the store has
+// look-ups the pending entries are listed from SQLite (FerretDB would
+// decode the whole log to find them) and read by _id.
+func (s *Engine) FirstPending(ctx context.Context, after, upto int64) (seq int64, found bool, err error) {
+	if s.lookups != nil {
+		ids, err := s.lookups.IDsEqual(ctx, s.db.Name(), collChangeLog, "state", audit.StatePending)
+		if err == nil {
+			entries, err := s.readByID(ctx, collChangeLog, ids, false)
+			if err != nil {
+				return 0, false, err
+			}
+			for _, raw := range entries {
+				if raw == nil {
+					continue
+				}
+				st, _ := raw.Lookup("state").StringValueOK()
+				n, ok := raw.Lookup("seq").AsInt64OK()
+				if st == audit.StatePending && ok && n > after && n <= upto && (!found || n < seq) {
+					seq, found = n, true
+				}
+			}
+			return seq, found, nil
+		}
+		if ctx.Err() != nil {
+			return 0, false, ctx.Err()
+		}
+		s.log.Warn().Err(err).Msg("the change log's look-up failed: reading it through the store")
+	}
+	var e struct {
+		Seq int64 `bson:"seq"`
+	}
+	err = s.coll(collChangeLog).FindOne(ctx, bson.M{"seq": bson.M{"$gt": after, "$lte": upto}, "state": audit.StatePending},
+		options.FindOne().SetSort(bson.D{{Key: "seq", Value: 1}}).SetProjection(bson.M{"seq": 1})).Decode(&e)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, err
+	}
+	return e.Seq, true, nil
 }

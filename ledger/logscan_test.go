@@ -77,6 +77,41 @@ func TestChangesInOrderHoldsABatch(t *testing.T) {
 	if held > logBatch {
 		t.Errorf("a span: %d entries held at once, at most %d", held, logBatch)
 	}
+	// The first pending entry in a span, with the look-ups and without.
+	top, err := s.changeCounter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := func() (a, b int64, found bool) {
+		if _, found, err := s.FirstPending(ctx, 0, math.MaxInt64); err != nil || found {
+			t.Fatalf("a pending entry before any was written: %v %v", found, err)
+		}
+		for _, n := range []int64{top + 7, top + 3} {
+			if _, err := s.coll(collChangeLog).InsertOne(ctx, bson.M{"_id": uuid.NewString(), "seq": n, "state": audit.StatePending,
+				"collection": collNotes, "record_id": uuid.NewString(), "action": audit.ActionCreate}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, found, err := s.FirstPending(ctx, 0, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _, err = s.FirstPending(ctx, top+3, top+10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, none, err := s.FirstPending(ctx, 0, top+2)
+		if err != nil || none {
+			t.Errorf("a pending entry up to %d: %v %v", top+2, none, err)
+		}
+		return a, b, found
+	}
+	if a, b, found := first(); !found || a != top+3 || b != top+7 {
+		t.Errorf("first pending: %d (found %v) and above %d: %d; want %d and %d", a, found, top+3, b, top+3, top+7)
+	}
+	if _, err := s.coll(collChangeLog).DeleteMany(ctx, bson.M{"state": audit.StatePending}); err != nil {
+		t.Fatal(err)
+	}
 	// Without the look-ups (a server, a store in memory): the sorted find,
 	// the same entries, every one held by the embedded store at once.
 	s.lookups = nil
@@ -84,6 +119,9 @@ func TestChangesInOrderHoldsABatch(t *testing.T) {
 	same("the sorted find", got, all)
 	if held != len(all) {
 		t.Errorf("the sorted find reported %d held, want every entry (%d)", held, len(all))
+	}
+	if a, b, found := first(); !found || a != top+3 || b != top+7 {
+		t.Errorf("first pending through the store: %d (found %v) and above %d: %d; want %d and %d", a, found, top+3, b, top+3, top+7)
 	}
 }
 
