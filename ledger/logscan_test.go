@@ -12,10 +12,12 @@ import (
 	"outreach/audit"
 )
 
-// TestChangesInOrderHoldsABatch: on the embedded store with its look-ups,
-// the change log is read in seq order (the same entries, in the same order,
-// as the store's sorted find) while the store holds at most a batch of
-// entries at once; the sorted find it replaces held every entry.
+// TestChangesInOrderHoldsABatch: the change log is read in seq order (the
+// same entries, in the same order, as the store's sorted find) while the
+// store hands over at most a batch of entries at once: a span longer than
+// byIDMost through the spill file, a shorter one by _id where the store
+// has look-ups, and either way without them. The sorted find it replaces
+// made the embedded store hold every entry it matched.
 func TestChangesInOrderHoldsABatch(t *testing.T) {
 	s, _ := openCrashStore(t, t.TempDir())
 	defer s.Close(testCtx())
@@ -44,8 +46,8 @@ func TestChangesInOrderHoldsABatch(t *testing.T) {
 		}
 		return out
 	}
-	defer func(b int) { logBatch, logHeld = b, nil }(logBatch)
-	logBatch = 25
+	defer func(b, m int) { logBatch, byIDMost, logHeld = b, m, nil }(logBatch, byIDMost)
+	logBatch, byIDMost = 25, 130 // the whole log (160) spilled, seq 41 on (120) by _id
 	read := func(after, upto int64) (ids []string, held int) {
 		logHeld = func(n int) { held = max(held, n) }
 		err := s.ChangesInOrder(ctx, after, upto, func(raw bson.Raw) error {
@@ -64,7 +66,7 @@ func TestChangesInOrderHoldsABatch(t *testing.T) {
 		}
 	}
 	all := sorted(math.MinInt64, math.MaxInt64)
-	if len(all) < notes {
+	if len(all) != notes {
 		t.Fatalf("%d change entries for %d notes", len(all), notes)
 	}
 	got, held := read(math.MinInt64, math.MaxInt64)
@@ -112,13 +114,15 @@ func TestChangesInOrderHoldsABatch(t *testing.T) {
 	if _, err := s.coll(collChangeLog).DeleteMany(ctx, bson.M{"state": audit.StatePending}); err != nil {
 		t.Fatal(err)
 	}
-	// Without the look-ups (a server, a store in memory): the sorted find,
-	// the same entries, every one held by the embedded store at once.
+	// Without the look-ups (a server, a store in memory): the spill file
+	// for any span.
 	s.lookups = nil
-	got, held = read(math.MinInt64, math.MaxInt64)
-	same("the sorted find", got, all)
-	if held != len(all) {
-		t.Errorf("the sorted find reported %d held, want every entry (%d)", held, len(all))
+	for _, span := range [][2]int64{{math.MinInt64, math.MaxInt64}, {40, 110}} {
+		got, held = read(span[0], span[1])
+		same(fmt.Sprintf("without look-ups, %v", span), got, sorted(span[0], span[1]))
+		if held > logBatch {
+			t.Errorf("without look-ups: %d entries handed over at once, at most %d", held, logBatch)
+		}
 	}
 	if a, b, found := first(); !found || a != top+3 || b != top+7 {
 		t.Errorf("first pending through the store: %d (found %v) and above %d: %d; want %d and %d", a, found, top+3, b, top+3, top+7)
