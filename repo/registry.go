@@ -97,8 +97,9 @@ func StageNote(oppID, stage, content string) (Mutation, error) {
 
 // AreaState returns the state an area keeps in this store under key (a
 // type of the area's own), made by fresh the first time it is asked for:
-// what the area is given at start (the outbox's delivery targets), which
-// the core holds without reading.
+// what the area is given at start (the outbox's delivery targets, the
+// pipeline's media options, signing secret and pitch window, the pitches'
+// policy), which the core holds without reading.
 func (s *Store) AreaState(key any, fresh func() any) any {
 	if v, ok := s.areas.Load(key); ok {
 		return v
