@@ -108,6 +108,14 @@ type Options struct {
 	// indexes what a start asks of the change log (mirror_tail.go): the
 	// entries after a checkpoint, the entries left pending.
 	Lookups Lookups
+	// ServerIndex keeps the service's own index on a store other processes
+	// write too (a server): built from the store at start, then kept
+	// current by following the change log (mirror_follow.go). Ignored on
+	// an exclusive store, which keeps its index always.
+	ServerIndex bool
+	// ServerIndexWait bounds how long a read waits for the index to reach
+	// the store's counter before it reads the store; zero means 250 ms.
+	ServerIndexWait time.Duration
 	// IndexCheck runs every query the engine's own index answers on the
 	// store as well and fails it when the answers differ.
 	IndexCheck bool
@@ -174,7 +182,8 @@ type Engine struct {
 	// sessions caches session id -> the agent it is bound to.
 	sessions sync.Map
 	// mirror: the indexes the service keeps for the exclusive embedded
-	// store (mirror.go); nil elsewhere.
+	// store (mirror.go), or on a server with Options.ServerIndex
+	// (mirror_follow.go); nil elsewhere.
 	mirror     *mirror
 	stopMirror context.CancelFunc
 	// cache holds stored records read by _id where the mirror is live
@@ -296,6 +305,13 @@ func Open(ctx context.Context, client *mongo.Client, database, probeKey string, 
 	if opts.Exclusive && s.serialWrites {
 		s.cache = newRecordCache(opts.RecordCache)
 		s.startMirror(opts.IndexCheck)
+	}
+	if opts.ServerIndex && !opts.Exclusive {
+		wait := opts.ServerIndexWait
+		if wait <= 0 {
+			wait = 250 * time.Millisecond
+		}
+		s.startFollow(opts.IndexCheck, wait)
 	}
 	return s, nil
 }

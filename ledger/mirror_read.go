@@ -108,13 +108,16 @@ func onlyID(p bson.M) bool {
 
 // mirrorIDs asks the mirror, and in check mode the store too.
 func (s *Engine) mirrorIDs(ctx context.Context, q mirrorQuery) (ids []string, total int64, ok bool, err error) {
-	if s.mirror == nil || !s.serialWrites {
+	if s.mirror == nil || (s.mirror.follow == nil && !s.serialWrites) {
 		return nil, 0, false, nil
 	}
 	if _, isID := q.filter["_id"].(string); isID && len(q.filter) == 1 {
 		return nil, 0, false, nil // the store's own cheap read
 	}
 	for attempt := 0; ; attempt++ {
+		if !s.mirrorLive(ctx) {
+			return nil, 0, false, nil
+		}
 		ids, total, ok = s.mirror.ids(q)
 		if !ok || !s.mirror.check {
 			return ids, total, ok, nil
