@@ -73,6 +73,15 @@ type Capabilities struct {
 	TextSearch bool   `json:"text_search"`
 	WriteMode  string `json:"write_mode"`
 	Server     string `json:"server"`
+	// Index is the state of the service's own index: "building" (queries
+	// read the store meanwhile), "behind" (a server: it has not reached
+	// the store's counter for a while, and reads go to the store), or
+	// "current"; empty where none is kept (a server without
+	// OUTREACH_SERVER_INDEX).
+	Index string `json:"index,omitempty"`
+	// IndexFollows: the index follows the change log (a server), rather
+	// than being kept by this process's writes (the embedded store).
+	IndexFollows bool `json:"index_follows,omitempty"`
 	// Probes say why a probed capability came out false.
 	Probes []string `json:"probes,omitempty"`
 }
@@ -338,7 +347,19 @@ func (s *Engine) Close(ctx context.Context) {
 }
 
 // Capabilities reports what was detected at start and the write mode chosen.
-func (s *Engine) Capabilities() Capabilities { return s.caps }
+func (s *Engine) Capabilities() Capabilities {
+	c := s.caps
+	if h := s.Health(); h.IndexKept {
+		c.Index, c.IndexFollows = "current", h.IndexFollowing
+		switch {
+		case h.IndexBuilding:
+			c.Index = "building"
+		case h.IndexBehind:
+			c.Index = "behind"
+		}
+	}
+	return c
+}
 
 // Ping checks that the store answers.
 func (s *Engine) Ping(ctx context.Context) error { return s.client.Ping(ctx, nil) }

@@ -32,12 +32,14 @@ type Health struct {
 	// read; IndexBehind: it has been below that counter for over two
 	// seconds (a write in flight, or a seq taken and not yet resolved):
 	// reads wait a moment, then read the store, correct but slower.
-	// IndexStoreReads counts the reads that did so.
+	// IndexStoreReads counts the reads that did so, IndexReads those the
+	// index was current for.
 	IndexFollowing  bool
 	IndexBehind     bool
 	IndexPosition   int64
 	IndexCounter    int64
 	IndexStoreReads int64
+	IndexReads      int64
 	// Commits counts the writes (a mutation or a group) that landed since
 	// the process started; Conflicts those refused as a lost race or a
 	// record locked by a group in progress; Recovered the writes in doubt

@@ -3,7 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
-		"maps"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -91,9 +91,9 @@ type follower struct {
 	late    map[int64]bool
 	// wait bounds a read's wait for the index (Options.ServerIndexWait).
 	wait time.Duration
-	// waited counts the reads that found the index behind and answered
-	// from the store (tests, metrics).
-	storeReads atomic.Int64
+	// indexReads counts the reads the index was current for; storeReads
+	// those that found it behind and read the store (metrics).
+	indexReads, storeReads atomic.Int64
 }
 
 func newFollower(wait time.Duration) *follower {
@@ -295,6 +295,7 @@ func (s *Engine) followCurrentWithin(ctx context.Context, wait time.Duration) bo
 	deadline := time.Now().Add(wait)
 	for {
 		if f.pos.Load() >= c && f.quiet() {
+			f.indexReads.Add(1)
 			return true
 		}
 		// followTo reads the gaps passed over again after this read began:
@@ -303,6 +304,7 @@ func (s *Engine) followCurrentWithin(ctx context.Context, wait time.Duration) bo
 		err := s.followTo(wctx, c)
 		cancel()
 		if err == nil && f.pos.Load() >= c && f.noLate() {
+			f.indexReads.Add(1)
 			return true
 		}
 		if ctx.Err() != nil || !time.Now().Before(deadline) {
@@ -561,6 +563,7 @@ func (s *Engine) followStatus(h *Health) {
 	h.IndexPosition = f.pos.Load()
 	h.IndexCounter = f.counter.Load()
 	h.IndexStoreReads = f.storeReads.Load()
+	h.IndexReads = f.indexReads.Load()
 	if since := f.behindSince.Load(); since != 0 && time.Since(time.Unix(0, since)) > behindFor {
 		h.IndexBehind = true
 	}

@@ -75,6 +75,8 @@ Every command reads the same configuration:
   MONGODB_URI      use this MongoDB instead of the embedded store
   OUTREACH_DB      database name (default outreach)
   OUTREACH_WRITE_MODE  force "ordered" or "transaction" (default: chosen by the server's abilities)
+  OUTREACH_SERVER_INDEX  on: with MONGODB_URI, keep the service's own index in each instance, following the change log (default off; see docs/store.md);
+                         OUTREACH_SERVER_INDEX_WAIT: how long a read waits for it to reach the store's counter (default 250ms)
   OUTREACH_PUBLIC_URL  base URL clients reach the service at, for signed media URLs and OAuth metadata (default: from each request; -public-url)
   OUTREACH_OAUTH       true: serve OAuth 2.1 beside the agent keys (-oauth; see docs/oauth.md)
   OUTREACH_OIDC_ISSUER / OUTREACH_OIDC_CLIENT_ID / OUTREACH_OIDC_CLIENT_SECRET / OUTREACH_OIDC_DOMAINS / OUTREACH_OIDC_NAME
