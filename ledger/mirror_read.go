@@ -205,6 +205,14 @@ func (s *Engine) fetch(ctx context.Context, coll string, ids []string, filter, p
 		}
 		todo = append(todo, i)
 	}
+	if s.mirror.follow != nil && len(todo) > 1 {
+		// A server: one find by _id $in (an index scan there) instead of a
+		// round trip per record.
+		if err := s.fetchIn(ctx, coll, ids, todo, projection, out); err != nil {
+			return nil, err
+		}
+		todo = nil
+	}
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for w := 0; w < min(4, len(todo)); w++ {
@@ -455,4 +463,35 @@ func (s *Engine) covered(coll string, ids []string, projection bson.M) ([]bson.R
 		out = append(out, bson.Raw(doc))
 	}
 	return out, true
+}
+
+// fetchIn reads the records ids[i], i in todo, of coll with one find by
+// _id $in into out (a record not stored stays nil).
+func (s *Engine) fetchIn(ctx context.Context, coll string, ids []string, todo []int, projection bson.M, out []bson.Raw) error {
+	want := make([]string, len(todo))
+	for k, i := range todo {
+		want[k] = ids[i]
+	}
+	opts := options.Find()
+	if projection != nil {
+		opts.SetProjection(projection)
+	}
+	cur, err := s.coll(coll).Find(ctx, bson.M{"_id": bson.M{"$in": want}}, opts)
+	if err != nil {
+		return err
+	}
+	defer cur.Close(ctx)
+	byID := make(map[string]bson.Raw, len(want))
+	for cur.Next(ctx) {
+		if id, ok := cur.Current.Lookup("_id").StringValueOK(); ok {
+			byID[id] = slices.Clone(cur.Current)
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return err
+	}
+	for _, i := range todo {
+		out[i] = byID[ids[i]]
+	}
+	return nil
 }
