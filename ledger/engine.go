@@ -214,6 +214,9 @@ type Engine struct {
 	landedHook atomic.Pointer[func(gen uint64, c LandedChange)]
 	// schema is the domain's registration.
 	schema Schema
+	// writesDone counts the writes this process ended (landed or not): a
+	// read point taken before one is not reused after it (WithReadPoint).
+	writesDone atomic.Uint64
 	// restoring is set between BeginRestore and CompleteRestore: the restore
 	// writes are refused outside it.
 	restoring atomic.Bool

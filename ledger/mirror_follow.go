@@ -288,7 +288,7 @@ func (s *Engine) followCurrentWithin(ctx context.Context, wait time.Duration) bo
 	if mi.stale.Load() {
 		return false
 	}
-	c, err := s.changeCounter(ctx)
+	c, err := s.readCounter(ctx)
 	if err != nil {
 		return false
 	}
@@ -580,6 +580,7 @@ func (s *Engine) followViolations(ctx context.Context) ([]Violation, error) {
 	if s.mirror.stale.Load() {
 		return nil, nil
 	}
+	ctx = context.WithValue(ctx, readPointKey{}, (*readPoint)(nil)) // the counter after the store's read
 	var out []Violation
 	for range 3 {
 		fresh, err := s.readMirror(ctx)
@@ -598,4 +599,46 @@ func (s *Engine) followViolations(ctx context.Context) ([]Violation, error) {
 		}
 	}
 	return out, nil
+}
+
+// A read point: the store's counter asked once for the reads of one call
+// (a tool call) rather than once per read. Every read of the call begins
+// after the call did, so the counter read at its first read bounds what
+// each of them must see: every write acknowledged before the call began.
+// It is not reused once a write of this process has ended since it was
+// taken (whichever goroutine wrote), so a call's later reads see its own
+// writes.
+type readPoint struct {
+	mu      sync.Mutex
+	counter int64
+	writes  uint64 // Engine.writesDone when counter was read
+	set     bool
+}
+
+type readPointKey struct{}
+
+// WithReadPoint marks ctx as one call's: the service's index on a server
+// asks the store's counter once for its reads (see readPoint).
+func WithReadPoint(ctx context.Context) context.Context {
+	return context.WithValue(ctx, readPointKey{}, &readPoint{})
+}
+
+// readCounter is the counter a read beginning now must reach: the call's
+// read point when it has one, else the store's counter.
+func (s *Engine) readCounter(ctx context.Context) (int64, error) {
+	rp, _ := ctx.Value(readPointKey{}).(*readPoint)
+	if rp == nil {
+		return s.changeCounter(ctx)
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	writes := s.writesDone.Load()
+	if rp.set && rp.writes == writes {
+		return rp.counter, nil
+	}
+	c, err := s.changeCounter(ctx)
+	if err == nil {
+		rp.counter, rp.writes, rp.set = c, writes, true
+	}
+	return c, err
 }

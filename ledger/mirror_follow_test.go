@@ -220,3 +220,39 @@ func TestServerIndexWaitsAtAGap(t *testing.T) {
 		}
 	}
 }
+
+// TestReadPointSeesTheProcessOwnWrites: the reads of one call ask the
+// store's counter once (WithReadPoint); a write of the same process ended
+// since, from any goroutine, makes the next read ask again, so a call
+// reads its own writes.
+func TestReadPointSeesTheProcessOwnWrites(t *testing.T) {
+	ss := openFollowers(t, 1)
+	s := ss[0]
+	contact := "c-" + uuid.NewString()[:8]
+	createNote(t, s, contact)
+	call := WithReadPoint(context.Background())
+	counter := func() int64 {
+		c, err := s.readCounter(call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	first := counter()
+	if again := counter(); again != first {
+		t.Fatalf("the read point moved without a write: %d, then %d", first, again)
+	}
+	done := make(chan struct{})
+	go func() { // another goroutine of the process, with a context of its own
+		defer close(done)
+		createNote(t, s, contact)
+	}()
+	<-done
+	if after := counter(); after <= first {
+		t.Fatalf("after a write of the process the read point stayed at %d", after)
+	}
+	ids, _, ok, err := s.mirrorIDs(call, mirrorQuery{coll: collNotes, filter: bson.M{"links.contact_id": contact}})
+	if err != nil || !ok || len(ids) != 2 {
+		t.Fatalf("the call's read after the write: %d notes (answered %v, %v), want 2", len(ids), ok, err)
+	}
+}

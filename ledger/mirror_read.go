@@ -122,11 +122,16 @@ func (s *Engine) mirrorIDs(ctx context.Context, q mirrorQuery) (ids []string, to
 		if !ok || !s.mirror.check {
 			return ids, total, ok, nil
 		}
-		sids, stotal, err := s.storeIDs(ctx, q)
+		sids, stotal, all, err := s.storeMatches(ctx, q)
 		if err != nil {
 			return nil, 0, false, err
 		}
 		if slices.Equal(ids, sids) && total == stotal {
+			return ids, total, true, nil
+		}
+		if len(q.sort) == 0 && total == stotal && len(ids) == len(sids) && subset(ids, all) {
+			// No order asked for: a server returns its matches in an order
+			// of its own, and a limit takes any of them.
 			return ids, total, true, nil
 		}
 		// A write may have landed between the two reads: ask again.
@@ -142,6 +147,26 @@ func (s *Engine) mirrorIDs(ctx context.Context, q mirrorQuery) (ids []string, to
 
 // storeIDs is the store's answer to q (check mode).
 func (s *Engine) storeIDs(ctx context.Context, q mirrorQuery) ([]string, int64, error) {
+	ids, total, _, err := s.storeMatches(ctx, q)
+	return ids, total, err
+}
+
+// subset reports whether every id of ids is in all.
+func subset(ids, all []string) bool {
+	in := make(map[string]bool, len(all))
+	for _, id := range all {
+		in[id] = true
+	}
+	for _, id := range ids {
+		if !in[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// storeMatches is the store's answer to q, with every match's id.
+func (s *Engine) storeMatches(ctx context.Context, q mirrorQuery) ([]string, int64, []string, error) {
 	opts := options.Find().SetProjection(bson.M{"_id": 1})
 	if q.sort != nil {
 		opts.SetSort(q.sort)
@@ -153,21 +178,23 @@ func (s *Engine) storeIDs(ctx context.Context, q mirrorQuery) ([]string, int64, 
 	}
 	cur, err := s.coll(q.coll).Find(ctx, filter, opts)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	var docs []struct {
 		ID string `bson:"_id"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	ids := []string{}
+	all := make([]string, len(docs))
 	for i, d := range docs {
+		all[i] = d.ID
 		if int64(i) >= q.skip && (q.limit == 0 || int64(len(ids)) < q.limit) {
 			ids = append(ids, d.ID)
 		}
 	}
-	return ids, int64(len(docs)), nil
+	return ids, int64(len(docs)), all, nil
 }
 
 // fetch reads the records ids of coll by _id, in order, a few at a time.

@@ -302,3 +302,8 @@ func serverIndexOn(set bool) (bool, error) {
 		return false, fmt.Errorf("OUTREACH_SERVER_INDEX=%q: want on or off (the service's own index on a server, following the change log)", v)
 	}
 }
+
+// WithReadPoint marks ctx as one tool call's: on a server with the
+// service's own index, its reads ask the store's counter once, and again
+// after each of its writes (ledger.WithReadPoint).
+func WithReadPoint(ctx context.Context) context.Context { return ledger.WithReadPoint(ctx) }
