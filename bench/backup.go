@@ -13,6 +13,7 @@ import (
 	"outreach/audit"
 	"outreach/backup"
 	"outreach/repo"
+	"outreach/repo/directory"
 )
 
 // BackupRun is what a growth size measures of backups: a backup of the
@@ -112,7 +113,7 @@ func measureShipping(ctx context.Context, t *target, to string, after int64) (of
 	write := func(samples *[]time.Duration, n int) error {
 		for range n {
 			start := time.Now()
-			if _, err := t.store.CreateOutlet(wctx, repo.OutletFields{Name: ptr(fmt.Sprint("shipping bench ", len(*samples)))}); err != nil {
+			if _, err := directory.Of(t.store).CreateOutlet(wctx, directory.OutletFields{Name: ptr(fmt.Sprint("shipping bench ", len(*samples)))}); err != nil {
 				return err
 			}
 			*samples = append(*samples, time.Since(start))

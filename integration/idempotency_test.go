@@ -14,6 +14,7 @@ import (
 	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/tools"
 )
 
@@ -211,7 +212,7 @@ func TestIdempotencyWriteLanded(t *testing.T) {
 	}
 	// The first attempt's write lands under the claim ...
 	actor := audit.Actor{UserID: env.AdminUserID, AgentID: "agent", SessionID: "landed", KeyID: who.KeyID, Tool: "create_outlet", IdempotencyKey: claim.Tag()}
-	o, err := env.Store.CreateOutlet(audit.WithActor(ctx, actor), repo.OutletFields{Name: ptr("Landed Gazette")})
+	o, err := directory.Of(env.Store).CreateOutlet(audit.WithActor(ctx, actor), directory.OutletFields{Name: ptr("Landed Gazette")})
 	if err != nil {
 		t.Fatal(err)
 	}

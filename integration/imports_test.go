@@ -16,6 +16,7 @@ import (
 
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/directory"
 )
 
 // importRowCount is the size of the contact import: 1,000 rows (five
@@ -108,28 +109,28 @@ func TestImportContacts(t *testing.T) {
 	wantField := map[int]string{}
 	for i := 1; i <= importRows; i++ {
 		email, tz, flag := fmt.Sprintf("c%d@example.com", i), "Europe/London", ""
-		status := repo.ImportCreated
+		status := directory.ImportCreated
 		switch {
 		case i == 1:
-			email, status = "OLGA@example.com", repo.ImportUpdated
+			email, status = "OLGA@example.com", directory.ImportUpdated
 		case i == 2:
 			b.WriteString("sam@example.com,Sam,Same,Reporter,ai;chips,,\n")
-			want[i] = repo.ImportUnchanged
+			want[i] = directory.ImportUnchanged
 			continue
 		case i == 3:
-			email, flag, status = "dina@example.com", "false", repo.ImportRefused
+			email, flag, status = "dina@example.com", "false", directory.ImportRefused
 			wantField[i] = "do_not_contact"
 		case i%100 == 7:
-			email, status = "", repo.ImportRefused
+			email, status = "", directory.ImportRefused
 			wantField[i] = "email"
 		case i%100 == 13:
-			email, status = "not-an-email", repo.ImportRefused
+			email, status = "not-an-email", directory.ImportRefused
 			wantField[i] = "email"
 		case i%100 == 21:
-			email, status = fmt.Sprintf("C%d@example.com", i-1), repo.ImportRefused // a duplicate of the row before
+			email, status = fmt.Sprintf("C%d@example.com", i-1), directory.ImportRefused // a duplicate of the row before
 			wantField[i] = "email"
 		case i%100 == 33:
-			tz, status = "Mars/Olympus", repo.ImportRefused
+			tz, status = "Mars/Olympus", directory.ImportRefused
 			wantField[i] = "timezone"
 		}
 		want[i] = status
@@ -155,11 +156,11 @@ func TestImportContacts(t *testing.T) {
 		if r.Status != want[r.Row] || (wantField[r.Row] != "" && r.Field != wantField[r.Row]) {
 			t.Errorf("dry run row %d: %s field %s (%s); want %s field %s", r.Row, r.Status, r.Field, r.Reason, want[r.Row], wantField[r.Row])
 		}
-		if r.Status == repo.ImportRefused && r.Reason == "" {
+		if r.Status == directory.ImportRefused && r.Reason == "" {
 			t.Errorf("row %d refused without a reason", r.Row)
 		}
 	}
-	if dry.Rows[0].ID != old || !cmp.Equal(dry.Rows[0].Changed, []string{"email", "email_lower", "first_name", "last_name", "name", "timezone", "title", "beats"}[:0]) && dry.Rows[0].Status != repo.ImportUpdated {
+	if dry.Rows[0].ID != old || !cmp.Equal(dry.Rows[0].Changed, []string{"email", "email_lower", "first_name", "last_name", "name", "timezone", "title", "beats"}[:0]) && dry.Rows[0].Status != directory.ImportUpdated {
 		t.Errorf("row 1: %+v", dry.Rows[0])
 	}
 	if dry.Rows[1].ID != same || !strings.Contains(dry.Rows[2].Reason, "admin") || !strings.Contains(dry.Rows[2].Reason, dnc) {
@@ -168,7 +169,7 @@ func TestImportContacts(t *testing.T) {
 	if !strings.Contains(dry.Rows[20].Reason, "duplicate of row 20") {
 		t.Errorf("row 21: %+v", dry.Rows[20])
 	}
-	if counts[repo.ImportCreated] != dry.Created || dry.Created+dry.Updated+dry.Unchanged+dry.Refused != importRows || dry.Refused != 1+4*importRows/100 || dry.Updated != 1 || dry.Unchanged != 1 {
+	if counts[directory.ImportCreated] != dry.Created || dry.Created+dry.Updated+dry.Unchanged+dry.Refused != importRows || dry.Refused != 1+4*importRows/100 || dry.Updated != 1 || dry.Unchanged != 1 {
 		t.Errorf("dry run counts %+v (by status %v)", dry, counts)
 	}
 
@@ -177,19 +178,19 @@ func TestImportContacts(t *testing.T) {
 	progress := progressCall(t, env, key, "import", "import_contacts", M{"csv": csvText}, &real)
 	// One notification per batch written; the last ones may arrive after
 	// the result, so only the ones before it are checked: at least half.
-	batches := (real.Created + real.Updated + repo.ImportBatch - 1) / repo.ImportBatch
+	batches := (real.Created + real.Updated + directory.ImportBatch - 1) / directory.ImportBatch
 	if len(progress) == 0 || !slices.IsSorted(progress) || progress[len(progress)-1] > float64(importRows) || len(progress) < (batches+1)/2 {
-		t.Errorf("progress notifications %v; want one per batch of %d records, rising, at most %d", progress, repo.ImportBatch, importRows)
+		t.Errorf("progress notifications %v; want one per batch of %d records, rising, at most %d", progress, directory.ImportBatch, importRows)
 	}
 	if real.DryRun || len(real.Rows) != len(dry.Rows) {
 		t.Fatalf("real run: dry_run %v, %d rows", real.DryRun, len(real.Rows))
 	}
 	for i := range real.Rows {
 		r, d := real.Rows[i], dry.Rows[i]
-		if r.Status == repo.ImportCreated && r.ID == "" {
+		if r.Status == directory.ImportCreated && r.ID == "" {
 			t.Errorf("row %d created without an id", r.Row)
 		}
-		if d.Status == repo.ImportCreated {
+		if d.Status == directory.ImportCreated {
 			d.ID = r.ID
 		}
 		if diff := cmp.Diff(r, d); diff != "" {
@@ -252,8 +253,8 @@ func TestImportContactsEmailCaseIsNotAChange(t *testing.T) {
 		"jane.doe@example.com,Jane,Doe,Editor\n" + // the export lower-cased it
 		"BOB@EXAMPLE.ORG,Bob,Ray,Senior Reporter\n" // upper-cased, and a real change
 	want := []importRow{
-		{Row: 1, Key: "jane.doe@example.com", Status: repo.ImportUnchanged, ID: jane},
-		{Row: 2, Key: "bob@example.org", Status: repo.ImportUpdated, ID: bob, Changed: []string{"title"}},
+		{Row: 1, Key: "jane.doe@example.com", Status: directory.ImportUnchanged, ID: jane},
+		{Row: 2, Key: "bob@example.org", Status: directory.ImportUpdated, ID: bob, Changed: []string{"title"}},
 	}
 	before := changeCount(t, c)
 	for _, dry := range []bool{true, false} {

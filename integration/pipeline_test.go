@@ -15,16 +15,16 @@ import (
 	"outreach/repo/pipeline"
 )
 
-// directory is a small set of outlets, channels and contacts.
-type directory struct {
+// smallDirectory is a small set of outlets, channels and contacts.
+type smallDirectory struct {
 	outletA, outletB, channelA, channelB, contact1, contact2 string
 }
 
 // newDirectory makes the directory through the directory tools.
-func newDirectory(t *testing.T, env *testenv.Env) directory {
+func newDirectory(t *testing.T, env *testenv.Env) smallDirectory {
 	t.Helper()
 	c := env.Admin()
-	var d directory
+	var d smallDirectory
 	d.outletA = mk(t, c, "create_outlet", M{"name": "Daily Planet", "type": "newspaper", "tier": 1})
 	d.outletB = mk(t, c, "create_outlet", M{"name": "Smallville Ledger", "type": "newspaper", "tier": 2})
 	d.channelA = mk(t, c, "create_channel", M{"outlet_id": d.outletA, "type": "website", "name": "dailyplanet.com"})

@@ -19,6 +19,7 @@ import (
 	"outreach/mailsync"
 	"outreach/mailsync/imaptest"
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/inbox"
 )
 
@@ -40,7 +41,7 @@ func world(t *testing.T, n int) (*repo.Store, *imaptest.Server, context.Context)
 	store := testenv.OpenStore(t, testenv.Options{})
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
 	first, last, email := "Jane", "Doe", "jane@planet.example"
-	if _, err := store.CreateContact(ctx, repo.ContactFields{FirstName: &first, LastName: &last, Email: &email}, nil); err != nil {
+	if _, err := directory.Of(store).CreateContact(ctx, directory.ContactFields{FirstName: &first, LastName: &last, Email: &email}, nil); err != nil {
 		t.Fatal(err)
 	}
 	srv := imaptest.Start(t)
@@ -220,7 +221,7 @@ func TestTLSAndOAuth2(t *testing.T) {
 	store := testenv.OpenStore(t, testenv.Options{})
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
 	first, last, email := "Jane", "Doe", "jane@planet.example"
-	if _, err := store.CreateContact(ctx, repo.ContactFields{FirstName: &first, LastName: &last, Email: &email}, nil); err != nil {
+	if _, err := directory.Of(store).CreateContact(ctx, directory.ContactFields{FirstName: &first, LastName: &last, Email: &email}, nil); err != nil {
 		t.Fatal(err)
 	}
 	srv := imaptest.StartWith(t, imaptest.Options{TLS: true, OAuth2: true})

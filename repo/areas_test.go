@@ -7,6 +7,7 @@ package repo_test
 // test package links them into the same test binary.
 import (
 	_ "outreach/repo/access"
+	_ "outreach/repo/directory"
 	_ "outreach/repo/dossiers"
 	_ "outreach/repo/inbox"
 	_ "outreach/repo/mailboxes"

@@ -23,6 +23,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/access"
+	"outreach/repo/directory"
 	"outreach/repo/inbox"
 	"outreach/repo/mailboxes"
 	"outreach/repo/notes"
@@ -42,7 +43,7 @@ var dictionaryDocs = []struct {
 	coll string
 	doc  any
 }{
-	{repo.CollOutlets, repo.Outlet{}}, {repo.CollChannels, repo.Channel{}}, {repo.CollContacts, repo.Contact{}}, {repo.CollCampaigns, pipeline.Campaign{}},
+	{repo.CollOutlets, directory.Outlet{}}, {repo.CollChannels, directory.Channel{}}, {repo.CollContacts, directory.Contact{}}, {repo.CollCampaigns, pipeline.Campaign{}},
 	{repo.CollOpportunities, pipeline.Opportunity{}}, {repo.CollCoverage, pipeline.Coverage{}}, {repo.CollMedia, pipeline.Media{}}, {repo.CollNotes, notes.Note{}},
 	{repo.CollEmails, inbox.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
 	{repo.CollSubscriptions, repo.Subscription{}}, {repo.CollNotifications, repo.Notification{}}, {repo.CollMessages, notify.Message{}},
@@ -70,8 +71,8 @@ var dictionaryBookkeeping = map[string]string{
 
 // dictionaryEnums are the allowed values of enumerated fields.
 var dictionaryEnums = map[string][]string{
-	"outlets.type": repo.OutletTypes, "outlets.tier": {"1", "2", "3"},
-	"channels.type": repo.ChannelTypes, "channels.frequency": repo.ChannelFrequencies,
+	"outlets.type": directory.OutletTypes, "outlets.tier": {"1", "2", "3"},
+	"channels.type": directory.ChannelTypes, "channels.frequency": directory.ChannelFrequencies,
 	"campaigns.status":    pipeline.CampaignStatuses,
 	"opportunities.stage": pipeline.Stages, "opportunities.priority": pipeline.Priorities, "opportunities.type": pipeline.OpportunityTypes,
 	"opportunities.stage_history.stage": pipeline.Stages,

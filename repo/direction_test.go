@@ -16,7 +16,7 @@ import (
 // one react (a rollback rule, a reaction to a write) registers with the
 // core instead (registry.go). A new area takes its place here. repotest,
 // the helpers of the areas' tests, links every area and so comes last.
-var areas = []string{"access", "notes", "pipeline", "notify", "mailboxes", "inbox", "pitches", "dossiers", "reports", "search", "repotest"}
+var areas = []string{"directory", "access", "notes", "pipeline", "notify", "mailboxes", "inbox", "pitches", "dossiers", "reports", "search", "repotest"}
 
 // TestTheDomainImportsDownward keeps the direction of the domain's
 // packages: the core imports no area, and an area imports only the areas
@@ -72,7 +72,7 @@ func TestTheDomainImportsDownward(t *testing.T) {
 		if err != nil {
 			t.Fatalf("go list: %v\n%s", err, out)
 		}
-		inside := []string{"outreach/repo/notes", "outreach/repo", "outreach/ledger", "outreach/ledger/index", "outreach/audit", "outreach/indexes"}
+		inside := []string{"outreach/repo/notes", "outreach/repo", "outreach/ledger", "outreach/ledger/index", "outreach/audit", "outreach/indexes", "outreach/textfold"}
 		var deps []string
 		for _, p := range strings.Fields(string(out)) {
 			if p == "outreach" || strings.HasPrefix(p, "outreach/") {

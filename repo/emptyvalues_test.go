@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
 	"outreach/repo/pipeline"
@@ -14,7 +15,7 @@ import (
 
 // recordTypes are the documents of the record collections and the
 // documents embedded in them, as tools return them.
-var recordTypes = []any{repo.Outlet{}, repo.Channel{}, repo.Contact{}, repo.Affiliation{}, pipeline.Campaign{}, pipeline.Opportunity{}, pipeline.StageChange{},
+var recordTypes = []any{directory.Outlet{}, directory.Channel{}, directory.Contact{}, directory.Affiliation{}, pipeline.Campaign{}, pipeline.Opportunity{}, pipeline.StageChange{},
 	pipeline.Coverage{}, pipeline.Media{}, notes.Note{}, notes.NoteLink{}, inbox.EmailThread{}, inbox.EmailMessage{}, inbox.EmailOpportunityLink{}, repo.User{}, repo.AgentKey{}}
 
 // TestEmptyValuesOneRule checks the rule for empty values (docs/data-dictionary.md):

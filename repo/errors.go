@@ -2,6 +2,7 @@ package repo
 
 import (
 	"errors"
+
 	"outreach/ledger"
 )
 
@@ -48,4 +49,12 @@ func AsError(err error) *Error { return ledger.AsError(err) }
 func IsNotFound(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == CodeNotFound
+}
+
+// WithField names field on a not_found error about an id given in it.
+func WithField(err error, field string) error {
+	if e, ok := err.(*Error); ok && e.Code == CodeNotFound && e.Field == "" {
+		return &Error{Code: e.Code, Field: field, Message: field + ": " + e.Message}
+	}
+	return err
 }

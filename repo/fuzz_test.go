@@ -139,7 +139,7 @@ func FuzzSearchText(f *testing.F) {
 		if got, want := re.MatchString(text), containsFold(text, search); got != want {
 			t.Fatalf("search %q in %q: match %v, want %v", search, text, got, want)
 		}
-		el, err := regexp.Compile("(?i)" + element(search)["$regex"].(string))
+		el, err := regexp.Compile("(?i)" + Element(search)["$regex"].(string))
 		if err != nil {
 			t.Fatalf("element %q: pattern does not compile: %v", search, err)
 		}

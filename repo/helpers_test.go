@@ -198,3 +198,29 @@ func rename(ctx context.Context, s *Store, id, name string) error {
 	_, err := Modify(ctx, s, CollUsers, id, audit.ActionUpdate, func(u *User) error { u.Name = name; return nil })
 	return err
 }
+
+// openTestStore opens a store in the default write mode on a fresh
+// embedded server, with a context of the system actor, and verifies the
+// store's invariants when t ends.
+func openTestStore(t *testing.T) (*Store, context.Context) {
+	t.Helper()
+	ctx := audit.WithActor(context.Background(), SystemActor("directory-test"))
+	es, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(es.Close)
+	s, err := Open(ctx, es.URI, "directory_test", Options{Logger: zerolog.Nop(), Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if v, err := s.Verify(context.Background()); err != nil || len(v) > 0 {
+			t.Errorf("invariants: %v %+v", err, v)
+		}
+		s.Close(context.Background())
+	})
+	return s, ctx
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -23,13 +23,19 @@ func ListPage[T any](ctx context.Context, s *Store, coll string, filter bson.M, 
 // literal matches text literally and case-insensitively: the query's
 // characters are never read as a pattern or an operator.
 func literal(text string) bson.M {
-	return bson.M{"$regex": quote(text), "$options": "i"}
+	return bson.M{"$regex": Quote(text), "$options": "i"}
 }
 
-// quote escapes text for a regular expression, MongoDB's (PCRE) and Go's
+// Element matches an array field one of whose elements is text, whole,
+// literally and case-insensitively: "ai" matches a topic "AI" but not "AI policy".
+func Element(text string) bson.M {
+	return bson.M{"$regex": "^" + Quote(text) + "$", "$options": "i"}
+}
+
+// Quote escapes text for a regular expression, MongoDB's (PCRE) and Go's
 // alike. A NUL byte, which MongoDB refuses inside a pattern, is written as
 // the escape \x00.
-func quote(text string) string {
+func Quote(text string) string {
 	return strings.ReplaceAll(regexp.QuoteMeta(text), "\x00", `\x00`)
 }
 
@@ -132,3 +138,7 @@ func checkValue(field, path string, v any, depth int, entries *int) error {
 	}
 	return nil
 }
+
+// NewestFirst is the order of every directory list (and of most others): newest first, with _id
+// breaking ties between records created in the same millisecond.
+var NewestFirst = bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}

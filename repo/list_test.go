@@ -31,12 +31,12 @@ func TestListPageAnswersAlike(t *testing.T) {
 			for _, offset := range []int{0, 1, 3, 4, 6, 7, 8, 20} {
 				name := fmt.Sprintf("filter %v limit %d offset %d", filter, limit, offset)
 				*s.Internals().SerialWrites = true
-				one, err := ListPage[Outlet](ctx, s, CollOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
+				one, err := ListPage[outlet](ctx, s, CollOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
 				if err != nil {
 					t.Fatal(err)
 				}
 				*s.Internals().SerialWrites = false
-				two, err := ListPage[Outlet](ctx, s, CollOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
+				two, err := ListPage[outlet](ctx, s, CollOutlets, bson.M(ledger.CloneM(filter)), sort, limit, offset)
 				*s.Internals().SerialWrites = true
 				if err != nil {
 					t.Fatal(err)
@@ -55,10 +55,38 @@ func TestListPageAnswersAlike(t *testing.T) {
 	}
 }
 
-func names(os []Outlet) []string {
+// outlet is what the test reads of an outlet (the directory's record, an
+// area above the core).
+type outlet struct {
+	Meta `bson:",inline"`
+	Name string `bson:"name"`
+}
+
+func names(os []outlet) []string {
 	out := []string{}
 	for _, o := range os {
 		out = append(out, o.Name)
 	}
 	return out
+}
+
+func TestCheckKeysAtAnyDepth(t *testing.T) {
+	for _, tc := range []struct {
+		obj   map[string]any
+		field string
+	}{
+		{map[string]any{"ok": 1, "$bad": 1}, "f"},
+		{map[string]any{"a": map[string]any{"b": map[string]any{"c.d": 1}}}, "f.a.b"},
+		{map[string]any{"a": []any{1, map[string]any{"": 1}}}, "f.a"},
+		{map[string]any{"a": []any{[]any{map[string]any{"$x": 1}}}}, "f.a"},
+	} {
+		err := CheckFreeForm("f", tc.obj)
+		e, ok := err.(*Error)
+		if !ok || e.Code != CodeInvalid || e.Field != tc.field {
+			t.Errorf("CheckFreeForm(%v) = %v; want invalid_argument on %s", tc.obj, err, tc.field)
+		}
+	}
+	if err := CheckFreeForm("f", map[string]any{"a": []any{map[string]any{"b": "$not a key, a value"}}, "x-y": "ok"}); err != nil {
+		t.Errorf("good keys refused: %v", err)
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"outreach/ledger"
 	"outreach/ledger/index"
+	"outreach/textfold"
 )
 
 // The lists' free-text filters (list_notes, list_contacts, list_outlets,
@@ -22,7 +23,7 @@ import (
 // (search_words.go) names the records that may hold the text, folded as
 // search folds it, so the store is not scanned:
 //   - a text of one word (letters and digits only) is decided there, for
-//     every record whose listed texts are plain (plainText: they fold as
+//     every record whose listed texts are plain (textfold.Plain: they fold as
 //     case folding alone folds them): such a record holds the text in any
 //     case exactly when its fold holds the text's fold;
 //   - any other record the index names (a phrase, signs, an accented text)
@@ -157,11 +158,11 @@ func (s *Store) TextIDs(ctx context.Context, t TextFilter) (ids []string, ok boo
 // wordIDs is textIDs from the word index alone.
 func (s *Store) wordIDs(ctx context.Context, t TextFilter) (ids []string, ok bool, err error) {
 	fields := listTexts[t.Coll]
-	recs, exact, size, ok := s.ListTextCandidates(t.Coll, FoldText(t.Text))
+	recs, exact, size, ok := s.ListTextCandidates(t.Coll, textfold.Fold(t.Text))
 	if !ok {
 		return nil, false, nil
 	}
-	decides := exact && plainText(t.Text)
+	decides := exact && textfold.Plain(t.Text)
 	match := anyField(t.Text, fields...)
 	held := !slices.ContainsFunc(fields, func(f string) bool { return !mirrorSpecs[t.Coll].Keeps(f) })
 	ids = []string{}

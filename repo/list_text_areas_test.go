@@ -16,10 +16,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
 	"outreach/repo/pipeline"
 	"outreach/repo/repotest"
+	"outreach/textfold"
 )
 
 // The lists' free-text filters of every area compared with the store's
@@ -102,10 +104,10 @@ func TestListTextWordIndexAnswersAsTheStore(t *testing.T) {
 			return page(notes.Of(s).ListNotes(ctx, notes.NoteFilter{Search: n, IncludeArchived: a}, l, o))
 		}},
 		{"list_contacts", func(n string, a bool, l, o int) (any, error) {
-			return page(s.ListContacts(ctx, repo.ContactFilter{Search: n, IncludeArchived: a}, l, o))
+			return page(directory.Of(s).ListContacts(ctx, directory.ContactFilter{Search: n, IncludeArchived: a}, l, o))
 		}},
 		{"list_outlets", func(n string, a bool, l, o int) (any, error) {
-			return page(s.ListOutlets(ctx, repo.OutletFilter{Search: n, IncludeArchived: a}, l, o))
+			return page(directory.Of(s).ListOutlets(ctx, directory.OutletFilter{Search: n, IncludeArchived: a}, l, o))
 		}},
 		{"list_campaigns", func(n string, a bool, l, o int) (any, error) {
 			return page(pipeline.Of(s).ListCampaigns(ctx, pipeline.CampaignFilter{Search: n, IncludeArchived: a}, l, o))
@@ -124,8 +126,8 @@ func TestListTextWordIndexAnswersAsTheStore(t *testing.T) {
 	compare := func(stage string) {
 		t.Helper()
 		for _, needle := range needles {
-			words := strings.FieldsFunc(repo.FoldText(needle), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-			oneWord := len(words) == 1 && words[0] == repo.FoldText(needle)
+			words := strings.FieldsFunc(textfold.Fold(needle), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+			oneWord := len(words) == 1 && words[0] == textfold.Fold(needle)
 			for _, l := range listers {
 				for _, q := range []struct {
 					archived      bool

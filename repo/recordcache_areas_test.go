@@ -13,6 +13,7 @@ import (
 
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/notes"
 	"outreach/repo/repotest"
 )
@@ -35,11 +36,11 @@ func TestRecordCacheAnswersAsTheStore(t *testing.T) {
 	}
 	ctx := repotest.Ctx()
 	first, last := "Ada", "Lovelace"
-	c, err := s.CreateContact(ctx, repo.ContactFields{FirstName: &first, LastName: &last}, nil)
+	c, err := directory.Of(s).CreateContact(ctx, directory.ContactFields{FirstName: &first, LastName: &last}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := s.CreateContact(ctx, repo.ContactFields{FirstName: &first, LastName: &last}, nil)
+	other, err := directory.Of(s).CreateContact(ctx, directory.ContactFields{FirstName: &first, LastName: &last}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestRecordCacheAnswersAsTheStore(t *testing.T) {
 	}
 	check("after a link")
 	renamed := "Byron"
-	if _, err := s.UpdateContact(ctx, c.ID, repo.ContactFields{LastName: &renamed}); err != nil {
+	if _, err := directory.Of(s).UpdateContact(ctx, c.ID, directory.ContactFields{LastName: &renamed}); err != nil {
 		t.Fatal(err)
 	}
 	check("after the linked contact's rename")
@@ -163,7 +164,7 @@ func TestRecordCacheAnswersAsTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	renamed = "Noel"
-	if _, err := s.UpdateContact(sctx, c.ID, repo.ContactFields{LastName: &renamed}); err != nil {
+	if _, err := directory.Of(s).UpdateContact(sctx, c.ID, directory.ContactFields{LastName: &renamed}); err != nil {
 		t.Fatal(err)
 	}
 	check("after changes in a session")

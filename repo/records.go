@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -337,3 +338,17 @@ func NonEmpty(ids ...string) []string {
 	}
 	return out
 }
+
+// SetText sets *dst to the trimmed *v when v is given.
+func SetText(dst *string, v *string) {
+	if v != nil {
+		*dst = strings.TrimSpace(*v)
+	}
+}
+
+// Record is what a stored record is: a type that embeds Meta, as an area
+// names it in its own helpers over the core's.
+type Record = record
+
+// MetaOf returns the bookkeeping fields of rec.
+func MetaOf(rec Record) *Meta { return rec.meta() }

@@ -15,7 +15,8 @@ import (
 // areaRuled are the collections whose rollback rule an area above the core
 // registers (RegisterRule).
 var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollSharedReports: "outreach/repo/reports", CollMailboxes: "outreach/repo/mailboxes", CollNotes: "outreach/repo/notes",
-	CollCampaigns: "outreach/repo/pipeline", CollOpportunities: "outreach/repo/pipeline", CollCoverage: "outreach/repo/pipeline", CollMedia: "outreach/repo/pipeline"}
+	CollCampaigns: "outreach/repo/pipeline", CollOpportunities: "outreach/repo/pipeline", CollCoverage: "outreach/repo/pipeline", CollMedia: "outreach/repo/pipeline",
+	CollOutlets: "outreach/repo/directory", CollContacts: "outreach/repo/directory", CollChannels: "outreach/repo/directory"}
 
 var reactions struct {
 	emailStored func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)

@@ -13,6 +13,7 @@ import (
 	"outreach/audit"
 	"outreach/embedded"
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/notes"
 )
 
@@ -52,8 +53,8 @@ func TestRollbackChecksEachLinkedRecordOnce(t *testing.T) {
 	waitIndexes(t, s)
 	a := audit.Actor{UserID: "u1", AgentID: "agent-1", KeyID: "key-1", Tool: "test", SessionID: "memo-1"}
 	work := audit.WithActor(ctx, a)
-	c, err := s.CreateContact(audit.WithActor(ctx, audit.Actor{UserID: "u1", AgentID: "agent-1", KeyID: "key-1", Tool: "test", SessionID: "memo-0"}),
-		repo.ContactFields{FirstName: repo.PtrTo("Memo"), LastName: repo.PtrTo("Contact")}, nil)
+	c, err := directory.Of(s).CreateContact(audit.WithActor(ctx, audit.Actor{UserID: "u1", AgentID: "agent-1", KeyID: "key-1", Tool: "test", SessionID: "memo-0"}),
+		directory.ContactFields{FirstName: repo.PtrTo("Memo"), LastName: repo.PtrTo("Contact")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

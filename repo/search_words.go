@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/ledger/index"
+	"outreach/textfold"
 )
 
 // Search on the embedded store: the service's word index (ledger/index,
@@ -60,33 +61,33 @@ func listedApart(k SearchKind) bool {
 // every searched field, and of its title as shown (the first field, and an
 // untitled note's first line), exactly as matchDoc reads them; the folded
 // texts of the list's fields when they differ; and whether those a list
-// reads are plain (plainText).
+// reads are plain (textfold.Plain).
 func (k SearchKind) texts(d bson.M) index.Texts {
 	var t index.Texts
 	for i, f := range k.Fields {
 		for _, v := range Values(d, f) {
-			t.All = append(t.All, FoldText(v))
+			t.All = append(t.All, textfold.Fold(v))
 			if i == 0 && k.Kind != "" {
 				t.Title = append(t.Title, t.All[len(t.All)-1])
 			}
 		}
 	}
 	if line, ok := UntitledLine(k, d); ok {
-		t.Title = append(t.Title, FoldText(line))
+		t.Title = append(t.Title, textfold.Fold(line))
 	}
 	listed := k.Fields
 	if listedApart(k) {
 		listed = listTexts[k.Coll]
 		for _, f := range listed {
 			for _, v := range Values(d, f) {
-				t.List = append(t.List, FoldText(v))
+				t.List = append(t.List, textfold.Fold(v))
 			}
 		}
 	}
 	t.Plain = true
 	for _, f := range listed {
 		for _, v := range Values(d, f) {
-			if !plainText(v) {
+			if !textfold.Plain(v) {
 				t.Plain = false
 			}
 		}

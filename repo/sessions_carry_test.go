@@ -30,7 +30,7 @@ func TestImplicitFactsCarriedOverByWrites(t *testing.T) {
 		t.Helper()
 		n++
 		who.SessionID = session
-		if _, err := s.CreateContact(audit.WithActor(context.Background(), who), ContactFields{FirstName: ptrTo("Carry"), LastName: ptrTo(fmt.Sprint(n))}, nil); err != nil {
+		if _, err := s.Fixture(audit.WithActor(context.Background(), who), CollContacts, map[string]any{"first_name": "Carry", "last_name": fmt.Sprint(n), "name": fmt.Sprint("Carry ", n)}); err != nil {
 			t.Fatal(err)
 		}
 	}

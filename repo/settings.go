@@ -165,8 +165,8 @@ func (s *Store) UpdateSettings(ctx context.Context, p SettingsPatch) (*OrgSettin
 		if p.AVERate != nil {
 			st.AVERatePerThousand = *p.AVERate
 		}
-		setText(&st.AVECurrency, p.AVECurrency)
-		setText(&st.TeamName, p.TeamName)
+		SetText(&st.AVECurrency, p.AVECurrency)
+		SetText(&st.TeamName, p.TeamName)
 		if st.Competitors == nil {
 			st.Competitors = []string{}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"outreach/repo"
+	"outreach/repo/directory"
 )
 
 // Channels is the Channels group: the channels of an outlet (website,
@@ -51,7 +52,7 @@ func Channels(s *repo.Store) []Tool {
 			if err := checkUUID("id", in.ID); err != nil {
 				return nil, err
 			}
-			return s.UpdateChannel(ctx, in.ID, repo.ChannelFields{Type: in.Type, Name: in.Name, Description: in.Description,
+			return directory.Of(s).UpdateChannel(ctx, in.ID, directory.ChannelFields{Type: in.Type, Name: in.Name, Description: in.Description,
 				URL: in.URL, Frequency: in.Frequency, Attributes: in.Attributes})
 		})
 	update.Handle = refuseOutletID(update.Handle)
@@ -61,11 +62,11 @@ func Channels(s *repo.Store) []Tool {
 				if err := checkUUID("outlet_id", in.OutletID); err != nil {
 					return nil, err
 				}
-				return s.CreateChannel(ctx, in.OutletID, repo.ChannelFields{Type: &in.Type, Name: in.Name, Description: in.Description,
+				return directory.Of(s).CreateChannel(ctx, in.OutletID, directory.ChannelFields{Type: &in.Type, Name: in.Name, Description: in.Description,
 					URL: in.URL, Frequency: in.Frequency, Attributes: in.Attributes})
 			}),
 		newTool("get_channel", "One channel with its parent outlet (trimmed; an archived outlet is shown with archived: true).", read,
-			byID(func(ctx context.Context, id string) (any, error) { return s.ChannelDetail(ctx, id) })),
+			byID(func(ctx context.Context, id string) (any, error) { return directory.Of(s).ChannelDetail(ctx, id) })),
 		newTool("list_channels", "List channels, newest first, filtered by outlet and type. Archived channels only with include_archived.", read,
 			func(ctx context.Context, in *listIn) (any, error) {
 				limit, offset, err := page(in.Limit, in.Offset, defaultLimit)
@@ -77,7 +78,7 @@ func Channels(s *repo.Store) []Tool {
 						return nil, err
 					}
 				}
-				p, err := s.ListChannels(ctx, repo.ChannelFilter{OutletID: in.OutletID, Type: in.Type, IncludeArchived: in.IncludeArchived}, limit, offset)
+				p, err := directory.Of(s).ListChannels(ctx, directory.ChannelFilter{OutletID: in.OutletID, Type: in.Type, IncludeArchived: in.IncludeArchived}, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -85,9 +86,9 @@ func Channels(s *repo.Store) []Tool {
 			}),
 		update,
 		newTool("archive_channel", "Archive a channel (soft delete; restore_channel undoes it).", change,
-			byID(func(ctx context.Context, id string) (any, error) { return s.ArchiveChannel(ctx, id) })),
+			byID(func(ctx context.Context, id string) (any, error) { return directory.Of(s).ArchiveChannel(ctx, id) })),
 		newTool("restore_channel", "Restore an archived channel, even when its outlet is archived.", change,
-			byID(func(ctx context.Context, id string) (any, error) { return s.RestoreChannel(ctx, id) })),
+			byID(func(ctx context.Context, id string) (any, error) { return directory.Of(s).RestoreChannel(ctx, id) })),
 	}
 }
 

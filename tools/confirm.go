@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/pitches"
 )
 
@@ -89,7 +90,7 @@ var confirmations = map[string]func(ctx context.Context, s *repo.Store, args map
 		if s == nil || checkUUID("id", id) != nil {
 			return "", nil
 		}
-		d, err := s.ContactDetail(ctx, strings.ToLower(id))
+		d, err := directory.Of(s).ContactDetail(ctx, strings.ToLower(id))
 		if err != nil || len(d.Outlets)+len(d.Opportunities) <= ConfirmArchiveLinksAbove {
 			return "", nil
 		}
@@ -100,7 +101,7 @@ var confirmations = map[string]func(ctx context.Context, s *repo.Store, args map
 		if s == nil || checkUUID("id", id) != nil {
 			return "", nil
 		}
-		d, err := s.OutletDetail(ctx, strings.ToLower(id))
+		d, err := directory.Of(s).OutletDetail(ctx, strings.ToLower(id))
 		if err != nil || len(d.Contacts)+len(d.Channels) <= ConfirmArchiveLinksAbove {
 			return "", nil
 		}

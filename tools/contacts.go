@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"outreach/repo"
+	"outreach/repo/directory"
 )
 
 // Contacts is the Contacts group: journalists, editors, producers and their
@@ -87,13 +88,13 @@ func Contacts(s *repo.Store) []Tool {
 				if err := checkUUIDs("outlet_ids", in.OutletIDs); err != nil {
 					return nil, err
 				}
-				return s.CreateContact(ctx, repo.ContactFields{FirstName: &in.FirstName, LastName: &in.LastName, Email: in.Email,
+				return directory.Of(s).CreateContact(ctx, directory.ContactFields{FirstName: &in.FirstName, LastName: &in.LastName, Email: in.Email,
 					Phone: in.Phone, Title: in.Title, Bio: in.Bio, IsFreelance: in.IsFreelance, SocialLinks: in.SocialLinks,
 					Preferences: in.Preferences, Beats: in.Beats, Location: in.Location, Timezone: in.Timezone,
 					DoNotContact: in.DoNotContact, DoNotContactReason: in.DoNotContactReason, OwnerID: in.OwnerID}, in.OutletIDs)
 			}),
 		newTool("get_contact", "One contact with their outlets (each affiliation joined with the outlet's name, type and tier; archived outlets marked outlet_archived: true) and the opportunities that name them.", read,
-			byID(func(ctx context.Context, id string) (any, error) { return s.ContactDetail(ctx, id) })),
+			byID(func(ctx context.Context, id string) (any, error) { return directory.Of(s).ContactDetail(ctx, id) })),
 		newTool("list_contacts", "List contacts, newest first, filtered by a search of full name and email, an outlet they are affiliated with, a beat, or freelance status. Archived contacts only with include_archived.", read,
 			func(ctx context.Context, in *listIn) (any, error) {
 				limit, offset, err := page(in.Limit, in.Offset, defaultLimit)
@@ -105,7 +106,7 @@ func Contacts(s *repo.Store) []Tool {
 						return nil, err
 					}
 				}
-				p, err := s.ListContacts(ctx, repo.ContactFilter{Search: in.Search, OutletID: in.OutletID, Beat: in.Beat,
+				p, err := directory.Of(s).ListContacts(ctx, directory.ContactFilter{Search: in.Search, OutletID: in.OutletID, Beat: in.Beat,
 					IsFreelance: in.IsFreelance, IncludeArchived: in.IncludeArchived}, limit, offset)
 				if err != nil {
 					return nil, err
@@ -117,7 +118,7 @@ func Contacts(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.UpdateContact(ctx, in.ID, repo.ContactFields{FirstName: in.FirstName, LastName: in.LastName, Email: in.Email,
+				return directory.Of(s).UpdateContact(ctx, in.ID, directory.ContactFields{FirstName: in.FirstName, LastName: in.LastName, Email: in.Email,
 					Phone: in.Phone, Title: in.Title, Bio: in.Bio, IsFreelance: in.IsFreelance, SocialLinks: in.SocialLinks,
 					Preferences: in.Preferences, Beats: in.Beats, Location: in.Location, Timezone: in.Timezone,
 					DoNotContact: in.DoNotContact, DoNotContactReason: in.DoNotContactReason, OwnerID: in.OwnerID})
@@ -130,7 +131,7 @@ func Contacts(s *repo.Store) []Tool {
 				if err := checkUUID("outlet_id", in.OutletID); err != nil {
 					return nil, err
 				}
-				a := repo.AffiliationInput{ContactID: in.ContactID, OutletID: in.OutletID, Role: in.Role, IsPrimary: in.IsPrimary}
+				a := directory.AffiliationInput{ContactID: in.ContactID, OutletID: in.OutletID, Role: in.Role, IsPrimary: in.IsPrimary}
 				for _, d := range []struct {
 					field, v string
 					dst      **time.Time
@@ -144,7 +145,7 @@ func Contacts(s *repo.Store) []Tool {
 					}
 					*d.dst = &t
 				}
-				c, aff, err := s.AddContactOutlet(ctx, a)
+				c, aff, err := directory.Of(s).AddContactOutlet(ctx, a)
 				if err != nil {
 					return nil, err
 				}
@@ -155,7 +156,7 @@ func Contacts(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				c, aff, err := s.RemoveContactOutlet(ctx, in.ID)
+				c, aff, err := directory.Of(s).RemoveContactOutlet(ctx, in.ID)
 				if err != nil {
 					return nil, err
 				}
@@ -166,9 +167,9 @@ func Contacts(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.ArchiveContact(ctx, in.ID)
+				return directory.Of(s).ArchiveContact(ctx, in.ID)
 			}),
 		newTool("restore_contact", "Restore an archived contact; a conflict if an active contact has taken their email address meanwhile.", change,
-			byID(func(ctx context.Context, id string) (any, error) { return s.RestoreContact(ctx, id) })),
+			byID(func(ctx context.Context, id string) (any, error) { return directory.Of(s).RestoreContact(ctx, id) })),
 	}
 }

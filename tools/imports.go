@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"outreach/repo"
+	"outreach/repo/directory"
 )
 
 // Imports is the Imports group: contacts and outlets in bulk, from JSON rows
@@ -20,7 +21,7 @@ func Imports(s *repo.Store) []Tool {
 		DryRun  bool             `json:"dry_run,omitempty" jsonschema:"true: report per row what would be created, updated, left unchanged or refused, and write nothing"`
 		Confirm bool             `json:"confirm,omitempty" jsonschema:"true when the user already agreed to this step: no confirmation is asked"`
 	}
-	run := func(fields []string, imp func(context.Context, []repo.ImportRow, bool, repo.Progress) (*repo.ImportResult, error)) func(context.Context, *importIn) (any, error) {
+	run := func(fields []string, imp func(context.Context, []directory.ImportRow, bool, directory.Progress) (*directory.ImportResult, error)) func(context.Context, *importIn) (any, error) {
 		return func(ctx context.Context, in *importIn) (any, error) {
 			rows, err := importRows(in.Rows, in.CSV, fields)
 			if err != nil {
@@ -31,24 +32,24 @@ func Imports(s *repo.Store) []Tool {
 	}
 	const common = " Rows match existing active records on their natural key and update only the fields they give (a field left out, null or empty is never cleared), so running the same import again changes nothing. A row is refused, with its reason, when it lacks the key, repeats a key of an earlier row, or has a bad value; the other rows go ahead. dry_run: true reports the same per-row outcome and writes nothing. A real run writes in batches, all in the caller's session, so one rollback_session undoes the import; it sends progress notifications when the call has a progress token."
 	return []Tool{
-		newTool("import_contacts", "Import contacts in bulk (up to 10000 rows), matched on email (case-insensitive). Fields: "+strings.Join(repo.ContactFieldNames, ", ")+"; email is required, first_name and last_name for a new contact. Clearing do_not_contact needs the admin scope."+common, change,
-			run(repo.ContactFieldNames, s.ImportContacts)),
-		newTool("import_outlets", "Import outlets in bulk (up to 10000 rows), matched on the website's domain (lower case, without www.). Fields: "+strings.Join(repo.OutletFieldNames, ", ")+"; website is required (a bare domain is read as https), name for a new outlet."+common, change,
-			run(repo.OutletFieldNames, s.ImportOutlets)),
+		newTool("import_contacts", "Import contacts in bulk (up to 10000 rows), matched on email (case-insensitive). Fields: "+strings.Join(directory.ContactFieldNames, ", ")+"; email is required, first_name and last_name for a new contact. Clearing do_not_contact needs the admin scope."+common, change,
+			run(directory.ContactFieldNames, directory.Of(s).ImportContacts)),
+		newTool("import_outlets", "Import outlets in bulk (up to 10000 rows), matched on the website's domain (lower case, without www.). Fields: "+strings.Join(directory.OutletFieldNames, ", ")+"; website is required (a bare domain is read as https), name for a new outlet."+common, change,
+			run(directory.OutletFieldNames, directory.Of(s).ImportOutlets)),
 	}
 }
 
 // importRows returns the rows of rows or csvText (exactly one given). A CSV
 // header naming an unknown field is refused whole; its empty cells are
 // left out of the row.
-func importRows(rows []map[string]any, csvText string, fields []string) ([]repo.ImportRow, error) {
+func importRows(rows []map[string]any, csvText string, fields []string) ([]directory.ImportRow, error) {
 	switch {
 	case rows != nil && csvText != "":
 		return nil, repo.Invalid("csv", "give rows or csv, not both")
 	case rows != nil:
-		out := make([]repo.ImportRow, len(rows))
+		out := make([]directory.ImportRow, len(rows))
 		for i, r := range rows {
-			out[i] = repo.ImportRow(r)
+			out[i] = directory.ImportRow(r)
 		}
 		return out, nil
 	case strings.TrimSpace(csvText) == "":
@@ -71,7 +72,7 @@ func importRows(rows []map[string]any, csvText string, fields []string) ([]repo.
 		}
 		header[i] = h
 	}
-	var out []repo.ImportRow
+	var out []directory.ImportRow
 	for {
 		rec, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -80,10 +81,10 @@ func importRows(rows []map[string]any, csvText string, fields []string) ([]repo.
 		if err != nil {
 			return nil, repo.Invalid("csv", "%v", err)
 		}
-		if len(out) >= repo.MaxImportRows {
-			return nil, repo.Invalid("csv", "has more than %d rows; split the file", repo.MaxImportRows)
+		if len(out) >= directory.MaxImportRows {
+			return nil, repo.Invalid("csv", "has more than %d rows; split the file", directory.MaxImportRows)
 		}
-		row := repo.ImportRow{}
+		row := directory.ImportRow{}
 		for i, v := range rec {
 			if i >= len(header) {
 				return nil, repo.Invalid("csv", "row %d has %d cells, the header %d", len(out)+1, len(rec), len(header))

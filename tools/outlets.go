@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"outreach/repo"
+	"outreach/repo/directory"
 )
 
 // Outlets is the Outlets group: media companies, publications, podcast
@@ -61,19 +62,19 @@ func Outlets(s *repo.Store) []Tool {
 	return []Tool{
 		newTool("create_outlet", "Add an outlet (publication, newspaper, podcast network, conference organizer…) to the media directory. Only name is required; type defaults to publication.", create,
 			func(ctx context.Context, in *createIn) (any, error) {
-				return s.CreateOutlet(ctx, repo.OutletFields{Name: &in.Name, Type: in.Type, Tier: in.Tier, Website: in.Website,
+				return directory.Of(s).CreateOutlet(ctx, directory.OutletFields{Name: &in.Name, Type: in.Type, Tier: in.Tier, Website: in.Website,
 					Description: in.Description, Country: in.Country, Language: in.Language, Topics: in.Topics,
 					AudienceSize: in.AudienceSize, SocialLinks: in.SocialLinks})
 			}),
 		newTool("get_outlet", "One outlet with its channels and its affiliated contacts (trimmed). Archived channels and contacts are included, marked archived: true, after the active ones.", read,
-			byID(func(ctx context.Context, id string) (any, error) { return s.OutletDetail(ctx, id) })),
+			byID(func(ctx context.Context, id string) (any, error) { return directory.Of(s).OutletDetail(ctx, id) })),
 		newTool("list_outlets", "List outlets, newest first, filtered by tier, type, topic or a search of name and website. Archived outlets only with include_archived.", read,
 			func(ctx context.Context, in *listIn) (any, error) {
 				limit, offset, err := page(in.Limit, in.Offset, defaultLimit)
 				if err != nil {
 					return nil, err
 				}
-				p, err := s.ListOutlets(ctx, repo.OutletFilter{Tier: in.Tier, Type: in.Type, Topic: in.Topic, Search: in.Search, IncludeArchived: in.IncludeArchived}, limit, offset)
+				p, err := directory.Of(s).ListOutlets(ctx, directory.OutletFilter{Tier: in.Tier, Type: in.Type, Topic: in.Topic, Search: in.Search, IncludeArchived: in.IncludeArchived}, limit, offset)
 				if err != nil {
 					return nil, err
 				}
@@ -84,7 +85,7 @@ func Outlets(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.UpdateOutlet(ctx, in.ID, repo.OutletFields{Name: in.Name, Type: in.Type, Tier: in.Tier, Website: in.Website,
+				return directory.Of(s).UpdateOutlet(ctx, in.ID, directory.OutletFields{Name: in.Name, Type: in.Type, Tier: in.Tier, Website: in.Website,
 					Description: in.Description, Country: in.Country, Language: in.Language, Topics: in.Topics,
 					AudienceSize: in.AudienceSize, SocialLinks: in.SocialLinks})
 			}),
@@ -93,9 +94,9 @@ func Outlets(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.ArchiveOutlet(ctx, in.ID)
+				return directory.Of(s).ArchiveOutlet(ctx, in.ID)
 			}),
 		newTool("restore_outlet", "Restore an archived outlet.", change,
-			byID(func(ctx context.Context, id string) (any, error) { return s.RestoreOutlet(ctx, id) })),
+			byID(func(ctx context.Context, id string) (any, error) { return directory.Of(s).RestoreOutlet(ctx, id) })),
 	}
 }

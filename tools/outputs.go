@@ -14,6 +14,7 @@ import (
 	"outreach/mailsync"
 	"outreach/repo"
 	"outreach/repo/access"
+	"outreach/repo/directory"
 	"outreach/repo/dossiers"
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
@@ -40,26 +41,26 @@ import (
 // entry gets {"type":"object"}; TestToolOutputSchemas fails for it.
 var outputs = map[string]*jsonschema.Schema{
 	// Outlets, contacts, channels
-	"create_outlet":         of[repo.Outlet](),
-	"get_outlet":            of[repo.OutletDetail](),
-	"list_outlets":          list[repo.Outlet]("outlets"),
-	"update_outlet":         of[repo.Outlet](),
-	"archive_outlet":        of[repo.Outlet](),
-	"restore_outlet":        of[repo.Outlet](),
-	"create_contact":        of[repo.Contact](),
-	"get_contact":           of[repo.ContactDetail](),
-	"list_contacts":         list[repo.Contact]("contacts"),
-	"update_contact":        of[repo.Contact](),
-	"add_contact_outlet":    object("affiliation", of[*repo.Affiliation](), "contact", of[*repo.Contact]()),
-	"remove_contact_outlet": object("removed", of[*repo.Affiliation](), "contact", of[*repo.Contact]()),
-	"archive_contact":       of[repo.Contact](),
-	"restore_contact":       of[repo.Contact](),
-	"create_channel":        of[repo.Channel](),
-	"get_channel":           of[repo.ChannelDetail](),
-	"list_channels":         list[repo.Channel]("channels"),
-	"update_channel":        of[repo.Channel](),
-	"archive_channel":       of[repo.Channel](),
-	"restore_channel":       of[repo.Channel](),
+	"create_outlet":         of[directory.Outlet](),
+	"get_outlet":            of[directory.OutletDetail](),
+	"list_outlets":          list[directory.Outlet]("outlets"),
+	"update_outlet":         of[directory.Outlet](),
+	"archive_outlet":        of[directory.Outlet](),
+	"restore_outlet":        of[directory.Outlet](),
+	"create_contact":        of[directory.Contact](),
+	"get_contact":           of[directory.ContactDetail](),
+	"list_contacts":         list[directory.Contact]("contacts"),
+	"update_contact":        of[directory.Contact](),
+	"add_contact_outlet":    object("affiliation", of[*directory.Affiliation](), "contact", of[*directory.Contact]()),
+	"remove_contact_outlet": object("removed", of[*directory.Affiliation](), "contact", of[*directory.Contact]()),
+	"archive_contact":       of[directory.Contact](),
+	"restore_contact":       of[directory.Contact](),
+	"create_channel":        of[directory.Channel](),
+	"get_channel":           of[directory.ChannelDetail](),
+	"list_channels":         list[directory.Channel]("channels"),
+	"update_channel":        of[directory.Channel](),
+	"archive_channel":       of[directory.Channel](),
+	"restore_channel":       of[directory.Channel](),
 
 	// Campaigns, opportunities, coverage
 	"create_campaign": of[pipeline.Campaign](),
@@ -96,8 +97,8 @@ var outputs = map[string]*jsonschema.Schema{
 	"revoke_shared_report": of[sharedReportView](),
 	"get_settings":         of[repo.OrgSettings](),
 	"update_settings":      of[repo.OrgSettings](),
-	"import_contacts":      of[repo.ImportResult](),
-	"import_outlets":       of[repo.ImportResult](),
+	"import_contacts":      of[directory.ImportResult](),
+	"import_outlets":       of[directory.ImportResult](),
 
 	// Notes, search, dossiers
 	"create_note":            of[noteResult](),

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/pipeline"
 )
 
@@ -41,7 +42,7 @@ var valueArgs = map[string][]string{
 	"stage":            pipeline.Stages,
 	"type":             pipeline.OpportunityTypes,
 	"coverage_type":    pipeline.CoverageTypes,
-	"outlet_type":      repo.OutletTypes,
+	"outlet_type":      directory.OutletTypes,
 	"opportunity_type": pipeline.OpportunityTypes,
 }
 

@@ -151,7 +151,7 @@ var toolPages = map[string]string{
 	"opportunities": "../docs/tools/pipeline.md",
 	"coverage":      "../docs/tools/pipeline.md",
 	"reports":       "../docs/tools/reports.md",
-	"imports":       "../docs/tools/reports.md",
+	"imports":       "../docs/tools/contacts.md",
 	"notes":         "../docs/tools/notes.md",
 	"search":        "../docs/tools/search.md",
 	"audit":         "../docs/tools/audit.md",

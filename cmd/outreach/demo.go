@@ -12,6 +12,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
 	"outreach/repo/pipeline"
@@ -139,10 +140,10 @@ var ErrDemoPresent = errors.New("the demo data is already here (rollback_session
 // seedDemo writes the demo data; step is called after every write.
 func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[string]int, error) {
 	ctx = audit.WithActor(ctx, demoActor())
-	if p, err := s.ListOutlets(ctx, repo.OutletFilter{}, 1, 0); err != nil {
+	if p, err := directory.Of(s).ListOutlets(ctx, directory.OutletFilter{}, 1, 0); err != nil {
 		return nil, err
 	} else if p.Total > 0 {
-		if q, err := s.ListOutlets(ctx, repo.OutletFilter{Search: demoOutlets[0].name}, 1, 0); err == nil && q.Total > 0 {
+		if q, err := directory.Of(s).ListOutlets(ctx, directory.OutletFilter{Search: demoOutlets[0].name}, 1, 0); err == nil && q.Total > 0 {
 			return nil, ErrDemoPresent
 		}
 	}
@@ -154,7 +155,7 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 	var outlets []placed
 	for _, o := range demoOutlets {
 		tier, audience := o.tier, o.audience
-		out, err := s.CreateOutlet(ctx, repo.OutletFields{Name: str(o.name), Type: str(o.typ), Tier: &tier, Website: str("https://" + o.domain),
+		out, err := directory.Of(s).CreateOutlet(ctx, directory.OutletFields{Name: str(o.name), Type: str(o.typ), Tier: &tier, Website: str("https://" + o.domain),
 			Description: str(o.description), Country: str(o.country), Language: str("en"), Topics: o.topics, AudienceSize: &audience})
 		if err != nil {
 			return counts, fmt.Errorf("outlet %s: %w", o.name, err)
@@ -162,7 +163,7 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 		done("outlets")
 		p := placed{outlet: out.ID}
 		for _, c := range o.channels {
-			ch, err := s.CreateChannel(ctx, out.ID, repo.ChannelFields{Type: str(c.typ), Name: str(c.name), URL: str("https://" + o.domain + c.path), Frequency: str(c.frequency)})
+			ch, err := directory.Of(s).CreateChannel(ctx, out.ID, directory.ChannelFields{Type: str(c.typ), Name: str(c.name), URL: str("https://" + o.domain + c.path), Frequency: str(c.frequency)})
 			if err != nil {
 				return counts, fmt.Errorf("channel %s: %w", c.name, err)
 			}
@@ -181,7 +182,7 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 		last := demoLast[i]
 		emails[i] = strings.ToLower(first+"."+strings.ReplaceAll(last, "-", "")) + "@" + o.domain
 		freelance := i%7 == 0
-		f := repo.ContactFields{FirstName: str(first), LastName: str(last), Email: str(emails[i]), IsFreelance: &freelance,
+		f := directory.ContactFields{FirstName: str(first), LastName: str(last), Email: str(emails[i]), IsFreelance: &freelance,
 			Title: str(demoRoles[i%len(demoRoles)]), Beats: []string{demoBeats[i%len(demoBeats)], demoBeats[(i*3+1)%len(demoBeats)]},
 			Location: str([]string{"London", "New York", "Berlin", "Toronto", "Amsterdam", "Paris", "Dublin"}[i%7]),
 			Bio:      str(fmt.Sprintf("Writes about %s for %s.", demoBeats[i%len(demoBeats)], o.name))}
@@ -192,18 +193,18 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 			yes := true
 			f.DoNotContact, f.DoNotContactReason = &yes, str("Asked not to be pitched; send announcements to the desk editor instead.")
 		}
-		c, err := s.CreateContact(ctx, f, nil)
+		c, err := directory.Of(s).CreateContact(ctx, f, nil)
 		if err != nil {
 			return counts, fmt.Errorf("contact %s %s: %w", first, last, err)
 		}
 		contacts[i] = c.ID
-		if _, _, err := s.AddContactOutlet(ctx, repo.AffiliationInput{ContactID: c.ID, OutletID: outlets[i%len(outlets)].outlet,
+		if _, _, err := directory.Of(s).AddContactOutlet(ctx, directory.AffiliationInput{ContactID: c.ID, OutletID: outlets[i%len(outlets)].outlet,
 			Role: demoRoles[i%len(demoRoles)], IsPrimary: true, StartedOn: demoDay(-400 + 7*i)}); err != nil {
 			return counts, fmt.Errorf("affiliation of %s %s: %w", first, last, err)
 		}
 		done("contacts")
 		if freelance {
-			if _, _, err := s.AddContactOutlet(ctx, repo.AffiliationInput{ContactID: c.ID, OutletID: outlets[(i+5)%len(outlets)].outlet, Role: "contributor"}); err != nil {
+			if _, _, err := directory.Of(s).AddContactOutlet(ctx, directory.AffiliationInput{ContactID: c.ID, OutletID: outlets[(i+5)%len(outlets)].outlet, Role: "contributor"}); err != nil {
 				return counts, fmt.Errorf("second affiliation of %s %s: %w", first, last, err)
 			}
 			done("affiliations")
@@ -384,7 +385,7 @@ func writeSeedSummary(w io.Writer, counts map[string]int) {
 
 // serveDemo writes the demo data when the store has no outlet yet.
 func serveDemo(ctx context.Context, s *repo.Store, progressTo io.Writer, log zerolog.Logger) error {
-	p, err := s.ListOutlets(ctx, repo.OutletFilter{IncludeArchived: true}, 1, 0)
+	p, err := directory.Of(s).ListOutlets(ctx, directory.OutletFilter{IncludeArchived: true}, 1, 0)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"outreach/embedded"
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/pipeline"
 )
 
@@ -43,7 +44,7 @@ func TestDemoPlan(t *testing.T) {
 		if sum != steps || steps != demoPlan() {
 			t.Errorf("seed --demo made %d steps (counted %d), its plan says %d", steps, sum, demoPlan())
 		}
-		p, err := s.ListContacts(ctx, repo.ContactFilter{}, 200, 0)
+		p, err := directory.Of(s).ListContacts(ctx, directory.ContactFilter{}, 200, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

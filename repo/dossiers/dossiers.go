@@ -3,17 +3,20 @@ package dossiers
 import (
 	"cmp"
 	"context"
-	"outreach/repo"
-	"outreach/repo/inbox"
-	"outreach/repo/notes"
-	"outreach/repo/pipeline"
-	"outreach/repo/pitches"
 	"slices"
 	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/repo"
+	"outreach/repo/directory"
+	"outreach/repo/inbox"
+	"outreach/repo/notes"
+	"outreach/repo/pipeline"
+	"outreach/repo/pitches"
+	"outreach/textfold"
 )
 
 // Dossiers, opportunity status and the agenda are computed at the call from
@@ -225,9 +228,9 @@ type DoNotContact struct {
 
 // ContactDossier is everything known about a contact.
 type ContactDossier struct {
-	Contact      *repo.Contact        `json:"contact"`
-	Affiliations []repo.ContactOutlet `json:"affiliations"`
-	DoNotContact DoNotContact         `json:"do_not_contact"`
+	Contact      *directory.Contact        `json:"contact"`
+	Affiliations []directory.ContactOutlet `json:"affiliations"`
+	DoNotContact DoNotContact              `json:"do_not_contact"`
 	// Owner is the team member who owns the relationship, if set.
 	Owner         *Owner `json:"owner"`
 	Opportunities struct {
@@ -253,7 +256,7 @@ type ContactDossier struct {
 // happened up to now counts (a note dated in the future does not).
 func (s *Store) ContactDossier(ctx context.Context, id string, interactions int) (*ContactDossier, error) {
 	t := repo.Now()
-	cd, err := s.ContactDetail(ctx, id)
+	cd, err := directory.Of(s.Store).ContactDetail(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +354,7 @@ func noteTitle(n *notes.Note) string {
 	if n.Title != "" {
 		return n.Title
 	}
-	return repo.FirstLine(n.Content)
+	return textfold.FirstLine(n.Content)
 }
 
 // DossierContact is a contact affiliated with an outlet, as its dossier shows it.
@@ -371,8 +374,8 @@ type DossierContact struct {
 
 // OutletDossier is everything known about an outlet.
 type OutletDossier struct {
-	Outlet   *repo.Outlet     `json:"outlet"`
-	Channels []map[string]any `json:"channels"`
+	Outlet   *directory.Outlet `json:"outlet"`
+	Channels []map[string]any  `json:"channels"`
 	// Contacts are current (the affiliation has not ended and the contact is
 	// active) or past (ended, or the contact archived).
 	Contacts struct {
@@ -394,7 +397,7 @@ type OutletDossier struct {
 // by stage, coverage counts and latest interactions.
 func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) (*OutletDossier, error) {
 	t := repo.Now()
-	o, err := s.Outlet(ctx, id)
+	o, err := directory.Of(s.Store).Outlet(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +406,7 @@ func (s *Store) OutletDossier(ctx context.Context, id string, interactions int) 
 		bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}, []string{"name", "type", "url", "frequency", "archived_at"}); err != nil {
 		return nil, err
 	}
-	var contacts []repo.Contact
+	var contacts []directory.Contact
 	if err := s.FindAll(ctx, repo.CollContacts, bson.M{"affiliations.outlet_id": id}, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}), &contacts); err != nil {
 		return nil, err
 	}

@@ -4,16 +4,18 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"outreach/repo"
-	"outreach/repo/inbox"
-	"outreach/repo/notes"
-	"outreach/repo/pipeline"
-	"outreach/repo/pitches"
 	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"outreach/repo"
+	"outreach/repo/inbox"
+	"outreach/repo/notes"
+	"outreach/repo/pipeline"
+	"outreach/repo/pitches"
+	"outreach/textfold"
 )
 
 // InteractionQuery selects the interaction log of a contact, an outlet or an
@@ -307,7 +309,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 	}
 	for i := range all {
 		if all[i].Type == "note" || all[i].Type == "email" {
-			all[i].Summary = repo.FirstLine(all[i].Summary)
+			all[i].Summary = textfold.FirstLine(all[i].Summary)
 		}
 	}
 	if all == nil {
@@ -320,7 +322,7 @@ func (s *Store) interactionsMerged(ctx context.Context, sc interactionScope, lim
 func firstLineExpr(field string) bson.M {
 	line := bson.M{"$trim": bson.M{"input": bson.M{"$arrayElemAt": bson.A{
 		bson.M{"$split": bson.A{bson.M{"$trim": bson.M{"input": bson.M{"$ifNull": bson.A{field, ""}}}}, "\n"}}, 0}}}}
-	return bson.M{"$substrCP": bson.A{line, 0, repo.SummaryLen}}
+	return bson.M{"$substrCP": bson.A{line, 0, textfold.SummaryLen}}
 }
 
 func orNA(field string) bson.M {

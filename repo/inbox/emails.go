@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"outreach/repo"
-	"outreach/repo/pipeline"
 	"regexp"
 	"slices"
 	"strings"
@@ -22,6 +20,9 @@ import (
 
 	"outreach/audit"
 	"outreach/ledger"
+	"outreach/repo"
+	"outreach/repo/directory"
+	"outreach/repo/pipeline"
 )
 
 // EmailThread is a conversation synced from the shared inbox (or imported).
@@ -504,7 +505,7 @@ func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int,
 // ContactEmails returns the messages that involve a contact (From, To or
 // Cc), newest first, since a date when given.
 func (s *Store) ContactEmails(ctx context.Context, contactID string, since *time.Time, limit int) (int, []EmailHit, error) {
-	if _, err := repo.Find[*repo.Contact](ctx, s.Store, repo.CollContacts, contactID); err != nil {
+	if _, err := repo.Find[*directory.Contact](ctx, s.Store, repo.CollContacts, contactID); err != nil {
 		return 0, nil, err
 	}
 	filter := bson.M{"archived_at": nil, "messages.contact_ids": contactID}

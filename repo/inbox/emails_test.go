@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/inbox"
 	"outreach/repo/repotest"
 )
@@ -17,7 +18,7 @@ func TestIngestEmailThreading(t *testing.T) {
 	s, ctx := repotest.OpenVerified(t, "directory_test") // its cleanup runs Verify
 	in := inbox.Of(s)
 	first, last, email := "Jane", "Doe", "Jane@Planet.example"
-	c, err := s.CreateContact(ctx, repo.ContactFields{FirstName: &first, LastName: &last, Email: &email}, nil)
+	c, err := directory.Of(s).CreateContact(ctx, directory.ContactFields{FirstName: &first, LastName: &last, Email: &email}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

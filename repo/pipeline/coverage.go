@@ -13,6 +13,7 @@ import (
 	"outreach/audit"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/directory"
 )
 
 // Coverage is a published result: an article, interview, award, segment.
@@ -345,7 +346,7 @@ func coverageRule(ctx context.Context, v *repo.RuleView, id string, state bson.M
 			return err
 		}
 	}
-	if err := v.ChannelOf(ctx, "coverage "+id, c.ChannelID, c.OutletID); err != nil {
+	if err := directory.ChannelOf(ctx, v, "coverage "+id, c.ChannelID, c.OutletID); err != nil {
 		return err
 	}
 	campaign := ""

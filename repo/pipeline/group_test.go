@@ -6,39 +6,21 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
-	"outreach/embedded"
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/pipeline"
-	_ "outreach/repo/repotest" // links every area, as Open requires
+	"outreach/repo/repotest"
 )
-
-func openEmbedded(t *testing.T) *repo.Store {
-	t.Helper()
-	ctx := context.Background()
-	es, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(es.Close)
-	s, err := repo.Open(ctx, es.URI, "group_test", repo.Options{WriteMode: repo.ModeOrdered, Exclusive: true, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close(context.Background()) })
-	return s
-}
 
 // TestStageChangeWithNoteSurvivesCrashes stops the ordered group protocol
 // after each of its steps (a group that changes the opportunity and creates
 // its note), runs recovery, and checks that the stage change and the note
 // landed together or not at all, and that the invariants hold.
 func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
-	s := openEmbedded(t)
+	s := repotest.OpenEmbedded(t)
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s", Tool: "test"})
 	if err := pipeline.Of(s).Seed(ctx); err != nil {
 		t.Fatal(err)
@@ -122,7 +104,7 @@ func TestStageChangeWithNoteSurvivesCrashes(t *testing.T) {
 // TestGroupRefusesCreatingRedactedRecords: a plan cannot carry a create of
 // a collection with redacted fields, whose values it could not restore.
 func TestGroupRefusesCreatingRedactedRecords(t *testing.T) {
-	s := openEmbedded(t)
+	s := repotest.OpenEmbedded(t)
 	ctx := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "s"})
 	if err := pipeline.Of(s).Seed(ctx); err != nil {
 		t.Fatal(err)

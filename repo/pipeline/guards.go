@@ -3,12 +3,14 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"outreach/repo"
 	"slices"
 	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"outreach/repo"
+	"outreach/repo/directory"
 )
 
 // The pipeline's guards: what a PR team relies on the server to stop.
@@ -57,7 +59,7 @@ func opportunityGuards(ctx context.Context, v *repo.RuleView, id string, was, o 
 		if err != nil || st == nil {
 			return nil, err
 		}
-		c, err := repo.DecodeState[repo.Contact](cid, st)
+		c, err := repo.DecodeState[directory.Contact](cid, st)
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +72,7 @@ func opportunityGuards(ctx context.Context, v *repo.RuleView, id string, was, o 
 			}
 			return &repo.GuardError{Rule: "do_not_contact", Field: field, Message: fmt.Sprintf(
 				"contact %s is marked do-not-contact (reason on record: %q) and %s; remove the contact from the opportunity (remove_opportunity_contact) or, if they agreed to be contacted again, an admin clears do_not_contact with update_contact",
-				repo.ContactLabel(c), c.DoNotContactReason, what)}, nil
+				directory.ContactLabel(c), c.DoNotContactReason, what)}, nil
 		}
 	}
 	// Restoring an archived pitched opportunity is not a new pitch.
@@ -118,8 +120,8 @@ func DoublePitch(ctx context.Context, v *repo.RuleView, id string, o *Opportunit
 		}
 		who := cid
 		if st, err := v.Record(ctx, repo.CollContacts, cid); err == nil && st != nil {
-			if c, err := repo.DecodeState[repo.Contact](cid, st); err == nil {
-				who = repo.ContactLabel(c)
+			if c, err := repo.DecodeState[directory.Contact](cid, st); err == nil {
+				who = directory.ContactLabel(c)
 			}
 		}
 		owner, err := ownerLabel(ctx, v, best)

@@ -15,6 +15,7 @@ import (
 	"outreach/audit"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/directory"
 )
 
 // Stages of an opportunity, in pipeline order; won and lost are terminal.
@@ -135,7 +136,7 @@ func (s *Store) place(ctx context.Context, curOutlet, curChannel string, outlet,
 		newOutlet = ch.OutletID
 	}
 	if newOutlet != ch.OutletID {
-		return "", "", repo.Invalid("channel_id", "%s", repo.ChannelOutletError(newChannel, ch.OutletID, newOutlet))
+		return "", "", repo.Invalid("channel_id", "%s", directory.ChannelOutletError(newChannel, ch.OutletID, newOutlet))
 	}
 	return newOutlet, newChannel, nil
 }
@@ -646,7 +647,7 @@ func opportunityRule(ctx context.Context, v *repo.RuleView, id string, state bso
 			return err
 		}
 	}
-	if err := v.ChannelOf(ctx, "opportunity "+id, o.ChannelID, o.OutletID); err != nil {
+	if err := directory.ChannelOf(ctx, v, "opportunity "+id, o.ChannelID, o.OutletID); err != nil {
 		return err
 	}
 	if err := v.Linked(ctx, repo.CollUsers, "owner_id", o.OwnerID); err != nil {

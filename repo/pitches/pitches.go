@@ -15,6 +15,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/pipeline"
 )
 
@@ -197,15 +198,15 @@ func (s *Store) pitchRecipients(ctx context.Context, o *pipeline.Opportunity, id
 	}
 	out := make([]PitchRecipient, 0, len(ids))
 	for _, id := range ids {
-		c, err := repo.Find[*repo.Contact](ctx, s.Store, repo.CollContacts, id)
+		c, err := repo.Find[*directory.Contact](ctx, s.Store, repo.CollContacts, id)
 		if err != nil {
 			return nil, err
 		}
 		if !slices.Contains(o.ContactIDs, id) {
-			return nil, repo.Invalid("contact_ids", "contact %s is not on opportunity %s; add it with add_opportunity_contact first", repo.ContactLabel(c), o.ID)
+			return nil, repo.Invalid("contact_ids", "contact %s is not on opportunity %s; add it with add_opportunity_contact first", directory.ContactLabel(c), o.ID)
 		}
 		if strings.TrimSpace(c.Email) == "" {
-			return nil, repo.Invalid("contact_ids", "contact %s has no email address; set it with update_contact", repo.ContactLabel(c))
+			return nil, repo.Invalid("contact_ids", "contact %s has no email address; set it with update_contact", directory.ContactLabel(c))
 		}
 		out = append(out, PitchRecipient{ContactID: id, Email: strings.TrimSpace(c.Email), FirstName: c.FirstName, LastName: c.LastName, State: RecipientPending})
 	}
@@ -517,12 +518,12 @@ func (s *Store) PitchSchedule(ctx context.Context, id, text string) (*time.Time,
 	}
 	zone := ""
 	for _, r := range p.Recipients {
-		c, err := repo.Find[*repo.Contact](ctx, s.Store, repo.CollContacts, r.ContactID)
+		c, err := repo.Find[*directory.Contact](ctx, s.Store, repo.CollContacts, r.ContactID)
 		if err != nil {
 			return nil, "", err
 		}
 		if c.Timezone == "" || (zone != "" && c.Timezone != zone) {
-			return nil, "", repo.Invalid("scheduled_at", "%q has no zone offset, and the recipients have no one time zone (contact %s: %q); give the offset, e.g. %s+01:00", text, repo.ContactLabel(c), c.Timezone, text)
+			return nil, "", repo.Invalid("scheduled_at", "%q has no zone offset, and the recipients have no one time zone (contact %s: %q); give the offset, e.g. %s+01:00", text, directory.ContactLabel(c), c.Timezone, text)
 		}
 		zone = c.Timezone
 	}

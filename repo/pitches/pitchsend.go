@@ -17,6 +17,7 @@ import (
 	"outreach/audit"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/inbox"
 	"outreach/repo/pipeline"
 )
@@ -377,18 +378,18 @@ func (s *Store) FinishPitch(ctx context.Context, id, owner, reason string) (*Pit
 // override_reason lets it go) and the daily and per-domain caps. It returns
 // the guard's name and its reason, or "" when the recipient may be sent.
 func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) (guard, reason string, err error) {
-	c, err := repo.Find[*repo.Contact](ctx, s.Store, repo.CollContacts, r.ContactID)
+	c, err := repo.Find[*directory.Contact](ctx, s.Store, repo.CollContacts, r.ContactID)
 	if err != nil {
 		return "contact", "the contact no longer exists", nil
 	}
 	if c.Archived() {
-		return "contact", fmt.Sprintf("contact %s is archived", repo.ContactLabel(c)), nil
+		return "contact", fmt.Sprintf("contact %s is archived", directory.ContactLabel(c)), nil
 	}
 	if !strings.EqualFold(strings.TrimSpace(c.Email), r.Email) {
-		return "contact", fmt.Sprintf("contact %s's address changed since approval (now %q); draft the pitch again", repo.ContactLabel(c), c.Email), nil
+		return "contact", fmt.Sprintf("contact %s's address changed since approval (now %q); draft the pitch again", directory.ContactLabel(c), c.Email), nil
 	}
 	if c.DoNotContact {
-		return "do_not_contact", fmt.Sprintf("contact %s is marked do-not-contact (reason on record: %q)", repo.ContactLabel(c), c.DoNotContactReason), nil
+		return "do_not_contact", fmt.Sprintf("contact %s is marked do-not-contact (reason on record: %q)", directory.ContactLabel(c), c.DoNotContactReason), nil
 	}
 	if sup, err := s.Suppressed(ctx, r.Email); err != nil {
 		return "", "", err
@@ -416,7 +417,7 @@ func (s *Store) RecipientGuard(ctx context.Context, p *Pitch, r PitchRecipient) 
 			return "", "", err
 		} else if other != "" {
 			return "double_pitch", fmt.Sprintf("contact %s was sent pitch %s on %s, within the %s double-pitch window; an approver may pass override_reason to approve_pitch to send anyway",
-				repo.ContactLabel(c), other, at.Format(time.RFC3339), pipeline.WindowText(s.PitchWindow())), nil
+				directory.ContactLabel(c), other, at.Format(time.RFC3339), pipeline.WindowText(s.PitchWindow())), nil
 		}
 	}
 	total, domain, err := s.sentSince(ctx, repo.Now().Add(-24*time.Hour), domainOf(r.Email))

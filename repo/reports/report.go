@@ -14,6 +14,7 @@ import (
 
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/pipeline"
 	"outreach/repo/pitches"
 )
@@ -185,7 +186,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 	case len(q.OutletIDs) > 0:
 		ids := pipeline.UniqueIDs(q.OutletIDs)
 		for _, id := range ids {
-			if _, err := repo.Find[*repo.Outlet](ctx, s.Store, repo.CollOutlets, id); err != nil {
+			if _, err := repo.Find[*directory.Outlet](ctx, s.Store, repo.CollOutlets, id); err != nil {
 				return nil, repo.WithField(err, "outlet_ids")
 			}
 		}
@@ -226,11 +227,11 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 			outletIDs = append(outletIDs, c.OutletID)
 		}
 	}
-	var outlets []repo.Outlet
+	var outlets []directory.Outlet
 	if err := s.lookup(ctx, repo.CollOutlets, outletIDs, bson.M{"tier": 1, "audience_size": 1, "name": 1}, &outlets); err != nil {
 		return nil, err
 	}
-	byOutlet := map[string]*repo.Outlet{}
+	byOutlet := map[string]*directory.Outlet{}
 	for i := range outlets {
 		byOutlet[outlets[i].ID] = &outlets[i]
 	}
@@ -332,7 +333,7 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 
 // clips fills the clip list (newest first) and the top outlets by total
 // impressions from the items the figures were counted from.
-func (s *Store) clips(ctx context.Context, r *CoverageReport, items []pipeline.Coverage, byOutlet map[string]*repo.Outlet) error {
+func (s *Store) clips(ctx context.Context, r *CoverageReport, items []pipeline.Coverage, byOutlet map[string]*directory.Outlet) error {
 	contactIDs := []string{}
 	seen := map[string]bool{}
 	for _, c := range items {
@@ -345,7 +346,7 @@ func (s *Store) clips(ctx context.Context, r *CoverageReport, items []pipeline.C
 	}
 	names := map[string]string{}
 	if len(contactIDs) > 0 {
-		var contacts []repo.Contact
+		var contacts []directory.Contact
 		if err := s.lookup(ctx, repo.CollContacts, contactIDs, bson.M{"name": 1}, &contacts); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/directory"
 	"outreach/repo/pipeline"
 )
 
@@ -110,7 +111,7 @@ func (s *Store) scopeName(ctx context.Context, q ReportQuery) (string, error) {
 		}
 		return "Campaign: " + c.Name, nil
 	case len(q.OutletIDs) > 0:
-		var outlets []repo.Outlet
+		var outlets []directory.Outlet
 		if err := s.FindProjected(ctx, repo.CollOutlets, pipeline.ByIDs(pipeline.UniqueIDs(q.OutletIDs)), bson.M{"name": 1}, &outlets); err != nil {
 			return "", err
 		}

@@ -21,6 +21,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	_ "outreach/repo/access"
+	_ "outreach/repo/directory"
 	_ "outreach/repo/dossiers"
 	_ "outreach/repo/inbox"
 	_ "outreach/repo/mailboxes"

@@ -6,13 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"outreach/repo"
 	"slices"
 	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"outreach/repo"
+	"outreach/textfold"
 )
 
 // SearchTypes are the kinds of record search looks through, in the order
@@ -68,7 +70,7 @@ const MaxSearchQuery = 200
 // query of one word it decides the hits and their order itself, and only
 // the page shown is read.
 func (s *Store) Search(ctx context.Context, q SearchQuery) (*SearchResult, error) {
-	if s.Capabilities().TextSearch && repo.WordsOnly(q.Query) {
+	if s.Capabilities().TextSearch && textfold.WordsOnly(q.Query) {
 		return s.search(ctx, q, pathText, repo.Now())
 	}
 	return s.searchWords(ctx, q)
@@ -98,7 +100,7 @@ const (
 var errWordsRaced = errors.New("a record changed while search read it")
 
 func (s *Store) search(ctx context.Context, q SearchQuery, path searchPath, t time.Time) (*SearchResult, error) {
-	needle := repo.FoldText(q.Query)
+	needle := textfold.Fold(q.Query)
 	if strings.TrimSpace(needle) == "" {
 		return nil, repo.Invalid("query", "must hold at least one letter, digit or sign")
 	}
@@ -134,7 +136,7 @@ func (s *Store) search(ctx context.Context, q SearchQuery, path searchPath, t ti
 		if path == pathText {
 			filter["$text"] = bson.M{"$search": q.Query}
 		} else {
-			pattern := bson.M{"$regex": repo.FoldPattern(needle)}
+			pattern := bson.M{"$regex": textfold.Pattern(needle)}
 			or := bson.A{}
 			for _, f := range k.Fields {
 				or = append(or, bson.M{f: pattern})
@@ -223,7 +225,7 @@ func matchDoc(k repo.SearchKind, d bson.M, needle string, t time.Time) (SearchHi
 	var titleSnippet string
 	for i, f := range k.Fields {
 		for _, v := range repo.Values(d, f) {
-			at, end, whole := repo.Locate(v, needle)
+			at, end, whole := textfold.Locate(v, needle)
 			if at < 0 {
 				continue
 			}
@@ -234,9 +236,9 @@ func matchDoc(k repo.SearchKind, d bson.M, needle string, t time.Time) (SearchHi
 			switch {
 			case i == 0 && titleSnippet == "":
 				h.InTitle = true
-				titleSnippet = repo.Snippet(v, at, end)
+				titleSnippet = textfold.Snippet(v, at, end)
 			case i > 0 && h.Snippet == "":
-				h.Snippet = repo.Snippet(v, at, end)
+				h.Snippet = textfold.Snippet(v, at, end)
 			}
 		}
 	}
@@ -248,7 +250,7 @@ func matchDoc(k repo.SearchKind, d bson.M, needle string, t time.Time) (SearchHi
 	}
 	h.Title = hitTitle(k, d)
 	if line, ok := repo.UntitledLine(k, d); ok && !h.InTitle {
-		if at, _, _ := repo.Locate(line, needle); at >= 0 {
+		if at, _, _ := textfold.Locate(line, needle); at >= 0 {
 			h.InTitle = true
 		}
 	}
@@ -266,7 +268,7 @@ func hitTitle(k repo.SearchKind, d bson.M) string {
 		if t := str("title"); t != "" {
 			return t
 		}
-		if line := repo.FirstLine(str("content")); line != "" {
+		if line := textfold.FirstLine(str("content")); line != "" {
 			return line
 		}
 		return "(untitled note)"

@@ -17,6 +17,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/repotest"
 	"outreach/repo/search"
+	"outreach/textfold"
 )
 
 // searchVocabulary mixes case, accents (precomposed and written apart),
@@ -119,7 +120,7 @@ func TestSearchWordIndexAnswersAsTheStore(t *testing.T) {
 				if got.Total != want.Total || !sameHits(got.Hits, want.Hits) {
 					t.Errorf("%s: %+v:\nword index %d %+v\nstore      %d %+v", stage, q, got.Total, got.Hits, want.Total, want.Hits)
 				}
-				if wordsOf := strings.FieldsFunc(repo.FoldText(needle), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }); len(wordsOf) == 1 && wordsOf[0] == repo.FoldText(needle) && sent > 0 {
+				if wordsOf := strings.FieldsFunc(textfold.Fold(needle), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }); len(wordsOf) == 1 && wordsOf[0] == textfold.Fold(needle) && sent > 0 {
 					t.Errorf("%s: %q asked the store for a pattern %d times", stage, needle, sent)
 				}
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"outreach/repo"
 	"reflect"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/ledger/index"
+	"outreach/repo"
 )
 
 // wordHits are k's hits as the word index finds them: exact, decided by

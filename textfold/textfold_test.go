@@ -1,10 +1,11 @@
-package repo
+package textfold
 
 import (
 	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -90,7 +91,7 @@ func TestFoldPatternFindsWhatLocateFinds(t *testing.T) {
 		if strings.TrimSpace(needle) == "" {
 			continue
 		}
-		re, err := regexp.Compile(FoldPattern(needle))
+		re, err := regexp.Compile(Pattern(needle))
 		if err != nil {
 			t.Fatalf("pattern of %q: %v", q, err)
 		}
@@ -98,7 +99,7 @@ func TestFoldPatternFindsWhatLocateFinds(t *testing.T) {
 		if at >= 0 {
 			checked++
 			if !re.MatchString(text) {
-				t.Fatalf("query %q is in %q (fold %q), but the pattern %q misses it", q, text, fold(text).text, FoldPattern(needle))
+				t.Fatalf("query %q is in %q (fold %q), but the pattern %q misses it", q, text, fold(text).text, Pattern(needle))
 			}
 		}
 	}
@@ -118,12 +119,36 @@ func TestWordsOnly(t *testing.T) {
 	}
 }
 
-// foldText folds as fold does (the word index holds what foldText gives,
+// Fold folds as fold does (the word index holds what Fold gives,
 // the match reads what fold gives).
 func TestFoldTextIsFold(t *testing.T) {
 	for _, s := range []string{"", "Café", "Cafe\u0301", "ZOË", "Йошкар", "\xff\xfeA", "한국어", "C++ a.b", "İstanbul ß ǅ"} {
-		if got, want := FoldText(s), fold(s).text; got != want {
-			t.Errorf("FoldText(%q) = %q, fold %q", s, got, want)
+		if got, want := Fold(s), fold(s).text; got != want {
+			t.Errorf("Fold(%q) = %q, fold %q", s, got, want)
+		}
+	}
+}
+
+// Every character folds as the others of its case class do, so a text
+// holding a query in any case holds the query's fold (the word index's
+// candidates are never fewer than a case-insensitive match finds), and a
+// plain character folds into its own class.
+func TestFoldIsOneForEveryCaseClass(t *testing.T) {
+	for r := rune(0); r <= 0x10FFFF; r++ {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue
+		}
+		if f := unicode.SimpleFold(r); f != r && foldRune(f) != foldRune(r) {
+			t.Errorf("%U %q folds to %q, %U %q of its case class to %q", r, r, foldRune(r), f, f, foldRune(f))
+		}
+	}
+	for _, c := range []struct {
+		text  string
+		plain bool
+	}{{"Launch PLAN", true}, {"ſpring", true}, {"\u212Aelvin", true}, {"ΣΟΦΟΣ σοφος", true}, {"мир Мир", true}, {"Йошкар", false},
+		{"Café", false}, {"Cafe\u0301", false}, {"über", false}, {"ǅ", true}} {
+		if got := Plain(c.text); got != c.plain {
+			t.Errorf("Plain(%q) = %v, want %v", c.text, got, c.plain)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package repo
+package directory
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"outreach/audit"
 	"outreach/ledger"
+	"outreach/repo"
 )
 
 // Bulk import of contacts and outlets. Each row is matched on its natural
@@ -207,7 +208,7 @@ func unknownField(row ImportRow, allowed []string) string {
 // importPlan is an import's result and the mutations a real run writes.
 type importPlan struct {
 	res  ImportResult
-	muts []mutation
+	muts []repo.Mutation
 	// rowOf maps the index of a mutation to the index of its row result.
 	rowOf []int
 }
@@ -217,7 +218,7 @@ func (p *importPlan) refuse(res ImportRowResult, field, reason string) {
 	p.res.Rows = append(p.res.Rows, res)
 }
 
-func (p *importPlan) add(res ImportRowResult, m *mutation) {
+func (p *importPlan) add(res ImportRowResult, m *repo.Mutation) {
 	if m != nil {
 		p.muts = append(p.muts, *m)
 		p.rowOf = append(p.rowOf, len(p.res.Rows))
@@ -227,7 +228,7 @@ func (p *importPlan) add(res ImportRowResult, m *mutation) {
 
 // addUpdate plans the update of rec, read as raw: updated, or unchanged
 // when no field differs.
-func (p *importPlan) addUpdate(res ImportRowResult, coll string, raw bson.M, rec record) error {
+func (p *importPlan) addUpdate(res ImportRowResult, coll string, raw bson.M, rec repo.Record) error {
 	m, changed, err := updateMutation(coll, raw, rec)
 	if err != nil {
 		return err
@@ -243,15 +244,15 @@ func (p *importPlan) addUpdate(res ImportRowResult, coll string, raw bson.M, rec
 // addCreate plans the creation of rec; its id is shown on a real run only.
 func addCreate[P interface {
 	*T
-	record
+	repo.Record
 }, T any](p *importPlan, res ImportRowResult, coll string, rec P, dryRun bool) error {
-	m, err := Creation(coll, rec)
+	m, err := repo.Creation(coll, rec)
 	if err != nil {
 		return err
 	}
 	res.Status = ImportCreated
 	if !dryRun {
-		res.ID = rec.meta().ID
+		res.ID = repo.MetaOf(rec).ID
 	}
 	p.add(res, &m)
 	return nil
@@ -259,7 +260,7 @@ func addCreate[P interface {
 
 // updateMutation is the mutation that stores rec changed from raw, or nil
 // when nothing changed; it also returns the names of the changed fields.
-func updateMutation(coll string, raw bson.M, rec record) (*mutation, []string, error) {
+func updateMutation(coll string, raw bson.M, rec repo.Record) (*repo.Mutation, []string, error) {
 	before := ledger.Strip(raw)
 	after, err := ledger.ToM(rec)
 	if err != nil {
@@ -283,10 +284,10 @@ func updateMutation(coll string, raw bson.M, rec record) (*mutation, []string, e
 		}
 	}
 	slices.Sort(changed)
-	m := rec.meta()
-	m.UpdatedAt = Now()
+	m := repo.MetaOf(rec)
+	m.UpdatedAt = repo.Now()
 	after["updated_at"] = m.UpdatedAt
-	return &mutation{Coll: coll, ID: m.ID, Action: audit.ActionUpdate, Before: before, After: after, Version: m.Version}, changed, nil
+	return &repo.Mutation{Coll: coll, ID: m.ID, Action: audit.ActionUpdate, Before: before, After: after, Version: m.Version}, changed, nil
 }
 
 // userIDs returns the ids of the active team members.
@@ -294,7 +295,7 @@ func (s *Store) userIDs(ctx context.Context) ([]string, error) {
 	var users []struct {
 		ID string `bson:"_id"`
 	}
-	if err := s.FindProjected(ctx, CollUsers, bson.M{"archived_at": nil}, bson.M{"_id": 1}, &users); err != nil {
+	if err := s.FindProjected(ctx, repo.CollUsers, bson.M{"archived_at": nil}, bson.M{"_id": 1}, &users); err != nil {
 		return nil, err
 	}
 	out := make([]string, len(users))
@@ -307,17 +308,17 @@ func (s *Store) userIDs(ctx context.Context) ([]string, error) {
 // ImportContacts imports contact rows, matched on email.
 func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun bool, progress Progress) (*ImportResult, error) {
 	if len(rows) > MaxImportRows {
-		return nil, Invalid("rows", "has %d rows; at most %d are imported in one call: split the file", len(rows), MaxImportRows)
+		return nil, repo.Invalid("rows", "has %d rows; at most %d are imported in one call: split the file", len(rows), MaxImportRows)
 	}
 	// One read of the active contacts with an address, matched in Go: a
 	// long $in is a scan per value on the embedded store.
 	var existing []bson.M
-	if err := s.findAll(ctx, CollContacts, bson.M{"archived_at": nil, "email_lower": bson.M{"$exists": true}}, nil, &existing); err != nil {
+	if err := s.FindAll(ctx, repo.CollContacts, bson.M{"archived_at": nil, "email_lower": bson.M{"$exists": true}}, nil, &existing); err != nil {
 		return nil, err
 	}
 	byEmail := map[string]bson.M{}
 	for _, d := range existing {
-		if e := Str(d, "email_lower"); e != "" {
+		if e := repo.Str(d, "email_lower"); e != "" {
 			byEmail[e] = d
 		}
 	}
@@ -348,7 +349,7 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 		}
 		email, err := checkEmail(*f.Email)
 		if err != nil {
-			p.refuse(res, "email", AsError(err).Message)
+			p.refuse(res, "email", repo.AsError(err).Message)
 			continue
 		}
 		key := strings.ToLower(email)
@@ -376,24 +377,24 @@ func (s *Store) ImportContacts(ctx context.Context, rows []ImportRow, dryRun boo
 				f.Email = nil
 			}
 			if err := f.apply(c, false); err != nil {
-				p.refuse(res, AsError(err).Field, AsError(err).Message)
+				p.refuse(res, repo.AsError(err).Field, repo.AsError(err).Message)
 				continue
 			}
 			if g := contactFlagGuard(ctx, &was, c); g != nil {
 				p.refuse(res, g.Field, g.Message)
 				continue
 			}
-			if err := p.addUpdate(res, CollContacts, raw, c); err != nil {
+			if err := p.addUpdate(res, repo.CollContacts, raw, c); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		c := &Contact{}
 		if err := f.apply(c, true); err != nil {
-			p.refuse(res, AsError(err).Field, AsError(err).Message)
+			p.refuse(res, repo.AsError(err).Field, repo.AsError(err).Message)
 			continue
 		}
-		if err := addCreate(p, res, CollContacts, c, dryRun); err != nil {
+		if err := addCreate(p, res, repo.CollContacts, c, dryRun); err != nil {
 			return nil, err
 		}
 	}
@@ -421,16 +422,16 @@ func websiteDomain(website string) string {
 // ImportOutlets imports outlet rows, matched on the website's domain.
 func (s *Store) ImportOutlets(ctx context.Context, rows []ImportRow, dryRun bool, progress Progress) (*ImportResult, error) {
 	if len(rows) > MaxImportRows {
-		return nil, Invalid("rows", "has %d rows; at most %d are imported in one call: split the file", len(rows), MaxImportRows)
+		return nil, repo.Invalid("rows", "has %d rows; at most %d are imported in one call: split the file", len(rows), MaxImportRows)
 	}
 	var existing []bson.M
-	if err := s.findAll(ctx, CollOutlets, bson.M{"archived_at": nil, "website": bson.M{"$exists": true, "$ne": ""}}, nil, &existing); err != nil {
+	if err := s.FindAll(ctx, repo.CollOutlets, bson.M{"archived_at": nil, "website": bson.M{"$exists": true, "$ne": ""}}, nil, &existing); err != nil {
 		return nil, err
 	}
 	byDomain := map[string]bson.M{}
 	for _, d := range existing {
-		dom := websiteDomain(Str(d, "website"))
-		if prev, ok := byDomain[dom]; dom != "" && (!ok || Str(d, "_id") < Str(prev, "_id")) {
+		dom := websiteDomain(repo.Str(d, "website"))
+		if prev, ok := byDomain[dom]; dom != "" && (!ok || repo.Str(d, "_id") < repo.Str(prev, "_id")) {
 			byDomain[dom] = d // several outlets on one domain: the same one every time
 		}
 	}
@@ -485,20 +486,20 @@ func (s *Store) ImportOutlets(ctx context.Context, rows []ImportRow, dryRun bool
 				f.Website = nil // the same site: keep the stored URL as it is
 			}
 			if err := f.apply(o, false); err != nil {
-				p.refuse(res, AsError(err).Field, AsError(err).Message)
+				p.refuse(res, repo.AsError(err).Field, repo.AsError(err).Message)
 				continue
 			}
-			if err := p.addUpdate(res, CollOutlets, raw, o); err != nil {
+			if err := p.addUpdate(res, repo.CollOutlets, raw, o); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		o := &Outlet{}
 		if err := f.apply(o, true); err != nil {
-			p.refuse(res, AsError(err).Field, AsError(err).Message)
+			p.refuse(res, repo.AsError(err).Field, repo.AsError(err).Message)
 			continue
 		}
-		if err := addCreate(p, res, CollOutlets, o, dryRun); err != nil {
+		if err := addCreate(p, res, repo.CollOutlets, o, dryRun); err != nil {
 			return nil, err
 		}
 	}
@@ -530,12 +531,12 @@ func (s *Store) runImport(ctx context.Context, p *importPlan, progress Progress)
 	}
 	for start := 0; start < len(p.muts); start += ImportBatch {
 		end := min(start+ImportBatch, len(p.muts))
-		if _, err := s.write(ctx, p.muts[start:end]...); err != nil {
+		if _, err := s.Write(ctx, p.muts[start:end]...); err != nil {
 			if start == 0 {
 				return nil, err
 			}
-			e := AsError(err)
-			return nil, &Error{Code: e.Code, Retryable: e.Retryable, Message: fmt.Sprintf(
+			e := repo.AsError(err)
+			return nil, &repo.Error{Code: e.Code, Retryable: e.Retryable, Message: fmt.Sprintf(
 				"the import stopped after %d of %d records (rows up to %d are written, in this session: rollback_session undoes them, or run the same import again to finish it): %s",
 				start, len(p.muts), p.res.Rows[p.rowOf[start-1]].Row, e.Message)}
 		}

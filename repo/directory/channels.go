@@ -1,4 +1,4 @@
-package repo
+package directory
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
+	"outreach/repo"
 )
 
 // ChannelTypes are the allowed channel types.
@@ -20,7 +21,7 @@ var ChannelFrequencies = []string{"daily", "weekly", "monthly", "quarterly", "an
 // Channel is one channel of an outlet: its website, a newsletter, a podcast.
 // It belongs to one outlet for good.
 type Channel struct {
-	Meta        `bson:",inline"`
+	repo.Meta   `bson:",inline"`
 	OutletID    string         `bson:"outlet_id" json:"outlet_id"`
 	Type        string         `bson:"type" json:"type"`
 	Name        string         `bson:"name,omitempty" json:"name,omitempty"`
@@ -50,12 +51,12 @@ func (f ChannelFields) apply(c *Channel, creating bool) error {
 			if f.Type != nil {
 				got = *f.Type
 			}
-			return Invalid("type", "%q is not allowed; use one of: %s", got, strings.Join(ChannelTypes, ", "))
+			return repo.Invalid("type", "%q is not allowed; use one of: %s", got, strings.Join(ChannelTypes, ", "))
 		}
 		c.Type = *f.Type
 	}
 	if f.Frequency != nil && *f.Frequency != "" && !slices.Contains(ChannelFrequencies, *f.Frequency) {
-		return Invalid("frequency", "%q is not allowed; use one of: %s (or \"\" to clear it)", *f.Frequency, strings.Join(ChannelFrequencies, ", "))
+		return repo.Invalid("frequency", "%q is not allowed; use one of: %s (or \"\" to clear it)", *f.Frequency, strings.Join(ChannelFrequencies, ", "))
 	}
 	if f.URL != nil {
 		if u := strings.TrimSpace(*f.URL); u != "" {
@@ -64,10 +65,10 @@ func (f ChannelFields) apply(c *Channel, creating bool) error {
 			}
 		}
 	}
-	setText(&c.Name, f.Name)
-	setText(&c.Description, f.Description)
-	setText(&c.URL, f.URL)
-	setText(&c.Frequency, f.Frequency)
+	repo.SetText(&c.Name, f.Name)
+	repo.SetText(&c.Description, f.Description)
+	repo.SetText(&c.URL, f.URL)
+	repo.SetText(&c.Frequency, f.Frequency)
 	if f.Attributes != nil {
 		attrs, err := freeForm("attributes", f.Attributes)
 		if err != nil {
@@ -84,10 +85,10 @@ func (s *Store) CreateChannel(ctx context.Context, outletID string, f ChannelFie
 	if err := f.apply(c, true); err != nil {
 		return nil, err
 	}
-	if err := s.MustExist(ctx, CollOutlets, "outlet_id", outletID); err != nil {
+	if err := s.MustExist(ctx, repo.CollOutlets, "outlet_id", outletID); err != nil {
 		return nil, err
 	}
-	if err := Insert(ctx, s, CollChannels, c); err != nil {
+	if err := repo.Insert(ctx, s.Store, repo.CollChannels, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -95,17 +96,17 @@ func (s *Store) CreateChannel(ctx context.Context, outletID string, f ChannelFie
 
 // Channel returns one channel, archived or not.
 func (s *Store) Channel(ctx context.Context, id string) (*Channel, error) {
-	return Find[*Channel](ctx, s, CollChannels, id)
+	return repo.Find[*Channel](ctx, s.Store, repo.CollChannels, id)
 }
 
 // UpdateChannel changes the given fields of an active channel; its outlet
 // never changes.
 func (s *Store) UpdateChannel(ctx context.Context, id string, f ChannelFields) (*Channel, error) {
 	if f.empty() {
-		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
+		return nil, repo.Errorf(repo.CodeInvalid, "nothing to change: give at least one field besides id")
 	}
-	return Modify(ctx, s, CollChannels, id, audit.ActionUpdate, func(c *Channel) error {
-		if err := refuseArchived(CollChannels, &c.Meta); err != nil {
+	return repo.Modify(ctx, s.Store, repo.CollChannels, id, audit.ActionUpdate, func(c *Channel) error {
+		if err := refuseArchived(repo.CollChannels, &c.Meta); err != nil {
 			return err
 		}
 		return f.apply(c, false)
@@ -114,13 +115,13 @@ func (s *Store) UpdateChannel(ctx context.Context, id string, f ChannelFields) (
 
 // ArchiveChannel archives a channel.
 func (s *Store) ArchiveChannel(ctx context.Context, id string) (*Channel, error) {
-	return Archive[*Channel](ctx, s, CollChannels, id, nil)
+	return repo.Archive[*Channel](ctx, s.Store, repo.CollChannels, id, nil)
 }
 
 // RestoreChannel restores an archived channel, whether or not its outlet is
 // archived (archiving an outlet never touched its channels either).
 func (s *Store) RestoreChannel(ctx context.Context, id string) (*Channel, error) {
-	return Restore[*Channel](ctx, s, CollChannels, id)
+	return repo.Restore[*Channel](ctx, s.Store, repo.CollChannels, id)
 }
 
 // ChannelFilter selects channels; zero fields do not filter.
@@ -131,21 +132,21 @@ type ChannelFilter struct {
 }
 
 // ListChannels lists channels, newest first.
-func (s *Store) ListChannels(ctx context.Context, f ChannelFilter, limit, offset int) (Page[Channel], error) {
+func (s *Store) ListChannels(ctx context.Context, f ChannelFilter, limit, offset int) (repo.Page[Channel], error) {
 	filter := bson.M{}
 	if f.OutletID != "" {
 		if _, err := s.Outlet(ctx, f.OutletID); err != nil {
-			return Page[Channel]{}, WithField(err, "outlet_id")
+			return repo.Page[Channel]{}, repo.WithField(err, "outlet_id")
 		}
 		filter["outlet_id"] = f.OutletID
 	}
 	if f.Type != "" {
 		if !slices.Contains(ChannelTypes, f.Type) {
-			return Page[Channel]{}, Invalid("type", "%q is not allowed; use one of: %s", f.Type, strings.Join(ChannelTypes, ", "))
+			return repo.Page[Channel]{}, repo.Invalid("type", "%q is not allowed; use one of: %s", f.Type, strings.Join(ChannelTypes, ", "))
 		}
 		filter["type"] = f.Type
 	}
-	return ListPage[Channel](ctx, s, CollChannels, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return repo.ListPage[Channel](ctx, s.Store, repo.CollChannels, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 }
 
 // ChannelDetail is a channel with its parent outlet (archived or not).
@@ -176,37 +177,38 @@ func ChannelOutletError(channelID, channelOutlet, outlet string) string {
 	return fmt.Sprintf("channel %s belongs to outlet %s, not to outlet %s; give a channel of outlet %s, or clear channel_id with \"\"", channelID, channelOutlet, outlet, outlet)
 }
 
-func channelRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
-	outlet := Str(state, "outlet_id")
+func channelRule(ctx context.Context, v *repo.RuleView, id string, state bson.M) error {
+	outlet := repo.Str(state, "outlet_id")
 	if outlet == "" {
-		return Violated("channel_outlet", "channel %s would belong to no outlet, and every channel belongs to one outlet for good; leave this change as it is", id)
+		return repo.Violated("channel_outlet", "channel %s would belong to no outlet, and every channel belongs to one outlet for good; leave this change as it is", id)
 	}
-	stored, err := v.Stored(ctx, CollChannels, id)
+	stored, err := v.Stored(ctx, repo.CollChannels, id)
 	if err != nil {
 		return err
 	}
-	if was := Str(stored, "outlet_id"); was != "" && was != outlet {
-		return Violated("channel_outlet", "channel %s would move from outlet %s to outlet %s, and a channel belongs to one outlet for good; create a channel of outlet %s instead", id, was, outlet, outlet)
+	if was := repo.Str(stored, "outlet_id"); was != "" && was != outlet {
+		return repo.Violated("channel_outlet", "channel %s would move from outlet %s to outlet %s, and a channel belongs to one outlet for good; create a channel of outlet %s instead", id, was, outlet, outlet)
 	}
-	return v.Linked(ctx, CollOutlets, "outlet_id", outlet)
+	return v.Linked(ctx, repo.CollOutlets, "outlet_id", outlet)
 }
 
-// ChannelOf checks that channel (if any) exists and belongs to outlet.
-func (v *RuleView) ChannelOf(ctx context.Context, what, channel, outlet string) error {
+// ChannelOf checks, as v shows the records, that channel (if any) exists
+// and belongs to outlet.
+func ChannelOf(ctx context.Context, v *repo.RuleView, what, channel, outlet string) error {
 	if channel == "" {
 		return nil
 	}
-	ch, err := v.Record(ctx, CollChannels, channel)
+	ch, err := v.Record(ctx, repo.CollChannels, channel)
 	if err != nil {
 		return err
 	}
 	if ch == nil {
-		return v.Linked(ctx, CollChannels, "channel_id", channel)
+		return v.Linked(ctx, repo.CollChannels, "channel_id", channel)
 	}
-	if co := Str(ch, "outlet_id"); co != outlet {
-		return Violated("channel_of_outlet", "%s would have %s; change its outlet_id or channel_id with its update tool first, then retry", what, ChannelOutletError(channel, co, outlet))
+	if co := repo.Str(ch, "outlet_id"); co != outlet {
+		return repo.Violated("channel_of_outlet", "%s would have %s; change its outlet_id or channel_id with its update tool first, then retry", what, ChannelOutletError(channel, co, outlet))
 	}
 	return nil
 }
 
-func init() { RegisterRule(CollChannels, channelRule) }
+func init() { repo.RegisterRule(repo.CollChannels, channelRule) }

@@ -1,4 +1,4 @@
-package repo
+package directory
 
 import (
 	"context"
@@ -15,11 +15,12 @@ import (
 
 	"outreach/audit"
 	"outreach/ledger"
+	"outreach/repo"
 )
 
 // Contact is a journalist, editor or producer.
 type Contact struct {
-	Meta      `bson:",inline"`
+	repo.Meta `bson:",inline"`
 	FirstName string `bson:"first_name" json:"first_name"`
 	LastName  string `bson:"last_name" json:"last_name"`
 	// Name is "first last", kept in step with them so a search for a full
@@ -86,7 +87,7 @@ func (f ContactFields) apply(c *Contact, creating bool) error {
 	}{{"first_name", f.FirstName, &c.FirstName}, {"last_name", f.LastName, &c.LastName}} {
 		if n.v != nil || creating {
 			if n.v == nil || strings.TrimSpace(*n.v) == "" {
-				return Invalid(n.field, "must not be empty")
+				return repo.Invalid(n.field, "must not be empty")
 			}
 			*n.dst = strings.TrimSpace(*n.v)
 		}
@@ -99,9 +100,9 @@ func (f ContactFields) apply(c *Contact, creating bool) error {
 		}
 		c.Email, c.EmailLower = email, strings.ToLower(email)
 	}
-	setText(&c.Phone, f.Phone)
-	setText(&c.Title, f.Title)
-	setText(&c.Bio, f.Bio)
+	repo.SetText(&c.Phone, f.Phone)
+	repo.SetText(&c.Title, f.Title)
+	repo.SetText(&c.Bio, f.Bio)
 	if f.IsFreelance != nil {
 		c.IsFreelance = *f.IsFreelance
 	}
@@ -132,17 +133,17 @@ func (f ContactFields) apply(c *Contact, creating bool) error {
 	if c.Affiliations == nil {
 		c.Affiliations = []Affiliation{}
 	}
-	setText(&c.Location, f.Location)
+	repo.SetText(&c.Location, f.Location)
 	if f.Timezone != nil {
 		tz := strings.TrimSpace(*f.Timezone)
 		if tz != "" {
 			if _, err := time.LoadLocation(tz); err != nil || tz == "Local" {
-				return Invalid("timezone", "%q is not an IANA time zone; use a name such as Europe/London or America/New_York", tz)
+				return repo.Invalid("timezone", "%q is not an IANA time zone; use a name such as Europe/London or America/New_York", tz)
 			}
 		}
 		c.Timezone = tz
 	}
-	setText(&c.OwnerID, f.OwnerID)
+	repo.SetText(&c.OwnerID, f.OwnerID)
 	// do_not_contact needs a reason when it is on; turning it off clears the
 	// reason (the change log keeps it).
 	if f.DoNotContact != nil {
@@ -150,14 +151,14 @@ func (f ContactFields) apply(c *Contact, creating bool) error {
 	}
 	if f.DoNotContactReason != nil {
 		if !c.DoNotContact {
-			return Invalid("do_not_contact_reason", "is only kept while do_not_contact is true; set do_not_contact: true with it")
+			return repo.Invalid("do_not_contact_reason", "is only kept while do_not_contact is true; set do_not_contact: true with it")
 		}
 		c.DoNotContactReason = strings.TrimSpace(*f.DoNotContactReason)
 	}
 	if !c.DoNotContact {
 		c.DoNotContactReason = ""
 	} else if c.DoNotContactReason == "" {
-		return Invalid("do_not_contact_reason", "is required when do_not_contact is true: say why, e.g. \"asked not to be pitched\"")
+		return repo.Invalid("do_not_contact_reason", "is required when do_not_contact is true: say why, e.g. \"asked not to be pitched\"")
 	}
 	return nil
 }
@@ -170,7 +171,7 @@ func checkEmail(s string) (string, error) {
 	}
 	a, err := mail.ParseAddress(s)
 	if err != nil || a.Address != s || a.Name != "" {
-		return "", Invalid("email", "%q is not an email address; give a bare address such as jane@example.com", s)
+		return "", repo.Invalid("email", "%q is not an email address; give a bare address such as jane@example.com", s)
 	}
 	return s, nil
 }
@@ -180,12 +181,12 @@ func (s *Store) checkEmailFree(ctx context.Context, emailLower, self string) err
 	if emailLower == "" {
 		return nil
 	}
-	other, err := s.View().emailHolder(ctx, emailLower, self)
+	other, err := emailHolder(ctx, s.View(), emailLower, self)
 	if err != nil {
 		return err
 	}
 	if other != nil {
-		return &Error{Code: CodeConflict, Field: "email", Message: fmt.Sprintf("email: contact %s (%s) already has the address %s; update that contact instead, or archive it first", other.ID, other.Name, other.Email)}
+		return &repo.Error{Code: repo.CodeConflict, Field: "email", Message: fmt.Sprintf("email: contact %s (%s) already has the address %s; update that contact instead, or archive it first", other.ID, other.Name, other.Email)}
 	}
 	return nil
 }
@@ -197,15 +198,15 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 	if err := f.apply(c, true); err != nil {
 		return nil, err
 	}
-	if err := s.MustExist(ctx, CollUsers, "owner_id", NonEmpty(c.OwnerID)...); err != nil {
+	if err := s.MustExist(ctx, repo.CollUsers, "owner_id", repo.NonEmpty(c.OwnerID)...); err != nil {
 		return nil, err
 	}
 	for i, id := range outletIDs {
 		if slices.Contains(outletIDs[:i], id) {
-			return nil, Invalid("outlet_ids", "outlet %s is listed twice", id)
+			return nil, repo.Invalid("outlet_ids", "outlet %s is listed twice", id)
 		}
 	}
-	if err := s.MustExist(ctx, CollOutlets, "outlet_ids", outletIDs...); err != nil {
+	if err := s.MustExist(ctx, repo.CollOutlets, "outlet_ids", outletIDs...); err != nil {
 		return nil, err
 	}
 	if err := s.checkEmailFree(ctx, c.EmailLower, ""); err != nil {
@@ -214,7 +215,7 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 	for i, id := range outletIDs {
 		c.Affiliations = append(c.Affiliations, Affiliation{ID: uuid.NewString(), OutletID: id, IsPrimary: i == 0})
 	}
-	if err := Insert(ctx, s, CollContacts, c); err != nil {
+	if err := repo.Insert(ctx, s.Store, repo.CollContacts, c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -222,16 +223,16 @@ func (s *Store) CreateContact(ctx context.Context, f ContactFields, outletIDs []
 
 // Contact returns one contact, archived or not.
 func (s *Store) Contact(ctx context.Context, id string) (*Contact, error) {
-	return Find[*Contact](ctx, s, CollContacts, id)
+	return repo.Find[*Contact](ctx, s.Store, repo.CollContacts, id)
 }
 
 // UpdateContact changes the given fields of an active contact.
 func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (*Contact, error) {
 	if f.empty() {
-		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
+		return nil, repo.Errorf(repo.CodeInvalid, "nothing to change: give at least one field besides id")
 	}
 	if f.OwnerID != nil {
-		if err := s.MustExist(ctx, CollUsers, "owner_id", NonEmpty(strings.TrimSpace(*f.OwnerID))...); err != nil {
+		if err := s.MustExist(ctx, repo.CollUsers, "owner_id", repo.NonEmpty(strings.TrimSpace(*f.OwnerID))...); err != nil {
 			return nil, err
 		}
 	}
@@ -244,8 +245,8 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 			return nil, err
 		}
 	}
-	return Modify(ctx, s, CollContacts, id, audit.ActionUpdate, func(c *Contact) error {
-		if err := refuseArchived(CollContacts, &c.Meta); err != nil {
+	return repo.Modify(ctx, s.Store, repo.CollContacts, id, audit.ActionUpdate, func(c *Contact) error {
+		if err := refuseArchived(repo.CollContacts, &c.Meta); err != nil {
 			return err
 		}
 		was := *c
@@ -253,7 +254,7 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 			return err
 		}
 		if g := contactFlagGuard(ctx, &was, c); g != nil {
-			return &Error{Code: CodePermissionDenied, Field: g.Field, Message: g.Message}
+			return &repo.Error{Code: repo.CodePermissionDenied, Field: g.Field, Message: g.Message}
 		}
 		return nil
 	})
@@ -261,7 +262,7 @@ func (s *Store) UpdateContact(ctx context.Context, id string, f ContactFields) (
 
 // ArchiveContact archives a contact; its address becomes free for another.
 func (s *Store) ArchiveContact(ctx context.Context, id string) (*Contact, error) {
-	return Archive[*Contact](ctx, s, CollContacts, id, nil)
+	return repo.Archive[*Contact](ctx, s.Store, repo.CollContacts, id, nil)
 }
 
 // RestoreContact restores an archived contact, unless an active contact
@@ -276,7 +277,7 @@ func (s *Store) RestoreContact(ctx context.Context, id string) (*Contact, error)
 			return nil, err
 		}
 	}
-	return Restore[*Contact](ctx, s, CollContacts, id)
+	return repo.Restore[*Contact](ctx, s.Store, repo.CollContacts, id)
 }
 
 // AffiliationInput is what add_contact_outlet takes.
@@ -291,20 +292,20 @@ type AffiliationInput struct {
 // affiliation makes the others not primary.
 func (s *Store) AddContactOutlet(ctx context.Context, in AffiliationInput) (*Contact, *Affiliation, error) {
 	if in.StartedOn != nil && in.EndedOn != nil && in.EndedOn.Before(*in.StartedOn) {
-		return nil, nil, Invalid("ended_on", "is before started_on")
+		return nil, nil, repo.Invalid("ended_on", "is before started_on")
 	}
-	if err := s.MustExist(ctx, CollOutlets, "outlet_id", in.OutletID); err != nil {
+	if err := s.MustExist(ctx, repo.CollOutlets, "outlet_id", in.OutletID); err != nil {
 		return nil, nil, err
 	}
 	a := Affiliation{ID: uuid.NewString(), OutletID: in.OutletID, Role: strings.TrimSpace(in.Role),
 		IsPrimary: in.IsPrimary, StartedOn: in.StartedOn, EndedOn: in.EndedOn}
-	c, err := Modify(ctx, s, CollContacts, in.ContactID, audit.ActionLink, func(c *Contact) error {
-		if err := refuseArchived(CollContacts, &c.Meta); err != nil {
+	c, err := repo.Modify(ctx, s.Store, repo.CollContacts, in.ContactID, audit.ActionLink, func(c *Contact) error {
+		if err := refuseArchived(repo.CollContacts, &c.Meta); err != nil {
 			return err
 		}
 		for _, x := range c.Affiliations {
 			if x.OutletID == in.OutletID {
-				return &Error{Code: CodeConflict, Field: "outlet_id", Message: fmt.Sprintf("outlet_id: contact %s is already affiliated with outlet %s (affiliation %s); remove that affiliation first to change its role or primary flag", c.ID, in.OutletID, x.ID)}
+				return &repo.Error{Code: repo.CodeConflict, Field: "outlet_id", Message: fmt.Sprintf("outlet_id: contact %s is already affiliated with outlet %s (affiliation %s); remove that affiliation first to change its role or primary flag", c.ID, in.OutletID, x.ID)}
 			}
 		}
 		affs := make([]Affiliation, 0, len(c.Affiliations)+1)
@@ -328,17 +329,17 @@ func (s *Store) AddContactOutlet(ctx context.Context, in AffiliationInput) (*Con
 // brings it back with its id.
 func (s *Store) RemoveContactOutlet(ctx context.Context, affiliationID string) (*Contact, *Affiliation, error) {
 	var owner Contact
-	if err := s.findOne(ctx, CollContacts, bson.M{"affiliations.id": affiliationID}).Decode(&owner); err != nil {
+	if err := s.FindOne(ctx, repo.CollContacts, bson.M{"affiliations.id": affiliationID}).Decode(&owner); err != nil {
 		return nil, nil, ledger.DriverErr(err, "affiliation", affiliationID)
 	}
 	var removed Affiliation
-	c, err := Modify(ctx, s, CollContacts, owner.ID, audit.ActionUnlink, func(c *Contact) error {
-		if err := refuseArchived(CollContacts, &c.Meta); err != nil {
+	c, err := repo.Modify(ctx, s.Store, repo.CollContacts, owner.ID, audit.ActionUnlink, func(c *Contact) error {
+		if err := refuseArchived(repo.CollContacts, &c.Meta); err != nil {
 			return err
 		}
 		i := slices.IndexFunc(c.Affiliations, func(a Affiliation) bool { return a.ID == affiliationID })
 		if i < 0 {
-			return NotFound("affiliation", affiliationID)
+			return repo.NotFound("affiliation", affiliationID)
 		}
 		removed = c.Affiliations[i]
 		c.Affiliations = slices.Delete(slices.Clone(c.Affiliations), i, i+1)
@@ -361,24 +362,24 @@ type ContactFilter struct {
 
 // ListContacts lists contacts, newest first. outlet_id matches any
 // affiliation with the outlet, ended ones included.
-func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset int) (Page[Contact], error) {
+func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset int) (repo.Page[Contact], error) {
 	filter := bson.M{}
 	if f.OutletID != "" {
 		if _, err := s.Outlet(ctx, f.OutletID); err != nil {
-			return Page[Contact]{}, WithField(err, "outlet_id")
+			return repo.Page[Contact]{}, repo.WithField(err, "outlet_id")
 		}
 		filter["affiliations.outlet_id"] = f.OutletID
 	}
 	if b := strings.TrimSpace(f.Beat); b != "" {
-		filter["beats"] = element(b)
+		filter["beats"] = repo.Element(b)
 	}
 	if f.IsFreelance != nil {
 		filter["is_freelance"] = *f.IsFreelance
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return TextListPage[Contact](ctx, s, TextFilter{Coll: CollContacts, Text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return repo.TextListPage[Contact](ctx, s.Store, repo.TextFilter{Coll: repo.CollContacts, Text: q}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 	}
-	return ListPage[Contact](ctx, s, CollContacts, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return repo.ListPage[Contact](ctx, s.Store, repo.CollContacts, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 }
 
 // ContactOutlet is an affiliation joined with its outlet, as get_contact shows it.
@@ -426,7 +427,7 @@ func (s *Store) ContactDetail(ctx context.Context, id string) (*ContactDetail, e
 		ids = append(ids, a.OutletID)
 	}
 	var outlets []Outlet
-	if err := s.findAll(ctx, CollOutlets, bson.M{"_id": bson.M{"$in": ids}}, nil, &outlets); err != nil {
+	if err := s.FindAll(ctx, repo.CollOutlets, bson.M{"_id": bson.M{"$in": ids}}, nil, &outlets); err != nil {
 		return nil, err
 	}
 	byID := map[string]*Outlet{}
@@ -442,8 +443,8 @@ func (s *Store) ContactDetail(ctx context.Context, id string) (*ContactDetail, e
 	}
 	// Opportunities are another group's records: read only the fields shown.
 	var opps []bson.M
-	err = s.findAll(ctx, CollOpportunities, bson.M{"contact_ids": id},
-		options.Find().SetSort(NewestFirst).SetProjection(bson.M{"title": 1, "stage": 1, "archived_at": 1}), &opps)
+	err = s.FindAll(ctx, repo.CollOpportunities, bson.M{"contact_ids": id},
+		options.Find().SetSort(repo.NewestFirst).SetProjection(bson.M{"title": 1, "stage": 1, "archived_at": 1}), &opps)
 	if err != nil {
 		return nil, err
 	}
@@ -455,49 +456,41 @@ func (s *Store) ContactDetail(ctx context.Context, id string) (*ContactDetail, e
 	return d, nil
 }
 
-// WithField names field on a not_found error about an id given in it.
-func WithField(err error, field string) error {
-	if e, ok := err.(*Error); ok && e.Code == CodeNotFound && e.Field == "" {
-		return &Error{Code: e.Code, Field: field, Message: field + ": " + e.Message}
-	}
-	return err
-}
-
 // emailHolder returns the active contact other than self whose address is
 // emailLower (lower-cased), as v shows the contacts, or nil.
-func (v *RuleView) emailHolder(ctx context.Context, emailLower, self string) (*Contact, error) {
+func emailHolder(ctx context.Context, v *repo.RuleView, emailLower, self string) (*Contact, error) {
 	if emailLower == "" {
 		return nil, nil
 	}
-	holders, err := v.Matching(ctx, CollContacts, bson.M{"email_lower": emailLower}, func(st bson.M) bool {
-		return Str(st, "_id") != self && st["archived_at"] == nil && Str(st, "email_lower") == emailLower
+	holders, err := v.Matching(ctx, repo.CollContacts, bson.M{"email_lower": emailLower}, func(st bson.M) bool {
+		return repo.Str(st, "_id") != self && st["archived_at"] == nil && repo.Str(st, "email_lower") == emailLower
 	})
 	if err != nil || len(holders) == 0 {
 		return nil, err
 	}
-	return DecodeState[Contact](Str(holders[0], "_id"), holders[0])
+	return repo.DecodeState[Contact](repo.Str(holders[0], "_id"), holders[0])
 }
 
-func contactRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
-	c, err := DecodeState[Contact](id, state)
+func contactRule(ctx context.Context, v *repo.RuleView, id string, state bson.M) error {
+	c, err := repo.DecodeState[Contact](id, state)
 	if err != nil {
 		return err
 	}
 	if !c.Archived() {
-		other, err := v.emailHolder(ctx, c.EmailLower, id)
+		other, err := emailHolder(ctx, v, c.EmailLower, id)
 		if err != nil {
 			return err
 		}
 		if other != nil {
-			return Violated("contact_email_unique", "contact %s would be active with the address %s, which active contact %s (%s) has, and an address belongs to one active contact: change the address of one of them (update_contact) or archive the other first, then retry", id, c.Email, other.ID, other.Name)
+			return repo.Violated("contact_email_unique", "contact %s would be active with the address %s, which active contact %s (%s) has, and an address belongs to one active contact: change the address of one of them (update_contact) or archive the other first, then retry", id, c.Email, other.ID, other.Name)
 		}
 	}
-	stored, err := v.Stored(ctx, CollContacts, id)
+	stored, err := v.Stored(ctx, repo.CollContacts, id)
 	if err != nil {
 		return err
 	}
 	if stored != nil {
-		was, err := DecodeState[Contact](id, stored)
+		was, err := repo.DecodeState[Contact](id, stored)
 		if err != nil {
 			return err
 		}
@@ -505,40 +498,40 @@ func contactRule(ctx context.Context, v *RuleView, id string, state bson.M) erro
 			return g.AsViolation()
 		}
 	}
-	if err := v.Linked(ctx, CollUsers, "owner_id", c.OwnerID); err != nil {
+	if err := v.Linked(ctx, repo.CollUsers, "owner_id", c.OwnerID); err != nil {
 		return err
 	}
 	primary := ""
 	for i, a := range c.Affiliations {
 		if slices.ContainsFunc(c.Affiliations[:i], func(x Affiliation) bool { return x.OutletID == a.OutletID }) {
-			return Violated("affiliation_once", "contact %s would be affiliated twice with outlet %s; remove one of the two affiliations first (remove_contact_outlet), then retry", id, a.OutletID)
+			return repo.Violated("affiliation_once", "contact %s would be affiliated twice with outlet %s; remove one of the two affiliations first (remove_contact_outlet), then retry", id, a.OutletID)
 		}
 		if a.IsPrimary {
 			if primary != "" {
-				return Violated("one_primary_affiliation", "contact %s would have two primary affiliations (%s and %s); remove one of them (remove_contact_outlet) or add it again without is_primary first, then retry", id, primary, a.ID)
+				return repo.Violated("one_primary_affiliation", "contact %s would have two primary affiliations (%s and %s); remove one of them (remove_contact_outlet) or add it again without is_primary first, then retry", id, primary, a.ID)
 			}
 			primary = a.ID
 		}
-		if err := v.Linked(ctx, CollOutlets, fmt.Sprintf("affiliation %s", a.ID), a.OutletID); err != nil {
+		if err := v.Linked(ctx, repo.CollOutlets, fmt.Sprintf("affiliation %s", a.ID), a.OutletID); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func init() { RegisterRule(CollContacts, contactRule) }
+func init() { repo.RegisterRule(repo.CollContacts, contactRule) }
 
 // contactFlagGuard checks that do_not_contact is cleared only by a key with
 // the admin scope (the actor in ctx).
-func contactFlagGuard(ctx context.Context, was, c *Contact) *GuardError {
+func contactFlagGuard(ctx context.Context, was, c *Contact) *repo.GuardError {
 	if was == nil || !was.DoNotContact || c.DoNotContact {
 		return nil
 	}
 	a, _ := audit.ActorFrom(ctx)
-	if slices.Contains(a.Scopes, ScopeAdmin) || a.UserID == SystemActor("").UserID {
+	if slices.Contains(a.Scopes, repo.ScopeAdmin) || a.UserID == repo.SystemActor("").UserID {
 		return nil
 	}
-	return &GuardError{Rule: "do_not_contact_admin", Field: "do_not_contact", Message: fmt.Sprintf(
+	return &repo.GuardError{Rule: "do_not_contact_admin", Field: "do_not_contact", Message: fmt.Sprintf(
 		"contact %s is marked do-not-contact (reason on record: %q); only a key with the admin scope can clear the flag",
 		ContactLabel(was), was.DoNotContactReason)}
 }

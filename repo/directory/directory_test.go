@@ -1,4 +1,4 @@
-package repo
+package directory_test
 
 import (
 	"context"
@@ -10,65 +10,51 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/audit"
-	"outreach/embedded"
 	"outreach/ledger"
+	"outreach/repo"
+	"outreach/repo/directory"
+	"outreach/repo/repotest"
 )
 
 // These tests reach below the tools for what a client cannot arrange:
 // records created in the same millisecond, and opportunities (written by
 // another group) that name a contact.
 
-func openTestStore(t *testing.T) (*Store, context.Context) {
+func openTestStore(t *testing.T) (*directory.Store, context.Context) {
 	t.Helper()
-	ctx := audit.WithActor(context.Background(), SystemActor("directory-test"))
-	es, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(es.Close)
-	s, err := Open(ctx, es.URI, "directory_test", Options{Logger: zerolog.Nop(), Exclusive: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if v, err := s.Verify(context.Background()); err != nil || len(v) > 0 {
-			t.Errorf("invariants: %v %+v", err, v)
-		}
-		s.Close(context.Background())
-	})
-	return s, ctx
+	s, ctx := repotest.OpenVerified(t, "directory_test")
+	return directory.Of(s), ctx
 }
 
 // createAt writes rec as created at t, through the write path.
-func createAt(t *testing.T, ctx context.Context, s *Store, coll string, m *Meta, rec any, at time.Time) {
+func createAt(t *testing.T, ctx context.Context, s *directory.Store, coll string, m *repo.Meta, rec any, at time.Time) {
 	t.Helper()
 	m.ID, m.CreatedAt, m.UpdatedAt = uuid.NewString(), at, at
 	after, err := ledger.ToM(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.write(ctx, mutation{Coll: coll, ID: m.ID, Action: audit.ActionCreate, After: after}); err != nil {
+	if _, err := s.Write(ctx, repo.Mutation{Coll: coll, ID: m.ID, Action: audit.ActionCreate, After: after}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestDirectoryPagingWithIdenticalTimestamps(t *testing.T) {
 	s, ctx := openTestStore(t)
-	at := Now()
+	at := repo.Now()
 	outletID := ""
 	for i := range 7 {
-		o := &Outlet{Name: fmt.Sprintf("Outlet %d", i), Type: "publication", Topics: []string{"AI"}}
-		createAt(t, ctx, s, CollOutlets, &o.Meta, o, at)
+		o := &directory.Outlet{Name: fmt.Sprintf("Outlet %d", i), Type: "publication", Topics: []string{"AI"}}
+		createAt(t, ctx, s, repo.CollOutlets, &o.Meta, o, at)
 		outletID = o.ID
-		c := &Contact{FirstName: "R", LastName: fmt.Sprint(i), Name: fmt.Sprintf("R %d", i), Beats: []string{"AI"},
-			Affiliations: []Affiliation{{ID: uuid.NewString(), OutletID: outletID}}}
-		createAt(t, ctx, s, CollContacts, &c.Meta, c, at)
-		ch := &Channel{OutletID: outletID, Type: "website"}
-		createAt(t, ctx, s, CollChannels, &ch.Meta, ch, at)
+		c := &directory.Contact{FirstName: "R", LastName: fmt.Sprint(i), Name: fmt.Sprintf("R %d", i), Beats: []string{"AI"},
+			Affiliations: []directory.Affiliation{{ID: uuid.NewString(), OutletID: outletID}}}
+		createAt(t, ctx, s, repo.CollContacts, &c.Meta, c, at)
+		ch := &directory.Channel{OutletID: outletID, Type: "website"}
+		createAt(t, ctx, s, repo.CollChannels, &ch.Meta, ch, at)
 	}
 	ids := func(all func(limit, offset int) ([]string, int64)) {
 		t.Helper()
@@ -97,7 +83,7 @@ func TestDirectoryPagingWithIdenticalTimestamps(t *testing.T) {
 		}
 	}
 	ids(func(l, o int) ([]string, int64) {
-		p, err := s.ListOutlets(ctx, OutletFilter{Topic: "ai"}, l, o)
+		p, err := s.ListOutlets(ctx, directory.OutletFilter{Topic: "ai"}, l, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +94,7 @@ func TestDirectoryPagingWithIdenticalTimestamps(t *testing.T) {
 		return out, p.Total
 	})
 	ids(func(l, o int) ([]string, int64) {
-		p, err := s.ListContacts(ctx, ContactFilter{Beat: "AI"}, l, o)
+		p, err := s.ListContacts(ctx, directory.ContactFilter{Beat: "AI"}, l, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +105,7 @@ func TestDirectoryPagingWithIdenticalTimestamps(t *testing.T) {
 		return out, p.Total
 	})
 	ids(func(l, o int) ([]string, int64) {
-		p, err := s.ListChannels(ctx, ChannelFilter{Type: "website"}, l, o)
+		p, err := s.ListChannels(ctx, directory.ChannelFilter{Type: "website"}, l, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,11 +119,11 @@ func TestDirectoryPagingWithIdenticalTimestamps(t *testing.T) {
 
 func TestContactDetailShowsOpportunities(t *testing.T) {
 	s, ctx := openTestStore(t)
-	c, err := s.CreateContact(ctx, ContactFields{FirstName: ptrTo("Ann"), LastName: ptrTo("Lee")}, nil)
+	c, err := s.CreateContact(ctx, directory.ContactFields{FirstName: ptrTo("Ann"), LastName: ptrTo("Lee")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := s.CreateContact(ctx, ContactFields{FirstName: ptrTo("Bo"), LastName: ptrTo("Ng")}, nil)
+	other, err := s.CreateContact(ctx, directory.ContactFields{FirstName: ptrTo("Bo"), LastName: ptrTo("Ng")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,12 +131,12 @@ func TestContactDetailShowsOpportunities(t *testing.T) {
 	// names matter here.
 	opp := func(title, stage string, contacts []string, archived bool) string {
 		id := uuid.NewString()
-		t0 := Now()
+		t0 := repo.Now()
 		doc := bson.M{"_id": id, "title": title, "stage": stage, "contact_ids": contacts, "created_at": t0, "updated_at": t0, "archived_at": nil}
 		if archived {
 			doc["archived_at"] = t0
 		}
-		if _, err := s.write(ctx, mutation{Coll: CollOpportunities, ID: id, Action: audit.ActionCreate, After: doc}); err != nil {
+		if _, err := s.Write(ctx, repo.Mutation{Coll: repo.CollOpportunities, ID: id, Action: audit.ActionCreate, After: doc}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Millisecond) // distinct created_at, so the order below is the creation order
@@ -164,7 +150,7 @@ func TestContactDetailShowsOpportunities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []OpportunitySummary{
+	want := []directory.OpportunitySummary{
 		{ID: o3, Title: "Old idea", Stage: "lost", Archived: true},
 		{ID: o1, Title: "Launch exclusive", Stage: "pitched"},
 	}
@@ -174,24 +160,3 @@ func TestContactDetailShowsOpportunities(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
-
-func TestCheckKeysAtAnyDepth(t *testing.T) {
-	for _, tc := range []struct {
-		obj   map[string]any
-		field string
-	}{
-		{map[string]any{"ok": 1, "$bad": 1}, "f"},
-		{map[string]any{"a": map[string]any{"b": map[string]any{"c.d": 1}}}, "f.a.b"},
-		{map[string]any{"a": []any{1, map[string]any{"": 1}}}, "f.a"},
-		{map[string]any{"a": []any{[]any{map[string]any{"$x": 1}}}}, "f.a"},
-	} {
-		err := CheckFreeForm("f", tc.obj)
-		e, ok := err.(*Error)
-		if !ok || e.Code != CodeInvalid || e.Field != tc.field {
-			t.Errorf("CheckFreeForm(%v) = %v; want invalid_argument on %s", tc.obj, err, tc.field)
-		}
-	}
-	if err := CheckFreeForm("f", map[string]any{"a": []any{map[string]any{"b": "$not a key, a value"}}, "x-y": "ok"}); err != nil {
-		t.Errorf("good keys refused: %v", err)
-	}
-}

@@ -1,4 +1,4 @@
-package repo
+package directory
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
+	"outreach/repo"
 )
 
 // OutletTypes are the allowed outlet types; the first is the default.
@@ -17,7 +18,7 @@ var OutletTypes = []string{"publication", "newspaper", "magazine", "online", "br
 
 // Outlet is a media company, publication, podcast network or conference organizer.
 type Outlet struct {
-	Meta         `bson:",inline"`
+	repo.Meta    `bson:",inline"`
 	Name         string         `bson:"name" json:"name"`
 	Type         string         `bson:"type" json:"type"`
 	Tier         *int           `bson:"tier,omitempty" json:"tier,omitempty"`
@@ -51,13 +52,13 @@ func (f OutletFields) empty() bool {
 func (f OutletFields) apply(o *Outlet, creating bool) error {
 	if f.Name != nil || creating {
 		if f.Name == nil || strings.TrimSpace(*f.Name) == "" {
-			return Invalid("name", "must not be empty")
+			return repo.Invalid("name", "must not be empty")
 		}
 		o.Name = strings.TrimSpace(*f.Name)
 	}
 	if f.Type != nil {
 		if !slices.Contains(OutletTypes, *f.Type) {
-			return Invalid("type", "%q is not allowed; use one of: %s", *f.Type, strings.Join(OutletTypes, ", "))
+			return repo.Invalid("type", "%q is not allowed; use one of: %s", *f.Type, strings.Join(OutletTypes, ", "))
 		}
 		o.Type = *f.Type
 	} else if creating {
@@ -68,7 +69,7 @@ func (f OutletFields) apply(o *Outlet, creating bool) error {
 		case t == 0 && !creating:
 			o.Tier = nil
 		case t < 1 || t > 3:
-			return Invalid("tier", "%d is out of range; use 1 (top tier), 2 or 3", t)
+			return repo.Invalid("tier", "%d is out of range; use 1 (top tier), 2 or 3", t)
 		default:
 			o.Tier = &t
 		}
@@ -80,10 +81,10 @@ func (f OutletFields) apply(o *Outlet, creating bool) error {
 			}
 		}
 	}
-	setText(&o.Website, f.Website)
-	setText(&o.Description, f.Description)
-	setText(&o.Country, f.Country)
-	setText(&o.Language, f.Language)
+	repo.SetText(&o.Website, f.Website)
+	repo.SetText(&o.Description, f.Description)
+	repo.SetText(&o.Country, f.Country)
+	repo.SetText(&o.Language, f.Language)
 	if f.Topics != nil {
 		topics, err := cleanList("topics", f.Topics)
 		if err != nil {
@@ -96,10 +97,10 @@ func (f OutletFields) apply(o *Outlet, creating bool) error {
 	}
 	if f.AudienceSize != nil {
 		if *f.AudienceSize < 0 {
-			return Invalid("audience_size", "%d is negative; give the monthly reach as 0 or more", *f.AudienceSize)
+			return repo.Invalid("audience_size", "%d is negative; give the monthly reach as 0 or more", *f.AudienceSize)
 		}
-		if *f.AudienceSize > MaxFigure {
-			return Invalid("audience_size", "%d is too large; the maximum is %d", *f.AudienceSize, int64(MaxFigure))
+		if *f.AudienceSize > repo.MaxFigure {
+			return repo.Invalid("audience_size", "%d is too large; the maximum is %d", *f.AudienceSize, int64(repo.MaxFigure))
 		}
 		n := *f.AudienceSize
 		o.AudienceSize = &n
@@ -120,7 +121,7 @@ func (s *Store) CreateOutlet(ctx context.Context, f OutletFields) (*Outlet, erro
 	if err := f.apply(o, true); err != nil {
 		return nil, err
 	}
-	if err := Insert(ctx, s, CollOutlets, o); err != nil {
+	if err := repo.Insert(ctx, s.Store, repo.CollOutlets, o); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -128,16 +129,16 @@ func (s *Store) CreateOutlet(ctx context.Context, f OutletFields) (*Outlet, erro
 
 // Outlet returns one outlet, archived or not.
 func (s *Store) Outlet(ctx context.Context, id string) (*Outlet, error) {
-	return Find[*Outlet](ctx, s, CollOutlets, id)
+	return repo.Find[*Outlet](ctx, s.Store, repo.CollOutlets, id)
 }
 
 // UpdateOutlet changes the given fields of an active outlet.
 func (s *Store) UpdateOutlet(ctx context.Context, id string, f OutletFields) (*Outlet, error) {
 	if f.empty() {
-		return nil, Errorf(CodeInvalid, "nothing to change: give at least one field besides id")
+		return nil, repo.Errorf(repo.CodeInvalid, "nothing to change: give at least one field besides id")
 	}
-	return Modify(ctx, s, CollOutlets, id, audit.ActionUpdate, func(o *Outlet) error {
-		if err := refuseArchived(CollOutlets, &o.Meta); err != nil {
+	return repo.Modify(ctx, s.Store, repo.CollOutlets, id, audit.ActionUpdate, func(o *Outlet) error {
+		if err := refuseArchived(repo.CollOutlets, &o.Meta); err != nil {
 			return err
 		}
 		return f.apply(o, false)
@@ -147,12 +148,12 @@ func (s *Store) UpdateOutlet(ctx context.Context, id string, f OutletFields) (*O
 // ArchiveOutlet archives an outlet. Its channels, affiliated contacts and
 // notes are left as they are: they still name it, and show it as archived.
 func (s *Store) ArchiveOutlet(ctx context.Context, id string) (*Outlet, error) {
-	return Archive[*Outlet](ctx, s, CollOutlets, id, nil)
+	return repo.Archive[*Outlet](ctx, s.Store, repo.CollOutlets, id, nil)
 }
 
 // RestoreOutlet restores an archived outlet.
 func (s *Store) RestoreOutlet(ctx context.Context, id string) (*Outlet, error) {
-	return Restore[*Outlet](ctx, s, CollOutlets, id)
+	return repo.Restore[*Outlet](ctx, s.Store, repo.CollOutlets, id)
 }
 
 // OutletFilter selects outlets; zero fields do not filter.
@@ -165,27 +166,27 @@ type OutletFilter struct {
 }
 
 // ListOutlets lists outlets, newest first.
-func (s *Store) ListOutlets(ctx context.Context, f OutletFilter, limit, offset int) (Page[Outlet], error) {
+func (s *Store) ListOutlets(ctx context.Context, f OutletFilter, limit, offset int) (repo.Page[Outlet], error) {
 	filter := bson.M{}
 	if f.Tier != nil {
 		if *f.Tier < 1 || *f.Tier > 3 {
-			return Page[Outlet]{}, Invalid("tier", "%d is out of range; use 1 (top tier), 2 or 3", *f.Tier)
+			return repo.Page[Outlet]{}, repo.Invalid("tier", "%d is out of range; use 1 (top tier), 2 or 3", *f.Tier)
 		}
 		filter["tier"] = *f.Tier
 	}
 	if f.Type != "" {
 		if !slices.Contains(OutletTypes, f.Type) {
-			return Page[Outlet]{}, Invalid("type", "%q is not allowed; use one of: %s", f.Type, strings.Join(OutletTypes, ", "))
+			return repo.Page[Outlet]{}, repo.Invalid("type", "%q is not allowed; use one of: %s", f.Type, strings.Join(OutletTypes, ", "))
 		}
 		filter["type"] = f.Type
 	}
 	if t := strings.TrimSpace(f.Topic); t != "" {
-		filter["topics"] = element(t)
+		filter["topics"] = repo.Element(t)
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return TextListPage[Outlet](ctx, s, TextFilter{Coll: CollOutlets, Text: q}, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+		return repo.TextListPage[Outlet](ctx, s.Store, repo.TextFilter{Coll: repo.CollOutlets, Text: q}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 	}
-	return ListPage[Outlet](ctx, s, CollOutlets, Active(filter, f.IncludeArchived), NewestFirst, limit, offset)
+	return repo.ListPage[Outlet](ctx, s.Store, repo.CollOutlets, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 }
 
 // OutletSummary is an outlet as a related record shows it.
@@ -243,14 +244,14 @@ func (s *Store) OutletDetail(ctx context.Context, id string) (*OutletDetail, err
 	d := &OutletDetail{Outlet: o, Channels: []ChannelSummary{}, Contacts: []AffiliatedContact{}}
 	byName := options.Find().SetSort(bson.D{{Key: "archived_at", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}})
 	var channels []Channel
-	if err := s.findAll(ctx, CollChannels, bson.M{"outlet_id": id}, byName, &channels); err != nil {
+	if err := s.FindAll(ctx, repo.CollChannels, bson.M{"outlet_id": id}, byName, &channels); err != nil {
 		return nil, err
 	}
 	for _, c := range channels {
 		d.Channels = append(d.Channels, ChannelSummary{ID: c.ID, Name: c.Name, Type: c.Type, URL: c.URL, Frequency: c.Frequency, Archived: c.Archived()})
 	}
 	var contacts []Contact
-	if err := s.findAll(ctx, CollContacts, bson.M{"affiliations.outlet_id": id}, byName, &contacts); err != nil {
+	if err := s.FindAll(ctx, repo.CollContacts, bson.M{"affiliations.outlet_id": id}, byName, &contacts); err != nil {
 		return nil, err
 	}
 	for _, c := range contacts {
@@ -267,25 +268,25 @@ func (s *Store) OutletDetail(ctx context.Context, id string) (*OutletDetail, err
 
 // refuseArchived stops a change to an archived record: archived is the soft
 // form of deleted, and a change nobody sees in the lists is a surprise.
-func refuseArchived(coll string, m *Meta) error {
+func refuseArchived(coll string, m *repo.Meta) error {
 	if m.ArchivedAt != nil {
-		return Errorf(CodeFailedPrecondition, "%s %s is archived; restore it before changing it", kinds[coll], m.ID)
+		return repo.Errorf(repo.CodeFailedPrecondition, "%s %s is archived; restore it before changing it", repo.KindOf(coll), m.ID)
 	}
 	return nil
 }
 
-func outletRule(ctx context.Context, v *RuleView, id string, state bson.M) error {
-	o, err := DecodeState[Outlet](id, state)
+func outletRule(ctx context.Context, v *repo.RuleView, id string, state bson.M) error {
+	o, err := repo.DecodeState[Outlet](id, state)
 	if err != nil {
 		return err
 	}
 	if strings.TrimSpace(o.Name) == "" {
-		return Violated("outlet_fields", "outlet %s would have no name; give it one with update_outlet first", id)
+		return repo.Violated("outlet_fields", "outlet %s would have no name; give it one with update_outlet first", id)
 	}
 	if !slices.Contains(OutletTypes, o.Type) {
-		return Violated("outlet_fields", "outlet %s would have type %q, which is not one of %s; set it with update_outlet first", id, o.Type, strings.Join(OutletTypes, ", "))
+		return repo.Violated("outlet_fields", "outlet %s would have type %q, which is not one of %s; set it with update_outlet first", id, o.Type, strings.Join(OutletTypes, ", "))
 	}
 	return nil
 }
 
-func init() { RegisterRule(CollOutlets, outletRule) }
+func init() { repo.RegisterRule(repo.CollOutlets, outletRule) }
