@@ -200,12 +200,14 @@ func (s *Engine) buildFollow(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	f.pos.Store(pos)
-	f.mu.Unlock()
+	// The records and the position change together: no round applies
+	// between them (a rebuild after a restore runs beside the loop).
 	mi := s.mirror
 	mi.mu.Lock()
 	mi.colls = colls
 	mi.mu.Unlock()
+	f.pos.Store(pos)
+	f.mu.Unlock()
 	mi.stale.Store(false)
 	n := 0
 	for _, c := range colls {
