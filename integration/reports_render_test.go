@@ -8,15 +8,14 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ledongthuc/pdf"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/xuri/excelize/v2"
 
@@ -25,6 +24,8 @@ import (
 	"outreach/repo"
 	"outreach/repo/reports"
 	"outreach/reportrender"
+	"outreach/reportrender/readback"
+	"outreach/tools"
 )
 
 // Hostile text the renderings must carry escaped and wrapped.
@@ -206,15 +207,7 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 	if r.Delivery != "inline_text" {
 		t.Fatalf("a small CSV came as %s", r.Delivery)
 	}
-	rows, err := csv.NewReader(strings.NewReader(r.Text)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, row := range rows[1:] {
-		got[row[2]] = toFloat(t, row[3])
-	}
-	check("csv", got)
+	check("csv", floats(t)(readback.CSVFigures([]byte(r.Text))))
 	r, _ = renderVia(t, c, with(M{"format": "csv"}))
 	clips, err := csv.NewReader(strings.NewReader(r.Text)).ReadAll()
 	if err != nil || len(clips) != 7 {
@@ -237,16 +230,8 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 	if hr.StatusCode != 200 || len(body) != r.SizeBytes {
 		t.Fatalf("xlsx download: %d, %d bytes (the call rendered %d)", hr.StatusCode, len(body), r.SizeBytes)
 	}
-	f, err := excelize.OpenReader(bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	xrows, _ := f.GetRows("Figures")
-	got = map[string]float64{}
-	for _, row := range xrows[1:] {
-		got[row[2]] = toFloat(t, row[3])
-	}
-	check("xlsx", got)
+	xfigs, f, err := readback.XLSXFigures(body)
+	check("xlsx", floats(t)(xfigs, err))
 	crows, _ := f.GetRows("Clips")
 	if len(crows) != 7 {
 		t.Errorf("xlsx Clips sheet: %d rows, want 7", len(crows))
@@ -260,11 +245,7 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 		_, b := get(t, r.DownloadURL)
 		page = string(b)
 	}
-	got = map[string]float64{}
-	for _, m := range regexp.MustCompile(`<tr data-key="([^"]+)">.*?data-value="([^"]*)"`).FindAllStringSubmatch(page, -1) {
-		got[strings.ReplaceAll(m[1], "&#43;", "+")] = toFloat(t, m[2])
-	}
-	check("html", got)
+	check("html", floats(t)(readback.HTMLFigures(page), nil))
 	for _, bad := range []string{"<script", "<b onmouseover"} {
 		if strings.Contains(page, bad) {
 			t.Errorf("html carries %q unescaped", bad)
@@ -278,7 +259,10 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 		if hr.StatusCode != 200 || hr.Header.Get("Content-Type") != "application/pdf" {
 			t.Fatalf("pdf download: %d %s", hr.StatusCode, hr.Header.Get("Content-Type"))
 		}
-		text := extractPDF(t, body)
+		text, _, err := readback.PDFText(body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, s := range []string{"Acme PR Team", "Coverage report", "Page 1 of", "Campaign: Acme October"} {
 			if !strings.Contains(text, s) {
 				t.Errorf("pdf %s lacks %q", paper, s)
@@ -321,26 +305,19 @@ func TestRenderedReportsShowTheToolsFigures(t *testing.T) {
 	f.Close()
 }
 
-func extractPDF(t *testing.T, b []byte) string {
-	t.Helper()
-	r, err := pdf.NewReader(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	for i := 1; i <= r.NumPage(); i++ {
-		rows, err := r.Page(i).GetTextByRow()
+// floats reads a reader's figures as numbers.
+func floats(t *testing.T) func(map[string]string, error) map[string]float64 {
+	return func(m map[string]string, err error) map[string]float64 {
+		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, row := range rows {
-			for _, w := range row.Content {
-				out.WriteString(w.S)
-			}
-			out.WriteString("\n")
+		out := make(map[string]float64, len(m))
+		for k, v := range m {
+			out[k] = toFloat(t, v)
 		}
+		return out
 	}
-	return out.String()
 }
 
 // TestRenderReportRefusals: bad arguments name their field; an empty range
@@ -506,6 +483,49 @@ func TestShareReportLink(t *testing.T) {
 	}
 }
 
+// TestSharedPageRateLimit: the pages reached without a key share a budget
+// per client address; over it a share link (even a valid one) and a
+// download answer 429 with Retry-After and a plain page under the strict
+// headers, count no view, and a forwarded address from an untrusted peer
+// does not open a new budget.
+func TestSharedPageRateLimit(t *testing.T) {
+	parallelOnEmbedded(t)
+	// One token every 100 s: the bucket cannot refill during the test.
+	env := testenv.NewWith(t, testenv.Options{Tools: []tools.Option{tools.WithRateLimits(tools.RateLimits{Pages: 0.01, PageBurst: 3})}})
+	c := env.Client(env.Key("read", "write"), "share")
+	camp, _ := reportFixture(t, c)
+	var s sharedView
+	c.Must("share_report", M{"kind": "coverage", "campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31"}, &s)
+	for i := range 3 {
+		if res, body := get(t, s.Link); res.StatusCode != http.StatusOK {
+			t.Fatalf("view %d: %d %s", i+1, res.StatusCode, body)
+		}
+	}
+	out, _ := renderVia(t, c, M{"kind": "coverage", "campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31", "format": "pdf"})
+	for _, u := range []string{s.Link, out.DownloadURL, env.Base + "/shared/" + s.ID} {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		req.Header.Set("X-Forwarded-For", "203.0.113.9") // not believed: the test's address is no trusted proxy
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		secs, _ := strconv.Atoi(res.Header.Get("Retry-After"))
+		if res.StatusCode != http.StatusTooManyRequests || secs < 1 || secs > 100 || !strings.Contains(string(body), "Too many requests") ||
+			res.Header.Get("Content-Security-Policy") != reportrender.CSP || strings.Contains(string(body), "Coverage items") {
+			t.Errorf("%s over the budget: %d, Retry-After %q, %s", u, res.StatusCode, res.Header.Get("Retry-After"), body)
+		}
+	}
+	var list struct {
+		SharedReports []sharedView `json:"shared_reports"`
+	}
+	c.Must("list_shared_reports", M{}, &list)
+	if len(list.SharedReports) != 1 || list.SharedReports[0].Views != 3 {
+		t.Errorf("views counted: %+v, want 3", list.SharedReports)
+	}
+}
+
 // TestPipelineReportRendered: the pipeline report's figures in its CSV and
 // XLSX, the same as the answer's.
 func TestPipelineReportRendered(t *testing.T) {
@@ -621,5 +641,70 @@ func TestPromptsEndInTheReport(t *testing.T) {
 		if _, err := png.Decode(bytes.NewReader(img.Data)); err != nil {
 			t.Errorf("%s: the chart does not decode: %v", name, err)
 		}
+	}
+}
+
+// TestOctoberReportWithALink is the issue's end to end: an agent asked
+// "make the October report for the Acme campaign and send me a link" finds
+// the campaign by name, renders the chart (image content the chat shows)
+// and shares the report; the link opens without a key, in any browser, a
+// page whose figures are the ones the tools answer.
+func TestOctoberReportWithALink(t *testing.T) {
+	parallelOnEmbedded(t)
+	env := testenv.New(t)
+	c := env.Client(env.Key("read", "write"), "october-report")
+	camp, _ := reportFixture(t, c)
+	var found struct {
+		Campaigns []struct {
+			ID string `json:"id"`
+		} `json:"campaigns"`
+	}
+	c.Must("list_campaigns", M{"search": "Acme"}, &found)
+	if len(found.Campaigns) != 1 || found.Campaigns[0].ID != camp {
+		t.Fatalf("list_campaigns Acme: %+v", found.Campaigns)
+	}
+	october := M{"campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31"}
+	var report map[string]any
+	c.Must("get_coverage_report", october, &report)
+	want := map[string]float64{}
+	flattenFigures("", report, want)
+
+	// The chart in the chat.
+	r, res := renderVia(t, c, M{"kind": "coverage", "format": "png", "chart": "trend", "campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31"})
+	img, ok := res.Content[len(res.Content)-1].(*mcp.ImageContent)
+	if r.Delivery != "inline_image" || !ok || img.MIMEType != "image/png" {
+		t.Fatalf("the chart: delivery %s, last content %#v", r.Delivery, res.Content[len(res.Content)-1])
+	}
+	if im, err := png.Decode(bytes.NewReader(img.Data)); err != nil || im.Bounds().Dx() != reportrender.PNGWidth {
+		t.Fatalf("the chart does not decode: %v", err)
+	}
+	// The link, opened without a key.
+	var s sharedView
+	c.Must("share_report", M{"kind": "coverage", "campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31"}, &s)
+	hr, body := get(t, s.Link)
+	if hr.StatusCode != http.StatusOK || !strings.HasPrefix(hr.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("the link: %d %s", hr.StatusCode, hr.Header.Get("Content-Type"))
+	}
+	shown := floats(t)(readback.HTMLFigures(string(body)), nil)
+	compared := 0
+	for k, w := range want {
+		v, ok := shown[k]
+		if !ok {
+			continue
+		}
+		compared++
+		if math.Abs(v-w) > 1e-9 {
+			t.Errorf("the page shows %s = %v, get_coverage_report %v", k, v, w)
+		}
+		if cv := toFloat(t, r.Figures[k]); math.Abs(cv-w) > 1e-9 {
+			t.Errorf("the chart's call answered %s = %v, get_coverage_report %v", k, cv, w)
+		}
+	}
+	t.Logf("%d figures of the page compared with the tools'", compared)
+	if compared < 20 || shown["items"] != 6 {
+		t.Errorf("the page's figures: %d compared (items %v)", compared, shown["items"])
+	}
+	if !strings.Contains(string(body), "Campaign: Acme October") {
+		t.Errorf("the page does not name the campaign")
 	}
 }

@@ -7,6 +7,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -49,6 +50,29 @@ func TestEveryQueryUsesAnIndex(t *testing.T) {
 	}
 	c.Must("get_contact_dossier", M{"contact_id": w.contact}, nil)
 	c.Must("get_outlet_dossier", M{"outlet_id": w.outlet}, nil)
+	// The reports: the coverage report with its clip list (the clips'
+	// outlets and journalists), the pipeline report by campaign and for the
+	// team, and a shared report made, listed, viewed and revoked.
+	camp, _ := reportFixture(t, c)
+	oct := func(extra M) M {
+		m := M{"kind": "coverage", "campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31"}
+		maps.Copy(m, extra)
+		return m
+	}
+	c.Must("get_coverage_report", M{"campaign_id": camp, "since": "2026-10-01", "until": "2026-10-31"}, nil)
+	c.Must("get_coverage_report", M{"outlet_ids": []string{w.outlet}, "since": "2026-10-01", "until": "2026-10-31"}, nil)
+	c.Must("render_report", M{"kind": "coverage", "format": "csv", "table": "clips", "since": "2026-10-01", "until": "2026-10-31"}, nil) // the team's
+	c.Must("render_report", oct(M{"format": "csv", "table": "clips"}), nil)
+	callRaw(t, c, "render_report", oct(M{"format": "png", "chart": "trend"})) // the figures and the image
+	c.Must("get_pipeline_report", M{"campaign_id": camp}, nil)
+	c.Must("get_pipeline_report", M{}, nil)
+	var shared sharedView
+	c.Must("share_report", oct(nil), &shared)
+	c.Must("list_shared_reports", M{"all": true}, nil)
+	if res, body := get(t, shared.Link); res.StatusCode != 200 {
+		t.Fatalf("the shared page: %d %s", res.StatusCode, body)
+	}
+	c.Must("revoke_shared_report", M{"id": shared.ID}, nil)
 
 	// With the text indexes wherever they can be built: the suite's $text
 	// queries (forced on where only case folds) are explained too.

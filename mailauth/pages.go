@@ -3,7 +3,6 @@ package mailauth
 import (
 	"crypto/subtle"
 	"errors"
-	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"outreach/internal/pagekit"
 	"outreach/repo"
 	"outreach/repo/access"
 )
@@ -27,31 +27,14 @@ const (
 	nonceCookie = "outreach_mailbox_flow"
 )
 
-var pages = template.Must(template.New("page").Parse(`{{define "top"}}<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}} · Outreach</title></head><body><main>
-<h1>{{.Title}}</h1>{{if .Error}}<p role="alert"><strong>{{.Error}}</strong></p>{{end}}{{end}}
-{{define "bottom"}}</main></body></html>{{end}}
-{{define "signin"}}{{template "top" .}}
+var pages = pagekit.Pages("mailbox", `{{define "signin"}}{{template "top" .}}
 <p>Connect the team mailbox <strong>{{.Address}}</strong> at {{.Provider}}: sign in to Outreach as an admin, then at {{.Provider}} as {{.Address}}.</p>
 <form method="post" action="{{.Action}}">
 <input type="hidden" name="csrf" value="{{.CSRF}}">
-<p><label for="email">Email</label><br><input id="email" name="email" type="email" autocomplete="username" required value="{{.Email}}"></p>
-<p><label for="password">Password</label><br><input id="password" name="password" type="password" autocomplete="current-password" required></p>
+{{template "credentials" .}}
 <p><button type="submit">Sign in and connect</button></p>
 </form>{{template "bottom" .}}{{end}}
-{{define "message"}}{{template "top" .}}<p id="message">{{.Message}}</p>{{template "bottom" .}}{{end}}
-`))
-
-func secureHeaders(w http.ResponseWriter, formAction string) {
-	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action "+formAction)
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Type", "text/html; charset=utf-8")
-}
+`)
 
 // Pages serves the connect page and the callback.
 type Pages struct {
@@ -64,9 +47,7 @@ type Pages struct {
 func (m *Mailbox) Pages() *Pages { return &Pages{m: m, failures: map[string][]time.Time{}} }
 
 func (p *Pages) render(w http.ResponseWriter, code int, name, formAction string, data map[string]any) {
-	secureHeaders(w, formAction)
-	w.WriteHeader(code)
-	if err := pages.ExecuteTemplate(w, name, data); err != nil {
+	if err := pagekit.Render(w, pages, code, name, formAction, data); err != nil {
 		p.m.opts.Log.Error().Err(err).Str("page", name).Msg("mailbox page")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"outreach/internal/pagekit"
 	"outreach/repo"
 	"outreach/repo/access"
 )
@@ -29,18 +29,12 @@ const (
 	consentCookie = "outreach_consent"
 )
 
-var pages = template.Must(template.New("page").Parse(`{{define "top"}}<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}} · Outreach</title></head><body><main>
-<h1>{{.Title}}</h1>{{if .Error}}<p role="alert"><strong>{{.Error}}</strong></p>{{end}}{{end}}
-{{define "bottom"}}</main></body></html>{{end}}
-{{define "login"}}{{template "top" .}}
+var pages = pagekit.Pages("oauth", `{{define "login"}}{{template "top" .}}
 <p><strong>{{.Client}}</strong> asks to use Outreach for you. Sign in to see what it asks for.</p>
 {{with .Upstream}}<p><a href="{{.URL}}">Sign in with {{.Name}}</a></p><p>Or with your Outreach password:</p>{{end}}
 <form method="post" action="{{.Action}}">
 <input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
-<p><label for="email">Email</label><br><input id="email" name="email" type="email" autocomplete="username" required value="{{.Email}}"></p>
-<p><label for="password">Password</label><br><input id="password" name="password" type="password" autocomplete="current-password" required></p>
+{{template "credentials" .}}
 <p><button type="submit">Sign in</button></p>
 </form>{{template "bottom" .}}{{end}}
 {{define "consent"}}{{template "top" .}}
@@ -62,8 +56,7 @@ var pages = template.Must(template.New("page").Parse(`{{define "top"}}<!doctype 
 <p><label for="confirm">The same again</label><br><input id="confirm" name="confirm" type="password" autocomplete="new-password" minlength="{{.Min}}" required></p>
 <p><button type="submit">Set password</button></p>
 </form>{{template "bottom" .}}{{end}}
-{{define "message"}}{{template "top" .}}<p>{{.Message}}</p>{{template "bottom" .}}{{end}}
-`))
+`)
 
 // scopeMeaning says what each scope lets a client do, on the consent page.
 var scopeMeaning = map[string]string{
@@ -82,21 +75,8 @@ func scopeLines(scopes []string) []scopeLine {
 	return out
 }
 
-// secureHeaders are the headers of every page.
-func secureHeaders(w http.ResponseWriter, formAction string) {
-	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action "+formAction)
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Type", "text/html; charset=utf-8")
-}
-
 func (s *Server) render(w http.ResponseWriter, code int, name, formAction string, data map[string]any) {
-	secureHeaders(w, formAction)
-	w.WriteHeader(code)
-	if err := pages.ExecuteTemplate(w, name, data); err != nil {
+	if err := pagekit.Render(w, pages, code, name, formAction, data); err != nil {
 		s.log.Error().Err(err).Str("page", name).Msg("oauth page")
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"unicode"
 
 	"github.com/go-pdf/fpdf"
-	"golang.org/x/image/font/gofont/gobold"
-	"golang.org/x/image/font/gofont/goregular"
 )
 
 // Paper sizes of the PDF.
@@ -18,19 +16,13 @@ var Papers = []string{"A4", "Letter"}
 // The PDF: the team's name and the title on every page, "page n of m" at
 // the foot, the figures, the same charts as the page (drawn as vectors,
 // their values printed), and the whole clip list, each headline wrapped.
-// The text is set in the Go fonts, embedded: Latin, Greek and Cyrillic
-// scripts print; characters the fonts lack (right-to-left scripts, CJK,
-// emoji) print as a blank box, and the HTML, CSV and XLSX keep them.
+// Its text goes through pdftext.go: set in DejaVu Sans, in display order.
 
-// pdfText makes s printable in one line of the PDF: control characters
-// out, a headline kept whole (MultiCell wraps it).
-func pdfText(s string) string {
+// plain is s without control characters, for the document's metadata.
+func plain(s string) string {
 	return strings.Map(func(r rune) rune {
-		switch {
-		case unicode.IsControl(r):
+		if unicode.IsControl(r) {
 			return ' '
-		case r > 0xFFFF: // beyond the fonts' cmap (emoji): fpdf cannot map it
-			return '\uFFFD'
 		}
 		return r
 	}, s)
@@ -42,11 +34,10 @@ func (d *Document) PDF(w io.Writer, paper string) error {
 		return fmt.Errorf("reportrender: paper %q is not A4 or Letter", paper)
 	}
 	pdf := fpdf.New("P", "mm", paper, "")
-	pdf.AddUTF8FontFromBytes("go", "", goregular.TTF)
-	pdf.AddUTF8FontFromBytes("go", "B", gobold.TTF)
-	pdf.SetTitle(pdfText(d.Title()+" · "+d.ScopeName), true)
+	addFonts(pdf)
+	pdf.SetTitle(plain(d.Title()+" · "+d.ScopeName), true)
 	if d.Team != "" {
-		pdf.SetAuthor(pdfText(d.Team), true)
+		pdf.SetAuthor(plain(d.Team), true)
 	}
 	pdf.SetCreator("Outreach", true)
 	pdf.SetCreationDate(d.ComputedAt())
@@ -58,10 +49,11 @@ func (d *Document) PDF(w io.Writer, paper string) error {
 	bodyW := pageW - 30
 	head := d.Title()
 	if d.Team != "" {
-		head = pdfText(d.Team) + " · " + head
+		head = d.Team + " · " + head
 	}
+	head, _ = visual(pdfText(head), true)
 	pdf.SetHeaderFunc(func() {
-		pdf.SetFont("go", "", 8)
+		pdf.SetFont(pdfFont, "", 8)
 		pdf.SetTextColor(90, 90, 90)
 		pdf.SetXY(15, 8)
 		pdf.CellFormat(bodyW, 5, head, "", 0, "L", false, 0, "")
@@ -70,29 +62,29 @@ func (d *Document) PDF(w io.Writer, paper string) error {
 	})
 	pdf.SetFooterFunc(func() {
 		pdf.SetY(-12)
-		pdf.SetFont("go", "", 8)
+		pdf.SetFont(pdfFont, "", 8)
 		pdf.SetTextColor(90, 90, 90)
-		pdf.CellFormat(bodyW/2, 5, d.Moment(), "", 0, "L", false, 0, "")
+		pdf.CellFormat(bodyW/2, 5, pdfLine(d.Moment()), "", 0, "L", false, 0, "")
 		pdf.CellFormat(bodyW/2, 5, fmt.Sprintf("Page %d of {nb}", pdf.PageNo()), "", 0, "R", false, 0, "")
 		pdf.SetTextColor(0, 0, 0)
 	})
 	pdf.AddPage()
-	pdf.SetFont("go", "B", 18)
-	pdf.MultiCell(bodyW, 9, d.Title(), "", "L", false)
-	pdf.SetFont("go", "", 10)
-	pdf.MultiCell(bodyW, 5, pdfText(d.Subtitle()), "", "L", false)
-	pdf.MultiCell(bodyW, 5, d.Moment(), "", "L", false)
+	pdf.SetFont(pdfFont, "B", 18)
+	pdfLines(pdf, bodyW, 9, d.Title())
+	pdf.SetFont(pdfFont, "", 10)
+	pdfFields(pdf, bodyW, 5, d.Subtitle())
+	pdfLines(pdf, bodyW, 5, d.Moment())
 	pdf.Ln(3)
 	if d.Empty() {
-		pdf.SetFont("go", "B", 12)
-		pdf.MultiCell(bodyW, 7, d.EmptyText(), "", "L", false)
+		pdf.SetFont(pdfFont, "B", 12)
+		pdfLines(pdf, bodyW, 7, d.EmptyText())
 		pdf.Ln(2)
 	}
 	heading := func(s string) {
 		pdf.Ln(3)
-		pdf.SetFont("go", "B", 12)
-		pdf.MultiCell(bodyW, 7, s, "", "L", false)
-		pdf.SetFont("go", "", 9)
+		pdf.SetFont(pdfFont, "B", 12)
+		pdfLines(pdf, bodyW, 7, s)
+		pdf.SetFont(pdfFont, "", 9)
 	}
 	heading("Figures")
 	section := ""
@@ -101,8 +93,8 @@ func (d *Document) PDF(w io.Writer, paper string) error {
 		if f.Section != section {
 			s, section = f.Section, f.Section
 		}
-		pdf.CellFormat(bodyW*0.3, 5, s, "", 0, "L", false, 0, "")
-		pdf.CellFormat(bodyW*0.45, 5, pdfText(f.Name), "", 0, "L", false, 0, "")
+		pdf.CellFormat(bodyW*0.3, 5, pdfLine(s), "", 0, "L", false, 0, "")
+		pdf.CellFormat(bodyW*0.45, 5, pdfLine(f.Name), "", 0, "L", false, 0, "")
 		pdf.CellFormat(bodyW*0.25, 5, f.Text(), "", 1, "R", false, 0, "")
 	}
 	for _, c := range d.Charts() {
@@ -112,33 +104,33 @@ func (d *Document) PDF(w io.Writer, paper string) error {
 		p := d.Pipeline
 		heading("Stale opportunities")
 		if len(p.Stale) == 0 {
-			pdf.MultiCell(bodyW, 5, "None.", "", "L", false)
+			pdfLines(pdf, bodyW, 5, "None.")
 		}
 		for _, s := range p.Stale {
-			pdf.SetFont("go", "B", 9)
-			pdf.MultiCell(bodyW, 4.5, pdfText(s.Title), "", "L", false)
-			pdf.SetFont("go", "", 8)
-			pdf.MultiCell(bodyW, 4, fmt.Sprintf("%s · %s · %d days in stage", s.Stage, pdfText(s.Owner), s.DaysInStage), "", "L", false)
+			pdf.SetFont(pdfFont, "B", 9)
+			pdfLines(pdf, bodyW, 4.5, s.Title)
+			pdf.SetFont(pdfFont, "", 8)
+			pdfFields(pdf, bodyW, 4, fmt.Sprintf("%s · %s · %d days in stage", s.Stage, s.Owner, s.DaysInStage))
 			pdf.Ln(1)
 		}
 		heading("Upcoming embargoes and deadlines")
 		if len(p.Upcoming) == 0 {
-			pdf.MultiCell(bodyW, 5, "None in the next 30 days.", "", "L", false)
+			pdfLines(pdf, bodyW, 5, "None in the next 30 days.")
 		}
 		for _, u := range p.Upcoming {
-			pdf.SetFont("go", "B", 9)
-			pdf.MultiCell(bodyW, 4.5, pdfText(u.Title), "", "L", false)
-			pdf.SetFont("go", "", 8)
-			pdf.MultiCell(bodyW, 4, fmt.Sprintf("%s · %s · %s", u.What, u.At.UTC().Format("2 Jan 2006 15:04 UTC"), pdfText(u.Owner)), "", "L", false)
+			pdf.SetFont(pdfFont, "B", 9)
+			pdfLines(pdf, bodyW, 4.5, u.Title)
+			pdf.SetFont(pdfFont, "", 8)
+			pdfFields(pdf, bodyW, 4, fmt.Sprintf("%s · %s · %s", u.What, u.At.UTC().Format("2 Jan 2006 15:04 UTC"), u.Owner))
 			pdf.Ln(1)
 		}
 	} else if clips := d.Coverage.Clips; len(clips) > 0 {
 		heading(fmt.Sprintf("Clips (%s, newest first)", FormatValue(len(clips))))
 		for _, c := range clips {
-			pdf.SetFont("go", "B", 9)
-			pdf.MultiCell(bodyW, 4.5, pdfText(c.Title), "", "L", false)
-			pdf.SetFont("go", "", 8)
-			parts := []string{pdfText(c.Outlet), c.PublishedAt.UTC().Format(time.DateOnly), c.Type}
+			pdf.SetFont(pdfFont, "B", 9)
+			pdfLines(pdf, bodyW, 4.5, c.Title)
+			pdf.SetFont(pdfFont, "", 8)
+			parts := []string{c.Outlet, c.PublishedAt.UTC().Format(time.DateOnly), c.Type}
 			if c.Sentiment != "" {
 				parts = append(parts, c.Sentiment)
 			}
@@ -146,12 +138,12 @@ func (d *Document) PDF(w io.Writer, paper string) error {
 				parts = append(parts, "reach "+FormatValue(*c.Reach))
 			}
 			if len(c.Journalists) > 0 {
-				parts = append(parts, pdfText(strings.Join(c.Journalists, ", ")))
+				parts = append(parts, strings.Join(c.Journalists, ", "))
 			}
-			pdf.MultiCell(bodyW, 4, strings.Join(parts, " · "), "", "L", false)
+			pdfFields(pdf, bodyW, 4, strings.Join(parts, " · "))
 			if c.URL != "" {
 				pdf.SetTextColor(37, 99, 235)
-				pdf.MultiCell(bodyW, 4, pdfText(c.URL), "", "L", false)
+				pdfFields(pdf, bodyW, 4, c.URL)
 				pdf.SetTextColor(0, 0, 0)
 			}
 			pdf.Ln(1)
@@ -173,8 +165,8 @@ func pdfChart(pdf *fpdf.Fpdf, c Chart, bodyW float64) {
 		pdf.AddPage()
 	}
 	pdf.Ln(3)
-	pdf.SetFont("go", "B", 11)
-	pdf.MultiCell(bodyW, 6, pdfText(c.Title), "", "L", false)
+	pdf.SetFont(pdfFont, "B", 11)
+	pdfLines(pdf, bodyW, 6, c.Title)
 	max := 0.0
 	for _, p := range c.Points {
 		if p.Value > max {
@@ -190,14 +182,14 @@ func pdfChart(pdf *fpdf.Fpdf, c Chart, bodyW float64) {
 	if rowH < 5 {
 		size = 6.5
 	}
-	pdf.SetFont("go", "", size)
+	pdf.SetFont(pdfFont, "", size)
 	for _, p := range c.Points {
 		if pdf.GetY()+rowH > pageH-20 {
 			pdf.AddPage()
-			pdf.SetFont("go", "", size)
+			pdf.SetFont(pdfFont, "", size)
 		}
 		x, y := pdf.GetX(), pdf.GetY()
-		pdf.CellFormat(labelW, rowH, pdfText(clip(p.Label, 40)), "", 0, "L", false, 0, "")
+		pdf.CellFormat(labelW, rowH, pdfLine(clip(p.Label, 40)), "", 0, "L", false, 0, "")
 		pdf.SetFillColor(37, 99, 235)
 		if w := p.Value / max * (barW - 2); w > 0 {
 			pdf.Rect(x+labelW, y+rowH*0.15, w, rowH*0.7, "F")

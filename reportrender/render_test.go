@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,9 +18,11 @@ import (
 
 	"github.com/ledongthuc/pdf"
 	"github.com/xuri/excelize/v2"
+	"golang.org/x/text/unicode/norm"
 
 	"outreach/repo/reports"
 	"outreach/reportrender"
+	"outreach/reportrender/readback"
 )
 
 // hostile is text that must come out escaped and wrapped: markup, right
@@ -113,17 +118,14 @@ func render(t *testing.T, d *reportrender.Document, format string) []byte {
 // cell with the report.
 func TestCSVReadsBack(t *testing.T) {
 	d := sample(40)
-	rows, err := csv.NewReader(bytes.NewReader(render(t, d, "figures"))).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := render(t, d, "figures")
 	figs := d.Figures()
-	if len(rows) != len(figs)+1 || strings.Join(rows[0], ",") != "section,figure,key,value" {
-		t.Fatalf("figures CSV has %d rows (want %d) and header %v", len(rows), len(figs)+1, rows[0])
+	if header, _, _ := strings.Cut(string(b), "\n"); strings.TrimSpace(header) != "section,figure,key,value" {
+		t.Fatalf("figures CSV header %q", header)
 	}
-	byKey := map[string]string{}
-	for _, r := range rows[1:] {
-		byKey[r[2]] = r[3]
+	byKey, err := readback.CSVFigures(b)
+	if err != nil || len(byKey) != len(figs) {
+		t.Fatalf("figures CSV: %d figures (want %d), %v", len(byKey), len(figs), err)
 	}
 	c := d.Coverage
 	for key, want := range map[string]string{"items": "40", "reach.total_impressions": strconv.FormatInt(c.Reach.TotalImpressions, 10),
@@ -289,6 +291,12 @@ func TestHTMLEscapesAndIsSelfContained(t *testing.T) {
 			t.Errorf("the page lacks %q", want)
 		}
 	}
+	shown := readback.HTMLFigures(page)
+	for _, f := range d.Figures() {
+		if shown[f.Key] != reportrenderRaw(f.Value) {
+			t.Errorf("figure %s: the page has %q, the report %v", f.Key, shown[f.Key], f.Value)
+		}
+	}
 	for _, f := range d.Figures() {
 		re := regexp.MustCompile(`<tr data-key="` + regexp.QuoteMeta(xmlEsc(f.Key)) + `">.*?data-value="([^"]*)"`)
 		m := re.FindStringSubmatch(page)
@@ -326,28 +334,11 @@ func TestEmptyReportIsHonest(t *testing.T) {
 
 func pdfText(t *testing.T, b []byte) string {
 	t.Helper()
-	r, err := pdf.NewReader(bytes.NewReader(b), int64(len(b)))
+	text, _, err := readback.PDFText(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	for i := 1; i <= r.NumPage(); i++ {
-		p := r.Page(i)
-		if p.V.IsNull() {
-			continue
-		}
-		rows, err := p.GetTextByRow()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, row := range rows {
-			for _, w := range row.Content {
-				out.WriteString(w.S)
-			}
-			out.WriteString("\n")
-		}
-	}
-	return out.String()
+	return text
 }
 
 // TestPDFReadsBack extracts the PDF's text: the team's name, page numbers,
@@ -356,12 +347,14 @@ func TestPDFReadsBack(t *testing.T) {
 	d := sample(60)
 	for _, paper := range []string{"pdf-a4", "pdf-letter"} {
 		b := render(t, d, paper)
-		r, err := pdf.NewReader(bytes.NewReader(b), int64(len(b)))
+		text, n, err := readback.PDFText(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := r.NumPage()
-		text := pdfText(t, b)
+		r, err := pdf.NewReader(bytes.NewReader(b), int64(len(b))) // the page size
+		if err != nil {
+			t.Fatal(err)
+		}
 		flat := strings.ReplaceAll(text, "\n", "")
 		for _, want := range []string{"Acme PR", fmt.Sprintf("Page 1 of %d", n), fmt.Sprintf("Page %d of %d", n, n), "Coverage report", "Computed 3 Nov 2026"} {
 			if !strings.Contains(text, want) {
@@ -387,6 +380,51 @@ func TestPDFReadsBack(t *testing.T) {
 		if want := map[string]float64{"pdf-a4": 595.28, "pdf-letter": 612}[paper]; w < want-1 || w > want+1 {
 			t.Errorf("%s: page width %.2f pt, want %.2f", paper, w, want)
 		}
+	}
+}
+
+// TestPDFRightToLeftAndEmoji reads the PDF's text back with poppler's
+// pdftotext, which puts right-to-left lines back in reading order: the
+// Hebrew and Arabic of a headline, an outlet's name and a chart's label
+// come back as the words (the Arabic in its joined forms, which NFKC folds
+// back to the letters), emoji the font lacks as the replacement character,
+// the Latin around them whole, and a clip's line of fields in its order.
+// (The extractor the other tests use decodes only Latin text of fpdf's
+// fonts: it drops the high byte of each character.)
+func TestPDFRightToLeftAndEmoji(t *testing.T) {
+	exe, err := exec.LookPath("pdftotext")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("pdftotext is not installed (scripts/test.sh installs Debian's poppler-utils)")
+		}
+		t.Skip("pdftotext is not installed")
+	}
+	d := sample(10)
+	file := filepath.Join(t.TempDir(), "report.pdf")
+	if err := os.WriteFile(file, render(t, d, "pdf-a4"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(exe, "-enc", "UTF-8", file, "-").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := norm.NFKC.String(strings.NewReplacer("\u202B", "", "\u202C", "", "\u202A", "").Replace(string(out)))
+	// pdftotext joins a line's runs by its own reckoning (a neutral
+	// between a right-to-left run and a number may go either way), so the
+	// right-to-left text is looked for whole, and the fields after it.
+	for _, want := range []string{
+		"2026-10-02 · interview · neutral · reach 2,000 · Ann Launch \uFFFD day \uFFFD", // a clip's fields after its outlet's name
+		"Acme PR Launch \uFFFD day \uFFFD · Coverage report",                            // the page's header
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the text lacks %q", want)
+		}
+	}
+	if n := strings.Count(text, rtl); n < 4 { // two headlines, their outlets, the top outlets' label
+		t.Errorf("the right-to-left text is %d times in the text, want 4 or more:\n%s", n, text)
+	}
+	if strings.ContainsAny(text, "🚀🎉") {
+		t.Error("an emoji the font lacks reached the PDF")
 	}
 }
 

@@ -164,6 +164,14 @@ else
   echo "Prometheus is not installed: the test scraping with Prometheus will skip (and fail under CI=true)"
 fi
 
+echo "== pdftotext (poppler, reading the rendered PDFs' right-to-left text back)"
+command -v pdftotext >/dev/null 2>&1 || apt_install_program poppler-utils --no-install-recommends
+if command -v pdftotext >/dev/null 2>&1; then
+  pdftotext -v 2>&1 | head -1
+else
+  echo "pdftotext is not installed: the PDF's right-to-left test will skip (and fail under CI=true)"
+fi
+
 echo "== Postfix and Dovecot LMTP (real mail servers for the pitch sending tests)"
 if ! [ -x /usr/sbin/postfix ] || ! [ -x /usr/lib/dovecot/lmtp ]; then
   # postfix's own start is not wanted: the tests run private instances.

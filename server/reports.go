@@ -3,17 +3,21 @@ package server
 import (
 	"bytes"
 	"errors"
-	"html/template"
+	"fmt"
+	"math"
 	"mime"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"outreach/internal/pagekit"
 	"outreach/repo"
 	"outreach/repo/reports"
 	"outreach/reportrender"
+	"outreach/tools"
 )
 
 // mountReports adds the two routes of rendered reports, both reached
@@ -29,10 +33,16 @@ import (
 //
 // A forged or altered link answers 403, an expired, revoked or rolled-back
 // one 410, each with a plain page; neither reaches anything else of the
-// store.
-func mountReports(mux *http.ServeMux, store *repo.Store, log zerolog.Logger) {
+// store. Both routes share a budget of requests per client address
+// (limits.Pages; the address a trusted proxy forwarded, an IPv6 client's
+// /64): over it, 429 with Retry-After and a plain page, before any read.
+func mountReports(mux *http.ServeMux, store *repo.Store, log zerolog.Logger, limits tools.RateLimits) {
+	pages := tools.NewLimiter(limits.Pages, limits.PageBurst)
 	mux.HandleFunc("GET "+reports.RenderPath, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if !allowPage(w, r, pages, limits, log) {
+			return
+		}
 		status, n, err := renderDownload(w, r, store)
 		ev := log.Info()
 		if status >= 500 {
@@ -43,6 +53,9 @@ func mountReports(mux *http.ServeMux, store *repo.Store, log zerolog.Logger) {
 	mux.HandleFunc("GET "+reports.SharePath+"{id}", func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.PathValue("id")
+		if !allowPage(w, r, pages, limits, log) {
+			return
+		}
 		status, err := sharedPage(w, r, store, id, log)
 		ev := log.Info()
 		if status >= 500 {
@@ -50,6 +63,37 @@ func mountReports(mux *http.ServeMux, store *repo.Store, log zerolog.Logger) {
 		}
 		ev.Str("shared_report_id", id).Int("status", status).Int64("duration_ms", time.Since(start).Milliseconds()).Msg("shared report view")
 	})
+}
+
+// pageClient is the key of a page's budget: the client's address, an IPv6
+// one's /64 (what one subscriber holds).
+func pageClient(r *http.Request) string {
+	a, err := netip.ParseAddr(ClientIP(r))
+	if err != nil {
+		return ClientIP(r)
+	}
+	if a.Is6() && !a.Is4In6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
+
+// allowPage takes a request from the client's budget, or answers 429 with
+// Retry-After (whole seconds) and a plain page.
+func allowPage(w http.ResponseWriter, r *http.Request, l *tools.Limiter, limits tools.RateLimits, log zerolog.Logger) bool {
+	wait, ok := l.Take(pageClient(r))
+	if ok {
+		return true
+	}
+	secs := max(int(math.Ceil(wait.Seconds())), 1)
+	pageHeaders(w, "text/html; charset=utf-8")
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	w.WriteHeader(http.StatusTooManyRequests)
+	_ = refusalPage.ExecuteTemplate(w, "message", map[string]string{"Title": "Too many requests",
+		"Message": fmt.Sprintf("This address opened report links more than %g times a second (bursts of %d). Try again in %d s.", limits.Pages, limits.PageBurst, secs)})
+	log.Info().Str("client", ClientIP(r)).Str("path", r.URL.Path).Int("status", http.StatusTooManyRequests).Msg("report page refused: rate limit")
+	return false
 }
 
 // pageHeaders are the headers of every page and download of this file:
@@ -64,10 +108,9 @@ func pageHeaders(w http.ResponseWriter, contentType string) {
 	h.Set("Content-Type", contentType)
 }
 
-var refusalPage = template.Must(template.New("refusal").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title></head><body><main><h1>{{.Title}}</h1><p>{{.Message}}</p></main></body></html>
-`))
+// refusalPage is the plain page of a refused link: pagekit's message,
+// under the report pages' own headers.
+var refusalPage = pagekit.Pages("refusal", "")
 
 // refuse answers a refused link with a plain page.
 func refuse(w http.ResponseWriter, err error) int {
@@ -82,7 +125,7 @@ func refuse(w http.ResponseWriter, err error) int {
 	}
 	pageHeaders(w, "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_ = refusalPage.Execute(w, map[string]string{"Title": title, "Message": msg})
+	_ = refusalPage.ExecuteTemplate(w, "message", map[string]string{"Title": title, "Message": msg})
 	return status
 }
 

@@ -101,7 +101,7 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 	mux.Handle("/mcp", cfg.crossOrigin().Handler(challenge(withLogger(protected, log), ocfg)))
 	mux.Handle("/mcp/", cfg.crossOrigin().Handler(challenge(withLogger(protected, log), ocfg))) // toolsets per client (toolsets_route.go)
 	mountMedia(mux, store, log)
-	mountReports(mux, store, log) // reports.go
+	mountReports(mux, store, log, tools.RateLimitsOf(opts...)) // reports.go
 	if tools.ServerCardOf(opts...) {
 		mountServerCard(mux, store, catalog) // card.go
 	}

@@ -26,6 +26,11 @@ type RateLimits struct {
 	CallBurst    int
 	Requests     float64 // HTTP requests per second per key, at the edge
 	RequestBurst int
+	// Pages are the requests of the pages reached without a key (a shared
+	// report's page, a rendering's download) per client address, a bucket
+	// both share: 429 with Retry-After over it.
+	Pages     float64
+	PageBurst int
 }
 
 // DefaultCallRate and DefaultRequestRate are the service's settings unless
@@ -34,6 +39,9 @@ type RateLimits struct {
 const (
 	DefaultCallRate    = "10,100"
 	DefaultRequestRate = "50,500"
+	// DefaultPageRate: 2 page requests a second per client address, bursts
+	// of 20 (a room opening a link at once behind one address).
+	DefaultPageRate = "2,20"
 )
 
 // WithRateLimits sets the per-key rate limits; without it there are none
@@ -54,6 +62,10 @@ func ParseRateLimits(calls, requests string) (RateLimits, error) {
 	}
 	return r, nil
 }
+
+// ParseRate reads one setting "RATE" or "RATE,BURST" as ParseRateLimits
+// does (the page limit's).
+func ParseRate(s string) (perSecond float64, burst int, err error) { return parseRate(s) }
 
 func parseRate(s string) (float64, int, error) {
 	perSecond, burst, hasBurst := strings.Cut(strings.TrimSpace(s), ",")
@@ -82,13 +94,18 @@ func RateLimitsOf(opts ...Option) RateLimits {
 	return *o.limits
 }
 
-// Limiter holds one token bucket per API key.
+// Limiter holds one token bucket per API key (or client address). Past
+// MaxLimiterKeys buckets it starts afresh with none, so a flood of new
+// addresses cannot grow it without end.
 type Limiter struct {
 	limit rate.Limit
 	burst int
 	mu    sync.Mutex
 	keys  map[string]*rate.Limiter
 }
+
+// MaxLimiterKeys bounds a Limiter's buckets.
+const MaxLimiterKeys = 10_000
 
 // NewLimiter returns per-key buckets of perSecond with burst; perSecond 0
 // means no limit (a nil Limiter).
@@ -107,6 +124,9 @@ func (l *Limiter) Take(key string) (wait time.Duration, ok bool) {
 	}
 	l.mu.Lock()
 	b := l.keys[key]
+	if b == nil && len(l.keys) >= MaxLimiterKeys {
+		clear(l.keys)
+	}
 	if b == nil {
 		b = rate.NewLimiter(l.limit, l.burst)
 		l.keys[key] = b

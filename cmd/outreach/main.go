@@ -106,12 +106,14 @@ Every command reads the same configuration:
   OUTREACH_TOOLSETS         toolsets to serve, comma-separated (default: every toolset offered, the lean default listed; core: the core set; all: every one listed)
   OUTREACH_RATE_LIMIT       tool calls per second per key, RATE or RATE,BURST (default 10,100; 0: none)
   OUTREACH_HTTP_RATE_LIMIT  HTTP requests per second per key, RATE or RATE,BURST (default 50,500; 0: none)
+  OUTREACH_PAGE_RATE_LIMIT  shared report pages and report downloads per second per client address, RATE or RATE,BURST (default 2,20; 0: none)
   OUTREACH_SERVER_CARD      true: serve the MCP server card at /.well-known/mcp/server-card.json (default false)
 `
 
 type config struct {
 	data, addr, mongoListen, uri, db, writeMode string
 	toolsets, rateLimit, httpRateLimit          string
+	pageRateLimit                               string
 	// memoryLimit: the soft memory limit (memlimit.go); empty: the default.
 	memoryLimit string
 	// pitchWindow is the double-pitch guard's window.
@@ -182,6 +184,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.BoolVar(&cfg.mongoAllowWrites, "mongo-allow-writes", os.Getenv("OUTREACH_MONGO_ALLOW_WRITES") == "true", "removed: refused (writes through the wire endpoint bypassed the change log)")
 		fs.StringVar(&cfg.rateLimit, "rate-limit", env("OUTREACH_RATE_LIMIT", tools.DefaultCallRate), "tool calls per second per key, RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.httpRateLimit, "http-rate-limit", env("OUTREACH_HTTP_RATE_LIMIT", tools.DefaultRequestRate), "HTTP requests per second per key at the edge (429 over it), RATE or RATE,BURST (0: no limit)")
+		fs.StringVar(&cfg.pageRateLimit, "page-rate-limit", env("OUTREACH_PAGE_RATE_LIMIT", tools.DefaultPageRate), "requests of shared report pages and report downloads per second per client address (429 over it), RATE or RATE,BURST (0: no limit)")
 		fs.StringVar(&cfg.toolsets, "toolsets", env("OUTREACH_TOOLSETS", ""), "comma-separated toolsets to serve: "+strings.Join(tools.ToolsetNames(), ", ")+"; core (the core set: "+strings.Join(tools.CoreToolsets(), ", ")+"); all (every toolset, every one listed); empty (the default): every toolset offered, clients naming none are listed the lean default set")
 		fs.StringVar(&cfg.memoryLimit, "memory-limit", env("OUTREACH_MEMORY_LIMIT", ""), "soft limit on the Go runtime's memory, e.g. 512MiB, or off (default "+defaultMemoryLimit+", or GOMEMLIMIT when set): the collector runs more often near it")
 		cfg.deploy.flags(fs)
@@ -430,6 +433,9 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	limits, err := tools.ParseRateLimits(cfg.rateLimit, cfg.httpRateLimit)
 	if err != nil {
 		return err
+	}
+	if limits.Pages, limits.PageBurst, err = tools.ParseRate(cfg.pageRateLimit); err != nil {
+		return fmt.Errorf("rate limit of report pages %q: %w", cfg.pageRateLimit, err)
 	}
 	dcfg, err := deliveryConfig(log)
 	if err != nil {

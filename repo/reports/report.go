@@ -194,27 +194,29 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		oppFilter = bson.M{"outlet_id": bson.M{"$in": ids}}
 		r.Scope, r.OutletIDs = "outlets", ids
 	}
-	n, err := s.Count(ctx, repo.CollCoverage, filter)
-	if err != nil {
-		return nil, ledger.DriverErr(err, "coverage", "report")
-	}
-	if n > MaxReportItems {
-		return nil, repo.Errorf(repo.CodeFailedPrecondition, "the range holds %d coverage items, more than the %d one report reads; narrow since/until or the scope", n, MaxReportItems)
-	}
 	settings, err := s.Settings(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// The summary is read only when share of voice looks for competitors
-	// in it: it is long text the service's index leaves out (repo's
-	// mirrorSpecs), so without it the index answers the read.
+	// One read, bounded: one item past the limit tells a range too large
+	// (a count first would scan the collection twice). The title is read
+	// for the clip list and share of voice alone; the summary only when
+	// share of voice looks for competitors in it: it is long text the
+	// service's index leaves out (repo's mirrorSpecs), so without it the
+	// index answers the read.
 	var items []pipeline.Coverage
-	projection := bson.M{"title": 1, "type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}
+	projection := bson.M{"type": 1, "sentiment": 1, "outlet_id": 1, "reach": 1, "published_at": 1}
+	if q.Clips || len(settings.Competitors) > 0 {
+		projection["title"] = 1
+	}
 	if q.Clips {
 		projection["url"], projection["contact_ids"] = 1, 1
 	}
-	if err := s.FindProjected(ctx, repo.CollCoverage, filter, projection, &items); err != nil {
+	if err := s.FindAll(ctx, repo.CollCoverage, filter, options.Find().SetProjection(projection).SetLimit(MaxReportItems+1), &items); err != nil {
 		return nil, err
+	}
+	if len(items) > MaxReportItems {
+		return nil, repo.Errorf(repo.CodeFailedPrecondition, "the range holds more than the %d coverage items one report reads; narrow since/until or the scope", MaxReportItems)
 	}
 	if len(settings.Competitors) > 0 && len(items) > 0 {
 		if err := s.summaries(ctx, filter, items); err != nil {
@@ -222,8 +224,10 @@ func (s *Store) CoverageReport(ctx context.Context, q CoverageReportQuery) (*Cov
 		}
 	}
 	outletIDs := []string{}
+	seenOutlet := map[string]bool{}
 	for _, c := range items {
-		if c.OutletID != "" && !slices.Contains(outletIDs, c.OutletID) {
+		if c.OutletID != "" && !seenOutlet[c.OutletID] {
+			seenOutlet[c.OutletID] = true
 			outletIDs = append(outletIDs, c.OutletID)
 		}
 	}
