@@ -114,6 +114,9 @@ func (s *Engine) mirrorIDs(ctx context.Context, q mirrorQuery) (ids []string, to
 	if _, isID := q.filter["_id"].(string); isID && len(q.filter) == 1 {
 		return nil, 0, false, nil // the store's own cheap read
 	}
+	if _, kept := s.schema.Index[q.coll]; !kept {
+		return nil, 0, false, nil // not indexed: no counter to ask
+	}
 	for attempt := 0; ; attempt++ {
 		if !s.mirrorLive(ctx) {
 			return nil, 0, false, nil
