@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -189,8 +190,7 @@ func (c *copier) collection(coll string) (int64, error) {
 	var skipClaims map[string]bool
 	switch {
 	case coll == ledger.CollChangeLog:
-		filter = bson.M{"seq": bson.M{"$lte": c.counter}}
-		opts = append(opts, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
+		return c.changeLog()
 	case coll == ledger.CollIdempotency:
 		var err error
 		if skipClaims, err = c.claimsAfter(); err != nil {
@@ -215,22 +215,6 @@ func (c *copier) collection(coll string) (int64, error) {
 			raw := cur.Current
 			id := raw.Lookup("_id").String()
 			switch {
-			case coll == ledger.CollChangeLog:
-				var e struct {
-					ID         string `bson:"_id"`
-					Collection string `bson:"collection"`
-					RecordID   string `bson:"record_id"`
-					State      string `bson:"state"`
-				}
-				if err := bson.Unmarshal(raw, &e); err != nil {
-					return fmt.Errorf("change entry %s: %w", id, err)
-				}
-				if e.State == audit.StatePending {
-					return fmt.Errorf("change entry %s is pending below the copy's counter", e.ID)
-				}
-				if e.State == audit.StateApplied {
-					c.lastApplied[e.Collection+"/"+e.RecordID] = e.ID
-				}
 			case records:
 				doc, err := c.recordAt(coll, raw)
 				if err != nil {
@@ -282,6 +266,46 @@ func (c *copier) collection(coll string) (int64, error) {
 			}
 		}
 		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	c.files = append(c.files, f)
+	meta, err := c.metadata(coll)
+	if err != nil {
+		return 0, err
+	}
+	c.files = append(c.files, meta)
+	return n, nil
+}
+
+// changeLog copies the change log up to the counter in seq order, a batch
+// of entries at a time (Engine.ChangesInOrder), noting each record's last
+// applied entry.
+func (c *copier) changeLog() (int64, error) {
+	coll := ledger.CollChangeLog
+	var n int64
+	f, err := writeFile(c.ctx, join(c.dir, dataPath(c.db, coll)), func(w io.Writer) error {
+		return c.eng.ChangesInOrder(c.ctx, math.MinInt64, c.counter, func(raw bson.Raw) error {
+			var e struct {
+				ID         string `bson:"_id"`
+				Collection string `bson:"collection"`
+				RecordID   string `bson:"record_id"`
+				State      string `bson:"state"`
+			}
+			if err := bson.Unmarshal(raw, &e); err != nil {
+				return fmt.Errorf("change entry %s: %w", raw.Lookup("_id"), err)
+			}
+			if e.State == audit.StatePending {
+				return fmt.Errorf("change entry %s is pending below the copy's counter", e.ID)
+			}
+			if e.State == audit.StateApplied {
+				c.lastApplied[e.Collection+"/"+e.RecordID] = e.ID
+			}
+			n++
+			_, err := w.Write(raw)
+			return err
+		})
 	})
 	if err != nil {
 		return 0, err

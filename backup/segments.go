@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/audit"
@@ -167,32 +166,26 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 	}
 	// A change still being written (pending) below the counter ends the
 	// segment before it: the next one starts there once it has landed.
-	var pending audit.Entry
-	err = eng.Collection(ledger.CollChangeLog).FindOne(ctx, bson.M{"seq": bson.M{"$gt": after, "$lte": upto}, "state": audit.StatePending},
-		options.FindOne().SetSort(bson.D{{Key: "seq", Value: 1}})).Decode(&pending)
-	switch {
-	case err == nil:
-		upto = pending.Seq - 1
-	case !errors.Is(err, mongo.ErrNoDocuments):
+	pending, found, err := eng.FirstPending(ctx, after, upto)
+	if err != nil {
 		return after, nil, err
+	}
+	if found {
+		upto = pending - 1
 	}
 	if upto <= after {
 		return after, nil, nil
 	}
 	dir := join(to, ChangesDir)
-	cur, err := eng.Collection(ledger.CollChangeLog).Find(ctx, bson.M{"seq": bson.M{"$gt": after, "$lte": upto}},
-		options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
-	if err != nil {
-		return after, nil, err
-	}
-	defer cur.Close(ctx)
 	s := Segment{After: after, Upto: upto, File: segmentName(after, upto) + ".bson.gz"}
 	s.Path = join(dir, s.File)
 	f, err := writeRaw(ctx, s.Path, dir, func(w io.Writer) error {
 		return writeGzipTo(w, func(zw io.Writer) error {
-			for cur.Next(ctx) {
+			// In seq order, a batch of entries at a time (the embedded
+			// store would sort the whole log in memory).
+			return eng.ChangesInOrder(ctx, after, upto, func(raw bson.Raw) error {
 				var e audit.Entry
-				if err := bson.Unmarshal(cur.Current, &e); err != nil {
+				if err := bson.Unmarshal(raw, &e); err != nil {
 					return err
 				}
 				if e.State == audit.StatePending {
@@ -203,11 +196,9 @@ func Ship(ctx context.Context, eng *ledger.Engine, to string, after int64) (int6
 				}
 				s.Count++
 				s.LastAt = e.At
-				if _, err := zw.Write(cur.Current); err != nil {
-					return err
-				}
-			}
-			return cur.Err()
+				_, err := zw.Write(raw)
+				return err
+			})
 		})
 	})
 	if err != nil {

@@ -121,6 +121,13 @@ func socketDir(dataDir string) (dir string, temporary bool, err error) {
 // The file's pages stay in the kernel's cache either way.
 const pageCache = "_pragma=cache_size(-512)"
 
+// storeLog is FerretDB's logger, of which nothing is kept: a handler that
+// discards, not a text handler writing nowhere. FerretDB adds each SQL
+// statement with its arguments (the documents) to its logger before and
+// after it runs it, which a text handler formats at once: 6 % of a write's
+// time in the profile of the writes' bench.
+var storeLog = slog.New(slog.DiscardHandler)
+
 // Start starts FerretDB on opts.Dir and returns once it accepts connections.
 func Start(ctx context.Context, opts Options) (s *Store, err error) {
 	if opts.TCP != "" && opts.Auth == nil {
@@ -198,7 +205,7 @@ func Start(ctx context.Context, opts Options) (s *Store, err error) {
 		Listener:  ferretdb.ListenerConfig{Unix: sock},
 		Handler:   "sqlite",
 		SQLiteURL: sqliteURL,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    storeLog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start embedded store: %w", err)

@@ -2,12 +2,15 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"outreach/audit"
 )
@@ -121,7 +124,10 @@ func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
 	}
 	visible := map[string]bool{}           // entry id -> its record carries it
 	history := map[string][]*verifyEntry{} // coll/id -> applied entries
-	cur, err = s.coll(collChangeLog).Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}))
+	// Unsorted, then sorted here by seq: the embedded store would decode
+	// every entry a second time to sort them (verify holds them anyway, as
+	// stored bytes).
+	cur, err = s.coll(collChangeLog).Find(ctx, bson.M{})
 	if err != nil {
 		return res, err
 	}
@@ -139,6 +145,7 @@ func (s *Engine) VerifyReport(ctx context.Context) (VerifyResult, error) {
 		return res, err
 	}
 	cur.Close(ctx)
+	slices.SortStableFunc(entries, func(a, b verifyEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	for i := range entries {
 		e := &entries[i]
 		entryByID[e.ID] = e
@@ -300,10 +307,22 @@ type verifyEntry struct {
 // copied where kept).
 func readVerifyEntry(raw bson.Raw) (verifyEntry, error) {
 	var e verifyEntry
-	if err := bson.Unmarshal(raw, &e.Entry); err != nil {
+	// The fields but the states: decoding the states here only to drop
+	// them made verify three times slower (at 10,000 notes, 94 s against
+	// 23 s before the states were kept as bytes).
+	elems, err := bsoncore.Document(raw).Elements()
+	if err != nil {
 		return e, err
 	}
-	e.Before, e.After = nil, nil
+	var kept [][]byte
+	for _, el := range elems {
+		if k := el.Key(); k != "before" && k != "after" {
+			kept = append(kept, el)
+		}
+	}
+	if err := bson.Unmarshal(bsoncore.BuildDocumentFromElements(nil, kept...), &e.Entry); err != nil {
+		return e, err
+	}
 	state := func(key string) bson.Raw {
 		v, err := raw.LookupErr(key)
 		if err != nil || v.Type != bson.TypeEmbeddedDocument {

@@ -176,6 +176,7 @@ func OpenStore(t testing.TB, o Options) *repo.Store {
 		uri = es.URI
 		opts.Exclusive = true
 		opts.PrepareStore = es.IndexIDs
+		opts.Lookups = es // as the service on a data directory: the backup's ordered reads use them
 	}
 	db := o.DB
 	if db == "" {
