@@ -3,6 +3,8 @@ package repo
 import (
 	"context"
 	"fmt"
+
+	"outreach/ledger/index"
 )
 
 // What the areas above the core register with it. The core cannot import
@@ -21,6 +23,7 @@ var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollShar
 var reactions struct {
 	emailStored func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
 	stageNote   func(oppID, stage, content string) (Mutation, error)
+	words       func(map[string]index.Spec) map[string]index.Spec
 }
 
 // Mutation is one record change handed to the write path (ledger.Mutation),
@@ -58,6 +61,17 @@ func RegisterStageNote(fn func(oppID, stage, content string) (Mutation, error)) 
 	reactions.stageNote = fn
 }
 
+// RegisterWords registers what gives the index specs of the searched
+// collections and of the lists with a free-text filter their word index
+// (package textlist: the words of each record the searches and filters
+// read), for the schema the core hands the engine at Open.
+func RegisterWords(fn func(map[string]index.Spec) map[string]index.Spec) {
+	if reactions.words != nil {
+		panic("repo: the word index's extraction is registered twice")
+	}
+	reactions.words = fn
+}
+
 // checkRegistry fails when an area's rule or reaction is missing: the
 // program does not link the area that registers it.
 func checkRegistry() error {
@@ -68,6 +82,9 @@ func checkRegistry() error {
 	}
 	if reactions.emailStored == nil {
 		return fmt.Errorf("the store cannot start: nothing reacts to a stored email (link package outreach/repo/pitches)")
+	}
+	if reactions.words == nil {
+		return fmt.Errorf("the store cannot start: nothing extracts the word index (link package outreach/repo/textlist)")
 	}
 	if reactions.stageNote == nil {
 		return fmt.Errorf("the store cannot start: nothing makes the note of a stage change (link package outreach/repo/notes)")

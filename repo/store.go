@@ -187,7 +187,7 @@ type Store struct {
 	// implicit caches what keys' implicit sessions depend on (sessions_cache.go).
 	implicit implicitCache
 	// textByPattern asks the store's pattern for every free-text filter of
-	// a list (list_text.go), so that tests can compare the two paths.
+	// a list (package textlist), so that tests can compare the two paths.
 	textByPattern atomic.Bool
 }
 

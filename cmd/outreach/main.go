@@ -38,6 +38,7 @@ import (
 	"outreach/oauth"
 	"outreach/pitchsend"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/repo/pipeline"
 	"outreach/server"
 	"outreach/server/version"
@@ -503,7 +504,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	if err := pipeline.Of(store).Seed(ctx); err != nil {
 		return err
 	}
-	key, err := store.Bootstrap(audit.WithActor(ctx, repo.SystemActor("bootstrap")))
+	key, err := access.Of(store).Bootstrap(audit.WithActor(ctx, repo.SystemActor("bootstrap")))
 	if err != nil {
 		return fmt.Errorf("first admin key: %w", err)
 	}
@@ -669,9 +670,9 @@ func keyOwner(ctx context.Context, store *repo.Store, email string) (*repo.User,
 	if email == "" {
 		email = "admin@localhost"
 	}
-	u, err := store.UserByEmail(ctx, email)
+	u, err := access.Of(store).UserByEmail(ctx, email)
 	if repo.ErrorCode(err) == repo.CodeNotFound {
-		return store.CreateUser(ctx, strings.Split(email, "@")[0], email, "")
+		return access.Of(store).CreateUser(ctx, strings.Split(email, "@")[0], email, "")
 	}
 	return u, err
 }
