@@ -34,6 +34,7 @@ import (
 	"outreach/audit"
 	"outreach/embedded"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/repo/pipeline"
 	"outreach/server"
 	"outreach/tools"
@@ -444,7 +445,7 @@ func prepare(ctx context.Context, t *target, cfg Config, rep *Report) (*data, st
 	if err := pipeline.Of(t.store).Seed(sctx); err != nil {
 		return nil, "", err
 	}
-	key, err := t.store.Bootstrap(sctx)
+	key, err := access.Of(t.store).Bootstrap(sctx)
 	if err != nil {
 		return nil, "", err
 	}

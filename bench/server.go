@@ -24,6 +24,9 @@ func serverStore(t *target) string {
 	if name == "" {
 		name = "a MongoDB-compatible server"
 	}
+	if t.store.Health().IndexFollowing {
+		return name + " at MONGODB_URI (a server of its own; the service keeps its own index too, following the change log: OUTREACH_SERVER_INDEX=on)"
+	}
 	return name + " at MONGODB_URI (a server of its own; its indexes serve, the service keeps none)"
 }
 

@@ -30,6 +30,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/repo/notify"
 	"outreach/repo/outbox"
 	"outreach/repo/pipeline"
@@ -329,7 +330,7 @@ func (w *Worker) sendSlack(ctx context.Context, n *outbox.Notification) (time.Du
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
 	defer cancel()
 	to := ""
-	if u, err := w.store.User(ctx, n.UserID); err == nil && u.SlackUserID != "" {
+	if u, err := access.Of(w.store).User(ctx, n.UserID); err == nil && u.SlackUserID != "" {
 		to = "<@" + u.SlackUserID + "> " // the subscriber is mentioned
 	}
 	text := fmt.Sprintf("%s*%s* · %s\n%s\n_notification %s_", to, n.Event, n.Title, n.Text, n.ID)

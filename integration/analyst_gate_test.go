@@ -20,6 +20,7 @@ import (
 	"outreach/audit"
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/access"
 )
 
 // analystKey is an agent key made through MCP: its id is the user name on
@@ -391,14 +392,14 @@ func TestAnalystBoundedWork(t *testing.T) {
 func TestAnalystKeyOfAnOlderKey(t *testing.T) {
 	env := testenv.New(t)
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test"))
-	old := repo.NewKey()
+	old := access.NewKey()
 	sum := sha256.Sum256([]byte(old))
 	id, err := env.Store.Fixture(ctx, "agent_keys", map[string]any{"user_id": env.AdminUserID, "name": "older key", "agent_type": "other",
 		"scopes": []string{"read"}, "key_hash": hex.EncodeToString(sum[:]), "display_prefix": old[:15] + "…", "expires_at": nil, "revoked_at": nil})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Store.Authenticate(ctx, old); err != nil {
+	if _, err := access.Of(env.Store).Authenticate(ctx, old); err != nil {
 		t.Fatalf("the older key over MCP: %v", err)
 	}
 	var made struct {
@@ -409,7 +410,7 @@ func TestAnalystKeyOfAnOlderKey(t *testing.T) {
 		AgentKey struct{ ID string } `json:"agent_key"`
 	}
 	env.Admin().Must("create_agent_key", M{"name": "writer", "scopes": []string{"write"}}, &writer)
-	if k, err := env.Store.AnalystKey(ctx, made.AgentKey.ID); err != nil || k.SCRAM == nil || k.SCRAM.Iterations < 4096 || len(k.SCRAM.StoredKey) != 32 {
+	if k, err := access.Of(env.Store).AnalystKey(ctx, made.AgentKey.ID); err != nil || k.SCRAM == nil || k.SCRAM.Iterations < 4096 || len(k.SCRAM.StoredKey) != 32 {
 		t.Fatalf("a new read key: %+v %v; want its verifier", k, err)
 	}
 	for what, c := range map[string]struct{ id, want string }{
@@ -417,12 +418,12 @@ func TestAnalystKeyOfAnOlderKey(t *testing.T) {
 		"a key without read":     {writer.AgentKey.ID, "no read scope"},
 		"an id that is no key's": {"0b9d5c55-6a7e-4a55-9a63-0c1c1c0a0a01", "no agent key"},
 	} {
-		if _, err := env.Store.AnalystKey(ctx, c.id); !errors.Is(err, repo.ErrBadKey) || !strings.Contains(err.Error(), c.want) {
+		if _, err := access.Of(env.Store).AnalystKey(ctx, c.id); !errors.Is(err, repo.ErrBadKey) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want %q", what, err, c.want)
 		}
 	}
 	env.Admin().Must("revoke_agent_key", M{"id": made.AgentKey.ID}, nil)
-	if _, err := env.Store.AnalystKey(ctx, made.AgentKey.ID); !errors.Is(err, repo.ErrBadKey) || !strings.Contains(err.Error(), "revoked") {
+	if _, err := access.Of(env.Store).AnalystKey(ctx, made.AgentKey.ID); !errors.Is(err, repo.ErrBadKey) || !strings.Contains(err.Error(), "revoked") {
 		t.Errorf("a revoked key: %v", err)
 	}
 }

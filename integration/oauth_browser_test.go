@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"outreach/integration/testenv"
+	"outreach/repo/access"
 )
 
 // chromium finds Debian's Chromium; without it the test skips, and fails
@@ -133,7 +134,7 @@ func browserSignIn(t *testing.T, exe string, env *testenv.Env, email, endpoint s
 		SignedIn string `json:"signed_in_with"`
 	}
 	c.Must("whoami", nil, &who)
-	fay, err := env.Store.UserByEmail(context.Background(), email)
+	fay, err := access.Of(env.Store).UserByEmail(context.Background(), email)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestOAuthTypeScriptSDK(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("node oauth.mjs: %v\nstderr:\n%s", err, stderr.String())
 	}
-	gus, err := env.Store.UserByEmail(context.Background(), "gus@example.com")
+	gus, err := access.Of(env.Store).UserByEmail(context.Background(), "gus@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,7 +205,7 @@ func TestOAuthGoSDKFlow(t *testing.T) {
 		SignedIn  string   `json:"signed_in_with"`
 	}
 	c.Must("whoami", nil, &who)
-	ada, err := env.Store.UserByEmail(context.Background(), "ada@example.com")
+	ada, err := access.Of(env.Store).UserByEmail(context.Background(), "ada@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

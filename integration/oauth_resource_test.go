@@ -211,7 +211,7 @@ func TestOAuthOff(t *testing.T) {
 func TestConnectedClientsTools(t *testing.T) {
 	env := testenv.NewWith(t, testenv.Options{OAuth: true})
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
-	eve, err := env.Store.CreateUser(ctx, "Eve", "eve@example.com", "")
+	eve, err := access.Of(env.Store).CreateUser(ctx, "Eve", "eve@example.com", "")
 	if err != nil {
 		t.Fatal(err)
 	}

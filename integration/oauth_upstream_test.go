@@ -15,6 +15,7 @@ import (
 	"outreach/integration/testenv"
 	"outreach/oauth"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/server"
 )
 
@@ -32,11 +33,11 @@ func TestOAuthUpstreamOIDC(t *testing.T) {
 	env := testenv.NewWith(t, testenv.Options{OAuth: true, Server: server.Config{Upstream: &oauth.Upstream{Issuer: m.Issuer(),
 		ClientID: m.ClientID, ClientSecret: m.ClientSecret, Domains: []string{"example.com"}, Name: "Mock Workspace"}}})
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
-	jane, err := env.Store.CreateUser(ctx, "Jane", "jane@example.com", "")
+	jane, err := access.Of(env.Store).CreateUser(ctx, "Jane", "jane@example.com", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Store.CreateUser(ctx, "Olga", "olga@other.org", ""); err != nil {
+	if _, err := access.Of(env.Store).CreateUser(ctx, "Olga", "olga@other.org", ""); err != nil {
 		t.Fatal(err)
 	}
 	const redirect = "http://127.0.0.1:9/upstream"

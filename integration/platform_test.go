@@ -12,6 +12,7 @@ import (
 
 	"outreach/integration/testenv"
 	"outreach/repo"
+	"outreach/repo/access"
 )
 
 type M = testenv.M
@@ -102,7 +103,7 @@ func TestBadKeysAreRefusedWith401(t *testing.T) {
 		"missing":   "",
 		"malformed": "hello",
 		"checksum":  good[:len(good)-1] + string("ab"[(strings.IndexByte("ab", good[len(good)-1])+1)&1]),
-		"unknown":   repo.NewKey(),
+		"unknown":   access.NewKey(),
 	}
 	for name, key := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -298,6 +298,13 @@ func (s *Engine) rebuildAfterRestore(ctx context.Context) error {
 	if s.cache != nil {
 		s.cache.clear()
 	}
+	if s.mirror.follow != nil {
+		// A server: the restore wrote around the change log's order, so
+		// the index is read again from the store.
+		s.mirror.stale.Store(true)
+		_, err := s.buildFollow(ctx)
+		return err
+	}
 	if !s.mirror.stale.Load() {
 		return nil
 	}

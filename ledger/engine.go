@@ -73,6 +73,15 @@ type Capabilities struct {
 	TextSearch bool   `json:"text_search"`
 	WriteMode  string `json:"write_mode"`
 	Server     string `json:"server"`
+	// Index is the state of the service's own index: "building" (queries
+	// read the store meanwhile), "behind" (a server: it has not reached
+	// the store's counter for a while, and reads go to the store), or
+	// "current"; empty where none is kept (a server without
+	// OUTREACH_SERVER_INDEX).
+	Index string `json:"index,omitempty"`
+	// IndexFollows: the index follows the change log (a server), rather
+	// than being kept by this process's writes (the embedded store).
+	IndexFollows bool `json:"index_follows,omitempty"`
 	// Probes say why a probed capability came out false.
 	Probes []string `json:"probes,omitempty"`
 }
@@ -108,6 +117,14 @@ type Options struct {
 	// indexes what a start asks of the change log (mirror_tail.go): the
 	// entries after a checkpoint, the entries left pending.
 	Lookups Lookups
+	// ServerIndex keeps the service's own index on a store other processes
+	// write too (a server): built from the store at start, then kept
+	// current by following the change log (mirror_follow.go). Ignored on
+	// an exclusive store, which keeps its index always.
+	ServerIndex bool
+	// ServerIndexWait bounds how long a read waits for the index to reach
+	// the store's counter before it reads the store; zero means 250 ms.
+	ServerIndexWait time.Duration
 	// IndexCheck runs every query the engine's own index answers on the
 	// store as well and fails it when the answers differ.
 	IndexCheck bool
@@ -174,7 +191,8 @@ type Engine struct {
 	// sessions caches session id -> the agent it is bound to.
 	sessions sync.Map
 	// mirror: the indexes the service keeps for the exclusive embedded
-	// store (mirror.go); nil elsewhere.
+	// store (mirror.go), or on a server with Options.ServerIndex
+	// (mirror_follow.go); nil elsewhere.
 	mirror     *mirror
 	stopMirror context.CancelFunc
 	// cache holds stored records read by _id where the mirror is live
@@ -196,6 +214,9 @@ type Engine struct {
 	landedHook atomic.Pointer[func(gen uint64, c LandedChange)]
 	// schema is the domain's registration.
 	schema Schema
+	// writesDone counts the writes this process ended (landed or not): a
+	// read point taken before one is not reused after it (WithReadPoint).
+	writesDone atomic.Uint64
 	// restoring is set between BeginRestore and CompleteRestore: the restore
 	// writes are refused outside it.
 	restoring atomic.Bool
@@ -297,6 +318,13 @@ func Open(ctx context.Context, client *mongo.Client, database, probeKey string, 
 		s.cache = newRecordCache(opts.RecordCache)
 		s.startMirror(opts.IndexCheck)
 	}
+	if opts.ServerIndex && !opts.Exclusive {
+		wait := opts.ServerIndexWait
+		if wait <= 0 {
+			wait = 250 * time.Millisecond
+		}
+		s.startFollow(opts.IndexCheck, wait)
+	}
 	return s, nil
 }
 
@@ -322,7 +350,19 @@ func (s *Engine) Close(ctx context.Context) {
 }
 
 // Capabilities reports what was detected at start and the write mode chosen.
-func (s *Engine) Capabilities() Capabilities { return s.caps }
+func (s *Engine) Capabilities() Capabilities {
+	c := s.caps
+	if h := s.Health(); h.IndexKept {
+		c.Index, c.IndexFollows = "current", h.IndexFollowing
+		switch {
+		case h.IndexBuilding:
+			c.Index = "building"
+		case h.IndexBehind:
+			c.Index = "behind"
+		}
+	}
+	return c
+}
 
 // Ping checks that the store answers.
 func (s *Engine) Ping(ctx context.Context) error { return s.client.Ping(ctx, nil) }

@@ -29,7 +29,7 @@ import (
 // is false for a record that is not stored.
 func (s *Engine) indexedRecord(coll, id string, fields []string) (doc bson.M, found, ok bool, err error) {
 	mi := s.mirror
-	if mi == nil || !s.serialWrites {
+	if !s.written() {
 		return nil, false, false, nil
 	}
 	mi.mu.RLock()

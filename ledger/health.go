@@ -26,6 +26,20 @@ type Health struct {
 	// IndexRecords is how many records the built index holds (0 while the
 	// first build runs).
 	IndexRecords int
+	// IndexFollowing: the index follows the change log (a server with the
+	// service's own index, ledger/mirror_follow.go). IndexPosition is the
+	// seq it has followed up to, IndexCounter the store's counter it last
+	// read; IndexBehind: it has been below that counter for over two
+	// seconds (a write in flight, or a seq taken and not yet resolved):
+	// reads wait a moment, then read the store, correct but slower.
+	// IndexStoreReads counts the reads that did so, IndexReads those the
+	// index was current for.
+	IndexFollowing  bool
+	IndexBehind     bool
+	IndexPosition   int64
+	IndexCounter    int64
+	IndexStoreReads int64
+	IndexReads      int64
 	// Commits counts the writes (a mutation or a group) that landed since
 	// the process started; Conflicts those refused as a lost race or a
 	// record locked by a group in progress; Recovered the writes in doubt
@@ -42,6 +56,9 @@ func (s *Engine) Health() Health {
 	}
 	h.IndexKept = true
 	h.IndexBuilding = mi.stale.Load()
+	if mi.follow != nil {
+		s.followStatus(&h)
+	}
 	mi.mu.RLock()
 	for _, c := range mi.colls {
 		h.IndexRecords += c.Len()

@@ -52,9 +52,14 @@ func (in Internals) PutIdempotency(ctx context.Context, filter bson.M, claim *Id
 	return in.e.putIdempotency(ctx, filter, claim)
 }
 
-// IndexKept reports whether the engine keeps its own index (the exclusive
-// embedded store).
-func (in Internals) IndexKept() bool { return in.e.mirror != nil }
+// IndexKept reports whether the engine keeps its own index as it writes
+// (the exclusive embedded store); an index that follows the change log (a
+// server, Options.ServerIndex) is IndexFollows.
+func (in Internals) IndexKept() bool { return in.e.written() }
+
+// IndexFollows reports whether the engine's own index follows the change
+// log (a server with Options.ServerIndex).
+func (in Internals) IndexFollows() bool { return in.e.mirror != nil && in.e.mirror.follow != nil }
 
 // IndexStale reports whether the index is being rebuilt.
 func (in Internals) IndexStale() bool { return in.e.mirror.stale.Load() }

@@ -58,6 +58,29 @@ type mirror struct {
 	stop  context.Context
 	// fromCheckpoint: the first build loaded the checkpoint (mirror_checkpoint.go).
 	fromCheckpoint atomic.Bool
+	// follow: the index follows the change log (a server,
+	// mirror_follow.go); nil: the write path keeps it (the embedded store).
+	follow *follower
+}
+
+// written reports whether the write path keeps the mirror (the embedded
+// store): on a server the mirror follows the change log instead.
+func (s *Engine) written() bool {
+	return s.mirror != nil && s.serialWrites && s.mirror.follow == nil
+}
+
+// mirrorLive reports whether the mirror may answer a read beginning now:
+// built and not stale, and on a server, current with the store's counter
+// (followCurrent, which may wait for it).
+func (s *Engine) mirrorLive(ctx context.Context) bool {
+	switch {
+	case s.mirror == nil || s.mirror.stale.Load():
+		return false
+	case s.mirror.follow != nil:
+		return s.followCurrent(ctx)
+	default:
+		return s.serialWrites
+	}
 }
 
 type journaled struct {
@@ -193,13 +216,22 @@ func (s *Engine) readMirror(ctx context.Context) (map[string]*index.Coll, error)
 // record missing from it, held there but not stored, or held in another
 // state is a violation (verify reports it; tests fail on it).
 func (s *Engine) mirrorViolations(ctx context.Context) ([]Violation, error) {
-	if s.mirror == nil || !s.serialWrites || s.mirror.stale.Load() {
+	if s.mirror != nil && s.mirror.follow != nil {
+		return s.followViolations(ctx)
+	}
+	if !s.written() || s.mirror.stale.Load() {
 		return nil, nil
 	}
 	fresh, err := s.readMirror(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return s.compareMirror(fresh, false)
+}
+
+// compareMirror compares the mirror with fresh, read from the store;
+// unlocked: a plan's locks are left out on both sides (mirror_follow.go).
+func (s *Engine) compareMirror(fresh map[string]*index.Coll, unlocked bool) ([]Violation, error) {
 	s.mirror.mu.RLock()
 	defer s.mirror.mu.RUnlock()
 	var out []Violation
@@ -208,6 +240,9 @@ func (s *Engine) mirrorViolations(ctx context.Context) ([]Violation, error) {
 		var failed error
 		want.Each(func(id string, d bson.Raw) {
 			h, ok := have.Doc(id)
+			if unlocked {
+				d, h = withoutLock(d), withoutLock(h)
+			}
 			if failed != nil {
 				return
 			}
@@ -243,7 +278,7 @@ func (s *Engine) mirrorViolations(ctx context.Context) ([]Violation, error) {
 // mirrorPut records a document the write path has just written (writeMu
 // held). doc is the whole stored document.
 func (s *Engine) mirrorPut(coll string, doc any) {
-	if s.mirror == nil || !s.serialWrites {
+	if !s.written() {
 		return
 	}
 	if coll == collChangeLog {
@@ -281,7 +316,7 @@ func (s *Engine) mirrorPut(coll string, doc any) {
 // without a reply) and records what is stored (writeMu held). A read that
 // fails too leaves the mirror stale until it is rebuilt.
 func (s *Engine) mirrorRefresh(ctx context.Context, coll, id string) {
-	if s.mirror == nil || !s.serialWrites {
+	if !s.written() {
 		return
 	}
 	if _, ok := s.schema.Index[coll]; !ok {

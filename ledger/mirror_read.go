@@ -108,22 +108,33 @@ func onlyID(p bson.M) bool {
 
 // mirrorIDs asks the mirror, and in check mode the store too.
 func (s *Engine) mirrorIDs(ctx context.Context, q mirrorQuery) (ids []string, total int64, ok bool, err error) {
-	if s.mirror == nil || !s.serialWrites {
+	if s.mirror == nil || (s.mirror.follow == nil && !s.serialWrites) {
 		return nil, 0, false, nil
 	}
 	if _, isID := q.filter["_id"].(string); isID && len(q.filter) == 1 {
 		return nil, 0, false, nil // the store's own cheap read
 	}
+	if _, kept := s.schema.Index[q.coll]; !kept {
+		return nil, 0, false, nil // not indexed: no counter to ask
+	}
 	for attempt := 0; ; attempt++ {
+		if !s.mirrorLive(ctx) {
+			return nil, 0, false, nil
+		}
 		ids, total, ok = s.mirror.ids(q)
 		if !ok || !s.mirror.check {
 			return ids, total, ok, nil
 		}
-		sids, stotal, err := s.storeIDs(ctx, q)
+		sids, stotal, all, err := s.storeMatches(ctx, q)
 		if err != nil {
 			return nil, 0, false, err
 		}
 		if slices.Equal(ids, sids) && total == stotal {
+			return ids, total, true, nil
+		}
+		if len(q.sort) == 0 && total == stotal && len(ids) == len(sids) && subset(ids, all) {
+			// No order asked for: a server returns its matches in an order
+			// of its own, and a limit takes any of them.
 			return ids, total, true, nil
 		}
 		// A write may have landed between the two reads: ask again.
@@ -139,6 +150,26 @@ func (s *Engine) mirrorIDs(ctx context.Context, q mirrorQuery) (ids []string, to
 
 // storeIDs is the store's answer to q (check mode).
 func (s *Engine) storeIDs(ctx context.Context, q mirrorQuery) ([]string, int64, error) {
+	ids, total, _, err := s.storeMatches(ctx, q)
+	return ids, total, err
+}
+
+// subset reports whether every id of ids is in all.
+func subset(ids, all []string) bool {
+	in := make(map[string]bool, len(all))
+	for _, id := range all {
+		in[id] = true
+	}
+	for _, id := range ids {
+		if !in[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// storeMatches is the store's answer to q, with every match's id.
+func (s *Engine) storeMatches(ctx context.Context, q mirrorQuery) ([]string, int64, []string, error) {
 	opts := options.Find().SetProjection(bson.M{"_id": 1})
 	if q.sort != nil {
 		opts.SetSort(q.sort)
@@ -150,21 +181,23 @@ func (s *Engine) storeIDs(ctx context.Context, q mirrorQuery) ([]string, int64, 
 	}
 	cur, err := s.coll(q.coll).Find(ctx, filter, opts)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	var docs []struct {
 		ID string `bson:"_id"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	ids := []string{}
+	all := make([]string, len(docs))
 	for i, d := range docs {
+		all[i] = d.ID
 		if int64(i) >= q.skip && (q.limit == 0 || int64(len(ids)) < q.limit) {
 			ids = append(ids, d.ID)
 		}
 	}
-	return ids, int64(len(docs)), nil
+	return ids, int64(len(docs)), all, nil
 }
 
 // fetch reads the records ids of coll by _id, in order, a few at a time.
@@ -201,6 +234,14 @@ func (s *Engine) fetch(ctx context.Context, coll string, ids []string, filter, p
 			}
 		}
 		todo = append(todo, i)
+	}
+	if s.mirror.follow != nil && len(todo) > 1 {
+		// A server: one find by _id $in (an index scan there) instead of a
+		// round trip per record.
+		if err := s.fetchIn(ctx, coll, ids, todo, projection, out); err != nil {
+			return nil, err
+		}
+		todo = nil
 	}
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -452,4 +493,35 @@ func (s *Engine) covered(coll string, ids []string, projection bson.M) ([]bson.R
 		out = append(out, bson.Raw(doc))
 	}
 	return out, true
+}
+
+// fetchIn reads the records ids[i], i in todo, of coll with one find by
+// _id $in into out (a record not stored stays nil).
+func (s *Engine) fetchIn(ctx context.Context, coll string, ids []string, todo []int, projection bson.M, out []bson.Raw) error {
+	want := make([]string, len(todo))
+	for k, i := range todo {
+		want[k] = ids[i]
+	}
+	opts := options.Find()
+	if projection != nil {
+		opts.SetProjection(projection)
+	}
+	cur, err := s.coll(coll).Find(ctx, bson.M{"_id": bson.M{"$in": want}}, opts)
+	if err != nil {
+		return err
+	}
+	defer cur.Close(ctx)
+	byID := make(map[string]bson.Raw, len(want))
+	for cur.Next(ctx) {
+		if id, ok := cur.Current.Lookup("_id").StringValueOK(); ok {
+			byID[id] = slices.Clone(cur.Current)
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return err
+	}
+	for _, i := range todo {
+		out[i] = byID[ids[i]]
+	}
+	return nil
 }

@@ -1,6 +1,11 @@
 package ledger
 
-import "outreach/ledger/index"
+import (
+	"context"
+	"time"
+
+	"outreach/ledger/index"
+)
 
 // TextCandidates asks the word index of coll (index.Spec.Words) which
 // records may hold needle, folded as the spec's Words.Texts folds: exact,
@@ -21,7 +26,14 @@ func (s *Engine) ListTextCandidates(coll, needle string) (recs []index.TextRecor
 
 func (s *Engine) textCandidates(coll string, text func(*index.Coll) ([]index.TextRecord, bool, bool)) (recs []index.TextRecord, exact bool, size int, ok bool) {
 	mi := s.mirror
-	if mi == nil || !s.serialWrites || mi.stale.Load() {
+	if mi != nil && mi.follow != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), mi.follow.wait+time.Second)
+		live := s.mirrorLive(ctx)
+		cancel()
+		if !live {
+			return nil, false, 0, false
+		}
+	} else if !s.written() || mi.stale.Load() {
 		return nil, false, 0, false
 	}
 	mi.mu.RLock()

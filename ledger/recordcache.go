@@ -158,7 +158,7 @@ func (c *recordCache) stats() (entries int, bytes int64) {
 // cacheOn reports whether the record cache serves reads of coll now: the
 // index is live and keeps coll (so every write of coll reaches mirrorPut).
 func (s *Engine) cacheOn(coll string) bool {
-	if s.cache == nil || s.mirror == nil || !s.serialWrites || s.mirror.stale.Load() {
+	if s.cache == nil || !s.written() || s.mirror.stale.Load() {
 		return false
 	}
 	_, ok := s.schema.Index[coll]

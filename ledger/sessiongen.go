@@ -33,7 +33,7 @@ func (s *Engine) bumpSessionGen() { s.sessionGen.Add(1) }
 // live (elsewhere another process may write, and every call reads).
 func (s *Engine) SessionGeneration() (gen uint64, cacheable bool) {
 	gen = s.sessionGen.Load()
-	return gen, s.mirror != nil && s.serialWrites && !s.mirror.stale.Load()
+	return gen, s.written() && !s.mirror.stale.Load()
 }
 
 // LandedChange is a change entry the write path has just stored, as

@@ -107,6 +107,8 @@ func (s *Engine) writeChecked(ctx context.Context, chk precheck, muts ...mutatio
 	if len(muts) == 0 {
 		return nil, nil
 	}
+	// Reads after this write must see it (WithReadPoint).
+	defer s.writesDone.Add(1)
 	for _, m := range muts {
 		if drop := s.schema.Caches[m.Coll]; drop != nil {
 			// A change to a cached collection (the verified keys) empties

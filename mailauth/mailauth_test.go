@@ -18,6 +18,7 @@ import (
 	"outreach/mailauth"
 	"outreach/mailauth/mailauthtest"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/repo/mailboxes"
 	"outreach/repo/repotest"
 )
@@ -53,11 +54,11 @@ func setup(t *testing.T, ttl time.Duration) *fixture {
 		t.Fatal(err)
 	}
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test"))
-	u, err := s.CreateUser(ctx, "Ada Admin", "ada@example.test", "")
+	u, err := access.Of(s).CreateUser(ctx, "Ada Admin", "ada@example.test", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.CreateKey(ctx, repo.NewKeyInput{UserID: u.ID, Name: "admin", Scopes: []string{repo.ScopeRead, repo.ScopeWrite, repo.ScopeAdmin}}); err != nil {
+	if _, _, err := access.Of(s).CreateKey(ctx, access.NewKeyInput{UserID: u.ID, Name: "admin", Scopes: []string{repo.ScopeRead, repo.ScopeWrite, repo.ScopeAdmin}}); err != nil {
 		t.Fatal(err)
 	}
 	return &fixture{store: s, p: p, m: m, admin: u.ID}

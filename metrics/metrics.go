@@ -121,6 +121,9 @@ var (
 	descIntents       = desc("outreach_write_pending_intents", "Write intents not marked done (in flight or in doubt; on the embedded store the process's own last intent rests pending).")
 	descIndexBuilding = desc("outreach_index_building", "Embedded store: 1 while the service's own indexes are being built (queries read the store meanwhile).")
 	descIndexRecords  = desc("outreach_index_records", "Embedded store: records the service's own indexes hold.")
+	descIndexBehind   = desc("outreach_index_behind", "Server with the service's own index: 1 while it has not followed the change log up to the store's counter for over two seconds (queries read the store meanwhile).")
+	descIndexLag      = desc("outreach_index_lag_changes", "Server with the service's own index: the store's counter last read minus the seq the index has followed up to.")
+	descIndexReads    = desc("outreach_index_reads_total", "Server with the service's own index: reads it was asked for, by what answered: index (it had followed the change log up to the store's counter) or store (it had not, within the wait).", "from")
 	descDelivery      = desc("outreach_delivery_queue", "Notifications not yet delivered (or given up).")
 	descPitches       = desc("outreach_pitch_queue", "Pitches waiting to be sent, by state (approved, scheduled, sending).", "state")
 	descSyncLag       = desc("outreach_email_sync_lag_seconds", "Seconds since the last inbox sync that reached every mailbox ended (since the process started when none has).")
@@ -134,7 +137,7 @@ var started = time.Now()
 
 func (c *state) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStoreUp, descRecovering, descCommits, descConflicts, descRecovered, descIntents,
-		descIndexBuilding, descIndexRecords, descDelivery, descPitches, descSyncLag, descSyncFailing, descSyncProblems, descBackupAge, descBackupFails} {
+		descIndexBuilding, descIndexRecords, descIndexBehind, descIndexLag, descIndexReads, descDelivery, descPitches, descSyncLag, descSyncFailing, descSyncProblems, descBackupAge, descBackupFails} {
 		ch <- d
 	}
 }
@@ -163,6 +166,12 @@ func (c *state) Collect(ch chan<- prometheus.Metric) {
 	if h.IndexKept {
 		gauge(descIndexBuilding, flag(h.IndexBuilding))
 		gauge(descIndexRecords, float64(h.IndexRecords))
+	}
+	if h.IndexFollowing {
+		gauge(descIndexBehind, flag(h.IndexBehind))
+		gauge(descIndexLag, float64(max(0, h.IndexCounter-h.IndexPosition)))
+		ch <- prometheus.MustNewConstMetric(descIndexReads, prometheus.CounterValue, float64(h.IndexReads), "index")
+		ch <- prometheus.MustNewConstMetric(descIndexReads, prometheus.CounterValue, float64(h.IndexStoreReads), "store")
 	}
 	up := s.Ping(ctx) == nil
 	gauge(descStoreUp, flag(up))

@@ -160,7 +160,7 @@ func (s *Server) upstreamCallback(w http.ResponseWriter, r *http.Request) {
 		s.message(w, http.StatusBadGateway, "Sign-in failed", "The sign-in provider's answer could not be checked. Try again.")
 		return
 	}
-	u, err := s.store.UserByEmail(ctx, email)
+	u, err := access.Of(s.store).UserByEmail(ctx, email)
 	if err != nil || u.ArchivedAt != nil {
 		s.message(w, http.StatusForbidden, "Not a team member", "You signed in as "+email+", which is not a member of this team. Ask an admin to add you.")
 		return

@@ -17,4 +17,5 @@ import (
 	_ "outreach/repo/pipeline"
 	_ "outreach/repo/pitches"
 	_ "outreach/repo/reports"
+	_ "outreach/repo/textlist"
 )

@@ -14,7 +14,7 @@ import (
 // must still make the version guard hold.)
 func TestConcurrentUpdatesLoseNoWrite(t *testing.T) {
 	s, ctx := openTestStore(t) // its cleanup runs Verify
-	u, err := s.CreateUser(ctx, "n", "n@example.com", "")
+	u, err := createUser(ctx, s, "n", "n@example.com", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestConcurrentUpdatesLoseNoWrite(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	got, err := s.User(ctx, u.ID)
+	got, err := Find[*User](ctx, s, CollUsers, u.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ var dictionaryEnums = map[string][]string{
 	"opportunities.stage_history.stage": pipeline.Stages,
 	"coverage.type":                     pipeline.CoverageTypes, "coverage.sentiment": pipeline.Sentiments, "coverage.depth": pipeline.Depths,
 	"coverage.share_of_voice": pipeline.SharesOfVoice, "coverage.initiated_by": pipeline.Initiators,
-	"media.type": pipeline.MediaTypes, "notes.type": notes.NoteTypes, "agent_keys.agent_type": repo.AgentTypes,
+	"media.type": pipeline.MediaTypes, "notes.type": notes.NoteTypes, "agent_keys.agent_type": access.AgentTypes,
 	"agent_keys.scopes":    {repo.ScopeRead, repo.ScopeWrite, repo.ScopeAdmin},
 	"subscriptions.events": outbox.Events, "notifications.event": outbox.Events,
 	"change_log.action": audit.Actions,

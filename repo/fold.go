@@ -10,8 +10,8 @@ import (
 
 // SearchKind says where a kind of record is stored, which fields are
 // searched (the title field first) and which date measures its recency:
-// what the word index holds of each searched kind (search_words.go), and
-// what package repo/search reads and ranks.
+// what the word index holds of each searched kind (package textlist,
+// words.go), and what package repo/search reads and ranks.
 type SearchKind struct {
 	Kind, Coll string
 	Fields     []string

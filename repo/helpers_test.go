@@ -146,7 +146,7 @@ func groupMutations(t *testing.T, s *Store, ctx context.Context, tag string, cha
 	t.Helper()
 	var ids []string
 	for i := 0; i < 4; i++ {
-		u, err := s.CreateUser(ctx, fmt.Sprintf("u%d", i), uuid.NewString()+"@example.com", "")
+		u, err := createUser(ctx, s, fmt.Sprintf("u%d", i), uuid.NewString()+"@example.com", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func renameMutation(t *testing.T, s *Store, id, name string) mutation {
 
 func newUser(t *testing.T, s *Store, ctx context.Context) string {
 	t.Helper()
-	u, err := s.CreateUser(ctx, "Ann", uuid.NewString()+"@example.com", "")
+	u, err := createUser(ctx, s, "Ann", uuid.NewString()+"@example.com", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,3 +224,13 @@ func openTestStore(t *testing.T) (*Store, context.Context) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// createUser writes a team member as access.CreateUser does (the core's
+// tests cannot import the area): the name trimmed, the email lower-cased.
+func createUser(ctx context.Context, s *Store, name, email, slackUserID string) (*User, error) {
+	u := &User{Name: strings.TrimSpace(name), Email: strings.ToLower(strings.TrimSpace(email)), SlackUserID: slackUserID}
+	if err := Insert(ctx, s, CollUsers, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -39,8 +40,8 @@ func Quote(text string) string {
 	return strings.ReplaceAll(regexp.QuoteMeta(text), "\x00", `\x00`)
 }
 
-// anyField matches text literally in any of fields.
-func anyField(text string, fields ...string) bson.M {
+// AnyField matches text literally in any of fields.
+func AnyField(text string, fields ...string) bson.M {
 	or := bson.A{}
 	for _, f := range fields {
 		or = append(or, bson.M{f: literal(text)})
@@ -142,3 +143,15 @@ func checkValue(field, path string, v any, depth int, entries *int) error {
 // NewestFirst is the order of every directory list (and of most others): newest first, with _id
 // breaking ties between records created in the same millisecond.
 var NewestFirst = bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}
+
+// patternBound is how long a list's free-text filter (package textlist) may
+// scan the store when the word index cannot answer it (a variable for the
+// test of the bound).
+var patternBound = 10 * time.Second
+
+// TextPatternBound is patternBound.
+func TextPatternBound() time.Duration { return patternBound }
+
+// TextsByPattern reports whether s asks the store's pattern for every
+// free-text filter of a list, so that tests can compare the two paths.
+func (s *Store) TextsByPattern() bool { return s.textByPattern.Load() }

@@ -3,6 +3,8 @@ package repo
 import (
 	"context"
 	"fmt"
+
+	"outreach/ledger/index"
 )
 
 // What the areas above the core register with it. The core cannot import
@@ -22,6 +24,7 @@ var reactions struct {
 	emailStored    func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
 	stageNote      func(oppID, stage, content string) (Mutation, error)
 	rollbackEvents func(ctx context.Context, s *Store, muts []Mutation) ([]Mutation, error)
+	words          func(map[string]index.Spec) map[string]index.Spec
 }
 
 // Mutation is one record change handed to the write path (ledger.Mutation),
@@ -69,6 +72,17 @@ func RegisterRollbackEvents(fn func(ctx context.Context, s *Store, muts []Mutati
 	reactions.rollbackEvents = fn
 }
 
+// RegisterWords registers what gives the index specs of the searched
+// collections and of the lists with a free-text filter their word index
+// (package textlist: the words of each record the searches and filters
+// read), for the schema the core hands the engine at Open.
+func RegisterWords(fn func(map[string]index.Spec) map[string]index.Spec) {
+	if reactions.words != nil {
+		panic("repo: the word index's extraction is registered twice")
+	}
+	reactions.words = fn
+}
+
 // checkRegistry fails when an area's rule or reaction is missing: the
 // program does not link the area that registers it.
 func checkRegistry() error {
@@ -79,6 +93,9 @@ func checkRegistry() error {
 	}
 	if reactions.emailStored == nil {
 		return fmt.Errorf("the store cannot start: nothing reacts to a stored email (link package outreach/repo/pitches)")
+	}
+	if reactions.words == nil {
+		return fmt.Errorf("the store cannot start: nothing extracts the word index (link package outreach/repo/textlist)")
 	}
 	if reactions.stageNote == nil {
 		return fmt.Errorf("the store cannot start: nothing makes the note of a stage change (link package outreach/repo/notes)")

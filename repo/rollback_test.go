@@ -26,7 +26,7 @@ func TestRollbackListsWhatCannotBeReversed(t *testing.T) {
 	s := openStore(t, ModeOrdered)
 	setup := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "setup", Tool: "test"})
 	work := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "work", Tool: "test"})
-	u, err := s.CreateUser(setup, "Ann", "ann@example.com", "")
+	u, err := createUser(setup, s, "Ann", "ann@example.com", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestSessionRollbackCrashIsAllOrNothing(t *testing.T) {
 			work := audit.WithActor(context.Background(), audit.Actor{UserID: "u", AgentID: "a", SessionID: "work", Tool: "test"})
 			var ids []string
 			for _, name := range []string{"a", "b"} {
-				u, err := s.CreateUser(work, name, name+"@example.com", "")
+				u, err := createUser(work, s, name, name+"@example.com", "")
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -12,7 +12,7 @@ import (
 // collections Verify checks, and what the index keeps. Open hands it to the
 // write path; the engine's files read it from there, never from here.
 func domainSchema(s *Store) ledger.Schema {
-	return ledger.Schema{Kinds: kinds, Redacted: redacted, Records: slices.Clone(recordCollections), Index: withWords(mirrorSpecs),
+	return ledger.Schema{Kinds: kinds, Redacted: redacted, Records: slices.Clone(recordCollections), Index: reactions.words(mirrorSpecs),
 		Caches: map[string]func(){CollKeys: s.keys.invalidate}}
 }
 
@@ -53,7 +53,7 @@ func KindOf(coll string) string {
 // ledger name, and the bookkeeping fields the serial write's guard reads
 // from the index); a query on any other path goes to the store. The text a
 // search reads is left out (Drop): the word index holds its words
-// (withWords), and Drop keeps the large text out of the store's answers
+// (package textlist), and Drop keeps the large text out of the store's answers
 // while the index builds.
 var mirrorSpecs = map[string]index.Spec{
 	CollNotes: {Keep: []string{"archived_at", "type", "occurred_at", "links", fieldVersion, fieldLastChange, fieldLockedBy},
@@ -72,3 +72,6 @@ var mirrorSpecs = map[string]index.Spec{
 	CollOutlets:       {Drop: []string{"notes", "description"}},
 	CollCampaigns:     {Drop: []string{"notes", "description", "brief"}},
 }
+
+// IndexSpec is what the index keeps of coll's records (mirrorSpecs).
+func IndexSpec(coll string) index.Spec { return mirrorSpecs[coll] }

@@ -35,7 +35,7 @@ func implicitSessionEndsAfterIdleness(t *testing.T, s *Store) {
 			t.Fatal(err)
 		}
 		actor.SessionID = id
-		if _, err := s.CreateUser(audit.WithActor(context.Background(), actor), fmt.Sprint("U", n), fmt.Sprintf("u%d-%s@example.com", n, actor.KeyID), ""); err != nil {
+		if _, err := createUser(audit.WithActor(context.Background(), actor), s, fmt.Sprint("U", n), fmt.Sprintf("u%d-%s@example.com", n, actor.KeyID), ""); err != nil {
 			t.Fatal(err)
 		}
 		if !until.IsZero() && !until.After(clock) {
@@ -81,7 +81,7 @@ func TestImplicitSessionCacheFollowsEveryChange(t *testing.T) {
 		n++
 		b := a
 		b.SessionID = session
-		if _, err := s.CreateUser(audit.WithActor(context.Background(), b), fmt.Sprint("U", n), fmt.Sprintf("u%d-cache@example.com", n), ""); err != nil {
+		if _, err := createUser(audit.WithActor(context.Background(), b), s, fmt.Sprint("U", n), fmt.Sprintf("u%d-cache@example.com", n), ""); err != nil {
 			t.Fatal(err)
 		}
 	}

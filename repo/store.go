@@ -145,6 +145,14 @@ type Options struct {
 	// store as well and fails it when the answers differ (tests; also set
 	// by OUTREACH_INDEX_CHECK=1).
 	IndexCheck bool
+	// ServerIndex keeps the service's own index on a server too, following
+	// the change log (ledger.Options.ServerIndex); also set by
+	// OUTREACH_SERVER_INDEX=on. Ignored on the embedded store, which
+	// always keeps it.
+	ServerIndex bool
+	// ServerIndexWait bounds a read's wait for that index to reach the
+	// store's counter (OUTREACH_SERVER_INDEX_WAIT; default 250 ms).
+	ServerIndexWait time.Duration
 	// RecordCacheMB bounds the record cache of the embedded store, in MiB
 	// (ledger/recordcache.go): nil takes OUTREACH_RECORD_CACHE_MB, else 32;
 	// 0 turns it off.
@@ -174,7 +182,7 @@ type Store struct {
 	// areas holds the state an area keeps per store (AreaState).
 	areas sync.Map
 	// textByPattern asks the store's pattern for every free-text filter of
-	// a list (list_text.go), so that tests can compare the two paths.
+	// a list (package textlist), so that tests can compare the two paths.
 	textByPattern atomic.Bool
 }
 
@@ -209,6 +217,17 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	if opts.Exclusive {
 		probeKey = "embedded" // the store compiled into this binary
 	}
+	serverIndex, err := serverIndexOn(opts.ServerIndex)
+	if err == nil && os.Getenv("OUTREACH_SERVER_INDEX_WAIT") != "" {
+		opts.ServerIndexWait, err = time.ParseDuration(os.Getenv("OUTREACH_SERVER_INDEX_WAIT"))
+		if err != nil || opts.ServerIndexWait <= 0 || opts.ServerIndexWait > time.Minute {
+			err = fmt.Errorf("OUTREACH_SERVER_INDEX_WAIT=%q: want a duration above 0 and at most 1m, e.g. 250ms", os.Getenv("OUTREACH_SERVER_INDEX_WAIT"))
+		}
+	}
+	if err != nil {
+		client.Disconnect(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	cacheBytes, err := recordCacheBytes(opts.RecordCacheMB)
 	if err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
@@ -217,6 +236,7 @@ func Open(ctx context.Context, uri, database string, opts Options) (*Store, erro
 	eng, err := ledger.Open(ctx, client, database, probeKey, ledger.Options{RecordCache: cacheBytes, WriteMode: opts.WriteMode, Lease: opts.Lease,
 		Exclusive: opts.Exclusive, Logger: opts.Logger, TextSearch: opts.TextSearch, TextColl: CollNotes,
 		ApplyIndexes: indexes.Apply, PrepareStore: opts.PrepareStore, IndexCheckpoint: opts.IndexCheckpoint, Lookups: opts.Lookups,
+		ServerIndex: serverIndex, ServerIndexWait: opts.ServerIndexWait,
 		IndexCheck: opts.IndexCheck || os.Getenv("OUTREACH_INDEX_CHECK") == "1", Schema: s.schema, BeforeUpgrade: opts.BeforeUpgrade})
 	if err != nil {
 		client.Disconnect(context.WithoutCancel(ctx))
@@ -264,3 +284,23 @@ type Raw struct {
 
 // RawCollections returns the database for read-only comparisons.
 func (s *Store) RawCollections() Raw { return Raw{Database: s.Database()} }
+
+// serverIndexOn is OUTREACH_SERVER_INDEX, "on" or "off", or where unset
+// Options.ServerIndex (default off).
+func serverIndexOn(set bool) (bool, error) {
+	switch v := os.Getenv("OUTREACH_SERVER_INDEX"); v {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	case "":
+		return set, nil
+	default:
+		return false, fmt.Errorf("OUTREACH_SERVER_INDEX=%q: want on or off (the service's own index on a server, following the change log)", v)
+	}
+}
+
+// WithReadPoint marks ctx as one tool call's: on a server with the
+// service's own index, its reads ask the store's counter once, and again
+// after each of its writes (ledger.WithReadPoint).
+func WithReadPoint(ctx context.Context) context.Context { return ledger.WithReadPoint(ctx) }

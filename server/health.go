@@ -20,9 +20,10 @@ type Readiness struct {
 
 // The reasons /readyz gives, in the order they are checked.
 const (
-	ReasonStore      = "store unreachable: the database does not answer"
-	ReasonRecovering = "recovery running: writes a crash or a failure left in doubt are being settled"
-	ReasonIndexes    = "indexes building: the service's own indexes are being built; queries read the store meanwhile, more slowly"
+	ReasonStore       = "store unreachable: the database does not answer"
+	ReasonRecovering  = "recovery running: writes a crash or a failure left in doubt are being settled"
+	ReasonIndexes     = "indexes building: the service's own indexes are being built; queries read the store meanwhile, more slowly"
+	ReasonIndexBehind = "index behind: the service's own index has not followed the change log up to the store's counter for a while (a write in flight or abandoned by another instance); queries read the store meanwhile, more slowly"
 )
 
 // readiness checks the store and the engine's state; the ping is bounded so
@@ -40,6 +41,9 @@ func readiness(ctx context.Context, store *repo.Store) Readiness {
 	}
 	if h.IndexKept && h.IndexBuilding {
 		r.Reasons = append(r.Reasons, ReasonIndexes)
+	}
+	if h.IndexKept && h.IndexBehind {
+		r.Reasons = append(r.Reasons, ReasonIndexBehind)
 	}
 	r.Ready = len(r.Reasons) == 0
 	return r

@@ -63,7 +63,7 @@ func NewWithConfig(store *repo.Store, log zerolog.Logger, cfg Config, opts ...to
 		if strings.HasPrefix(token, access.AccessTokenPrefix) {
 			return verifyOAuth(r, token)
 		}
-		k, err := store.Authenticate(ctx, token)
+		k, err := access.Of(store).Authenticate(ctx, token)
 		if errors.Is(err, repo.ErrBadKey) {
 			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, lastReason(err))
 		}

@@ -114,7 +114,7 @@ func Audit(s *repo.Store, o options) []Tool {
 				return map[string]any{"user_id": a.UserID, "agent_id": a.AgentID, "agent_type": a.AgentType,
 					"key_id": a.KeyID, "key_name": a.KeyName, "scopes": a.Scopes, "session_id": a.SessionID, "signed_in_with": how}, nil
 			}),
-		newTool("get_service_info", "What the store can do and how writes are made durable: the write mode (transaction or ordered), transactions, $unionWith, text search, the server's version; for an admin key, when the server takes backups, their state (the last backup, the changes shipped since, the last failure); when the team mailbox is connected by signing in, its connection (connected or disconnected with the provider's reason, a refresh problem, paused).", read,
+		newTool("get_service_info", "What the store can do and how writes are made durable: the write mode (transaction or ordered), transactions, $unionWith, text search, the server's version, its own index's state; for an admin key, when the server takes backups, their state (the last backup, the changes shipped since, the last failure); when the team mailbox is connected by signing in, its connection (connected or disconnected with the provider's reason, a refresh problem, paused).", read,
 			func(ctx context.Context, _ *noIn) (any, error) {
 				out := map[string]any{"version": version.Version, "store": s.Capabilities()}
 				if a, _ := audit.ActorFrom(ctx); o.backupStatus != nil && slices.Contains(a.Scopes, repo.ScopeAdmin) {

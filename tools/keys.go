@@ -6,6 +6,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/access"
 )
 
 // KeyNotShownAgain stands for a new agent key wherever create_agent_key's
@@ -49,7 +50,7 @@ func Keys(s *repo.Store) []Tool {
 					}
 					exp = &t
 				}
-				k, key, err := s.CreateKey(ctx, repo.NewKeyInput{UserID: in.UserID, Name: in.Name, AgentType: in.AgentType, Scopes: in.Scopes, ExpiresAt: exp})
+				k, key, err := access.Of(s).CreateKey(ctx, access.NewKeyInput{UserID: in.UserID, Name: in.Name, AgentType: in.AgentType, Scopes: in.Scopes, ExpiresAt: exp})
 				if err != nil {
 					return nil, err
 				}
@@ -63,7 +64,7 @@ func Keys(s *repo.Store) []Tool {
 						return nil, err
 					}
 				}
-				keys, err := s.ListKeys(ctx, in.UserID)
+				keys, err := access.Of(s).ListKeys(ctx, in.UserID)
 				if err != nil {
 					return nil, err
 				}
@@ -74,11 +75,11 @@ func Keys(s *repo.Store) []Tool {
 				if err := checkUUID("id", in.ID); err != nil {
 					return nil, err
 				}
-				return s.RevokeKey(ctx, in.ID)
+				return access.Of(s).RevokeKey(ctx, in.ID)
 			}),
 		newTool("list_users", "List the team members who own agent keys and subscriptions.", read,
 			func(ctx context.Context, _ *noIn) (any, error) {
-				users, err := s.ListUsers(ctx)
+				users, err := access.Of(s).ListUsers(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -86,7 +87,7 @@ func Keys(s *repo.Store) []Tool {
 			}),
 		newTool("create_user", "Add a team member. Needs the admin scope.", adminCreate,
 			func(ctx context.Context, in *createUserIn) (any, error) {
-				return s.CreateUser(ctx, in.Name, in.Email, in.SlackUserID)
+				return access.Of(s).CreateUser(ctx, in.Name, in.Email, in.SlackUserID)
 			}),
 	}
 }

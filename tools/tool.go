@@ -145,7 +145,7 @@ func newTool[In any](name, description string, k kind, h func(context.Context, *
 			if err := decode(raw, in, spec); err != nil {
 				return nil, err
 			}
-			return h(ctx, in)
+			return h(repo.WithReadPoint(ctx), in)
 		},
 	}
 }

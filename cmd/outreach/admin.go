@@ -18,6 +18,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/access"
 )
 
 // The commands that write or check the store (keys, verify, indexes) run
@@ -183,7 +184,7 @@ func execute(ctx context.Context, store *repo.Store, c command, prog io.Writer) 
 		if err != nil {
 			return "", err
 		}
-		_, key, err := store.CreateKey(ctx, repo.NewKeyInput{UserID: user.ID, Name: c.KeyName, AgentType: c.AgentType, Scopes: c.Scopes})
+		_, key, err := access.Of(store).CreateKey(ctx, access.NewKeyInput{UserID: user.ID, Name: c.KeyName, AgentType: c.AgentType, Scopes: c.Scopes})
 		if err != nil {
 			return "", err
 		}
@@ -192,13 +193,13 @@ func execute(ctx context.Context, store *repo.Store, c command, prog io.Writer) 
 	case "keys list":
 		userID := ""
 		if c.UserEmail != "" {
-			u, err := store.UserByEmail(ctx, c.UserEmail)
+			u, err := access.Of(store).UserByEmail(ctx, c.UserEmail)
 			if err != nil {
 				return "", err
 			}
 			userID = u.ID
 		}
-		ks, err := store.ListKeys(ctx, userID)
+		ks, err := access.Of(store).ListKeys(ctx, userID)
 		if err != nil {
 			return "", err
 		}
@@ -217,7 +218,7 @@ func execute(ctx context.Context, store *repo.Store, c command, prog io.Writer) 
 		err := executeBackup(ctx, store, c, &out)
 		return out.String(), err
 	case "keys revoke":
-		k, err := store.RevokeKey(ctx, c.ID)
+		k, err := access.Of(store).RevokeKey(ctx, c.ID)
 		if err != nil {
 			return "", err
 		}

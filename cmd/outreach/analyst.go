@@ -15,6 +15,7 @@ import (
 
 	"outreach/embedded"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/server"
 )
 
@@ -28,7 +29,7 @@ func analystAuth(store *atomic.Pointer[repo.Store]) embedded.Authenticator {
 		if s == nil {
 			return embedded.Credential{}, errors.New("the store is still opening")
 		}
-		k, err := s.AnalystKey(ctx, user)
+		k, err := access.Of(s).AnalystKey(ctx, user)
 		if err != nil {
 			return embedded.Credential{}, err
 		}

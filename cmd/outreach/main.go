@@ -38,6 +38,7 @@ import (
 	"outreach/oauth"
 	"outreach/pitchsend"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/repo/outbox"
 	"outreach/repo/pipeline"
 	"outreach/server"
@@ -76,6 +77,8 @@ Every command reads the same configuration:
   MONGODB_URI      use this MongoDB instead of the embedded store
   OUTREACH_DB      database name (default outreach)
   OUTREACH_WRITE_MODE  force "ordered" or "transaction" (default: chosen by the server's abilities)
+  OUTREACH_SERVER_INDEX  on: with MONGODB_URI, keep the service's own index in each instance, following the change log (default off; see docs/store.md);
+                         OUTREACH_SERVER_INDEX_WAIT: how long a read waits for it to reach the store's counter (default 250ms)
   OUTREACH_PUBLIC_URL  base URL clients reach the service at, for signed media URLs and OAuth metadata (default: from each request; -public-url)
   OUTREACH_OAUTH       true: serve OAuth 2.1 beside the agent keys (-oauth; see docs/oauth.md)
   OUTREACH_OIDC_ISSUER / OUTREACH_OIDC_CLIENT_ID / OUTREACH_OIDC_CLIENT_SECRET / OUTREACH_OIDC_DOMAINS / OUTREACH_OIDC_NAME
@@ -503,7 +506,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer, log zerolo
 	if err := pipeline.Of(store).Seed(ctx); err != nil {
 		return err
 	}
-	key, err := store.Bootstrap(audit.WithActor(ctx, repo.SystemActor("bootstrap")))
+	key, err := access.Of(store).Bootstrap(audit.WithActor(ctx, repo.SystemActor("bootstrap")))
 	if err != nil {
 		return fmt.Errorf("first admin key: %w", err)
 	}
@@ -669,9 +672,9 @@ func keyOwner(ctx context.Context, store *repo.Store, email string) (*repo.User,
 	if email == "" {
 		email = "admin@localhost"
 	}
-	u, err := store.UserByEmail(ctx, email)
+	u, err := access.Of(store).UserByEmail(ctx, email)
 	if repo.ErrorCode(err) == repo.CodeNotFound {
-		return store.CreateUser(ctx, strings.Split(email, "@")[0], email, "")
+		return access.Of(store).CreateUser(ctx, strings.Split(email, "@")[0], email, "")
 	}
 	return u, err
 }

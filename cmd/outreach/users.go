@@ -75,7 +75,7 @@ func executeUsers(ctx context.Context, store *repo.Store, c command, out io.Writ
 	case "users clients":
 		userID := ""
 		if c.UserEmail != "" {
-			u, err := store.UserByEmail(ctx, c.UserEmail)
+			u, err := access.Of(store).UserByEmail(ctx, c.UserEmail)
 			if err != nil {
 				return err
 			}

@@ -26,6 +26,7 @@ import (
 	"outreach/metrics"
 	"outreach/pitchsend"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/repo/pipeline"
 	"outreach/repo/pitches"
 	"outreach/server"
@@ -135,14 +136,14 @@ func NewWith(t testing.TB, o Options) *Env {
 	ts.Start()
 	t.Cleanup(ts.Close)
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
-	key, err := store.Bootstrap(ctx)
+	key, err := access.Of(store).Bootstrap(ctx)
 	if err != nil || key == "" {
 		t.Fatalf("bootstrap: %q %v", key, err)
 	}
 	if err := pipeline.Of(store).Seed(ctx); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
-	u, err := store.UserByEmail(ctx, "admin@localhost")
+	u, err := access.Of(store).UserByEmail(ctx, "admin@localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func OpenStore(t testing.TB, o Options) *repo.Store {
 func (e *Env) Key(scopes ...string) string {
 	e.t.Helper()
 	ctx := audit.WithActor(context.Background(), repo.SystemActor("test-setup"))
-	_, key, err := e.Store.CreateKey(ctx, repo.NewKeyInput{UserID: e.AdminUserID, Name: "test " + strings.Join(scopes, "+"), Scopes: scopes})
+	_, key, err := access.Of(e.Store).CreateKey(ctx, access.NewKeyInput{UserID: e.AdminUserID, Name: "test " + strings.Join(scopes, "+"), Scopes: scopes})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -121,8 +121,8 @@ func (s *Store) IssueOAuthGrant(ctx context.Context, in OAuthGrantInput) (*OAuth
 		name = in.ClientID
 	}
 	g := &OAuthGrant{UserID: in.UserID, AgentID: OAuthAgentID(in.ClientID, in.UserID), ClientID: in.ClientID, ClientName: name,
-		Scopes: slices.Compact(scopes), Resource: in.Resource, AccessHash: repo.HashKey(tok.Access), AccessExpiresAt: t.Add(in.AccessTTL),
-		RefreshHash: repo.HashKey(tok.Refresh), UsedRefreshHashes: []string{}, RefreshExpiresAt: t.Add(in.RefreshTTL)}
+		Scopes: slices.Compact(scopes), Resource: in.Resource, AccessHash: HashKey(tok.Access), AccessExpiresAt: t.Add(in.AccessTTL),
+		RefreshHash: HashKey(tok.Refresh), UsedRefreshHashes: []string{}, RefreshExpiresAt: t.Add(in.RefreshTTL)}
 	if err := repo.Insert(ctx, s.Store, repo.CollOAuthGrants, g); err != nil {
 		return nil, OAuthTokens{}, err
 	}
@@ -138,7 +138,7 @@ func (s *Store) AuthenticateOAuth(ctx context.Context, token, resource string) (
 		return nil, errors.Join(repo.ErrBadKey, errors.New("not an access token of this service"))
 	}
 	var g OAuthGrant
-	err := s.Collection(repo.CollOAuthGrants).FindOne(ctx, bson.M{"access_hash": repo.HashKey(token)}).Decode(&g)
+	err := s.Collection(repo.CollOAuthGrants).FindOne(ctx, bson.M{"access_hash": HashKey(token)}).Decode(&g)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, errors.Join(repo.ErrBadKey, errors.New("unknown access token (a refresh replaced it, or it was never issued)"))
 	}
@@ -167,7 +167,7 @@ var ErrRefreshReused = errors.New("the refresh token was already used: the grant
 // exchanged (a stolen copy, or a client that kept it) revokes its grant:
 // every token of the family fails from then on.
 func (s *Store) OAuthGrantForRefresh(ctx context.Context, refresh string) (*OAuthGrant, error) {
-	hash := repo.HashKey(refresh)
+	hash := HashKey(refresh)
 	var g OAuthGrant
 	err := s.Collection(repo.CollOAuthGrants).FindOne(ctx, bson.M{"refresh_hash": hash}).Decode(&g)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -198,7 +198,7 @@ func (s *Store) OAuthGrantForRefresh(ctx context.Context, refresh string) (*OAut
 // both are replaced, and the old refresh token is remembered so that a
 // second use of it revokes the whole grant (OAuthGrantForRefresh).
 func (s *Store) RefreshOAuthGrant(ctx context.Context, refresh, clientID string) (*OAuthGrant, OAuthTokens, error) {
-	hash := repo.HashKey(refresh)
+	hash := HashKey(refresh)
 	g, err := s.OAuthGrantForRefresh(ctx, refresh)
 	if err != nil {
 		return nil, OAuthTokens{}, err
@@ -219,7 +219,7 @@ func (s *Store) RefreshOAuthGrant(ctx context.Context, refresh, clientID string)
 		}
 		t := repo.Now()
 		g.UsedRefreshHashes = append(g.UsedRefreshHashes, g.RefreshHash)
-		g.RefreshHash, g.AccessHash, g.AccessExpiresAt = repo.HashKey(tok.Refresh), repo.HashKey(tok.Access), t.Add(ttl)
+		g.RefreshHash, g.AccessHash, g.AccessExpiresAt = HashKey(tok.Refresh), HashKey(tok.Access), t.Add(ttl)
 		return nil
 	})
 	if err != nil {
@@ -245,7 +245,7 @@ func (s *Store) RevokeOAuthGrant(ctx context.Context, id, reason string) (*OAuth
 // (current or, for a refresh token, already used), for revocation (RFC
 // 7009). ErrNotFound when none.
 func (s *Store) OAuthGrantByToken(ctx context.Context, token string) (*OAuthGrant, error) {
-	hash := repo.HashKey(token)
+	hash := HashKey(token)
 	// One look-up per field, each on its own index (an $or of the three is
 	// a collection scan on some engines).
 	for _, field := range []string{"access_hash", "refresh_hash", "used_refresh_hashes"} {

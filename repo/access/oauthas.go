@@ -104,7 +104,7 @@ func (s *Store) OAuthRequestByID(ctx context.Context, id string) (*OAuthRequest,
 // for, while it is live: a code is good once and for OAuthRequestTTL.
 func (s *Store) OAuthRequestByCode(ctx context.Context, code string) (*OAuthRequest, error) {
 	var r OAuthRequest
-	err := s.Collection(repo.CollOAuthRequests).FindOne(ctx, bson.M{"code_hash": repo.HashKey(code)}).Decode(&r)
+	err := s.Collection(repo.CollOAuthRequests).FindOne(ctx, bson.M{"code_hash": HashKey(code)}).Decode(&r)
 	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && (r.ArchivedAt != nil || !repo.Now().Before(r.ExpiresAt))) {
 		return nil, repo.NotFound("authorization code", "(given)")
 	}
@@ -130,7 +130,7 @@ func (s *Store) SetOAuthCode(ctx context.Context, id, code string) error {
 		if r.CodeHash != "" {
 			return repo.Errorf(repo.CodeFailedPrecondition, "a code was already issued for authorization request %s", id)
 		}
-		r.CodeHash = repo.HashKey(code)
+		r.CodeHash = HashKey(code)
 		return nil
 	})
 	return err
@@ -150,7 +150,7 @@ func (s *Store) EndOAuthRequest(ctx context.Context, id string) error {
 
 // HashSecret is how the authorization server keeps a one-time secret (a
 // consent nonce): SHA-256, hex.
-func HashSecret(v string) string { return repo.HashKey(v) }
+func HashSecret(v string) string { return HashKey(v) }
 
 // SignIn is a team member's local sign-in: the argon2id hash of the password
 // they set through an invite, the invite's hash while it is open, and the
@@ -203,10 +203,10 @@ func (s *Store) InviteMember(ctx context.Context, email, name string, scopes []s
 	_, err = repo.Find[*SignIn](ctx, s.Store, repo.CollSignIns, u.ID)
 	switch {
 	case repo.ErrorCode(err) == repo.CodeNotFound:
-		err = repo.Insert(ctx, s.Store, repo.CollSignIns, &SignIn{Meta: repo.Meta{ID: u.ID}, Email: u.Email, InviteHash: repo.HashKey(token), InviteExpiresAt: &exp, Scopes: scopes})
+		err = repo.Insert(ctx, s.Store, repo.CollSignIns, &SignIn{Meta: repo.Meta{ID: u.ID}, Email: u.Email, InviteHash: HashKey(token), InviteExpiresAt: &exp, Scopes: scopes})
 	case err == nil:
 		_, err = repo.Modify(ctx, s.Store, repo.CollSignIns, u.ID, audit.ActionUpdate, func(si *SignIn) error {
-			si.InviteHash, si.InviteExpiresAt, si.Scopes, si.Email = repo.HashKey(token), &exp, scopes, u.Email
+			si.InviteHash, si.InviteExpiresAt, si.Scopes, si.Email = HashKey(token), &exp, scopes, u.Email
 			return nil
 		})
 	}
@@ -219,7 +219,7 @@ func (s *Store) InviteMember(ctx context.Context, email, name string, scopes []s
 // InviteFor returns the sign-in an open invite token belongs to.
 func (s *Store) InviteFor(ctx context.Context, token string) (*SignIn, error) {
 	var si SignIn
-	err := s.Collection(repo.CollSignIns).FindOne(ctx, bson.M{"invite_hash": repo.HashKey(token)}).Decode(&si)
+	err := s.Collection(repo.CollSignIns).FindOne(ctx, bson.M{"invite_hash": HashKey(token)}).Decode(&si)
 	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && (si.InviteExpiresAt == nil || !repo.Now().Before(*si.InviteExpiresAt))) {
 		return nil, repo.Errorf(repo.CodeNotFound, "this invite link is unknown, used or expired; ask an admin for a new one (outreach users invite)")
 	}
@@ -244,7 +244,7 @@ func (s *Store) AcceptInvite(ctx context.Context, token, password string) (*Sign
 		return nil, err
 	}
 	return repo.Modify(ctx, s.Store, repo.CollSignIns, si.ID, audit.ActionUpdate, func(x *SignIn) error {
-		if x.InviteHash != repo.HashKey(token) {
+		if x.InviteHash != HashKey(token) {
 			return repo.Errorf(repo.CodeFailedPrecondition, "this invite link was used already")
 		}
 		x.PasswordHash, x.InviteHash, x.InviteExpiresAt = hash, "", nil

@@ -1,7 +1,9 @@
 // Package access is the domain's area of who may come in by OAuth: the
 // authorization server's grants, clients, authorization requests and
-// sign-ins (package oauth serves them). Agent keys and users stay in the
-// core (package repo), which every area's guards read.
+// sign-ins (package oauth serves them), and the team's users and agent keys:
+// creating, listing and revoking keys, and the authentication look-up. The
+// records of users and keys stay in the core (package repo), whose outbox,
+// rollback and cache of verified keys read them.
 package access
 
 import "outreach/repo"

@@ -16,6 +16,7 @@ import (
 	"outreach/audit"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/textlist"
 )
 
 // Contact is a journalist, editor or producer.
@@ -377,7 +378,7 @@ func (s *Store) ListContacts(ctx context.Context, f ContactFilter, limit, offset
 		filter["is_freelance"] = *f.IsFreelance
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return repo.TextListPage[Contact](ctx, s.Store, repo.TextFilter{Coll: repo.CollContacts, Text: q}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
+		return textlist.Page[Contact](ctx, s.Store, textlist.Filter{Coll: repo.CollContacts, Text: q}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 	}
 	return repo.ListPage[Contact](ctx, s.Store, repo.CollContacts, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 }

@@ -10,6 +10,7 @@ import (
 
 	"outreach/audit"
 	"outreach/repo"
+	"outreach/repo/textlist"
 )
 
 // OutletTypes are the allowed outlet types; the first is the default.
@@ -184,7 +185,7 @@ func (s *Store) ListOutlets(ctx context.Context, f OutletFilter, limit, offset i
 		filter["topics"] = repo.Element(t)
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		return repo.TextListPage[Outlet](ctx, s.Store, repo.TextFilter{Coll: repo.CollOutlets, Text: q}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
+		return textlist.Page[Outlet](ctx, s.Store, textlist.Filter{Coll: repo.CollOutlets, Text: q}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 	}
 	return repo.ListPage[Outlet](ctx, s.Store, repo.CollOutlets, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 }

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/repo/directory"
 	"outreach/repo/inbox"
 	"outreach/repo/notes"
@@ -68,7 +69,7 @@ func (s *Store) owner(ctx context.Context, id string) (*Owner, error) {
 	if id == "" {
 		return nil, nil
 	}
-	u, err := s.User(ctx, id)
+	u, err := access.Of(s.Store).User(ctx, id)
 	if repo.ErrorCode(err) == repo.CodeNotFound {
 		return &Owner{UserID: id}, nil
 	}
@@ -675,7 +676,7 @@ func (s *Store) Agenda(ctx context.Context, q AgendaQuery) (*Agenda, error) {
 	}
 	var user *repo.User
 	if q.UserID != "" {
-		u, err := s.User(ctx, q.UserID)
+		u, err := access.Of(s.Store).User(ctx, q.UserID)
 		if err != nil {
 			return nil, repo.WithField(err, "user_id")
 		}

@@ -172,7 +172,9 @@ func (s *Store) InteractionLog(ctx context.Context, q InteractionQuery) (*Intera
 	if err != nil {
 		return nil, err
 	}
-	if s.Capabilities().UnionWith {
+	// With the service's own index on a server the merge's four queries
+	// are answered from it; the pipeline would sort every match there.
+	if c := s.Capabilities(); c.UnionWith && !c.IndexFollows {
 		return s.interactionsPipeline(ctx, scope, q.Limit)
 	}
 	return s.interactionsMerged(ctx, scope, q.Limit)

@@ -24,6 +24,7 @@ import (
 	"outreach/repo/directory"
 	"outreach/repo/outbox"
 	"outreach/repo/pipeline"
+	"outreach/repo/textlist"
 )
 
 // EmailThread is a conversation synced from the shared inbox (or imported).
@@ -484,8 +485,8 @@ func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int,
 			strings.Contains(strings.ToLower(from), q)
 	}
 	keep := func(_ *EmailThread, m *EmailMessage) bool { return holds(m.Subject, m.BodyText, m.From) }
-	t := repo.TextFilter{Coll: repo.CollEmails, Text: query, TextIndex: true}
-	ids, ok, err := s.TextIDs(ctx, t)
+	t := textlist.Filter{Coll: repo.CollEmails, Text: query, TextIndex: true}
+	ids, ok, err := textlist.IDs(ctx, s.Store, t)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -497,10 +498,10 @@ func (s *Store) SearchEmails(ctx context.Context, query string, limit int) (int,
 		return rawMessageHits(raws, holds, limit)
 	}
 	filter := bson.M{"archived_at": nil}
-	bounded, cancel := s.ByPattern(ctx, t, filter)
+	bounded, cancel := textlist.ByPattern(ctx, s.Store, t, filter)
 	defer cancel()
 	total, hits, err := s.messages(bounded, filter, keep, limit)
-	return total, hits, s.BoundErr(ctx, bounded, t, err)
+	return total, hits, textlist.BoundErr(ctx, bounded, t, err)
 }
 
 // ContactEmails returns the messages that involve a contact (From, To or

@@ -14,6 +14,7 @@ import (
 	"outreach/ledger"
 	"outreach/repo"
 	"outreach/repo/outbox"
+	"outreach/repo/textlist"
 )
 
 // NoteTypes are the allowed note types; the first is the default.
@@ -280,7 +281,7 @@ type NoteFilter struct {
 
 // ListNotes lists notes, newest occurred_at first, _id descending on ties.
 // Search matches title and content literally and case-insensitively
-// (the core's list_text.go: the word index, or the store's pattern).
+// (package textlist: the word index, or the store's pattern).
 func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) (repo.Page[Note], error) {
 	filter := repo.Active(bson.M{}, f.IncludeArchived)
 	if f.Type != "" {
@@ -297,7 +298,7 @@ func (s *Store) ListNotes(ctx context.Context, f NoteFilter, limit, offset int) 
 	}
 	sort := bson.D{{Key: "occurred_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return repo.TextListPage[Note](ctx, s.Store, repo.TextFilter{Coll: repo.CollNotes, Text: f.Search, TextIndex: true}, filter, sort, limit, offset)
+		return textlist.Page[Note](ctx, s.Store, textlist.Filter{Coll: repo.CollNotes, Text: f.Search, TextIndex: true}, filter, sort, limit, offset)
 	}
 	return repo.ListPage[Note](ctx, s.Store, repo.CollNotes, filter, sort, limit, offset)
 }

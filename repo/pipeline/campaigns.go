@@ -16,6 +16,7 @@ import (
 	"outreach/audit"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/textlist"
 )
 
 // GeneralCampaign is the name of the campaign that exists from the first
@@ -213,7 +214,7 @@ func (s *Store) ListCampaigns(ctx context.Context, f CampaignFilter, limit, offs
 		filter["status"] = f.Status
 	}
 	if f.Search != "" {
-		return repo.TextListPage[Campaign](ctx, s.Store, repo.TextFilter{Coll: repo.CollCampaigns, Text: f.Search}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
+		return textlist.Page[Campaign](ctx, s.Store, textlist.Filter{Coll: repo.CollCampaigns, Text: f.Search}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 	}
 	return repo.ListPage[Campaign](ctx, s.Store, repo.CollCampaigns, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 }

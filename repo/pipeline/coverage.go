@@ -15,6 +15,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/directory"
 	"outreach/repo/outbox"
+	"outreach/repo/textlist"
 )
 
 // Coverage is a published result: an article, interview, award, segment.
@@ -270,7 +271,7 @@ func (s *Store) ListCoverage(ctx context.Context, f CoverageFilter, limit, offse
 	ledger.Between(filter, "published_at", f.Since, f.Until)
 	sort := bson.D{{Key: "published_at", Value: -1}, {Key: "_id", Value: -1}}
 	if f.Search != "" {
-		return repo.TextListPage[Coverage](ctx, s.Store, repo.TextFilter{Coll: repo.CollCoverage, Text: f.Search}, repo.Active(filter, f.IncludeArchived), sort, limit, offset)
+		return textlist.Page[Coverage](ctx, s.Store, textlist.Filter{Coll: repo.CollCoverage, Text: f.Search}, repo.Active(filter, f.IncludeArchived), sort, limit, offset)
 	}
 	return repo.ListPage[Coverage](ctx, s.Store, repo.CollCoverage, repo.Active(filter, f.IncludeArchived), sort, limit, offset)
 }

@@ -17,6 +17,7 @@ import (
 	"outreach/repo"
 	"outreach/repo/directory"
 	"outreach/repo/outbox"
+	"outreach/repo/textlist"
 )
 
 // Stages of an opportunity, in pipeline order; won and lost are terminal.
@@ -542,7 +543,7 @@ func (s *Store) ListOpportunities(ctx context.Context, f OpportunityFilter, limi
 		filter["next_action_date"] = bson.M{"$lt": *f.NextActionBefore}
 	}
 	if f.Search != "" {
-		return repo.TextListPage[Opportunity](ctx, s.Store, repo.TextFilter{Coll: repo.CollOpportunities, Text: f.Search}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
+		return textlist.Page[Opportunity](ctx, s.Store, textlist.Filter{Coll: repo.CollOpportunities, Text: f.Search}, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 	}
 	return repo.ListPage[Opportunity](ctx, s.Store, repo.CollOpportunities, repo.Active(filter, f.IncludeArchived), repo.NewestFirst, limit, offset)
 }

@@ -12,6 +12,7 @@ import (
 	"outreach/audit"
 	"outreach/ledger"
 	"outreach/repo"
+	"outreach/repo/access"
 	"outreach/repo/notify"
 )
 
@@ -55,7 +56,7 @@ func (s *Store) SlackApprover(ctx context.Context, slackUserID string) (*repo.Us
 		}
 		return nil, nil, err
 	}
-	keys, err := s.ListKeys(ctx, u.ID)
+	keys, err := access.Of(s.Store).ListKeys(ctx, u.ID)
 	if err != nil {
 		return nil, nil, err
 	}

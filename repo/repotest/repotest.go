@@ -32,6 +32,7 @@ import (
 	_ "outreach/repo/pitches"
 	_ "outreach/repo/reports"
 	_ "outreach/repo/search"
+	_ "outreach/repo/textlist"
 )
 
 // OpenEmbedded opens a store in ordered mode on a fresh embedded server,

@@ -12,6 +12,7 @@ import (
 
 	"outreach/ledger/index"
 	"outreach/repo"
+	"outreach/repo/textlist"
 )
 
 // wordHits are k's hits as the word index finds them: exact, decided by
@@ -24,7 +25,7 @@ func (s *Store) wordHits(ctx context.Context, k repo.SearchKind, q SearchQuery, 
 		return nil, false, false, nil
 	}
 	if !exact {
-		if len(recs)*repo.MaxReadShare > size {
+		if len(recs)*textlist.MaxReadShare > size {
 			return nil, false, false, nil
 		}
 		if len(recs) == 0 {

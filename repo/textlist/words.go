@@ -1,4 +1,4 @@
-package repo
+package textlist
 
 import (
 	"maps"
@@ -7,8 +7,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"outreach/ledger/index"
+	"outreach/repo"
 	"outreach/textfold"
 )
+
+// The core's schema takes the word index's specs from here, registered at
+// start as the areas register their rules.
+func init() { repo.RegisterWords(withWords) }
 
 // Search on the embedded store: the service's word index (ledger/index,
 // words.go) holds the words of every searched field of the six kinds,
@@ -34,15 +39,15 @@ const wordsExtraction = "search 2"
 // and those of the lists with a free-text filter (listTexts) theirs.
 func withWords(specs map[string]index.Spec) map[string]index.Spec {
 	out := maps.Clone(specs)
-	for _, k := range SearchKinds {
+	for _, k := range repo.SearchKinds {
 		spec := out[k.Coll]
-		spec.Words = &index.Words{Name: wordsExtraction, Fields: k.Fields, Texts: k.texts, Listed: listedApart(k)}
+		spec.Words = &index.Words{Name: wordsExtraction, Fields: k.Fields, Texts: func(d bson.M) index.Texts { return texts(k, d) }, Listed: listedApart(k)}
 		out[k.Coll] = spec
 	}
 	for coll, fields := range listTexts {
 		if spec := out[coll]; spec.Words == nil {
-			k := SearchKind{Coll: coll, Fields: fields}
-			spec.Words = &index.Words{Name: wordsExtraction, Fields: fields, Texts: k.texts}
+			k := repo.SearchKind{Coll: coll, Fields: fields}
+			spec.Words = &index.Words{Name: wordsExtraction, Fields: fields, Texts: func(d bson.M) index.Texts { return texts(k, d) }}
 			out[coll] = spec
 		}
 	}
@@ -52,7 +57,7 @@ func withWords(specs map[string]index.Spec) map[string]index.Spec {
 // listedApart reports whether the fields a list's free-text filter reads
 // in k's collection differ from those search reads: the word index then
 // holds their words apart.
-func listedApart(k SearchKind) bool {
+func listedApart(k repo.SearchKind) bool {
 	fields, ok := listTexts[k.Coll]
 	return ok && !slices.Equal(fields, k.Fields)
 }
@@ -62,31 +67,31 @@ func listedApart(k SearchKind) bool {
 // untitled note's first line), exactly as matchDoc reads them; the folded
 // texts of the list's fields when they differ; and whether those a list
 // reads are plain (textfold.Plain).
-func (k SearchKind) texts(d bson.M) index.Texts {
+func texts(k repo.SearchKind, d bson.M) index.Texts {
 	var t index.Texts
 	for i, f := range k.Fields {
-		for _, v := range Values(d, f) {
+		for _, v := range repo.Values(d, f) {
 			t.All = append(t.All, textfold.Fold(v))
 			if i == 0 && k.Kind != "" {
 				t.Title = append(t.Title, t.All[len(t.All)-1])
 			}
 		}
 	}
-	if line, ok := UntitledLine(k, d); ok {
+	if line, ok := repo.UntitledLine(k, d); ok {
 		t.Title = append(t.Title, textfold.Fold(line))
 	}
 	listed := k.Fields
 	if listedApart(k) {
 		listed = listTexts[k.Coll]
 		for _, f := range listed {
-			for _, v := range Values(d, f) {
+			for _, v := range repo.Values(d, f) {
 				t.List = append(t.List, textfold.Fold(v))
 			}
 		}
 	}
 	t.Plain = true
 	for _, f := range listed {
-		for _, v := range Values(d, f) {
+		for _, v := range repo.Values(d, f) {
 			if !textfold.Plain(v) {
 				t.Plain = false
 			}

@@ -1,4 +1,11 @@
-package repo
+// Package textlist holds the lists' free-text filters (list_notes,
+// list_contacts, list_outlets, list_campaigns, list_opportunities,
+// list_coverage `search`, search_emails `query`) and what the word index
+// extracts of the searched kinds and of those lists (words.go), which it
+// registers with the core at start (repo.RegisterWords). It sits between
+// the core and the areas: every area's list reads it, and it reads the
+// core alone.
+package textlist
 
 import (
 	"context"
@@ -13,6 +20,7 @@ import (
 
 	"outreach/ledger"
 	"outreach/ledger/index"
+	"outreach/repo"
 	"outreach/textfold"
 )
 
@@ -20,7 +28,7 @@ import (
 // list_campaigns, list_opportunities and list_coverage `search`,
 // search_emails `query`) match their text literally and in any case in
 // the fields each names (listTexts). On the embedded store the word index
-// (search_words.go) names the records that may hold the text, folded as
+// (words.go) names the records that may hold the text, folded as
 // search folds it, so the store is not scanned:
 //   - a text of one word (letters and digits only) is decided there, for
 //     every record whose listed texts are plain (textfold.Plain: they fold as
@@ -34,17 +42,17 @@ import (
 // the index answers with its order and total. Where the index cannot
 // answer (being built, stale, a text without a letter or digit, on a
 // server) or would have too many records read, the store is asked for the
-// pattern, bounded by patternBound.
+// pattern, bounded by the core's repo.TextPatternBound.
 
 // listTexts are the fields each list's free-text filter reads.
 var listTexts = map[string][]string{
-	CollNotes:         {"title", "content"},
-	CollContacts:      {"name", "email"},
-	CollOutlets:       {"name", "website"},
-	CollCampaigns:     {"name", "description", "goals"},
-	CollOpportunities: {"title", "description", "next_action"},
-	CollCoverage:      {"title", "summary", "url"},
-	CollEmails:        {"messages.subject", "messages.body_text", "messages.from"},
+	repo.CollNotes:         {"title", "content"},
+	repo.CollContacts:      {"name", "email"},
+	repo.CollOutlets:       {"name", "website"},
+	repo.CollCampaigns:     {"name", "description", "goals"},
+	repo.CollOpportunities: {"title", "description", "next_action"},
+	repo.CollCoverage:      {"title", "summary", "url"},
+	repo.CollEmails:        {"messages.subject", "messages.body_text", "messages.from"},
 }
 
 // maxTextReads is the most records a free-text filter reads by _id to
@@ -53,24 +61,20 @@ var listTexts = map[string][]string{
 // cheaper.
 const maxTextReads = 2000
 
-// patternBound is how long a free-text filter may scan the store when the
-// word index cannot answer it (a variable for the test of the bound).
-var patternBound = 10 * time.Second
-
-// TextFilter is a list's free-text filter.
-type TextFilter struct {
+// Filter is a list's free-text filter.
+type Filter struct {
 	Coll, Text string
 	// textIndex: on a server with text search, the collection's text
 	// index covers the fields, and a $text narrows the pattern's scan.
 	TextIndex bool
 }
 
-// TextListPage lists the records of coll matching filter and holding t's
+// Page lists the records of coll matching filter and holding t's
 // text, in sort order, with their total.
-func TextListPage[T any](ctx context.Context, s *Store, t TextFilter, filter bson.M, sort bson.D, limit, offset int) (Page[T], error) {
-	ids, ok, err := s.TextIDs(ctx, t)
+func Page[T any](ctx context.Context, s *repo.Store, t Filter, filter bson.M, sort bson.D, limit, offset int) (repo.Page[T], error) {
+	ids, ok, err := IDs(ctx, s, t)
 	if err != nil {
-		return Page[T]{}, err
+		return repo.Page[T]{}, err
 	}
 	if ok {
 		page, answered, err := ledger.ListAmong[T](ctx, s.Engine, t.Coll, ids, filter, sort, limit, offset)
@@ -78,61 +82,61 @@ func TextListPage[T any](ctx context.Context, s *Store, t TextFilter, filter bso
 			return page, err
 		}
 	}
-	bounded, cancel := s.ByPattern(ctx, t, filter)
+	bounded, cancel := ByPattern(ctx, s, t, filter)
 	defer cancel()
-	page, err := ListPage[T](bounded, s, t.Coll, filter, sort, limit, offset)
-	return page, s.BoundErr(ctx, bounded, t, err)
+	page, err := repo.ListPage[T](bounded, s, t.Coll, filter, sort, limit, offset)
+	return page, BoundErr(ctx, bounded, t, err)
 }
 
-// byPattern adds t to filter as the store's pattern, and bounds the
-// context of the read that follows by patternBound.
-func (s *Store) ByPattern(ctx context.Context, t TextFilter, filter bson.M) (context.Context, context.CancelFunc) {
-	for k, v := range anyField(t.Text, listTexts[t.Coll]...) {
+// ByPattern adds t to filter as the store's pattern, and bounds the
+// context of the read that follows by repo.TextPatternBound.
+func ByPattern(ctx context.Context, s *repo.Store, t Filter, filter bson.M) (context.Context, context.CancelFunc) {
+	for k, v := range repo.AnyField(t.Text, listTexts[t.Coll]...) {
 		filter[k] = v
 	}
 	if t.TextIndex && s.Capabilities().TextSearch {
 		filter["$text"] = bson.M{"$search": textPhrase(t.Text)}
 	}
-	return context.WithTimeout(ctx, patternBound)
+	return context.WithTimeout(ctx, repo.TextPatternBound())
 }
 
-// boundErr names the bound when the store's pattern outlasted it (and the
+// BoundErr names the bound when the store's pattern outlasted it (and the
 // caller's own context did not end first).
-func (s *Store) BoundErr(ctx, bounded context.Context, t TextFilter, err error) error {
+func BoundErr(ctx, bounded context.Context, t Filter, err error) error {
 	if err == nil || ctx.Err() != nil || !errors.Is(bounded.Err(), context.DeadlineExceeded) {
 		return err
 	}
-	return &Error{Code: CodeUnavailable, Field: searchField(t.Coll), Retryable: true, Message: fmt.Sprintf(
+	return &repo.Error{Code: repo.CodeUnavailable, Field: searchField(t.Coll), Retryable: true, Message: fmt.Sprintf(
 		"%s: the word index cannot answer %q now (it is being built, or the text has no letter or digit), and the store's scan for it "+
 			"took longer than %s; try again shortly, add a word of letters or digits, or narrow the list with its other filters",
-		searchField(t.Coll), t.Text, patternBound)}
+		searchField(t.Coll), t.Text, repo.TextPatternBound())}
 }
 
 // searchField is the parameter a list's free-text filter is given as.
 func searchField(coll string) string {
-	if coll == CollEmails {
+	if coll == repo.CollEmails {
 		return "query"
 	}
 	return "search"
 }
 
-// textIDs are the ids of the records of t.Coll holding t.Text, from the
+// IDs are the ids of the records of t.Coll holding t.Text, from the
 // word index; ok is false when the index does not answer (the store's
 // pattern is then asked). With the index check on (tests), the answer is
 // compared with the store's pattern.
-func (s *Store) TextIDs(ctx context.Context, t TextFilter) (ids []string, ok bool, err error) {
-	if s.textByPattern.Load() {
+func IDs(ctx context.Context, s *repo.Store, t Filter) (ids []string, ok bool, err error) {
+	if s.TextsByPattern() {
 		return nil, false, nil
 	}
 	for attempt := 0; ; attempt++ {
-		ids, ok, err = s.wordIDs(ctx, t)
+		ids, ok, err = wordIDs(ctx, s, t)
 		if err != nil || !ok || !s.IndexChecked() {
 			return ids, ok, err
 		}
 		var docs []struct {
 			ID string `bson:"_id"`
 		}
-		err := s.findAll(ctx, t.Coll, anyField(t.Text, listTexts[t.Coll]...), options.Find().SetProjection(bson.M{"_id": 1}), &docs)
+		err := s.FindAll(ctx, t.Coll, repo.AnyField(t.Text, listTexts[t.Coll]...), options.Find().SetProjection(bson.M{"_id": 1}), &docs)
 		if err != nil {
 			return nil, false, err
 		}
@@ -155,16 +159,16 @@ func (s *Store) TextIDs(ctx context.Context, t TextFilter) (ids []string, ok boo
 	}
 }
 
-// wordIDs is textIDs from the word index alone.
-func (s *Store) wordIDs(ctx context.Context, t TextFilter) (ids []string, ok bool, err error) {
+// wordIDs is IDs from the word index alone.
+func wordIDs(ctx context.Context, s *repo.Store, t Filter) (ids []string, ok bool, err error) {
 	fields := listTexts[t.Coll]
 	recs, exact, size, ok := s.ListTextCandidates(t.Coll, textfold.Fold(t.Text))
 	if !ok {
 		return nil, false, nil
 	}
 	decides := exact && textfold.Plain(t.Text)
-	match := anyField(t.Text, fields...)
-	held := !slices.ContainsFunc(fields, func(f string) bool { return !mirrorSpecs[t.Coll].Keeps(f) })
+	match := repo.AnyField(t.Text, fields...)
+	held := !slices.ContainsFunc(fields, func(f string) bool { return !repo.IndexSpec(t.Coll).Keeps(f) })
 	ids = []string{}
 	var read []string
 	for _, r := range recs {
