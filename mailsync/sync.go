@@ -739,7 +739,7 @@ func (s *Syncer) advance(batch []item, handled map[imap.UID]bool, problems map[i
 	}
 }
 
-func (s *Syncer) saveState(ctx context.Context, mbox string, validity uint32, last imap.UID, st repo.EmailSyncState) error {
+func (s *Syncer) saveState(ctx context.Context, mbox string, validity uint32, last imap.UID, st inbox.EmailSyncState) error {
 	if st.ID != "" && st.UIDValidity == int64(validity) && st.LastUID >= int64(last) {
 		return nil
 	}

@@ -46,7 +46,7 @@ var dictionaryDocs = []struct {
 }{
 	{repo.CollOutlets, directory.Outlet{}}, {repo.CollChannels, directory.Channel{}}, {repo.CollContacts, directory.Contact{}}, {repo.CollCampaigns, pipeline.Campaign{}},
 	{repo.CollOpportunities, pipeline.Opportunity{}}, {repo.CollCoverage, pipeline.Coverage{}}, {repo.CollMedia, pipeline.Media{}}, {repo.CollNotes, notes.Note{}},
-	{repo.CollEmails, inbox.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, repo.EmailSyncState{}},
+	{repo.CollEmails, inbox.EmailThread{}}, {repo.CollUsers, repo.User{}}, {repo.CollKeys, repo.AgentKey{}}, {repo.CollOAuthGrants, access.OAuthGrant{}}, {repo.CollOAuthClients, access.OAuthClient{}}, {repo.CollOAuthRequests, access.OAuthRequest{}}, {repo.CollSignIns, access.SignIn{}}, {repo.CollSettings, inbox.EmailSyncState{}},
 	{repo.CollSubscriptions, outbox.Subscription{}}, {repo.CollNotifications, outbox.Notification{}}, {repo.CollMessages, notify.Message{}},
 	{repo.CollHeld, inbox.HeldEmail{}}, {repo.CollPitches, pitches.Pitch{}}, {repo.CollSuppressions, pitches.Suppression{}}, {repo.CollSharedReports, reports.SharedReport{}}, {repo.CollChangeLog, audit.Entry{}},
 	{repo.CollMailboxes, mailboxes.Connection{}},

@@ -3,7 +3,12 @@ package repo
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"outreach/audit"
+	"outreach/ledger"
 	"outreach/ledger/index"
 )
 
@@ -19,6 +24,20 @@ import (
 var areaRuled = map[string]string{CollPitches: "outreach/repo/pitches", CollSharedReports: "outreach/repo/reports", CollMailboxes: "outreach/repo/mailboxes", CollNotes: "outreach/repo/notes",
 	CollCampaigns: "outreach/repo/pipeline", CollOpportunities: "outreach/repo/pipeline", CollCoverage: "outreach/repo/pipeline", CollMedia: "outreach/repo/pipeline",
 	CollOutlets: "outreach/repo/directory", CollContacts: "outreach/repo/directory", CollChannels: "outreach/repo/directory"}
+
+// areaSingletons are the kinds of singleton settings record whose defaults
+// an area above the core registers (RegisterSingleton), by the package
+// that registers each.
+var areaSingletons = map[string]string{"organisation": "outreach/repo/reports", "email_sync": "outreach/repo/inbox"}
+
+// singletons are the registered kinds of singleton settings record, in
+// the order of their registration.
+var singletons []singleton
+
+type singleton struct {
+	name     string
+	defaults func(id string, after bson.M) any
+}
 
 var reactions struct {
 	emailStored    func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
@@ -49,6 +68,54 @@ func OnEmailStored(fn func(ctx context.Context, s *Store, in IncomingEmail, res 
 		panic("repo: a reaction to a stored email is registered twice")
 	}
 	reactions.emailStored = fn
+}
+
+// RegisterSingleton registers a kind of singleton settings record (package
+// reports: the organisation settings; package inbox: a mailbox's sync
+// state): a record that exists, holding its defaults, before anyone sets
+// it, and is never archived. So the change that first stored one is, to a
+// rollback, an update from the defaults: rolling it back sets the fields it
+// wrote back to their defaults (a conflict where one changed since), and
+// the record stays active, as a rollback of any later update leaves it.
+// defaults returns the defaults of the record of id whose first stored
+// state is after, or nil when that record is not of this kind.
+func RegisterSingleton(name string, defaults func(id string, after bson.M) any) {
+	for _, x := range singletons {
+		if x.name == name {
+			panic("repo: the singleton " + name + " is registered twice")
+		}
+	}
+	singletons = append(singletons, singleton{name, defaults})
+}
+
+// singletonBefore returns the state a rollback treats as the before of c
+// when c is the create of a singleton record (its defaults, with the
+// record's own id and dates), or nil.
+func singletonBefore(c audit.Entry) bson.M {
+	if c.Collection != CollSettings || c.Before != nil || c.Action != audit.ActionCreate {
+		return nil
+	}
+	var zero any
+	for _, x := range singletons {
+		if zero = x.defaults(c.RecordID, c.After); zero != nil {
+			break
+		}
+	}
+	if zero == nil {
+		return nil
+	}
+	def, err := ledger.ToM(zero)
+	if err != nil {
+		return nil
+	}
+	for _, k := range []string{"_id", "created_at", "updated_at", "archived_at"} {
+		if v, ok := c.After[k]; ok {
+			def[k] = v
+		} else {
+			delete(def, k)
+		}
+	}
+	return def
 }
 
 // RegisterStageNote registers what makes the note that records a stage
@@ -89,6 +156,11 @@ func checkRegistry() error {
 	for c, pkg := range areaRuled {
 		if stateRules[c] == nil {
 			return fmt.Errorf("the store cannot start: no rollback rule for %s (link package %s)", KindOf(c), pkg)
+		}
+	}
+	for name, pkg := range areaSingletons {
+		if !slices.ContainsFunc(singletons, func(x singleton) bool { return x.name == name }) {
+			return fmt.Errorf("the store cannot start: no defaults of the singleton %s (link package %s)", name, pkg)
 		}
 	}
 	if reactions.emailStored == nil {

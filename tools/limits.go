@@ -12,6 +12,7 @@ import (
 
 	"outreach/repo"
 	"outreach/repo/pipeline"
+	"outreach/repo/reports"
 	"outreach/repo/search"
 )
 
@@ -56,8 +57,8 @@ var namedLimits = map[string]int64{
 	"session_id":    repo.MaxSessionID,                         // an agent session's id
 	"session_label": repo.MaxLabel,                             // start_session.label
 	"search_query":  search.MaxSearchQuery,                     // search.query
-	"competitors":   repo.MaxCompetitors,                       // update_settings.competitors
-	"team_name":     repo.MaxTeamName,                          // update_settings.team_name
+	"competitors":   reports.MaxCompetitors,                    // update_settings.competitors
+	"team_name":     reports.MaxTeamName,                       // update_settings.team_name
 	"slack_options": maxSlackOptions,                           // ask_slack.options
 	"slack_text":    maxSlackText,                              // send_slack_message.text
 	"email_base64":  base64Chars(maxImportBytes),               // import_email.raw_base64

@@ -96,8 +96,8 @@ var outputs = map[string]*jsonschema.Schema{
 	"share_report":         of[sharedReportView](),
 	"list_shared_reports":  of[sharedReportList](),
 	"revoke_shared_report": of[sharedReportView](),
-	"get_settings":         of[repo.OrgSettings](),
-	"update_settings":      of[repo.OrgSettings](),
+	"get_settings":         of[reports.OrgSettings](),
+	"update_settings":      of[reports.OrgSettings](),
 	"import_contacts":      of[directory.ImportResult](),
 	"import_outlets":       of[directory.ImportResult](),
 

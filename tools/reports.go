@@ -36,10 +36,10 @@ func Reports(s *repo.Store) []Tool {
 				return reports.Of(s).CoverageReport(ctx, q)
 			}),
 		newTool("get_settings", "The organisation settings: the competitor names share of voice tracks, and the AVE rate and currency (null when AVE is off).", read,
-			func(ctx context.Context, _ *noIn) (any, error) { return s.Settings(ctx) }),
+			func(ctx context.Context, _ *noIn) (any, error) { return reports.Of(s).Settings(ctx) }),
 		newTool("update_settings", "Change the organisation settings; only the fields given change. competitors replaces the whole list of tracked competitor names; ave_rate_per_thousand sets the AVE rate and ave_off: true clears it.", change,
 			func(ctx context.Context, in *settingsIn) (any, error) {
-				p := repo.SettingsPatch{Competitors: in.Competitors, AVECurrency: in.AVECurrency, TeamName: in.TeamName}
+				p := reports.SettingsPatch{Competitors: in.Competitors, AVECurrency: in.AVECurrency, TeamName: in.TeamName}
 				switch {
 				case in.AVEOff && in.AVERatePerThousand != nil:
 					return nil, repo.Invalid("ave_off", "turns AVE off; do not give ave_rate_per_thousand with it")
@@ -52,7 +52,7 @@ func Reports(s *repo.Store) []Tool {
 				if p.Competitors == nil && p.AVERate == nil && p.AVECurrency == nil && p.TeamName == nil {
 					return nil, repo.Invalid("competitors", "nothing to change: give competitors, ave_rate_per_thousand, ave_currency or team_name")
 				}
-				return s.UpdateSettings(ctx, p)
+				return reports.Of(s).UpdateSettings(ctx, p)
 			}),
 	}, ReportDocs(s)...))
 }

@@ -183,7 +183,7 @@ func heldAddresses(h HeldEmail) []string {
 // SyncStatus is where the sync of the shared inbox stands: each mailbox's
 // mark, and the messages held (not stored), with their reasons.
 type SyncStatus struct {
-	Mailboxes []repo.EmailSyncState `json:"mailboxes"`
+	Mailboxes []EmailSyncState `json:"mailboxes"`
 	// HeldTotal counts the messages held; ByReason counts them by reason.
 	HeldTotal int            `json:"held_total"`
 	ByReason  map[string]int `json:"held_by_reason"`
@@ -199,11 +199,11 @@ func (s *Store) EmailSyncStatus(ctx context.Context, reason string, limit, offse
 	if reason != "" && !slices.Contains(HeldReasons, reason) {
 		return nil, repo.Invalid("reason", "%q is not a reason a message is held; use one of: %s", reason, strings.Join(HeldReasons, ", "))
 	}
-	st := &SyncStatus{Mailboxes: []repo.EmailSyncState{}, ByReason: map[string]int{}, Limit: limit, Offset: offset}
+	st := &SyncStatus{Mailboxes: []EmailSyncState{}, ByReason: map[string]int{}, Limit: limit, Offset: offset}
 	if err := s.FindAll(ctx, repo.CollSettings, bson.M{"name": "email_sync"}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}), &st.Mailboxes); err != nil {
 		return nil, ledger.DriverErr(err, "setting", "email sync state")
 	}
-	slices.SortFunc(st.Mailboxes, func(a, b repo.EmailSyncState) int {
+	slices.SortFunc(st.Mailboxes, func(a, b EmailSyncState) int {
 		return strings.Compare(a.Account+"\x00"+a.Mailbox, b.Account+"\x00"+b.Mailbox)
 	})
 	for _, r := range HeldReasons {

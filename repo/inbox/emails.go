@@ -663,6 +663,35 @@ func (s *Store) UnlinkEmailOpportunity(ctx context.Context, linkID string) (*Ema
 	})
 }
 
+// EmailSyncState is where the sync of one mailbox of one account stands:
+// the mailbox's UIDVALIDITY and the highest UID handled under it. It is a
+// settings record, written through the write path like any other.
+type EmailSyncState struct {
+	repo.Meta   `bson:",inline"`
+	Name        string    `bson:"name" json:"name"`
+	Account     string    `bson:"account" json:"account"`
+	Mailbox     string    `bson:"mailbox" json:"mailbox"`
+	UIDValidity int64     `bson:"uid_validity" json:"uid_validity"`
+	LastUID     int64     `bson:"last_uid" json:"last_uid"`
+	SyncedAt    time.Time `bson:"synced_at" json:"synced_at"`
+}
+
+// A mailbox's sync state is a singleton (repo.RegisterSingleton): the
+// state EmailSyncState reads whatever is stored, never synced being its
+// zero mark. So the rollback of its first sync moves the mark back to the
+// start and the next sync reads the mailbox again, as after the rollback
+// of any later sync.
+func init() {
+	repo.RegisterSingleton("email_sync", func(_ string, after bson.M) any {
+		if name, _ := after["name"].(string); name != "email_sync" {
+			return nil
+		}
+		account, _ := after["account"].(string)
+		mailbox, _ := after["mailbox"].(string)
+		return &EmailSyncState{Name: "email_sync", Account: account, Mailbox: mailbox}
+	})
+}
+
 var syncStateSpace = uuid.MustParse("3f0b7a52-5d4e-4c1a-9b7e-2a6c8d9e0f11")
 
 func syncStateID(account, mailbox string) string {
@@ -671,11 +700,11 @@ func syncStateID(account, mailbox string) string {
 
 // EmailSyncState returns the sync state of a mailbox; a mailbox never synced
 // has the zero state.
-func (s *Store) EmailSyncState(ctx context.Context, account, mailbox string) (repo.EmailSyncState, error) {
-	var st repo.EmailSyncState
+func (s *Store) EmailSyncState(ctx context.Context, account, mailbox string) (EmailSyncState, error) {
+	var st EmailSyncState
 	err := s.Collection(repo.CollSettings).FindOne(ctx, bson.M{"_id": syncStateID(account, mailbox)}).Decode(&st)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return repo.EmailSyncState{Name: "email_sync", Account: account, Mailbox: mailbox}, nil
+		return EmailSyncState{Name: "email_sync", Account: account, Mailbox: mailbox}, nil
 	}
 	if err != nil {
 		return st, ledger.DriverErr(err, "setting", "email sync state")
@@ -694,7 +723,7 @@ func (s *Store) SaveEmailSyncState(ctx context.Context, account, mailbox string,
 			return err
 		}
 		if cur.ID == "" {
-			st := &repo.EmailSyncState{Meta: repo.Meta{ID: id}, Name: "email_sync", Account: account, Mailbox: mailbox,
+			st := &EmailSyncState{Meta: repo.Meta{ID: id}, Name: "email_sync", Account: account, Mailbox: mailbox,
 				UIDValidity: uidValidity, LastUID: lastUID, SyncedAt: repo.Now()}
 			err = repo.Insert(ctx, s.Store, repo.CollSettings, st)
 			if ledger.IsConflict(err) {
@@ -702,7 +731,7 @@ func (s *Store) SaveEmailSyncState(ctx context.Context, account, mailbox string,
 			}
 			return err
 		}
-		_, err = repo.Modify(ctx, s.Store, repo.CollSettings, id, audit.ActionUpdate, func(st *repo.EmailSyncState) error {
+		_, err = repo.Modify(ctx, s.Store, repo.CollSettings, id, audit.ActionUpdate, func(st *EmailSyncState) error {
 			if st.UIDValidity == uidValidity && st.LastUID >= lastUID {
 				return nil
 			}

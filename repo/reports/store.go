@@ -1,8 +1,9 @@
 // Package reports is the domain's area of the coverage report: reach,
 // share of voice, weekly trend, advertising value and the pitches' answer
 // rates over a period, computed from coverage, opportunities, pitches and
-// mail. It only reads; the organisation settings it weighs by stay in the
-// core (repo/settings.go), which a rollback restores.
+// mail. It only reads them; it keeps the organisation settings it weighs
+// by (settings.go), a singleton it registers with the core at init so that
+// a rollback restores their defaults.
 package reports
 
 import "outreach/repo"
