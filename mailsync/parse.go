@@ -16,7 +16,6 @@ import (
 	gomail "github.com/emersion/go-message/mail"
 	"golang.org/x/net/html"
 
-	"outreach/repo"
 	"outreach/repo/inbox"
 )
 
@@ -52,13 +51,13 @@ type header struct {
 // preferred over HTML in multipart/alternative, HTML reduced to text when it
 // is the only body, attachments measured (and kept when asked). A nil
 // message with a nil error means accept declined it.
-func parse(r io.Reader, o parseOptions) (*repo.IncomingEmail, error) {
+func parse(r io.Reader, o parseOptions) (*inbox.IncomingEmail, error) {
 	e, err := message.Read(bufio.NewReader(r))
 	if err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	h := gomail.Header{Header: e.Header}
-	in := &repo.IncomingEmail{}
+	in := &inbox.IncomingEmail{}
 	if h.Get("From") == "" && h.Get("To") == "" && h.Get("Message-Id") == "" && h.Get("Subject") == "" {
 		return nil, fmt.Errorf("%w: no message header", ErrMalformed)
 	}
@@ -108,7 +107,7 @@ func parse(r io.Reader, o parseOptions) (*repo.IncomingEmail, error) {
 			if filename == "" {
 				filename = dparams["filename"]
 			}
-			a := repo.EmailAttachment{Filename: filename, MIMEType: mediaType}
+			a := inbox.EmailAttachment{Filename: filename, MIMEType: mediaType}
 			if o.keepAttachment != nil {
 				id, n, sum, err := o.keepAttachment(filename, mediaType, part.Body)
 				if err != nil {
@@ -176,7 +175,7 @@ var looseAddress = regexp.MustCompile(`[^\s<>,;:"()\[\]]+@[^\s<>,;:"()\[\]]+`)
 // addresses returns the bare addresses of a header field, lower case, and
 // records their display names (decoded from RFC 2047) in in.Names; a list
 // the grammar refuses is searched for anything shaped like an address.
-func addresses(h gomail.Header, key string, in *repo.IncomingEmail) []string {
+func addresses(h gomail.Header, key string, in *inbox.IncomingEmail) []string {
 	list, err := h.AddressList(key)
 	var out []string
 	if err == nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"outreach/repo"
 	"outreach/repo/inbox"
 )
 
@@ -20,7 +19,7 @@ func TestParse(t *testing.T) {
 	tests := []struct {
 		name string
 		raw  string
-		want repo.IncomingEmail
+		want inbox.IncomingEmail
 	}{
 		{"quoted-printable with an encoded subject and display names", crlf(`Message-ID: <m1@pr.example>
 From: "Team" <team@pr.example>
@@ -33,7 +32,7 @@ Content-Transfer-Encoding: quoted-printable
 
 Caf=C3=A9 at ten=3F
 Line two
-`), repo.IncomingEmail{MessageID: "m1@pr.example", From: "team@pr.example", To: []string{"jose@planet.example", "other@x.example"}, Cc: []string{"c@x.example"},
+`), inbox.IncomingEmail{MessageID: "m1@pr.example", From: "team@pr.example", To: []string{"jose@planet.example", "other@x.example"}, Cc: []string{"c@x.example"},
 			Names:   map[string]string{"jose@planet.example": "José", "team@pr.example": "Team"},
 			Subject: "Embargo: café", Date: time.Date(2026, 3, 2, 8, 30, 0, 0, time.UTC), BodyText: "Café at ten?\nLine two"}},
 		{"multipart/alternative prefers the text part; references kept", crlf(`Message-ID: <m2@planet.example>
@@ -56,7 +55,7 @@ Content-Type: text/html
 
 <p>HTML version</p>
 --b1--
-`), repo.IncomingEmail{MessageID: "m2@planet.example", InReplyTo: "m1@pr.example", References: []string{"m0@pr.example", "m1@pr.example"},
+`), inbox.IncomingEmail{MessageID: "m2@planet.example", InReplyTo: "m1@pr.example", References: []string{"m0@pr.example", "m1@pr.example"},
 			From: "jose@planet.example", To: []string{"team@pr.example"}, Subject: "Re: Embargo", Date: time.Date(2026, 3, 3, 10, 0, 0, 0, time.UTC), BodyText: "Grüße, yes."}},
 		{"HTML only in windows-1252, an odd date, no Message-ID", crlf(`From: Omar <omar@ledger.example>
 To: team@pr.example
@@ -66,7 +65,7 @@ Content-Type: text/html; charset=windows-1252
 Content-Transfer-Encoding: quoted-printable
 
 <html><head><style>p{color:red}</style></head><body><p>Caf=E9 <b>time</b> =80</p><script>alert(1)</script><p>two</p></body></html>
-`), repo.IncomingEmail{MessageID: "<content key>", From: "omar@ledger.example", To: []string{"team@pr.example"}, Names: map[string]string{"omar@ledger.example": "Omar"}, Subject: "Café interview",
+`), inbox.IncomingEmail{MessageID: "<content key>", From: "omar@ledger.example", To: []string{"team@pr.example"}, Names: map[string]string{"omar@ledger.example": "Omar"}, Subject: "Café interview",
 			Date: time.Date(2026, 3, 3, 10, 0, 0, 0, time.UTC), BodyText: "Café time €\n\ntwo"}},
 		{"nested multiparts with base64 attachments and an RFC 2231 filename; unreadable date", crlf(`Message-ID: <m7@pr.example>
 From: team@pr.example
@@ -100,8 +99,8 @@ Content-Transfer-Encoding: base64
 
 iVBORw0KGgo=
 --outer--
-`), repo.IncomingEmail{MessageID: "m7@pr.example", From: "team@pr.example", To: []string{"jose@planet.example"}, Subject: "Press kit", Date: fallback,
-			BodyText: "Kit attached.", Attachments: []repo.EmailAttachment{{Filename: "Press kit ü.pdf", MIMEType: "application/pdf", SizeBytes: 9}, {Filename: "logo.png", MIMEType: "image/png", SizeBytes: 8}}}},
+`), inbox.IncomingEmail{MessageID: "m7@pr.example", From: "team@pr.example", To: []string{"jose@planet.example"}, Subject: "Press kit", Date: fallback,
+			BodyText: "Kit attached.", Attachments: []inbox.EmailAttachment{{Filename: "Press kit ü.pdf", MIMEType: "application/pdf", SizeBytes: 9}, {Filename: "logo.png", MIMEType: "image/png", SizeBytes: 8}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

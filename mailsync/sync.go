@@ -613,12 +613,12 @@ func (s *Syncer) settleHeld(ctx context.Context, mbox string, validity uint32, i
 		return nil
 	}
 	switch f.ir.Outcome {
-	case repo.EmailSkipped:
+	case inbox.EmailSkipped:
 		return s.hold(ctx, mbox, validity, it, Problem{Reason: inbox.HeldNoContact, Detail: "no active contact holds any of its addresses (From, To, Cc); it is stored once one does"}, f.hdr)
-	case repo.EmailStored, repo.EmailDuplicate:
+	case inbox.EmailStored, inbox.EmailDuplicate:
 		if _, ok := open[it.uid]; ok {
 			outcome := inbox.HeldStored
-			if f.ir.Outcome == repo.EmailDuplicate {
+			if f.ir.Outcome == inbox.EmailDuplicate {
 				outcome = inbox.HeldDuplicate
 			}
 			return inbox.Of(s.store).ResolveHeldEmail(ctx, s.Account(), mbox, int64(validity), int64(it.uid), outcome)
@@ -713,7 +713,7 @@ func (s *Syncer) retryHeld(ctx context.Context, c *imapclient.Client, mbox strin
 			}
 			continue
 		}
-		if f.ir != nil && (f.ir.Outcome == repo.EmailStored || f.ir.Outcome == repo.EmailDuplicate) {
+		if f.ir != nil && (f.ir.Outcome == inbox.EmailStored || f.ir.Outcome == inbox.EmailDuplicate) {
 			res.Recovered++
 		}
 		if err := s.settleHeld(ctx, mbox, validity, it, f, open); err != nil {
@@ -751,7 +751,7 @@ func (s *Syncer) saveState(ctx context.Context, mbox string, validity uint32, la
 // read: skipped), and a problem when it could not be stored.
 type fetched struct {
 	uid     imap.UID
-	ir      *repo.IngestResult
+	ir      *inbox.IngestResult
 	hdr     *header
 	problem *Problem
 }
@@ -792,12 +792,12 @@ func (s *Syncer) handleFetched(ctx context.Context, mbox string, msg *imapclient
 
 // ingest parses and stores one message read from r, counting it in res.
 // When hdr is given, it receives the headers read (what a held message keeps).
-func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbackDate time.Time, res *Result, hdr *header) (*repo.IngestResult, *Problem, error) {
+func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbackDate time.Time, res *Result, hdr *header) (*inbox.IngestResult, *Problem, error) {
 	res.Seen++
 	if fallbackDate.IsZero() {
 		fallbackDate = time.Now()
 	}
-	var early *repo.IngestResult
+	var early *inbox.IngestResult
 	opts := parseOptions{fallbackDate: fallbackDate, accept: func(h header) (bool, error) {
 		if hdr != nil {
 			*hdr = h
@@ -810,7 +810,7 @@ func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbac
 		}
 		n, err := inbox.Of(s.store).KnownEmailContacts(ctx, slices.Concat([]string{h.From}, h.To, h.Cc))
 		if err == nil && n == 0 {
-			early = &repo.IngestResult{Outcome: repo.EmailSkipped, MessageID: h.MessageID}
+			early = &inbox.IngestResult{Outcome: inbox.EmailSkipped, MessageID: h.MessageID}
 		}
 		return n > 0, err
 	}}
@@ -857,20 +857,20 @@ func (s *Syncer) ingest(ctx context.Context, r io.Reader, source string, fallbac
 	return &ir, nil, nil
 }
 
-func count(res *Result, ir repo.IngestResult) {
+func count(res *Result, ir inbox.IngestResult) {
 	switch ir.Outcome {
-	case repo.EmailStored:
+	case inbox.EmailStored:
 		res.Stored++
 		res.touch(ir.ThreadID)
-	case repo.EmailDuplicate:
+	case inbox.EmailDuplicate:
 		res.Duplicates++
-	case repo.EmailSkipped:
+	case inbox.EmailSkipped:
 		res.Skipped++
 	}
 }
 
 // Import stores one raw RFC 822 message, attributed to the actor in ctx.
-func Import(ctx context.Context, store *repo.Store, raw []byte, keepAttachments bool) (*Result, *repo.IngestResult, error) {
+func Import(ctx context.Context, store *repo.Store, raw []byte, keepAttachments bool) (*Result, *inbox.IngestResult, error) {
 	s := &Syncer{store: store, cfg: Config{KeepAttachments: keepAttachments}.withDefaults()}
 	res := &Result{ThreadIDs: []string{}, Problems: []Problem{}}
 	ir, p, err := s.ingest(ctx, bytes.NewReader(raw), "import", time.Now(), res, nil)

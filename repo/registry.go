@@ -14,9 +14,10 @@ import (
 
 // What the areas above the core register with it. The core cannot import
 // an area (the direction test), yet a rollback checks the rule of every
-// kind of record and an incoming email may answer a pitch. So an area
-// registers its kinds' rollback rules and its reactions to the core's
-// writes from its package's init, and Open refuses to start while one is
+// kind of record and restores a singleton's defaults. So an area registers
+// its kinds' rollback rules, its singletons and its reactions to the
+// core's writes from its package's init (and what an area needs from an
+// area above it, RegisterNeed), and Open refuses to start while one is
 // missing: a store never serves with half of them. Each is registered once.
 
 // areaRuled are the collections whose rollback rule an area above the core
@@ -39,8 +40,10 @@ type singleton struct {
 	defaults func(id string, after bson.M) any
 }
 
+// needs are the areas' checks of their own registries (RegisterNeed).
+var needs []func() error
+
 var reactions struct {
-	emailStored    func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)
 	stageNote      func(oppID, stage, content string) (Mutation, error)
 	rollbackEvents func(ctx context.Context, s *Store, muts []Mutation) ([]Mutation, error)
 	words          func(map[string]index.Spec) map[string]index.Spec
@@ -59,16 +62,10 @@ func RegisterRule(coll string, rule StateRule) {
 	stateRules[coll] = rule
 }
 
-// OnEmailStored registers what follows an incoming message once it is
-// stored as res (package pitches: a reply to a pitch marks its recipient
-// replied). It runs after the store, best effort: it logs its failures and
-// the message stays stored.
-func OnEmailStored(fn func(ctx context.Context, s *Store, in IncomingEmail, res IngestResult)) {
-	if reactions.emailStored != nil {
-		panic("repo: a reaction to a stored email is registered twice")
-	}
-	reactions.emailStored = fn
-}
+// RegisterNeed registers a check of what an area needs registered with
+// it by an area above (package inbox: a reaction to a stored email); Open
+// refuses to start while one fails.
+func RegisterNeed(check func() error) { needs = append(needs, check) }
 
 // RegisterSingleton registers a kind of singleton settings record (package
 // reports: the organisation settings; package inbox: a mailbox's sync
@@ -163,8 +160,10 @@ func checkRegistry() error {
 			return fmt.Errorf("the store cannot start: no defaults of the singleton %s (link package %s)", name, pkg)
 		}
 	}
-	if reactions.emailStored == nil {
-		return fmt.Errorf("the store cannot start: nothing reacts to a stored email (link package outreach/repo/pitches)")
+	for _, check := range needs {
+		if err := check(); err != nil {
+			return fmt.Errorf("the store cannot start: %w", err)
+		}
 	}
 	if reactions.words == nil {
 		return fmt.Errorf("the store cannot start: nothing extracts the word index (link package outreach/repo/textlist)")

@@ -149,7 +149,7 @@ var outputs = map[string]*jsonschema.Schema{
 
 	// Emails
 	"sync_emails":              of[mailsync.Result](),
-	"import_email":             of[repo.IngestResult](),
+	"import_email":             of[inbox.IngestResult](),
 	"get_sync_status":          of[syncStatus](),
 	"disconnect_mailbox":       of[disconnectMailboxOut](),
 	"list_email_threads":       object("total", of[int64](), "showing", of[int](), "limit", of[int](), "offset", of[int](), "threads", of[[]threadSummary]()),

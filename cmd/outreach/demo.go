@@ -336,10 +336,10 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 		first := fmt.Sprintf("<demo-%d-1@example.org>", t)
 		var threadID string
 		for m := 0; m < 2; m++ {
-			in := repo.IncomingEmail{MessageID: first, From: team, To: []string{emails[j]}, Subject: subject, Date: *demoDay(12 + t),
+			in := inbox.IncomingEmail{MessageID: first, From: team, To: []string{emails[j]}, Subject: subject, Date: *demoDay(12 + t),
 				BodyText: fmt.Sprintf("Hi %s,\n\nWould you like an early look at Aurora 3.0 before the launch?\n\nThe press team", demoFirst[j]), Source: "demo"}
 			if m == 1 {
-				in = repo.IncomingEmail{MessageID: fmt.Sprintf("<demo-%d-2@example.org>", t), InReplyTo: first, References: []string{first},
+				in = inbox.IncomingEmail{MessageID: fmt.Sprintf("<demo-%d-2@example.org>", t), InReplyTo: first, References: []string{first},
 					From: emails[j], To: []string{team}, Subject: "Re: " + subject, Date: *demoDay(13 + t), Source: "demo",
 					BodyText: "Thanks, yes please. Can you send the benchmark numbers under embargo?"}
 			}
@@ -347,7 +347,7 @@ func seedDemo(ctx context.Context, s *repo.Store, step func(what string)) (map[s
 			if err != nil {
 				return counts, fmt.Errorf("email %s: %w", in.MessageID, err)
 			}
-			if res.Outcome == repo.EmailSkipped {
+			if res.Outcome == inbox.EmailSkipped {
 				return counts, fmt.Errorf("email %s was skipped: no known contact", in.MessageID)
 			}
 			threadID = res.ThreadID

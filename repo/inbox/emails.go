@@ -57,17 +57,17 @@ type EmailOpportunityLink struct {
 // message without one, a key derived from its content) that keeps a message
 // from being stored twice: a unique index holds it across threads.
 type EmailMessage struct {
-	ID          string                 `bson:"id" json:"id"`
-	MessageID   string                 `bson:"message_id" json:"message_id"`
-	InReplyTo   string                 `bson:"in_reply_to,omitempty" json:"in_reply_to,omitempty"`
-	References  []string               `bson:"references,omitempty" json:"references,omitempty"`
-	From        string                 `bson:"from" json:"from"`
-	To          []string               `bson:"to" json:"to"`
-	Cc          []string               `bson:"cc,omitempty" json:"cc,omitempty"`
-	Subject     string                 `bson:"subject" json:"subject"`
-	Date        time.Time              `bson:"date" json:"date"`
-	BodyText    string                 `bson:"body_text" json:"body_text"`
-	Attachments []repo.EmailAttachment `bson:"attachments,omitempty" json:"attachments,omitempty"`
+	ID          string            `bson:"id" json:"id"`
+	MessageID   string            `bson:"message_id" json:"message_id"`
+	InReplyTo   string            `bson:"in_reply_to,omitempty" json:"in_reply_to,omitempty"`
+	References  []string          `bson:"references,omitempty" json:"references,omitempty"`
+	From        string            `bson:"from" json:"from"`
+	To          []string          `bson:"to" json:"to"`
+	Cc          []string          `bson:"cc,omitempty" json:"cc,omitempty"`
+	Subject     string            `bson:"subject" json:"subject"`
+	Date        time.Time         `bson:"date" json:"date"`
+	BodyText    string            `bson:"body_text" json:"body_text"`
+	Attachments []EmailAttachment `bson:"attachments,omitempty" json:"attachments,omitempty"`
 	// ContactIDs are the known contacts among From, To and Cc.
 	ContactIDs []string `bson:"contact_ids" json:"contact_ids"`
 	// FromContactID is set when a known contact sent the message (a reply
@@ -177,14 +177,14 @@ func (s *Store) threadWith(ctx context.Context, filter bson.M) (*EmailThread, er
 // within SubjectWindow; else it starts a thread. Two instances storing the
 // same message at once end with one copy: the unique index on the message
 // key refuses the second, which then finds the first.
-func (s *Store) IngestEmail(ctx context.Context, in repo.IncomingEmail) (repo.IngestResult, error) {
+func (s *Store) IngestEmail(ctx context.Context, in IncomingEmail) (IngestResult, error) {
 	// Within a process the look-up and the write are one step: the embedded
 	// store (one process only) does not hold a unique index over array
 	// elements, so this is what keeps two syncs of one process apart.
 	ingestMu.Lock()
 	defer ingestMu.Unlock()
 	if strings.TrimSpace(in.MessageID) == "" {
-		return repo.IngestResult{}, repo.Invalid("message_id", "a message needs a key (its Message-ID or a content key)")
+		return IngestResult{}, repo.Invalid("message_id", "a message needs a key (its Message-ID or a content key)")
 	}
 	if in.Date.IsZero() {
 		in.Date = repo.Now()
@@ -192,33 +192,33 @@ func (s *Store) IngestEmail(ctx context.Context, in repo.IncomingEmail) (repo.In
 	in.Date = in.Date.UTC().Truncate(time.Millisecond)
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		var res repo.IngestResult
+		var res IngestResult
 		res, err = s.ingestOnce(ctx, in)
 		if err == nil {
-			s.ReactToStoredEmail(ctx, in, res) // a reply to a pitch (package pitches)
+			emailStored(ctx, s.Store, in, res) // a reply to a pitch (package pitches)
 			return res, nil
 		}
 		if !ledger.IsConflict(err) && !mongo.IsDuplicateKeyError(err) {
-			return repo.IngestResult{}, err
+			return IngestResult{}, err
 		}
 		time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
 	}
-	return repo.IngestResult{}, err
+	return IngestResult{}, err
 }
 
-func (s *Store) ingestOnce(ctx context.Context, in repo.IncomingEmail) (repo.IngestResult, error) {
+func (s *Store) ingestOnce(ctx context.Context, in IncomingEmail) (IngestResult, error) {
 	if dup, err := s.StoredEmail(ctx, in.MessageID); err != nil || dup != nil {
 		if dup == nil {
-			return repo.IngestResult{}, err
+			return IngestResult{}, err
 		}
 		return *dup, nil
 	}
 	byAddr, err := s.contactsByAddress(ctx, slices.Concat([]string{in.From}, in.To, in.Cc))
 	if err != nil {
-		return repo.IngestResult{}, err
+		return IngestResult{}, err
 	}
 	if len(byAddr) == 0 {
-		return repo.IngestResult{Outcome: repo.EmailSkipped, MessageID: in.MessageID}, nil
+		return IngestResult{Outcome: EmailSkipped, MessageID: in.MessageID}, nil
 	}
 	var contacts []string
 	for _, a := range slices.Concat([]string{in.From}, in.To, in.Cc) {
@@ -238,7 +238,7 @@ func (s *Store) ingestOnce(ctx context.Context, in repo.IncomingEmail) (repo.Ing
 	}
 	target, err := s.threadFor(ctx, in, contacts)
 	if err != nil {
-		return repo.IngestResult{}, err
+		return IngestResult{}, err
 	}
 	if target != nil && threadBytes(target)+messageBytes(&msg) > maxThreadBytes {
 		target = nil // the thread is full: the conversation goes on in a new one
@@ -248,19 +248,19 @@ func (s *Store) ingestOnce(ctx context.Context, in repo.IncomingEmail) (repo.Ing
 			OpportunityLinks: []EmailOpportunityLink{}, Messages: []EmailMessage{msg}}
 		t.settle()
 		if err := repo.Insert(ctx, s.Store, repo.CollEmails, t); err != nil {
-			return repo.IngestResult{}, err
+			return IngestResult{}, err
 		}
-		return repo.IngestResult{Outcome: repo.EmailStored, ThreadID: t.ID, EmailID: msg.ID, MessageID: msg.MessageID, NewThread: true}, nil
+		return IngestResult{Outcome: EmailStored, ThreadID: t.ID, EmailID: msg.ID, MessageID: msg.MessageID, NewThread: true}, nil
 	}
-	var res repo.IngestResult
+	var res IngestResult
 	// The message and the email_received notifications of the thread's
 	// linked opportunities are one unit: a notification exists exactly when
 	// its message was stored.
 	err = s.WriteGroup(ctx, func() ([]ledger.Mutation, error) {
-		res = repo.IngestResult{Outcome: repo.EmailStored, ThreadID: target.ID, EmailID: msg.ID, MessageID: msg.MessageID}
+		res = IngestResult{Outcome: EmailStored, ThreadID: target.ID, EmailID: msg.ID, MessageID: msg.MessageID}
 		t, m, err := repo.Prepare(ctx, s.Store, repo.CollEmails, target.ID, audit.ActionUpdate, func(t *EmailThread) error {
 			if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == in.MessageID }); i >= 0 {
-				res = repo.IngestResult{Outcome: repo.EmailDuplicate, ThreadID: t.ID, EmailID: t.Messages[i].ID, MessageID: in.MessageID}
+				res = IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, EmailID: t.Messages[i].ID, MessageID: in.MessageID}
 				return nil // stored meanwhile: nothing changes, nothing is written
 			}
 			if t.ArchivedAt != nil {
@@ -285,7 +285,7 @@ func (s *Store) ingestOnce(ctx context.Context, in repo.IncomingEmail) (repo.Ing
 		return append([]ledger.Mutation{*m}, evs...), nil
 	})
 	if err != nil {
-		return repo.IngestResult{}, err
+		return IngestResult{}, err
 	}
 	return res, nil
 }
@@ -415,7 +415,7 @@ func (t *EmailThread) settle() {
 }
 
 // threadFor picks the active thread a new message joins, or nil.
-func (s *Store) threadFor(ctx context.Context, in repo.IncomingEmail, contacts []string) (*EmailThread, error) {
+func (s *Store) threadFor(ctx context.Context, in IncomingEmail, contacts []string) (*EmailThread, error) {
 	var refs []string
 	for _, r := range slices.Concat([]string{in.InReplyTo}, in.References) {
 		if r != "" && !slices.Contains(refs, r) {
@@ -758,12 +758,12 @@ func (s *Store) PutEmailAttachment(ctx context.Context, filename, mimeType strin
 }
 
 // StoredEmail reports where a message keyed key is stored (a duplicate), or nil.
-func (s *Store) StoredEmail(ctx context.Context, key string) (*repo.IngestResult, error) {
+func (s *Store) StoredEmail(ctx context.Context, key string) (*IngestResult, error) {
 	t, err := s.threadWith(ctx, bson.M{"messages.message_id": key})
 	if err != nil || t == nil {
 		return nil, err
 	}
-	res := &repo.IngestResult{Outcome: repo.EmailDuplicate, ThreadID: t.ID, MessageID: key}
+	res := &IngestResult{Outcome: EmailDuplicate, ThreadID: t.ID, MessageID: key}
 	if i := slices.IndexFunc(t.Messages, func(m EmailMessage) bool { return m.MessageID == key }); i >= 0 {
 		res.EmailID = t.Messages[i].ID
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"outreach/repo"
 	"outreach/repo/directory"
 	"outreach/repo/inbox"
 	"outreach/repo/repotest"
@@ -23,24 +22,24 @@ func TestIngestEmailThreading(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	msg := func(id, replyTo, body string, i int) repo.IncomingEmail {
-		return repo.IncomingEmail{MessageID: id, InReplyTo: replyTo, From: "jane@planet.example", To: []string{"team@pr.example"},
+	msg := func(id, replyTo, body string, i int) inbox.IncomingEmail {
+		return inbox.IncomingEmail{MessageID: id, InReplyTo: replyTo, From: "jane@planet.example", To: []string{"team@pr.example"},
 			Subject: "Re: Launch", Date: at.Add(time.Duration(i) * time.Hour), BodyText: body}
 	}
 	r1, err := in.IngestEmail(ctx, msg("a@x", "", "one", 0))
-	if err != nil || r1.Outcome != repo.EmailStored || !r1.NewThread {
+	if err != nil || r1.Outcome != inbox.EmailStored || !r1.NewThread {
 		t.Fatalf("first: %+v %v", r1, err)
 	}
 	r2, err := in.IngestEmail(ctx, msg("b@x", "a@x", strings.Repeat("é", inbox.MaxEmailBodyText), 1))
 	if err != nil || r2.ThreadID != r1.ThreadID || r2.NewThread {
 		t.Fatalf("reply: %+v %v, want thread %s", r2, err, r1.ThreadID)
 	}
-	if r, err := in.IngestEmail(ctx, msg("b@x", "a@x", "again", 1)); err != nil || r.Outcome != repo.EmailDuplicate || r.EmailID != r2.EmailID {
+	if r, err := in.IngestEmail(ctx, msg("b@x", "a@x", "again", 1)); err != nil || r.Outcome != inbox.EmailDuplicate || r.EmailID != r2.EmailID {
 		t.Errorf("repeat: %+v %v, want a duplicate of %s", r, err, r2.EmailID)
 	}
 	other := msg("c@x", "", "hi", 2)
 	other.From, other.To = "stranger@nowhere.example", []string{"team@pr.example"}
-	if r, err := in.IngestEmail(ctx, other); err != nil || r.Outcome != repo.EmailSkipped {
+	if r, err := in.IngestEmail(ctx, other); err != nil || r.Outcome != inbox.EmailSkipped {
 		t.Errorf("unknown sender: %+v %v, want skipped", r, err)
 	}
 	th, err := in.EmailThread(ctx, r1.ThreadID)

@@ -2,9 +2,10 @@
 // and their messages as the mailbox sync stores them (threading, contacts
 // by address, links to opportunities), the messages held back and why, a
 // mailbox's sync mark, and the email searches. It registers the rollback
-// rule of threads with the core at init. What a stored message makes
-// happen above it (a reply to a pitch) is registered with the core by the
-// area concerned (OnEmailStored), never imported from here.
+// rule of threads and the sync mark's defaults with the core at init. What
+// a stored message makes happen above it (a reply to a pitch) is
+// registered with this area by the area concerned (OnEmailStored,
+// incoming.go), never imported from here; Open checks it (RegisterNeed).
 package inbox
 
 import "outreach/repo"

@@ -487,8 +487,8 @@ func (s *Store) sentSince(ctx context.Context, since time.Time, domain string) (
 // pitchReply handles message in, stored as res, as a possible reply to a
 // pitch. It is best effort after the message is stored: a failure is
 // logged, and the message stays stored.
-func (s *Store) pitchReply(ctx context.Context, in repo.IncomingEmail, res repo.IngestResult) {
-	if res.Outcome != repo.EmailStored {
+func (s *Store) pitchReply(ctx context.Context, in inbox.IncomingEmail, res inbox.IngestResult) {
+	if res.Outcome != inbox.EmailStored {
 		return
 	}
 	refs := []string{}

@@ -1,14 +1,17 @@
-package repo
+package inbox
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"outreach/repo"
 )
 
-// What a reaction to a stored email receives (OnEmailStored, registry.go):
-// the message as parsed, and what the inbox (package repo/inbox) did with
-// it. The core holds them since its registry names them; the inbox's
-// records and their writing are the area's.
+// What the inbox is offered (a message as parsed), what it did with it,
+// and what follows once a message is stored: an area above the inbox
+// registers it from its init (OnEmailStored), and Open refuses to start
+// while it is missing.
 
 // EmailAttachment is an attachment's metadata. FileID names its bytes in
 // the GridFS bucket when attachment bytes are kept (off by default).
@@ -56,8 +59,24 @@ type IngestResult struct {
 	NewThread bool   `json:"new_thread,omitempty"`
 }
 
-// ReactToStoredEmail runs the reaction registered with OnEmailStored
-// (package repo/inbox calls it once a message is stored).
-func (s *Store) ReactToStoredEmail(ctx context.Context, in IncomingEmail, res IngestResult) {
-	reactions.emailStored(ctx, s, in, res)
+var emailStored func(ctx context.Context, s *repo.Store, in IncomingEmail, res IngestResult)
+
+// OnEmailStored registers what follows an incoming message once it is
+// stored as res (package pitches: a reply to a pitch marks its recipient
+// replied). It runs after the store, best effort: it logs its failures and
+// the message stays stored.
+func OnEmailStored(fn func(ctx context.Context, s *repo.Store, in IncomingEmail, res IngestResult)) {
+	if emailStored != nil {
+		panic("inbox: a reaction to a stored email is registered twice")
+	}
+	emailStored = fn
+}
+
+func init() {
+	repo.RegisterNeed(func() error {
+		if emailStored == nil {
+			return fmt.Errorf("nothing reacts to a stored email (link package outreach/repo/pitches)")
+		}
+		return nil
+	})
 }
