@@ -8,10 +8,12 @@ package repotest
 import (
 	"context"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	mongoevent "go.mongodb.org/mongo-driver/v2/event"
@@ -46,6 +48,29 @@ func OpenEmbedded(t *testing.T) *repo.Store {
 	}
 	t.Cleanup(es.Close)
 	s, err := repo.Open(ctx, es.URI, "group_test", repo.Options{WriteMode: repo.ModeOrdered, Exclusive: true, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+// OpenOrdered opens a store in the ordered protocol, closed when t ends:
+// on the server MONGODB_URI names when it is set (a fresh database there,
+// as the core's own tests open one: the second engine's pass of the test
+// command runs such tests against it), else on a fresh embedded server with
+// the serial protocol switched off, so that the ordered one runs there too.
+func OpenOrdered(t *testing.T) *repo.Store {
+	t.Helper()
+	uri := os.Getenv("MONGODB_URI")
+	if uri == "" {
+		s := OpenEmbedded(t)
+		*s.Internals().SerialWrites = false
+		return s
+	}
+	ctx := context.Background()
+	db := "outreach_test_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	s, err := repo.Open(ctx, uri, db, repo.Options{WriteMode: repo.ModeOrdered, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
