@@ -58,15 +58,14 @@ func OpenEmbedded(t *testing.T) *repo.Store {
 // OpenOrdered opens a store in the ordered protocol, closed when t ends:
 // on the server MONGODB_URI names when it is set (a fresh database there,
 // as the core's own tests open one: the second engine's pass of the test
-// command runs such tests against it), else on a fresh embedded server with
-// the serial protocol switched off, so that the ordered one runs there too.
+// command runs such tests against it), else on a fresh embedded server
+// (OpenEmbedded), where a test that drives the ordered protocol switches
+// the serial one off itself (the engine's hooks are for tests alone).
 func OpenOrdered(t *testing.T) *repo.Store {
 	t.Helper()
 	uri := os.Getenv("MONGODB_URI")
 	if uri == "" {
-		s := OpenEmbedded(t)
-		*s.Internals().SerialWrites = false
-		return s
+		return OpenEmbedded(t)
 	}
 	ctx := context.Background()
 	db := "outreach_test_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
